@@ -1,0 +1,349 @@
+"""Error-free transformations (EFTs) on plain tensors.
+
+Every function here takes ordinary tensors of one floating dtype and returns tensors of
+the same dtype such that the mathematical identity stated in its docstring holds
+*exactly* (no rounding error), under the stated preconditions. They are the only place
+where hypermc relies on the details of IEEE-754 rounding; everything in ``arith.py``,
+``elementary.py``, ``reduce.py`` and ``matmul.py`` is built from them.
+
+Precision of the component dtypes (``p`` = significand bits, ``u = 2**-p``):
+
+========  ==  =========  ===========================  ============================
+dtype     p   u          split constant ``2**s + 1``  split rescales above
+========  ==  =========  ===========================  ============================
+float16   11  2**-11     2**6 + 1                     2**9   (65504 / 65 ≈ 1008)
+bfloat16  8   2**-8      2**4 + 1                     2**120
+float32   24  2**-24     2**12 + 1                    2**114
+float64   53  2**-53     2**27 + 1                    2**996
+========  ==  =========  ===========================  ============================
+
+References:
+    Knuth, TAOCP vol. 2 (TwoSum); Dekker 1971 (FastTwoSum, TwoProd); Veltkamp (split);
+    Priest 1991 and Joldes, Muller, Popescu, "Tight and rigorous error bounds for basic
+    building blocks of double-word arithmetic", ACM TOMS 2017; Boldo, Joldes, Muller,
+    Popescu, "Formal verification of a floating-point expansion renormalization
+    algorithm", ITP 2017 (renormalize).
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import NamedTuple
+
+import torch
+
+__all__ = [
+    "FloatFormat",
+    "float_format",
+    "two_sum",
+    "fast_two_sum",
+    "split",
+    "two_prod",
+    "two_prod_dekker",
+    "has_fused_addcmul",
+    "renormalize",
+    "pack",
+    "unpack",
+]
+
+
+class FloatFormat(NamedTuple):
+    """Constants of one component dtype used by the EFTs.
+
+    Attributes:
+        p: significand bits including the hidden bit; ``u = 2**-p``.
+        split_shift: ``s`` of the Veltkamp split constant ``2**s + 1``, ``s = ceil(p/2)``,
+            so both halves of a split fit in ``p - s`` and ``s`` bits and every product of
+            halves is exact.
+        split_threshold: above this magnitude ``(2**s + 1) * x`` could overflow, so
+            :func:`split` scales the input down by ``2**-(s+1)`` first (exact) and back
+            up afterwards.
+        wider: a dtype whose significand holds the exact product of two values of this
+            dtype (``2p`` bits) and whose exponent range covers it, or ``None``.
+    """
+
+    p: int
+    split_shift: int
+    split_threshold: float
+    wider: torch.dtype | None
+
+
+_FORMATS = {
+    torch.float16: FloatFormat(11, 6, 2.0**9, torch.float32),
+    torch.bfloat16: FloatFormat(8, 4, 2.0**120, torch.float32),
+    torch.float32: FloatFormat(24, 12, 2.0**114, torch.float64),
+    torch.float64: FloatFormat(53, 27, 2.0**996, None),
+}
+
+
+def float_format(dtype: torch.dtype) -> FloatFormat:
+    """Return the :class:`FloatFormat` of a component dtype.
+
+    Raises:
+        TypeError: if ``dtype`` is not float16, bfloat16, float32 or float64.
+    """
+    try:
+        return _FORMATS[dtype]
+    except KeyError:
+        raise TypeError(
+            f"component dtype must be one of float16, bfloat16, float32, float64; got {dtype}"
+        ) from None
+
+
+def two_sum(a: torch.Tensor, b: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Knuth's TwoSum: ``s = fl(a + b)`` and ``e`` with ``s + e == a + b`` exactly.
+
+    Six flops, no branch, no precondition on the order of magnitudes. Exact in
+    round-to-nearest including gradual underflow; if ``a + b`` overflows, ``s`` is inf
+    and ``e`` is NaN.
+
+    Args:
+        a, b: tensors of one floating dtype (broadcastable).
+
+    Returns:
+        ``(s, e)`` with ``|e| <= ulp(s) / 2``.
+    """
+    s = a + b
+    bb = s - a
+    e = (a - (s - bb)) + (b - bb)
+    return s, e
+
+
+def fast_two_sum(a: torch.Tensor, b: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Dekker's FastTwoSum: ``s = fl(a + b)``, ``e = (a + b) - s`` exactly.
+
+    Precondition:
+        ``exponent(a) >= exponent(b)`` (implied by ``|a| >= |b|``) or ``a == 0``.
+        If it is broken the result is silently inexact — callers must guarantee it.
+
+    Returns:
+        ``(s, e)`` with ``s + e == a + b`` and ``|e| <= ulp(s) / 2``.
+    """
+    s = a + b
+    e = b - (s - a)
+    return s, e
+
+
+def split(a: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Veltkamp's split: ``a == hi + lo`` exactly, each half fits in about ``p/2`` bits.
+
+    ``hi`` has at most ``p - s`` significant bits and ``lo`` at most ``s`` bits (with the
+    sign trick), so products of halves of two numbers are exact in the same dtype.
+    Inputs above the dtype's ``split_threshold`` are scaled down by a power of two
+    before splitting (exact) so ``(2**s + 1) * a`` cannot overflow.
+
+    Precondition:
+        ``a`` finite. Subnormal inputs split exactly.
+
+    Returns:
+        ``(hi, lo)`` with ``hi + lo == a``.
+    """
+    fmt = float_format(a.dtype)
+    factor = float(2**fmt.split_shift + 1)
+    big = a.abs() > fmt.split_threshold
+    down = 2.0 ** -(fmt.split_shift + 1)
+    scaled = torch.where(big, a * down, a)
+    c = scaled * factor
+    hi = c - (c - scaled)
+    lo = scaled - hi
+    up = 2.0 ** (fmt.split_shift + 1)
+    hi = torch.where(big, hi * up, hi)
+    lo = torch.where(big, lo * up, lo)
+    return hi, lo
+
+
+def two_prod_dekker(a: torch.Tensor, b: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Dekker's TwoProduct with Veltkamp splitting (17 flops).
+
+    Returns:
+        ``(p, e)`` with ``p = fl(a * b)`` and ``p + e == a * b`` exactly.
+
+    Precondition:
+        the error term does not underflow: ``exponent(a) + exponent(b) >= emin + p - 1``
+        (for float16: ``e_a + e_b >= -4``); otherwise ``e`` is rounded. ``a * b`` finite.
+    """
+    p = a * b
+    ah, al = split(a)
+    bh, bl = split(b)
+    e = ((ah * bh - p) + ah * bl + al * bh) + al * bl
+    return p, e
+
+
+@functools.cache
+def has_fused_addcmul(device_type: str, dtype: torch.dtype) -> bool:
+    """Probe once per (device type, dtype) whether ``torch.addcmul(c, a, b)`` is fused.
+
+    A fused multiply-add computes ``c + a * b`` with one rounding; then
+    ``addcmul(-p, a, b)`` is the exact error of ``p = fl(a * b)``. PyTorch does not
+    promise fusion (it comes from compiler contraction in the build), so it is measured:
+    a batch of products whose error terms are known exactly (computed in a wider dtype or
+    via Dekker) must be reproduced bit for bit.
+    """
+    gen = torch.Generator().manual_seed(20261121)
+    a = torch.rand(4096, generator=gen, dtype=torch.float64) + 0.5
+    b = torch.rand(4096, generator=gen, dtype=torch.float64) + 0.5
+    a = a.to(dtype=dtype, device=device_type)
+    b = b.to(dtype=dtype, device=device_type)
+    p = a * b
+    e_fma = torch.addcmul(-p, a, b)
+    _, e_ref = two_prod_dekker(a, b)
+    return bool(torch.equal(e_fma, e_ref)) and bool((e_ref != 0).any())
+
+
+def two_prod(a: torch.Tensor, b: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """TwoProduct: ``p = fl(a * b)`` and ``e`` with ``p + e == a * b`` exactly.
+
+    Path chosen per device and dtype:
+
+    * float16 / bfloat16 / float32: the exact product is formed in the wider dtype
+      (``2p`` bits fit: 22 and 16 bits in float32, 48 bits in float64), ``e = wide - p``
+      is exact there and is representable in the component dtype.
+    * float64: ``torch.addcmul(-p, a, b)`` when :func:`has_fused_addcmul` measured a
+      true FMA on this device, Dekker's algorithm otherwise.
+
+    Precondition:
+        ``a * b`` finite and its error term not below the subnormal range of the
+        dtype (see :func:`two_prod_dekker`); otherwise ``e`` is rounded (never NaN unless
+        ``p`` overflows).
+    """
+    fmt = float_format(a.dtype)
+    if fmt.wider is not None:
+        wide = a.to(fmt.wider) * b.to(fmt.wider)
+        p = wide.to(a.dtype)
+        e = (wide - p.to(fmt.wider)).to(a.dtype)
+        return p, e
+    if has_fused_addcmul(a.device.type, a.dtype):
+        p = a * b
+        return p, torch.addcmul(-p, a, b)
+    return two_prod_dekker(a, b)
+
+
+def pack(components: list[torch.Tensor]) -> torch.Tensor:
+    """Stack a list of ``nc`` equally shaped tensors into a component tensor.
+
+    The result has shape ``(*shape, nc)`` and is a view of a *planar* buffer
+    ``(nc, *shape)``, so ``unpack`` hands contiguous per-component tensors to the next
+    kernel (elementwise kernels on strided slices are measurably slower).
+    """
+    return torch.stack(components, dim=0).movedim(0, -1)
+
+
+def unpack(x: torch.Tensor) -> list[torch.Tensor]:
+    """Split a component tensor ``(*shape, nc)`` into its ``nc`` components."""
+    return list(x.unbind(-1))
+
+
+@functools.cache
+def _sorting_network(m: int) -> tuple[tuple[int, int], ...]:
+    """Batcher's odd-even merge sort network for ``m`` wires (pairs ``(i, j)``, ``i < j``)."""
+    pairs = []
+    n = 1
+    while n < m:
+        n *= 2
+    p = 1
+    while p < n:
+        k = p
+        while k >= 1:
+            for j in range(k % p, n - k, 2 * k):
+                for i in range(min(k, n - j - k)):
+                    a, b = i + j, i + j + k
+                    if a // (2 * p) == b // (2 * p) and b < m:
+                        pairs.append((a, b))
+            k //= 2
+        p *= 2
+    return tuple(pairs)
+
+
+def sort_by_magnitude(t: list[torch.Tensor]) -> list[torch.Tensor]:
+    """Sort terms elementwise by non-increasing magnitude with a sorting network.
+
+    Branch-free (compare-exchange with ``torch.where``), ``O(m log^2 m)`` elementwise
+    ops; much faster than ``torch.sort`` along a short last dimension. NaNs compare as
+    not smaller, so they stay where they are relative to the others.
+    """
+    t = list(t)
+    mag = [x.abs() for x in t]
+    for i, j in _sorting_network(len(t)):
+        swap = mag[i] < mag[j]
+        t[i], t[j] = torch.where(swap, t[j], t[i]), torch.where(swap, t[i], t[j])
+        mag[i], mag[j] = torch.where(swap, mag[j], mag[i]), torch.where(swap, mag[i], mag[j])
+    return t
+
+
+def renormalize(
+    terms: torch.Tensor | list[torch.Tensor], nc: int, *, presorted: bool = False
+) -> torch.Tensor:
+    """Turn ``m`` floating terms into a normalised ``nc``-component expansion.
+
+    Algorithm (after Boldo–Joldes–Muller–Popescu 2017, vectorised, made branch-free and
+    order-independent): a bottom-up VecSum (TwoSums, exact) followed by a top-down pass
+    of TwoSums that emits a component each time the running error is non-zero, which
+    compacts zeros to the tail. The pair of passes runs twice: the first pass keeps one
+    guard component so that only the second one truncates. Per-element branches are
+    masks, so the cost is ``O(m * nc)`` elementwise ops.
+
+    Precondition:
+        none: the terms are first sorted by magnitude (a sorting network) unless the
+        caller says ``presorted=True``, in which case they must already be ordered by
+        non-increasing magnitude (up to overlap of adjacent terms). Terms must be finite
+        for the tail to be meaningful; a non-finite leading component keeps its value
+        (inf/NaN propagate) and its tail is set to zero.
+
+    Bound:
+        the result ``r`` is non-overlapping (``|r[i+1]| <= ulp(r[i]) / 2``), decreasing,
+        zeros only at the tail, and ``|sum(r) - sum(terms)| <= u^nc |sum(terms)|``
+        (truncation of a nearest-rounded expansion), checked in ``tests/mcf/test_eft.py``.
+
+    Args:
+        terms: tensor of shape ``(*shape, m)`` or a list of ``m`` tensors of one shape.
+        nc: number of output components.
+
+    Returns:
+        tensor of shape ``(*shape, nc)``.
+    """
+    t = unpack(terms) if isinstance(terms, torch.Tensor) else list(terms)
+    if len(t) == 1:
+        zero = torch.zeros_like(t[0])
+        return pack([t[0]] + [zero] * (nc - 1))
+    if nc == 1:
+        total = t[-1]
+        for term in reversed(t[:-1]):
+            total = term + total
+        return pack([total])
+    if not presorted:
+        t = sort_by_magnitude(t)
+    first = _distill(t, min(nc + 1, len(t)))
+    return _clean_nonfinite(pack(_distill(first, nc)))
+
+
+def _distill(t: list[torch.Tensor], nc: int) -> list[torch.Tensor]:
+    """One VecSum + top-down compaction pass; returns ``nc`` components (see renormalize)."""
+    m = len(t)
+    s = t[m - 1]
+    e: list[torch.Tensor] = [s] * m
+    for i in range(m - 2, -1, -1):
+        s, e[i + 1] = two_sum(t[i], s)
+    e[0] = s
+    zero = torch.zeros_like(s)
+    out = [zero] * nc
+    j = torch.zeros(s.shape, dtype=torch.int8, device=s.device)
+    eps = e[0]
+    for i in range(1, m):
+        r, eps_new = two_sum(eps, e[i])
+        emit = eps_new != 0
+        for k in range(min(i, nc)):
+            out[k] = torch.where(emit & (j == k), r, out[k])
+        j = j + emit.to(torch.int8)
+        eps = torch.where(emit, eps_new, r)
+    for k in range(nc):
+        out[k] = torch.where(j == k, eps, out[k])
+    return out
+
+
+def _clean_nonfinite(c: torch.Tensor) -> torch.Tensor:
+    """Zero the tail of elements whose leading component is inf or NaN."""
+    if c.shape[-1] == 1:
+        return c
+    comps = unpack(c)
+    finite = torch.isfinite(comps[0])
+    return pack([comps[0]] + [torch.where(finite, ci, 0.0) for ci in comps[1:]])
