@@ -1,0 +1,11 @@
+"""hypermc: multi-component floats for hyperbolic deep learning.
+
+A multi-component float (MCF) is an unevaluated sum of ``nc`` ordinary floats computed
+with error-free transformations; :class:`hypermc.MCTensor` is a ``torch.Tensor`` of them.
+"""
+
+from .mcf import MCTensor, from_mpmath, mc
+
+__version__ = "0.1.0"
+
+__all__ = ["MCTensor", "mc", "from_mpmath", "__version__"]

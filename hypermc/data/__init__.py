@@ -1,0 +1,1 @@
+"""hypermc.data (filled by its issue; see DESIGN.md)."""

@@ -1,0 +1,1 @@
+"""hypermc.embed (filled by its issue; see DESIGN.md)."""

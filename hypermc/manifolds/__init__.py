@@ -1,0 +1,1 @@
+"""hypermc.manifolds (filled by its issue; see DESIGN.md)."""

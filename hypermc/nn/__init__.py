@@ -1,0 +1,1 @@
+"""hypermc.nn (filled by its issue; see DESIGN.md)."""

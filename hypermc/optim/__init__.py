@@ -1,0 +1,1 @@
+"""hypermc.optim (filled by its issue; see DESIGN.md)."""
