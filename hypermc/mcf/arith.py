@@ -178,8 +178,8 @@ def add(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         th, tl = two_sum(xl, yl)
         vh, vl = fast_two_sum(sh, sl + th)
         zh, zl = fast_two_sum(vh, tl + vl)
-        return _finish2(zh, zl)
-    return renormalize(_merge(unpack(x), unpack(y)), nc, presorted=True)
+        return _finish2(zh, zl, sh)
+    return _guard(renormalize(_merge(unpack(x), unpack(y)), nc, presorted=True), x[..., 0] + y[..., 0])
 
 
 def _merge(a: list[torch.Tensor], b: list[torch.Tensor]) -> list[torch.Tensor]:
@@ -190,9 +190,35 @@ def _merge(a: list[torch.Tensor], b: list[torch.Tensor]) -> list[torch.Tensor]:
     return sort_by_magnitude(terms)
 
 
-def _finish2(hi: torch.Tensor, lo: torch.Tensor) -> torch.Tensor:
-    """Pack a double-word result, zeroing the tail behind a non-finite leading part."""
+def _finish2(hi: torch.Tensor, lo: torch.Tensor, naive: torch.Tensor) -> torch.Tensor:
+    """Pack a double-word result; see :func:`_guard` for the non-finite cases."""
+    if bool(torch.isfinite(hi).all()):
+        return pack([hi, lo])
+    hi = torch.where(torch.isfinite(naive), hi, naive)
     return pack([hi, torch.where(torch.isfinite(hi), lo, 0.0)])
+
+
+def _guard(result: torch.Tensor, naive: torch.Tensor) -> torch.Tensor:
+    """Make inf and NaN propagate like the plain op.
+
+    ``naive`` is the plain-float result of the op on the leading components. Where it is
+    not finite (overflow, inf or NaN operands) the result is ``(naive, 0, ...)``; where the
+    MC result itself overflowed, its tail is zeroed. The all-finite case costs one
+    reduction and no extra elementwise pass.
+    """
+    lead = result[..., 0]
+    if bool(torch.isfinite(lead).all()) and bool(torch.isfinite(naive).all()):
+        return result
+    naive = naive.expand(lead.shape)
+    fallback = from_float(naive, result.shape[-1])
+    out = torch.where(torch.isfinite(naive).unsqueeze(-1), result, fallback)
+    return _zero_tail_of_nonfinite(out)
+
+
+def _zero_tail_of_nonfinite(c: torch.Tensor) -> torch.Tensor:
+    comps = unpack(c)
+    finite = torch.isfinite(comps[0])
+    return pack([comps[0]] + [torch.where(finite, ci, 0.0) for ci in comps[1:]])
 
 
 def neg(x: torch.Tensor) -> torch.Tensor:
@@ -218,8 +244,8 @@ def add_float(x: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
         xh, xl = unpack(x)
         sh, sl = two_sum(xh, b)
         zh, zl = fast_two_sum(sh, xl + sl)
-        return _finish2(zh, zl)
-    return renormalize(_merge(unpack(x), [b]), nc, presorted=True)
+        return _finish2(zh, zl, sh)
+    return _guard(renormalize(_merge(unpack(x), [b]), nc, presorted=True), x[..., 0] + b)
 
 
 # --------------------------------------------------------------------- multiplication
@@ -251,8 +277,8 @@ def mul(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
             # DWTimesDW1
             cl2 = xs[0] * ys[1] + xs[1] * ys[0]
         zh, zl = fast_two_sum(ch, cl1 + cl2)
-        return _finish2(zh, zl)
-    return renormalize(_product_terms(xs, ys, nc), nc)
+        return _finish2(zh, zl, ch)
+    return _guard(renormalize(_product_terms(xs, ys, nc), nc), xs[0] * ys[0])
 
 
 def _product_terms(xs: list[torch.Tensor], ys: list[torch.Tensor], nc: int) -> list[torch.Tensor]:
@@ -296,13 +322,13 @@ def mul_float(x: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     if nc == 2:
         ch, cl1 = two_prod(xs[0], b)
         zh, zl = fast_two_sum(ch, cl1 + xs[1] * b)
-        return _finish2(zh, zl)
+        return _finish2(zh, zl, ch)
     terms: list[torch.Tensor] = []
     for i, xi in enumerate(xs[:-1]):
         p, e = two_prod(xi, b)
         terms += [p, e]
     terms.append(xs[-1] * b)
-    return renormalize(terms, nc)
+    return _guard(renormalize(terms, nc), xs[0] * b)
 
 
 def square(x: torch.Tensor) -> torch.Tensor:
@@ -342,9 +368,13 @@ def _long_division(x: torch.Tensor, y: torch.Tensor, nc: int) -> torch.Tensor:
             r = sub(r, mul_float(yw, q))
     digits = torch.broadcast_tensors(*digits)
     quotient = renormalize(list(digits), nc, presorted=True)
-    # a non-finite first digit (division by zero, inf operands) is the answer itself
+    # Division by zero and inf/NaN operands: the plain quotient of the leading parts.
+    x0 = x[..., 0]
     q0 = digits[0]
-    return torch.where(torch.isfinite(q0).unsqueeze(-1), quotient, from_float(q0, nc))
+    regular = torch.isfinite(x0) & torch.isfinite(y0) & (y0 != 0) & torch.isfinite(q0)
+    if bool(regular.all()):
+        return quotient
+    return torch.where(regular.unsqueeze(-1), quotient, from_float(x0 / y0, nc).expand_as(quotient))
 
 
 def div_float(x: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
@@ -394,17 +424,22 @@ def sqrt(x: torch.Tensor) -> torch.Tensor:
     if engine is not None:
         return from_engine(torch.sqrt(to_engine(x, engine)), x.dtype, nc)
     x0 = x[..., 0]
-    s0 = torch.sqrt(x0)
     regular = (x0 > 0) & torch.isfinite(x0)
+    # Scale by an even power of two 2^(-2k) (exactly, in two steps of 2^-k) so that the
+    # squares of the iteration neither overflow nor underflow; sqrt scales by 2^k.
+    k = torch.where(regular, torch.frexp(x0).exponent // 2, 0).to(x.dtype)
+    down = torch.pow(2.0, -k).unsqueeze(-1)
+    xs = x * down * down
+    s0 = torch.sqrt(xs[..., 0])
     r = torch.where(regular, 0.5 / s0, 0.0)
     wide = nc + 1
-    xw = pad(x, wide)
+    xw = pad(xs, wide)
     s = from_float(torch.where(regular, s0, 0.0), wide)
     for _ in range(nc + 1):
         resid = sub(xw, square(s))
         s = add_float(s, resid[..., 0] * r)
-    out = renormalize(unpack(s), nc, presorted=True)
-    return torch.where(regular.unsqueeze(-1), out, from_float(s0, nc))
+    out = renormalize(unpack(s), nc, presorted=True) * (1.0 / down)
+    return torch.where(regular.unsqueeze(-1), out, from_float(torch.sqrt(x0), nc))
 
 
 # --------------------------------------------------------------- sign, abs, comparisons
@@ -412,7 +447,8 @@ def sqrt(x: torch.Tensor) -> torch.Tensor:
 
 def sign(x: torch.Tensor) -> torch.Tensor:
     """Sign of the value as a plain tensor (-1, 0, +1; NaN for NaN). Exact."""
-    return torch.sign(x[..., 0])
+    x0 = x[..., 0]
+    return torch.where(torch.isnan(x0), x0, torch.sign(x0))
 
 
 def abs(x: torch.Tensor) -> torch.Tensor:  # noqa: A001 - mirrors torch.abs
@@ -435,7 +471,9 @@ def compare(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     lead = x0 - y0
     res = torch.sign(torch.where(torch.isfinite(lead), d, lead))
     same_inf = torch.isinf(x0) & (x0 == y0)
-    return torch.where(same_inf, 0.0, res)
+    res = torch.where(same_inf, 0.0, res)
+    # torch.sign(nan) is 0: unordered pairs must stay NaN.
+    return torch.where(torch.isnan(x0) | torch.isnan(y0), torch.nan, res)
 
 
 def eq(x, y):
@@ -474,22 +512,23 @@ def where(cond: torch.Tensor, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     return torch.where(cond.unsqueeze(-1), x, y)
 
 
-def _nan_of(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-    return torch.isnan(x[..., 0]) | torch.isnan(y[..., 0])
+def _nan_if_either(r: torch.Tensor, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    nan = torch.isnan(x[..., 0]) | torch.isnan(y[..., 0])
+    return torch.where(nan.unsqueeze(-1), torch.full_like(r, torch.nan), r)
 
 
 def maximum(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     """Elementwise max, exact; NaN if either is NaN (like ``torch.maximum``)."""
     x, y, _ = _common(x, y)
     pick = ge(x, y) | torch.isnan(x[..., 0])
-    return where(pick, x, y)
+    return _nan_if_either(where(pick, x, y), x, y)
 
 
 def minimum(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     """Elementwise min, exact; NaN if either is NaN (like ``torch.minimum``)."""
     x, y, _ = _common(x, y)
     pick = le(x, y) | torch.isnan(x[..., 0])
-    return where(pick, x, y)
+    return _nan_if_either(where(pick, x, y), x, y)
 
 
 def clamp(

@@ -313,7 +313,16 @@ def renormalize(
     if not presorted:
         t = sort_by_magnitude(t)
     first = _distill(t, min(nc + 1, len(t)))
-    return _clean_nonfinite(pack(_distill(first, nc)))
+    out = pack(_distill(first, nc))
+    # Non-finite sums: the TwoSum errors are NaN; keep the plain sum instead.
+    naive = first[0]
+    if bool(torch.isfinite(out[..., 0]).all()) and bool(torch.isfinite(naive).all()):
+        return out
+    plain = t[0]
+    for term in t[1:]:
+        plain = plain + term
+    lead = torch.where(torch.isfinite(plain), out[..., 0], plain)
+    return _clean_nonfinite(pack([lead] + unpack(out)[1:]))
 
 
 def _distill(t: list[torch.Tensor], nc: int) -> list[torch.Tensor]:
