@@ -514,7 +514,7 @@ def where(cond: torch.Tensor, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
 
 def _nan_if_either(r: torch.Tensor, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     nan = torch.isnan(x[..., 0]) | torch.isnan(y[..., 0])
-    return torch.where(nan.unsqueeze(-1), torch.full_like(r, torch.nan), r)
+    return torch.where(nan.unsqueeze(-1), from_float(torch.full_like(r[..., 0], torch.nan), r.shape[-1]), r)
 
 
 def maximum(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:

@@ -820,13 +820,8 @@ def _op_vector_norm(func, a, ord=2, dim=None, keepdim=False, *, dtype=None):
     _no_dtype_change(func, a, dtype)
     if ord != 2:
         raise NotImplementedError(f"MCTensor supports only the 2-norm in {func}; got ord={ord}")
-    red = _kernels("reduce")
     dims = _dims(dim, a.dim()) if a.dim() else None
-    if dims is not None and len(dims) != 1:
-        flat = a._components
-        # norm over several dims: reduce the sum of squares, then sqrt
-        return _wrap(arith.sqrt(red.sum(arith.square(flat), dim=dims, keepdim=keepdim)))
-    return _wrap(red.norm(a._components, dim=dims[0] if dims else None, keepdim=keepdim))
+    return _wrap(_kernels("reduce").norm(a._components, dim=tuple(dims) if dims else None, keepdim=keepdim))
 
 
 def _no_dtype_change(func, a, dtype):
