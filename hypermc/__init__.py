@@ -5,7 +5,9 @@ with error-free transformations; :class:`hypermc.MCTensor` is a ``torch.Tensor``
 """
 
 from .mcf import MCTensor, from_mpmath, mc
+from .manifolds import ManifoldParameter
 
 __version__ = "0.1.0"
 
 __all__ = ["MCTensor", "mc", "from_mpmath", "__version__"]
+__all__ += ["ManifoldParameter"]

@@ -357,6 +357,8 @@ def div(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
 
 
 def _long_division(x: torch.Tensor, y: torch.Tensor, nc: int) -> torch.Tensor:
+    if nc == 2:
+        return _div2(x, y)
     wide = nc + 1
     r, yw = pad(x, wide), pad(y, wide)
     y0 = yw[..., 0]
@@ -375,6 +377,29 @@ def _long_division(x: torch.Tensor, y: torch.Tensor, nc: int) -> torch.Tensor:
     if bool(regular.all()):
         return quotient
     return torch.where(regular.unsqueeze(-1), quotient, from_float(x0 / y0, nc).expand_as(quotient))
+
+
+def _div2(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    """Double-word division by three quotient digits (QD library's accurate division).
+
+    ``q1 = x_h / y_h``, ``r = x - q1 y``, ``q2 = r_h / y_h``, ``r -= q2 y``,
+    ``q3 = r_h / y_h``; the remainders are formed with the accurate double-word kernels
+    (:func:`mul_float`, :func:`sub`), so each digit corrects the previous one to about
+    ``u`` relative and the sum ``q1 + q2 + q3`` is renormalised once. Tested <= 8 ``u^2``.
+    """
+    x, y = torch.broadcast_tensors(x, y)
+    yh = y[..., 0]
+    q1 = x[..., 0] / yh
+    r = sub(x, mul_float(y, q1))
+    q2 = r[..., 0] / yh
+    r = sub(r, mul_float(y, q2))
+    q3 = r[..., 0] / yh
+    qh, ql = fast_two_sum(q1, q2)
+    out = add_float(pack([qh, ql]), q3)
+    regular = torch.isfinite(q1) & torch.isfinite(x[..., 0]) & (yh != 0) & torch.isfinite(yh)
+    if bool(regular.all()):
+        return out
+    return torch.where(regular.unsqueeze(-1), out, from_float(q1, 2))
 
 
 def div_float(x: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
@@ -423,6 +448,8 @@ def sqrt(x: torch.Tensor) -> torch.Tensor:
     engine = engine_dtype(x.dtype, nc)
     if engine is not None:
         return from_engine(torch.sqrt(to_engine(x, engine)), x.dtype, nc)
+    if nc == 2:
+        return _sqrt2(x)
     x0 = x[..., 0]
     regular = (x0 > 0) & torch.isfinite(x0)
     # Scale by an even power of two 2^(-2k) (exactly, in two steps of 2^-k) so that the
@@ -440,6 +467,32 @@ def sqrt(x: torch.Tensor) -> torch.Tensor:
         s = add_float(s, resid[..., 0] * r)
     out = renormalize(unpack(s), nc, presorted=True) * (1.0 / down)
     return torch.where(regular.unsqueeze(-1), out, from_float(torch.sqrt(x0), nc))
+
+
+def _sqrt2(x: torch.Tensor) -> torch.Tensor:
+    """Double-word square root by one Karp–Markstein correction.
+
+    ``s = sqrt(x_h)``, residual ``r = (x_h - s^2) + x_l`` with ``s^2`` from TwoProd (so
+    ``x_h - p`` is exact by Sterbenz), result ``s + r / (2 s)`` by FastTwoSum. The
+    correction is relative-``u`` accurate and itself ``u`` times smaller than ``s``, so the
+    result is good to a few ``u^2``; tested <= 8. Squares that would overflow or
+    underflow are avoided by scaling ``x`` with an even power of two first (exact).
+    """
+    xh, xl = unpack(x)
+    regular = (xh > 0) & torch.isfinite(xh)
+    k = torch.where(regular, torch.frexp(xh).exponent // 2, 0).to(x.dtype)
+    down = torch.pow(2.0, -k)
+    xh, xl = xh * down * down, xl * down * down
+    s = torch.sqrt(xh)
+    p, e = two_prod(s, s)
+    r = ((xh - p) - e) + xl
+    c = r / (2 * s)
+    zh, zl = fast_two_sum(s, c)
+    up = 1.0 / down
+    out = pack([zh * up, zl * up])
+    if bool(regular.all()):
+        return out
+    return torch.where(regular.unsqueeze(-1), out, from_float(torch.sqrt(x[..., 0]), 2))
 
 
 # --------------------------------------------------------------- sign, abs, comparisons

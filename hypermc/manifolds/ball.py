@@ -1,0 +1,154 @@
+"""The Poincaré ball model (formulas in :mod:`.math.ball`)."""
+
+from __future__ import annotations
+
+import torch
+
+from .base import Manifold, _reason
+from .math import ball as B
+from .math import common
+
+__all__ = ["PoincareBall"]
+
+#: ``projx`` keeps the deficit ``1 - c|x|^2`` at least ``2^EDGE_MARGIN_BITS u^nc``: below
+#: that the stored coordinates no longer resolve the point (its hyperbolic resolution
+#: ``u^nc / D`` would exceed ``2^-EDGE_MARGIN_BITS``).
+EDGE_MARGIN_BITS = 8
+
+
+class PoincareBall(Manifold):
+    r"""Poincaré ball ``{x : |x| < 1/sqrt(c)}``, metric ``(2 / (1 - c|x|^2))^2 |dx|^2``.
+
+    ``curvature = K = -c < 0`` (see :mod:`hypermc.manifolds.base`); origin ``0``.
+    Also the gyrovector operations HGCN-style layers use: :meth:`mobius_add`,
+    :meth:`mobius_scalar_mul`, :meth:`mobius_matvec`.
+
+    Precision (MC range): at hyperbolic radius ``r`` the deficit ``D = 1 - c|x|^2`` is
+    ``~ 4 e^-r``. It is formed from the components at ``nc + 1`` (never as
+    ``1 - fl(|x|^2)``), so ``dist`` of stored points stays accurate until ``D``
+    approaches ``u^(nc+1)``; a coordinate is stored to ``u^nc``, i.e. points are
+    resolved to a hyperbolic length ``~ u^nc e^r / 2``, below ``1e-6`` up to
+    ``r ~ nc p ln2 - 13`` (float64: 23, 60, 97 for nc = 1, 2, 3; plain float64
+    libraries clamp at ``|x| = 1 - 1e-5``, ``r ~ 12``). Tested: float64 ``nc = 2`` at
+    ``r = 60`` and ``nc = 3`` at ``r = 100``, ``dist`` within ``1e-6`` of mpmath.
+
+    Points produced by ``expmap``, ``expmap0``, ``retr`` and the Möbius operations are
+    passed through :meth:`projx`: a no-op inside the MC range; beyond it (where the
+    rounded result could land on or outside the boundary) the point is pulled back to
+    the radius where ``1 - c|x|^2 = 2^EDGE_MARGIN_BITS u^nc`` (float64: r ~ 32, 69, 106
+    for nc = 1, 2, 3).
+    """
+
+    name = "ball"
+    min_dim = 1
+
+    def dist(self, x, y, *, keepdim: bool = False):
+        """Distance; see :func:`.math.ball.dist` (formula, laws, accuracy)."""
+        self._check("dist", x=x, y=y)
+        return self._keep(B.dist(x, y, self.c), keepdim)
+
+    def dist0(self, x, *, keepdim: bool = False):
+        """Distance from the origin; see :func:`.math.ball.dist0`."""
+        self._check("dist0", x=x)
+        return self._keep(B.dist0(x, self.c), keepdim)
+
+    def expmap(self, x, u):
+        """Exponential map; see :func:`.math.ball.expmap`."""
+        self._check("expmap", x=x, u=u)
+        return self._edge(B.expmap(x, u, self.c))
+
+    def logmap(self, x, y):
+        """Logarithmic map; see :func:`.math.ball.logmap`."""
+        self._check("logmap", x=x, y=y)
+        return B.logmap(x, y, self.c)
+
+    def expmap0(self, u):
+        """``expmap(0, u)``; see :func:`.math.ball.expmap0`."""
+        self._check("expmap0", u=u)
+        return self._edge(B.expmap0(u, self.c))
+
+    def logmap0(self, y):
+        """``logmap(0, y)``; see :func:`.math.ball.logmap0`."""
+        self._check("logmap0", y=y)
+        return B.logmap0(y, self.c)
+
+    def retr(self, x, u):
+        """Retraction ``projx(x + u)``."""
+        self._check("retr", x=x, u=u)
+        return B.projx(x + u, self.c, EDGE_MARGIN_BITS)
+
+    def transp(self, x, y, v):
+        """Parallel transport; see :func:`.math.ball.transp`."""
+        self._check("transp", x=x, y=y, v=v)
+        return B.transp(x, y, v, self.c)
+
+    def inner(self, x, u, v=None, *, keepdim: bool = False):
+        """``<u, v>_x = lambda_x^2 <u, v>`` (``v`` defaults to ``u``)."""
+        v = u if v is None else v
+        self._check("inner", x=x, u=u, v=v)
+        return B.inner(x, u, v, self.c, keepdim)
+
+    def norm(self, x, u, *, keepdim: bool = False):
+        """``|u|_x = lambda_x |u|``."""
+        self._check("norm", x=x, u=u)
+        return B.norm(x, u, self.c, keepdim)
+
+    def projx(self, x):
+        """Pull points beyond the MC range (or outside the ball) back to its edge; see
+        :func:`.math.ball.projx` and :data:`EDGE_MARGIN_BITS`. Idempotent."""
+        self._check("projx", x=x)
+        return B.projx(x, self.c, EDGE_MARGIN_BITS)
+
+    def proju(self, x, u):
+        """Every vector is tangent: returns ``u``."""
+        self._check("proju", x=x, u=u)
+        return u
+
+    def egrad2rgrad(self, x, g):
+        """Riemannian gradient ``g / lambda_x^2``."""
+        self._check("egrad2rgrad", x=x, g=g)
+        return B.egrad2rgrad(x, g, self.c)
+
+    def mobius_add(self, x, y):
+        """Möbius addition ``x ⊕ y``; see :func:`.math.ball.mobius_add`."""
+        self._check("mobius_add", x=x, y=y)
+        return self._edge(B.mobius_add(x, y, self.c))
+
+    def mobius_scalar_mul(self, r, x):
+        """Möbius scalar multiplication ``r ⊗ x``; see :func:`.math.ball.mobius_scalar_mul`."""
+        self._check("mobius_scalar_mul", x=x)
+        return self._edge(B.mobius_scalar_mul(r, x, self.c))
+
+    def mobius_matvec(self, m, x):
+        """Möbius matrix-vector product ``M ⊗ x`` (``Mx = x @ m.T``); see
+        :func:`.math.ball.mobius_matvec`."""
+        self._check("mobius_matvec", x=x)
+        if not isinstance(m, torch.Tensor) or m.dim() < 2 or m.shape[-1] != x.shape[-1]:
+            raise ValueError(
+                f"PoincareBall.mobius_matvec: m must be a matrix (out, {x.shape[-1]}); got "
+                f"{tuple(m.shape) if isinstance(m, torch.Tensor) else type(m).__name__}"
+            )
+        if m.dtype != x.dtype:
+            raise TypeError(f"PoincareBall.mobius_matvec: m has dtype {m.dtype} but x has {x.dtype}")
+        return self._edge(B.mobius_matvec(m, x, self.c))
+
+    # -------------------------------------------------------------- helpers
+
+    def _edge(self, y):
+        """Results beyond the MC range (rounded onto or outside the boundary) are pulled
+        back to its edge (:meth:`projx`; a no-op inside the range), so methods never
+        return points whose distances would be inf or NaN."""
+        return B.projx(y, self.c, EDGE_MARGIN_BITS)
+
+    def _origin_values(self, size, dtype, device):
+        return torch.zeros(size, dtype=dtype, device=device)
+
+    def _origin_tangent(self, u):
+        return u / 2  # lambda_0 = 2
+
+    def _check_values(self, x, atol):
+        d = B.deficit(x, self.c)
+        bad = common.lead(d) <= 0
+        if bool(bad.any()):
+            return False, _reason(f"norm >= 1/sqrt(c) = {self.c ** -0.5:g} (outside the ball)", bad)
+        return True, None

@@ -1,0 +1,137 @@
+"""The Lorentz (hyperboloid) model (formulas in :mod:`.math.lorentz`)."""
+
+from __future__ import annotations
+
+import torch
+
+from .base import Manifold, _reason
+from .math import common
+from .math import lorentz as L
+
+__all__ = ["Lorentz"]
+
+#: ``check_point`` accepts ``|<x, x>_L + 1/c| <= 2^CONSTRAINT_MARGIN_BITS u^nc x_0^2``
+#: (the constraint of stored coordinates holds only to ``~ u^nc x_0^2``).
+CONSTRAINT_MARGIN_BITS = 8
+
+
+class Lorentz(Manifold):
+    r"""Hyperboloid ``{x in R^(n+1) : -x_0^2 + |x_bar|^2 = -1/c, x_0 > 0}``.
+
+    Time coordinate **first**; ``curvature = K = -c < 0`` (see
+    :mod:`hypermc.manifolds.base`); origin ``(1/sqrt c, 0, ..., 0)``. A point of
+    dimension ``n + 1`` corresponds to a ball / halfspace point of dimension ``n``.
+
+    Precision (MC range): coordinates grow like ``e^r / 2`` and the constraint of the
+    stored coordinates holds to ``~ u^nc x_0^2 ~ u^nc e^(2r) / 4``, which limits close
+    distances and maps: points are resolved to hyperbolic lengths below ``1e-6`` up to
+    ``r ~ (nc p ln2 - 13) / 2`` — about half of the ball's range (float64: 11, 30, 48
+    for nc = 1, 2, 3). Distances between points far apart are accurate further out:
+    tested float64 ``nc = 2`` at ``r = 25`` within ``1e-6`` of mpmath.
+
+    ``inner`` and ``norm`` are the Minkowski product of tangent vectors; ``expmap`` and
+    ``projx`` recompute ``x_0`` from the spatial part.
+    """
+
+    name = "lorentz"
+    min_dim = 2
+
+    def dist(self, x, y, *, keepdim: bool = False):
+        """Distance; see :func:`.math.lorentz.dist` (formula, laws, accuracy)."""
+        self._check("dist", x=x, y=y)
+        return self._keep(L.dist(x, y, self.c), keepdim)
+
+    def dist0(self, x, *, keepdim: bool = False):
+        """Distance from the origin ``asinh(sqrt(c)|x_bar|) / sqrt(c)``."""
+        self._check("dist0", x=x)
+        return self._keep(L.dist0(x, self.c), keepdim)
+
+    def expmap(self, x, u):
+        """Exponential map; see :func:`.math.lorentz.expmap`."""
+        self._check("expmap", x=x, u=u)
+        return L.expmap(x, u, self.c)
+
+    def logmap(self, x, y):
+        """Logarithmic map; see :func:`.math.lorentz.logmap`."""
+        self._check("logmap", x=x, y=y)
+        return L.logmap(x, y, self.c)
+
+    def expmap0(self, u):
+        """``expmap(origin, u)``; see :func:`.math.lorentz.expmap0`."""
+        self._check("expmap0", u=u)
+        return L.expmap0(u, self.c)
+
+    def logmap0(self, y):
+        """``logmap(origin, y)``; see :func:`.math.lorentz.logmap0`."""
+        self._check("logmap0", y=y)
+        return L.logmap0(y, self.c)
+
+    def retr(self, x, u):
+        """Retraction ``projx(x + u)``."""
+        self._check("retr", x=x, u=u)
+        return L.projx(x + u, self.c)
+
+    def transp(self, x, y, v):
+        """Parallel transport; see :func:`.math.lorentz.transp`."""
+        self._check("transp", x=x, y=y, v=v)
+        return L.transp(x, y, v, self.c)
+
+    def inner(self, x, u, v=None, *, keepdim: bool = False):
+        """Minkowski product ``<u, v>_L`` of tangent vectors (``v`` defaults to ``u``)."""
+        v = u if v is None else v
+        self._check("inner", x=x, u=u, v=v)
+        return L.inner(x, u, v, self.c, keepdim)
+
+    def norm(self, x, u, *, keepdim: bool = False):
+        """``sqrt(<u, u>_L)`` (0 where rounding makes it negative)."""
+        self._check("norm", x=x, u=u)
+        return L.norm(x, u, self.c, keepdim)
+
+    def projx(self, x):
+        """``(sqrt(1/c + |x_bar|^2), x_bar)``; see :func:`.math.lorentz.projx`."""
+        self._check("projx", x=x)
+        return L.projx(x, self.c)
+
+    def proju(self, x, u):
+        """``u + c <x, u>_L x``; see :func:`.math.lorentz.proju`."""
+        self._check("proju", x=x, u=u)
+        return L.proju(x, u, self.c)
+
+    def egrad2rgrad(self, x, g):
+        """Riemannian gradient ``proju(x, J g)``, ``J = diag(-1, 1, ..., 1)``."""
+        self._check("egrad2rgrad", x=x, g=g)
+        return L.egrad2rgrad(x, g, self.c)
+
+    # -------------------------------------------------------------- helpers
+
+    def _origin_values(self, size, dtype, device):
+        out = torch.zeros(size, dtype=dtype, device=device)
+        out[..., 0] = float(L.origin_time(self.c))
+        return out
+
+    def origin(self, *size, nc: int | None = 2, dtype: torch.dtype | None = None, device=None):
+        """The origin ``(1/sqrt c, 0, ..., 0)`` (time coordinate at MC precision)."""
+        size = self._size(size)
+        values = self._origin_values(size, dtype or torch.get_default_dtype(), device)
+        if nc is None:
+            return values
+        return L.projx(self._as_mc(values, nc), self.c)
+
+    def _origin_tangent(self, u):
+        return torch.cat([torch.zeros_like(u[..., :1]), u[..., 1:]], dim=-1)
+
+    def _check_values(self, x, atol):
+        x0 = x[..., 0]
+        bad = common.lead(x0) <= 0
+        if bool(bad.any()):
+            return False, _reason("time coordinate x_0 <= 0 (lower sheet or degenerate)", bad)
+        xb = common.norm(x[..., 1:])
+        one_c = common.c_power(self.c, -1.0, xb)
+        resid = torch.abs((x0 - xb) * (x0 + xb) - one_c)
+        tol = atol if atol is not None else 2.0**CONSTRAINT_MARGIN_BITS * common.unit_roundoff(x)
+        bad = common.lead(resid) > tol * common.lead(x0 * x0).abs().clamp_min(1.0)
+        if bool(bad.any()):
+            return False, _reason(
+                f"<x, x>_L differs from -1/c by more than {tol:.3g} x_0^2 (off the hyperboloid)", bad
+            )
+        return True, None

@@ -1,0 +1,342 @@
+"""Helpers shared by the manifold formulas (pure functions on Tensors and MCTensors).
+
+Every function takes plain ``torch.Tensor`` s or :class:`~hypermc.MCTensor` s and uses
+torch ops only (plus one custom autograd function, :func:`deficit`), so that autograd
+produces MC gradients through them. A plain tensor behaves as ``nc = 1``.
+
+Three kinds of helpers live here:
+
+* vector algebra along the last dim (:func:`sqnorm`, :func:`norm`, :func:`dot`,
+  :func:`normalize`);
+* *removable singularities*: ``tanh(z)/z``, ``sinh(z)/z``, ``z/sinh(z)``, ``z/tanh(z)``,
+  ``asinh(z)/z`` and ``(1 - exp(-z))/z`` evaluated without ``0/0`` (forward *and*
+  backward) — below :func:`series_threshold` a short Taylor series is used, and the
+  unselected branch of every ``torch.where`` only ever sees a harmless argument, so no
+  NaN leaks into gradients;
+* :func:`deficit`, ``1 - c |x|^2`` formed from the components at ``nc + 1`` components
+  before one final rounding, so that it keeps its relative accuracy when ``|x|`` is
+  ``u^nc``-close to the ball's boundary (the quantity that dies in float64).
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from typing import Callable, Sequence
+
+import mpmath
+import torch
+
+from ...mcf import arith, reduce
+from ...mcf.eft import float_format, renormalize
+from ...mcf.tensor import MCTensor, from_mpmath
+
+__all__ = [
+    "nc_of",
+    "lead",
+    "unit_roundoff",
+    "c_power",
+    "scale_c",
+    "sqnorm",
+    "norm",
+    "dot",
+    "normalize",
+    "safe_sqrt",
+    "clamped_sqrt",
+    "series_threshold",
+    "tanhc",
+    "sinhc",
+    "x_over_sinh",
+    "x_over_tanh",
+    "asinhc",
+    "expm1c",
+    "deficit",
+    "conformal_transp",
+    "safe_reciprocal",
+    "pow2_like",
+    "exponent",
+    "ldexp",
+    "scaled_sqnorm",
+]
+
+#: Taylor coefficients (of z^0, z^1, ..., z^5) of the removable-singularity helpers.
+#: Six terms: the first omitted one is ``O(z^6)``, below ``u^nc`` under
+#: :func:`series_threshold`.
+_SERIES: dict[str, tuple[float, ...]] = {
+    "tanhc": (1.0, 0.0, -1 / 3, 0.0, 2 / 15, 0.0),
+    "sinhc": (1.0, 0.0, 1 / 6, 0.0, 1 / 120, 0.0),
+    "x_over_sinh": (1.0, 0.0, -1 / 6, 0.0, 7 / 360, 0.0),
+    "x_over_tanh": (1.0, 0.0, 1 / 3, 0.0, -1 / 45, 0.0),
+    "asinhc": (1.0, 0.0, -1 / 6, 0.0, 3 / 40, 0.0),
+    "expm1c": (1.0, -1 / 2, 1 / 6, -1 / 24, 1 / 120, -1 / 720),
+}
+
+
+def nc_of(x) -> int:
+    """Number of components (1 for a plain tensor)."""
+    return x.nc if isinstance(x, MCTensor) else 1
+
+
+def lead(x) -> torch.Tensor:
+    """The leading component as a plain, detached tensor (for masks and scales only)."""
+    if isinstance(x, MCTensor):
+        return x.components[..., 0]
+    return x.detach()
+
+
+def unit_roundoff(x) -> float:
+    """``u^nc`` of ``x`` (``u = 2^-p`` of its component dtype) as a Python float."""
+    return math.ldexp(1.0, -float_format(x.dtype).p * nc_of(x))
+
+
+@functools.lru_cache(maxsize=256)
+def _mc_power(c: float, power: float, dtype: torch.dtype, nc: int, device: str) -> MCTensor:
+    with mpmath.workprec(nc * 64 + 64):
+        value = mpmath.power(mpmath.mpf(c), mpmath.mpf(power))
+        return from_mpmath([value], nc=nc, dtype=dtype, device=device)[0]
+
+
+def c_power(c: float, power: float, like):
+    """``c**power`` as an operand for ``like`` (``c`` the curvature magnitude).
+
+    A Python float when ``like`` is plain or the value is exact in the component dtype
+    (``c = 1``, ``c = 4`` and ``power = 0.5``, ...); otherwise a 0-d MCTensor of
+    ``like``'s ``nc`` computed with mpmath, so ``sqrt(c)`` keeps ``nc p`` bits.
+    """
+    with mpmath.workprec(256):
+        value = mpmath.power(mpmath.mpf(c), mpmath.mpf(power))
+    f = float(value)
+    if not isinstance(like, MCTensor):
+        return f
+    if mpmath.mpf(f) == value and float(torch.tensor(f, dtype=like.dtype)) == f:
+        return f
+    return _mc_power(float(c), float(power), like.dtype, like.nc, str(like.device))
+
+
+def scale_c(z, c: float, power: float = 1.0):
+    """``z * c**power`` (nothing to do for ``c = 1``), the constant at MC precision."""
+    return z if c == 1.0 else z * c_power(c, power, z)
+
+
+def exponent(m: torch.Tensor) -> torch.Tensor:
+    """Integer ``k`` with ``m 2^-k`` in ``[1/2, 1)`` for a plain ``m > 0``; 0 for 0, inf, NaN."""
+    _, e = torch.frexp(m)
+    return torch.where(torch.isfinite(m) & (m != 0), e, torch.zeros_like(e))
+
+
+def ldexp(x, k: torch.Tensor):
+    """``x * 2^k`` for an integer tensor ``k`` (broadcast; exact unless the result
+    over- or underflows), applied in two halves so that ``2^k`` itself stays in range."""
+    h = torch.div(k, 2, rounding_mode="floor")
+    one = torch.ones(k.shape, dtype=x.dtype, device=k.device)
+    return x * torch.ldexp(one, h) * torch.ldexp(one, k - h)
+
+
+def scaled_sqnorm(v, keepdim: bool = False):
+    """``(s, k)`` with ``s = |v 2^-k|^2`` and ``k`` the exponent of ``max_i |v_i|``, so
+    ``|v| = sqrt(s) 2^k`` with ``s`` in ``[1/4, n)`` (or 0): a norm without overflow or
+    underflow whose square root can be merged into a later one. ``k`` is ``(*, 1)``."""
+    k = exponent(lead(v).abs().amax(dim=-1, keepdim=True))
+    return sqnorm(ldexp(v, -k), keepdim=keepdim), (k if keepdim else k[..., 0])
+
+
+def pow2_like(x) -> torch.Tensor:
+    """A plain tensor of powers of two ``2^-e`` with ``x * 2^-e`` in ``[1/2, 1)``.
+
+    Built from the leading component (``frexp``), so multiplying an MCTensor by it is
+    exact. Zero, inf and NaN give 1. Used to scale homogeneous formulas into range.
+    """
+    x0 = lead(x)
+    _, e = torch.frexp(x0)
+    return torch.ldexp(torch.ones_like(x0), -e)
+
+
+# ----------------------------------------------------------------- vector algebra
+
+
+def sqnorm(x, keepdim: bool = False):
+    """``|x|^2`` along the last dim (MC: each square and the sum to ``u^nc``)."""
+    return torch.sum(x * x, dim=-1, keepdim=keepdim)
+
+
+def norm(x, keepdim: bool = False):
+    """Euclidean norm along the last dim, safe from overflow and underflow."""
+    return torch.linalg.vector_norm(x, dim=-1, keepdim=keepdim)
+
+
+def dot(x, y, keepdim: bool = False):
+    """``<x, y>`` along the last dim."""
+    return torch.sum(x * y, dim=-1, keepdim=keepdim)
+
+
+def _where(cond: torch.Tensor, a, b):
+    return torch.where(cond, a, b)
+
+
+def normalize(v):
+    """``v / |v|`` along the last dim; zero vectors give zero (forward and backward)."""
+    n = norm(v, keepdim=True)
+    zero = lead(n) == 0
+    safe = _where(zero, torch.ones_like(n), n)
+    return _where(zero, torch.zeros_like(v), v / safe)
+
+
+def safe_sqrt(a):
+    """``sqrt(a)`` with a zero (not NaN) gradient at ``a = 0``; negative ``a`` gives NaN
+    (for quantities that are ``>= 0`` for valid input, e.g. the ball distance of points
+    outside the ball is NaN, of points on its boundary inf)."""
+    zero = lead(a) == 0
+    s = torch.sqrt(_where(zero, torch.ones_like(a), a))
+    return _where(zero, torch.zeros_like(a), s)
+
+
+def clamped_sqrt(a):
+    """``sqrt(max(a, 0))`` with a zero gradient where ``a <= 0``: for quantities that
+    are ``>= 0`` mathematically but may round slightly negative (the Minkowski square of
+    the difference of two nearly equal points)."""
+    pos = lead(a) > 0
+    s = torch.sqrt(_where(pos, a, torch.ones_like(a)))
+    return _where(pos, s, torch.zeros_like(a))
+
+
+# --------------------------------------------------------- removable singularities
+
+
+def series_threshold(x) -> float:
+    """``u^(nc/6)``: below it the six-term Taylor series are accurate to ``u^nc``."""
+    return unit_roundoff(x) ** (1.0 / 6.0)
+
+
+def _horner(z, coeffs: Sequence[float]):
+    out = None
+    for c in reversed(coeffs):
+        if out is None:
+            out = torch.full_like(z, c) if c != 0 else torch.zeros_like(z)
+        else:
+            out = out * z + c if c != 0 else out * z
+    return out
+
+
+def _regular(name: str, fn: Callable):
+    coeffs = _SERIES[name]
+
+    def helper(z):
+        small = lead(z).abs() < series_threshold(z)
+        if not bool(small.any()):
+            return fn(z)
+        z_big = _where(small, torch.ones_like(z), z)
+        z_small = _where(small, z, torch.zeros_like(z))
+        return _where(small, _horner(z_small, coeffs), fn(z_big))
+
+    helper.__name__ = name
+    return helper
+
+
+tanhc = _regular("tanhc", lambda z: torch.tanh(z) / z)
+tanhc.__doc__ = "``tanh(z) / z`` (1 at 0), forward and backward free of ``0/0``."
+sinhc = _regular("sinhc", lambda z: torch.sinh(z) / z)
+sinhc.__doc__ = "``sinh(z) / z`` (1 at 0), forward and backward free of ``0/0``."
+x_over_sinh = _regular("x_over_sinh", lambda z: z / torch.sinh(z))
+x_over_sinh.__doc__ = "``z / sinh(z)`` (1 at 0; 0 where ``sinh`` overflows)."
+x_over_tanh = _regular("x_over_tanh", lambda z: z / torch.tanh(z))
+x_over_tanh.__doc__ = "``z / tanh(z)`` (1 at 0), forward and backward free of ``0/0``."
+asinhc = _regular("asinhc", lambda z: torch.asinh(z) / z)
+asinhc.__doc__ = "``asinh(z) / z`` (1 at 0), forward and backward free of ``0/0``."
+expm1c = _regular("expm1c", lambda z: -torch.expm1(-z) / z)
+expm1c.__doc__ = "``(1 - exp(-z)) / z`` (1 at 0), forward and backward free of ``0/0``."
+
+
+# ------------------------------------------------------------------- the deficit
+
+
+def _deficit_components(x: torch.Tensor, c: float) -> torch.Tensor:
+    """``1 - c |x|^2`` of a component tensor ``(*, n, nc)`` -> ``(*, nc)``.
+
+    Squares and sum at ``nc + 1`` components (exact products, accurate tree sum), the
+    product with ``c`` and the subtraction from 1 there too; one rounding to ``nc`` at
+    the end. Absolute error ``<~ 3 u^(nc+1) max(1, c|x|^2)`` before that rounding, so the
+    result is relatively accurate to ``u^nc`` as long as it exceeds ``~3 u |x|^2 c``.
+    """
+    nc = x.shape[-1]
+    wide = arith.pad(x, nc + 1)
+    s = reduce.sumsq(wide, dim=-1)
+    if c != 1.0:
+        s = arith.mul(s, arith.from_engine(torch.tensor(c, dtype=torch.float64, device=x.device).expand(s.shape[:-1]),
+                                           x.dtype, nc + 1))
+    one = arith.from_float(torch.ones_like(s[..., 0]), nc + 1)
+    return renormalize(arith.sub(one, s), nc)
+
+
+class _Deficit(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, c: float):
+        ctx.save_for_backward(x)
+        ctx.c = c
+        if isinstance(x, MCTensor):
+            return MCTensor(_deficit_components(x.components.detach(), c))
+        return _deficit_components(x.detach().unsqueeze(-1), c)[..., 0]
+
+    @staticmethod
+    def backward(ctx, grad):
+        (x,) = ctx.saved_tensors
+        return x * (grad.unsqueeze(-1) * (-2.0 * ctx.c)), None
+
+
+def deficit(x, c: float = 1.0, keepdim: bool = False):
+    """``1 - c |x|^2`` along the last dim, formed from the components at ``nc + 1``.
+
+    .. math:: D_c(x) = 1 - c\\,\\lVert x\\rVert^2
+
+    Rounded once to ``nc`` components at the end, so the relative error is about
+    ``u^nc + 3 u^(nc+1) / D`` — for a point of the Poincaré ball at hyperbolic radius
+    ``r`` (``D ~ 4 e^-r``) this stays below ``u^nc`` far beyond the radius where the
+    plain ``1 - c * sum(x * x)`` (error ``u^nc / D``) has lost every digit. The gradient
+    is ``-2 c x`` (in MC arithmetic).
+
+    Args:
+        x: points ``(*, n)``, Tensor or MCTensor.
+        c: ``-K > 0`` (Python float).
+        keepdim: keep the reduced dim.
+    """
+    d = _Deficit.apply(x, float(c))
+    return d.unsqueeze(-1) if keepdim else d
+
+
+# ---------------------------------------------------- transport in conformal models
+
+
+def safe_reciprocal(a):
+    """``1 / a`` where ``a != 0`` and 0 where ``a == 0`` (forward and backward)."""
+    zero = lead(a) == 0
+    r = 1 / _where(zero, torch.ones_like(a), a)
+    return _where(zero, torch.zeros_like(a), r)
+
+
+def conformal_transp(d, e_x, v, scale):
+    r"""Parallel transport in a conformal model (Poincaré ball or halfspace).
+
+    Geodesics there are circular arcs (or lines); the Euclidean unit tangents ``e_x``
+    at the start and ``e_y`` at the end make equal angles with the chord ``y - x``, so
+    ``e_y = 2 <d, e_x> d - e_x`` with ``d = (y - x) / |y - x|``. Parallel transport
+    keeps hyperbolic angles with the geodesic and hyperbolic lengths, and fixes the
+    directions normal to the geodesic's totally geodesic 2-plane (reflection symmetry),
+    so
+
+    .. math:: P v = \frac{\lambda_x}{\lambda_y} R v,\qquad
+              R v = v - 2\langle d, v\rangle d + 2\langle e_x, v\rangle e_y,
+
+    ``R`` the rotation in ``span(e_x, e_y)`` taking ``e_x`` to ``e_y`` (written as two
+    reflections; no ``1 + <e_x, e_y>`` denominator, so nothing blows up when the
+    tangent turns by almost ``pi``). ``d = e_x = 0`` (``x = y``) gives ``R = id``.
+
+    Args:
+        d: unit chord direction ``(y - x) / |y - x|`` (or 0), ``(*, n)``.
+        e_x: unit initial direction of the geodesic from x to y (or 0), ``(*, n)``.
+        v: tangent vectors at x ``(*, n)``.
+        scale: ``lambda_x / lambda_y`` ``(*, 1)``.
+    """
+    dv = dot(d, v, keepdim=True)
+    ev = dot(e_x, v, keepdim=True)
+    de = dot(d, e_x, keepdim=True)
+    rv = v - 2 * dv * d + 2 * ev * (2 * de * d - e_x)
+    return rv * scale

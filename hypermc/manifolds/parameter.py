@@ -1,0 +1,82 @@
+"""``ManifoldParameter``: an ``nn.Parameter`` that knows its manifold."""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from .base import Manifold
+
+__all__ = ["ManifoldParameter", "manifold_of"]
+
+
+class _ManifoldParameterMeta(type(nn.Parameter)):
+    def __instancecheck__(cls, instance) -> bool:
+        if cls is ManifoldParameter and isinstance(instance, torch.Tensor):
+            if getattr(instance, "_is_param", False) or isinstance(instance, nn.Parameter):
+                return isinstance(getattr(instance, "manifold", None), Manifold)
+        return super().__instancecheck__(instance)
+
+
+class ManifoldParameter(nn.Parameter, metaclass=_ManifoldParameterMeta):
+    """A parameter whose points live on ``manifold``; Riemannian optimizers read it.
+
+    With a plain tensor this is an ``nn.Parameter`` subclass (like geoopt's). With an
+    :class:`~hypermc.MCTensor` torch returns the MCTensor itself marked as a parameter
+    (``nn.Parameter`` cannot wrap a tensor subclass); it gets the same ``manifold``
+    attribute, and ``isinstance(p, ManifoldParameter)`` is true for both.
+
+    Args:
+        data: points ``(*, n)`` (Tensor or MCTensor). Not checked to lie on the
+            manifold; call ``manifold.check_point(data)`` or ``manifold.projx`` first.
+        manifold: a :class:`~hypermc.manifolds.base.Manifold` instance.
+        requires_grad: as for ``nn.Parameter``.
+
+    Example:
+        >>> M = PoincareBall()
+        >>> p = hm.ManifoldParameter(M.random(10, 2, nc=2, dtype=torch.float64), manifold=M)
+        >>> opt = hypermc.optim.RiemannianSGD([p], lr=0.1)
+    """
+
+    def __new__(cls, data=None, manifold: Manifold | None = None, requires_grad: bool = True):
+        if not isinstance(manifold, Manifold):
+            raise TypeError(
+                f"ManifoldParameter: manifold must be a hypermc manifold (e.g. PoincareBall()); "
+                f"got {type(manifold).__name__}"
+            )
+        if data is not None and not isinstance(data, torch.Tensor):
+            raise TypeError(f"ManifoldParameter: data must be a Tensor or MCTensor; got {type(data).__name__}")
+        if data is not None and (data.dim() < 1 or data.shape[-1] < manifold.min_dim):
+            raise ValueError(
+                f"ManifoldParameter: data must end with a point dimension of size >= "
+                f"{manifold.min_dim} for {manifold!r}; got shape {tuple(data.shape)}"
+            )
+        p = super().__new__(cls, data, requires_grad)
+        p.manifold = manifold
+        return p
+
+    def __init__(self, data=None, manifold: Manifold | None = None, requires_grad: bool = True):
+        pass
+
+    def __repr__(self) -> str:
+        return f"ManifoldParameter on {self.manifold!r} containing:\n{self.data!r}"
+
+    def __deepcopy__(self, memo):
+        if id(self) in memo:
+            return memo[id(self)]
+        result = ManifoldParameter(self.data.clone(), manifold=self.manifold, requires_grad=self.requires_grad)
+        memo[id(self)] = result
+        return result
+
+    def __reduce_ex__(self, proto):
+        return _rebuild_manifold_parameter, (self.data, self.manifold, self.requires_grad)
+
+
+def _rebuild_manifold_parameter(data, manifold, requires_grad):
+    return ManifoldParameter(data, manifold=manifold, requires_grad=requires_grad)
+
+
+def manifold_of(p: torch.Tensor) -> Manifold | None:
+    """The manifold attached to a parameter, or ``None`` for an ordinary one."""
+    m = getattr(p, "manifold", None)
+    return m if isinstance(m, Manifold) else None

@@ -1,0 +1,432 @@
+"""Riemannian SGD and Adam on :mod:`hypermc.manifolds`, computed in MC arithmetic.
+
+Each parameter that carries a ``manifold`` (:class:`~hypermc.ManifoldParameter`) is
+updated on that manifold; other parameters are treated as :class:`Euclidean` (the plain
+SGD / Adam update). The classes validate hyperparameters and keep state (tensors only,
+so ``state_dict()`` round-trips); the updates are the functions :func:`riemannian_sgd`
+and :func:`riemannian_adam` (after geoopt's ``RiemannianSGD`` / ``RiemannianAdam``)::
+
+    rgrad = M.egrad2rgrad(x, grad (+ weight_decay * x))
+    x_new = M.projx(M.expmap(x, -lr * direction))      (M.retr when retraction=True)
+    momentum / first moment transported: M.transp(x, x_new, buf)
+
+With MCTensor parameters every quantity (Riemannian gradient, moments, step, the new
+point) is an MC value, so the tiny coordinate changes of a point far from the origin
+(``~ D_x`` in the ball) are kept. ``projx`` is a no-op for points inside the model's MC
+range and keeps the points on the manifold.
+
+Row-sparse mode (embedding tables): with ``sparse_rows=True`` in a parameter group, a
+parameter of shape ``(N, n)`` is updated only in the rows whose gradient row is not
+identically zero (or in the rows passed to ``step(rows=...)``): the update gathers those
+rows, runs the same functional update on them and scatters the result back, so the cost
+is proportional to the batch, not to ``N``. Momentum / moments of untouched rows are
+left as they are (lazy, like ``torch.optim.SparseAdam``); Adam's bias correction uses
+the parameter's global step count.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Iterable, Sequence
+
+import torch
+from torch.optim import Optimizer
+
+from ..manifolds.base import Manifold
+from ..manifolds.euclidean import Euclidean
+from ..manifolds.parameter import manifold_of
+from ..mcf.tensor import MCTensor
+
+__all__ = ["RiemannianSGD", "RiemannianAdam", "riemannian_sgd", "riemannian_adam"]
+
+_EUCLIDEAN = Euclidean()
+
+
+# ----------------------------------------------------------------------------- helpers
+
+
+def _check_lr(lr: float) -> None:
+    if isinstance(lr, torch.Tensor):
+        raise TypeError("lr must be a Python float for the Riemannian optimizers; got a Tensor")
+    if not 0.0 <= lr:
+        raise ValueError(f"Invalid learning rate: {lr} (lr must be >= 0)")
+
+
+def _check_weight_decay(weight_decay: float) -> None:
+    if not 0.0 <= weight_decay:
+        raise ValueError(f"Invalid weight_decay value: {weight_decay} (weight_decay must be >= 0)")
+
+
+def _check_grad(param: torch.Tensor, grad: torch.Tensor) -> None:
+    if grad.dtype != param.dtype:
+        raise TypeError(
+            f"gradient dtype {grad.dtype} differs from the parameter's dtype {param.dtype}; "
+            "gradients must have the parameter's (component) dtype"
+        )
+    if grad.is_sparse:
+        raise RuntimeError(
+            "Riemannian optimizers take dense gradients; use sparse_rows=True for embedding tables"
+        )
+
+
+def _move(manifold: Manifold, x, u, retraction: bool):
+    """The new point: ``projx(expmap(x, u))`` or ``projx(retr(x, u))`` (options handled here)."""
+    y = manifold.retr(x, u) if retraction else manifold.expmap(x, u)
+    return manifold.projx(y)
+
+
+def _second_moment(manifold: Manifold, x, g):
+    """Adam's second-moment increment: ``|g|_x^2`` per point (elementwise ``g^2`` on
+    Euclidean parameters, i.e. the ordinary Adam)."""
+    if isinstance(manifold, Euclidean):
+        return g * g
+    # clamped: the Minkowski square of a Lorentz tangent vector can round below 0
+    return torch.clamp_min(manifold.inner(x, g, g, keepdim=True), 0.0)
+
+
+def nonzero_rows(grad: torch.Tensor) -> torch.Tensor:
+    """Indices of the rows (first dim) of ``grad`` that are not identically zero."""
+    g = grad.components if isinstance(grad, MCTensor) else grad
+    return (g.reshape(g.shape[0], -1) != 0).any(dim=1).nonzero().squeeze(1)
+
+
+def _rows_of(param: torch.Tensor, grad: torch.Tensor, sparse: bool, rows: torch.Tensor | None):
+    if not sparse:
+        return None
+    if param.dim() < 2:
+        raise ValueError(
+            f"sparse_rows needs parameters of shape (N, n); got shape {tuple(param.shape)}"
+        )
+    if rows is None:
+        return nonzero_rows(grad)
+    rows = torch.as_tensor(rows, device=param.device)
+    if rows.dtype not in (torch.int32, torch.int64) or rows.dim() != 1:
+        raise TypeError(f"rows must be a 1-d integer tensor of row indices; got {rows.dtype} {tuple(rows.shape)}")
+    return torch.unique(rows)
+
+
+def _take(t, rows):
+    return t if rows is None or t is None else t[rows]
+
+
+def _put(target: torch.Tensor, value, rows) -> None:
+    """Write ``value`` into ``target`` in place (all of it, or the given rows)."""
+    if rows is None:
+        target.copy_(value)
+    else:
+        target[rows] = value
+
+
+# --------------------------------------------------------------------------------- SGD
+
+
+def riemannian_sgd(
+    params: list[torch.Tensor],
+    grads: list[torch.Tensor],
+    momentum_buffer_list: list[torch.Tensor | None],
+    *,
+    manifolds: Sequence[Manifold | None],
+    lr: float,
+    momentum: float = 0.0,
+    dampening: float = 0.0,
+    weight_decay: float = 0.0,
+    nesterov: bool = False,
+    retraction: bool = False,
+    rows: Sequence[torch.Tensor | None] | None = None,
+) -> None:
+    """One Riemannian SGD step in place.
+
+    For each point ``x`` (parameter, or its selected rows) with gradient ``g`` on
+    manifold ``M``::
+
+        r = M.egrad2rgrad(x, g + weight_decay * x)
+        b = r (first step)   or   b = momentum * b + (1 - dampening) * r
+        d = r + momentum * b (nesterov)   or   d = b      (if momentum != 0; else d = r)
+        x_new = M.projx(M.expmap(x, -lr * d))              (M.retr if retraction)
+        b = M.transp(x, x_new, b)
+
+    Args:
+        params: parameters (MCTensors or plain tensors), updated in place.
+        grads: their gradients (not modified).
+        momentum_buffer_list: one entry per parameter, ``None`` before the first step
+            with momentum; new buffers are written into the list.
+        manifolds: one manifold per parameter (``None``: Euclidean).
+        rows: one entry per parameter: ``None`` (dense) or row indices to update.
+    """
+    rows = rows if rows is not None else [None] * len(params)
+    for i, param in enumerate(params):
+        grad = grads[i]
+        _check_grad(param, grad)
+        manifold = manifolds[i] or _EUCLIDEAN
+        r = rows[i]
+        if r is not None and r.numel() == 0:
+            continue
+        x, g = _take(param.detach(), r), _take(grad, r)
+        if weight_decay != 0:
+            g = g + weight_decay * x
+        rgrad = manifold.egrad2rgrad(x, g)
+        buf = momentum_buffer_list[i]
+        if momentum != 0:
+            if buf is None:
+                buf = torch.zeros_like(param.detach())
+                momentum_buffer_list[i] = buf
+                b = rgrad if r is None else _take(buf, r) * momentum + rgrad * (1 - dampening)
+            else:
+                b = _take(buf, r) * momentum + rgrad * (1 - dampening)
+            direction = rgrad + momentum * b if nesterov else b
+        else:
+            direction = rgrad
+        new_x = _move(manifold, x, direction * (-lr), retraction)
+        if momentum != 0:
+            _put(buf, manifold.transp(x, new_x, b), r)
+        _put(param.detach(), new_x, r)
+
+
+class _RiemannianOptimizer(Optimizer):
+    """Shared ``step`` plumbing: per-group lists, manifolds and rows."""
+
+    def _group_lists(self, group: dict[str, Any], rows: torch.Tensor | None):
+        params, grads, manifolds, row_list = [], [], [], []
+        for p in group["params"]:
+            if p.grad is None:
+                continue
+            params.append(p)
+            grads.append(p.grad)
+            manifolds.append(manifold_of(p))
+            row_list.append(_rows_of(p, p.grad, group["sparse_rows"], rows))
+        return params, grads, manifolds, row_list
+
+    @staticmethod
+    def _closure_loss(closure):
+        if closure is None:
+            return None
+        with torch.enable_grad():
+            return closure()
+
+
+class RiemannianSGD(_RiemannianOptimizer):
+    """Riemannian stochastic gradient descent (momentum optional), in MC arithmetic.
+
+    Parameters with a ``manifold`` attribute (:class:`~hypermc.ManifoldParameter`) move
+    along geodesics (``expmap``, or ``retr`` with ``retraction=True``); the others get
+    the Euclidean update. See :func:`riemannian_sgd` and the module docstring
+    (row-sparse mode).
+
+    Args:
+        params: iterable of parameters or parameter groups (dicts).
+        lr: learning rate.
+        momentum: momentum factor (default 0); the buffer is parallel transported.
+        dampening: dampening for momentum (default 0).
+        weight_decay: L2 penalty on the coordinates (default 0).
+        nesterov: Nesterov momentum (needs ``momentum > 0`` and ``dampening = 0``).
+        retraction: use ``M.retr`` instead of ``M.expmap``.
+        sparse_rows: update only the rows of ``(N, n)`` parameters whose gradient row
+            is non-zero (or the rows given to :meth:`step`).
+
+    State (per parameter): ``momentum_buffer`` (tangent vectors, the parameter's ``nc``)
+    when ``momentum > 0``.
+
+    Raises:
+        ValueError: negative ``lr``, ``momentum`` or ``weight_decay`` (torch's messages),
+            or Nesterov without momentum / with dampening.
+
+    Example:
+        >>> M = PoincareBall()
+        >>> p = hm.ManifoldParameter(M.random(100, 2, nc=2, dtype=torch.float64), manifold=M)
+        >>> opt = RiemannianSGD([p], lr=0.1, momentum=0.9)
+        >>> M.dist(p, target).sum().backward(); opt.step(); opt.zero_grad()
+    """
+
+    def __init__(
+        self,
+        params: Iterable[torch.Tensor] | Iterable[dict[str, Any]],
+        lr: float,
+        momentum: float = 0.0,
+        dampening: float = 0.0,
+        weight_decay: float = 0.0,
+        nesterov: bool = False,
+        *,
+        retraction: bool = False,
+        sparse_rows: bool = False,
+    ) -> None:
+        _check_lr(lr)
+        if momentum < 0.0:
+            raise ValueError(f"Invalid momentum value: {momentum} (momentum must be >= 0)")
+        _check_weight_decay(weight_decay)
+        if nesterov and (momentum <= 0 or dampening != 0):
+            raise ValueError("Nesterov momentum requires a momentum and zero dampening")
+        defaults = dict(
+            lr=lr, momentum=momentum, dampening=dampening, weight_decay=weight_decay,
+            nesterov=nesterov, retraction=retraction, sparse_rows=sparse_rows,
+        )
+        super().__init__(params, defaults)
+
+    @torch.no_grad()
+    def step(self, closure: Callable[[], torch.Tensor] | None = None, *, rows: torch.Tensor | None = None):
+        """Perform one update.
+
+        Args:
+            closure: re-evaluates the model and returns the loss.
+            rows: explicit row indices for the groups with ``sparse_rows=True``
+                (default: the rows with a non-zero gradient).
+        """
+        loss = self._closure_loss(closure)
+        for group in self.param_groups:
+            params, grads, manifolds, row_list = self._group_lists(group, rows)
+            bufs = [self.state[p].get("momentum_buffer") for p in params]
+            riemannian_sgd(
+                params, grads, bufs, manifolds=manifolds, lr=group["lr"], momentum=group["momentum"],
+                dampening=group["dampening"], weight_decay=group["weight_decay"], nesterov=group["nesterov"],
+                retraction=group["retraction"], rows=row_list,
+            )
+            if group["momentum"] != 0:
+                for p, b in zip(params, bufs):
+                    self.state[p]["momentum_buffer"] = b
+        return loss
+
+
+# -------------------------------------------------------------------------------- Adam
+
+
+def riemannian_adam(
+    params: list[torch.Tensor],
+    grads: list[torch.Tensor],
+    exp_avgs: list[torch.Tensor],
+    exp_avg_sqs: list[torch.Tensor],
+    max_exp_avg_sqs: list[torch.Tensor | None],
+    state_steps: list[torch.Tensor],
+    *,
+    manifolds: Sequence[Manifold | None],
+    lr: float,
+    beta1: float,
+    beta2: float,
+    eps: float,
+    weight_decay: float = 0.0,
+    amsgrad: bool = False,
+    retraction: bool = False,
+    rows: Sequence[torch.Tensor | None] | None = None,
+) -> None:
+    """One Riemannian Adam step in place (Bécigneul & Ganea 2019, geoopt's form).
+
+    For each point ``x`` with gradient ``g`` on manifold ``M`` (step count ``t``)::
+
+        r = M.egrad2rgrad(x, g + weight_decay * x)
+        m = beta1 * m + (1 - beta1) * r
+        v = beta2 * v + (1 - beta2) * |r|_x^2          (per point; g^2 if Euclidean)
+        v_max = max(v_max, v)                            (amsgrad)
+        d = (m / (1 - beta1^t)) / (sqrt(v / (1 - beta2^t)) + eps)
+        x_new = M.projx(M.expmap(x, -lr * d))            (M.retr if retraction)
+        m = M.transp(x, x_new, m)
+
+    ``exp_avgs``, ``exp_avg_sqs``, ``max_exp_avg_sqs`` (amsgrad) and ``state_steps``
+    are the parameter's state tensors, updated in place.
+    """
+    rows = rows if rows is not None else [None] * len(params)
+    for i, param in enumerate(params):
+        grad = grads[i]
+        _check_grad(param, grad)
+        manifold = manifolds[i] or _EUCLIDEAN
+        r = rows[i]
+        if r is not None and r.numel() == 0:
+            continue
+        state_steps[i] += 1
+        t = float(state_steps[i])
+        x, g = _take(param.detach(), r), _take(grad, r)
+        if weight_decay != 0:
+            g = g + weight_decay * x
+        rgrad = manifold.egrad2rgrad(x, g)
+        m = _take(exp_avgs[i], r) * beta1 + rgrad * (1 - beta1)
+        v = _take(exp_avg_sqs[i], r) * beta2 + _second_moment(manifold, x, rgrad) * (1 - beta2)
+        _put(exp_avg_sqs[i], v, r)
+        if amsgrad:
+            v = torch.maximum(_take(max_exp_avg_sqs[i], r), v)
+            _put(max_exp_avg_sqs[i], v, r)
+        denom = torch.sqrt(v / (1 - beta2**t)) + eps
+        direction = (m / (1 - beta1**t)) / denom
+        new_x = _move(manifold, x, direction * (-lr), retraction)
+        _put(exp_avgs[i], manifold.transp(x, new_x, m), r)
+        _put(param.detach(), new_x, r)
+
+
+class RiemannianAdam(_RiemannianOptimizer):
+    """Riemannian Adam (amsgrad optional), in MC arithmetic.
+
+    The first moment is a tangent vector, parallel transported after each step; the
+    second moment is one number per point (``|rgrad|_x^2``), as in geoopt. Parameters
+    without a manifold get the ordinary (elementwise) Adam update. See
+    :func:`riemannian_adam` and the module docstring (row-sparse mode).
+
+    Args:
+        params: iterable of parameters or parameter groups (dicts).
+        lr: learning rate (default 1e-3).
+        betas: coefficients of the running averages (default (0.9, 0.999)).
+        eps: added to the denominator (default 1e-8).
+        weight_decay: L2 penalty on the coordinates (default 0).
+        amsgrad: use the maximum of the second moments.
+        retraction: use ``M.retr`` instead of ``M.expmap``.
+        sparse_rows: row-sparse updates (see :class:`RiemannianSGD`).
+
+    State (per parameter): ``step`` (float tensor), ``exp_avg`` (tangent vectors),
+    ``exp_avg_sq`` (``(*, 1)`` per point, or elementwise for Euclidean parameters),
+    ``max_exp_avg_sq`` (amsgrad).
+
+    Raises:
+        ValueError: negative ``lr``, ``eps`` or ``weight_decay``, betas outside
+            ``[0, 1)`` (torch's messages).
+    """
+
+    def __init__(
+        self,
+        params: Iterable[torch.Tensor] | Iterable[dict[str, Any]],
+        lr: float = 1e-3,
+        betas: tuple[float, float] = (0.9, 0.999),
+        eps: float = 1e-8,
+        weight_decay: float = 0.0,
+        amsgrad: bool = False,
+        *,
+        retraction: bool = False,
+        sparse_rows: bool = False,
+    ) -> None:
+        _check_lr(lr)
+        if not 0.0 <= eps:
+            raise ValueError(f"Invalid epsilon value: {eps} (eps must be >= 0)")
+        if not 0.0 <= betas[0] < 1.0:
+            raise ValueError(f"Invalid beta parameter at index 0: {betas[0]} (must be in [0, 1))")
+        if not 0.0 <= betas[1] < 1.0:
+            raise ValueError(f"Invalid beta parameter at index 1: {betas[1]} (must be in [0, 1))")
+        _check_weight_decay(weight_decay)
+        defaults = dict(
+            lr=lr, betas=betas, eps=eps, weight_decay=weight_decay, amsgrad=amsgrad,
+            retraction=retraction, sparse_rows=sparse_rows,
+        )
+        super().__init__(params, defaults)
+
+    def _init_state(self, p: torch.Tensor, group: dict[str, Any]) -> dict[str, Any]:
+        state = self.state[p]
+        if len(state) == 0:
+            manifold = manifold_of(p) or _EUCLIDEAN
+            data = p.detach()
+            state["step"] = torch.tensor(0.0)
+            state["exp_avg"] = torch.zeros_like(data)
+            sq = data if isinstance(manifold, Euclidean) else data[..., :1]
+            state["exp_avg_sq"] = torch.zeros_like(sq)
+            if group["amsgrad"]:
+                state["max_exp_avg_sq"] = torch.zeros_like(sq)
+        return state
+
+    @torch.no_grad()
+    def step(self, closure: Callable[[], torch.Tensor] | None = None, *, rows: torch.Tensor | None = None):
+        """Perform one update (``closure`` and ``rows`` as in :meth:`RiemannianSGD.step`)."""
+        loss = self._closure_loss(closure)
+        for group in self.param_groups:
+            params, grads, manifolds, row_list = self._group_lists(group, rows)
+            states = [self._init_state(p, group) for p in params]
+            beta1, beta2 = group["betas"]
+            riemannian_adam(
+                params, grads,
+                [s["exp_avg"] for s in states], [s["exp_avg_sq"] for s in states],
+                [s.get("max_exp_avg_sq") for s in states], [s["step"] for s in states],
+                manifolds=manifolds, lr=group["lr"], beta1=beta1, beta2=beta2, eps=group["eps"],
+                weight_decay=group["weight_decay"], amsgrad=group["amsgrad"],
+                retraction=group["retraction"], rows=row_list,
+            )
+        return loss
