@@ -1,0 +1,338 @@
+"""Functional forms of the MC modules, conversions and losses.
+
+Every function takes plain Tensors or MCTensors (:class:`hypermc.MCTensor`) and runs in
+MC arithmetic through the ``MCTensor`` op table, so autograd gives MC gradients. A plain
+tensor operand enters exactly (through the MC×float kernels, or as a one-component
+MCTensor); the results are MCTensors except for :func:`to_tensor`. Component dtypes
+must agree (``TypeError`` otherwise: no implicit precision change).
+
+torch's own ``torch.nn.functional.linear`` and ``embedding`` also work on MCTensors;
+the versions here add argument checks with clear messages. torch's losses
+(``F.mse_loss``, ``F.cross_entropy``, ...) and ``F.softmax`` / ``F.gelu`` are fused aten
+kernels that MCTensor does not implement; use the forms below.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+
+import torch
+import torch.nn.functional as F
+
+from ..mcf import MCTensor, mc
+
+__all__ = [
+    "linear",
+    "embedding",
+    "relu",
+    "gelu",
+    "softmax",
+    "log_softmax",
+    "to_tensor",
+    "as_mc",
+    "mse_loss",
+    "binary_cross_entropy",
+    "binary_cross_entropy_with_logits",
+    "cross_entropy",
+]
+
+# torch clamps log(p) at -100 in binary_cross_entropy (so p = 0 gives a finite loss).
+_BCE_LOG_FLOOR = -100.0
+_REDUCTIONS = ("none", "mean", "sum")
+# GELU's tanh approximation: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).
+_GELU_TANH_COEFF = 0.044715
+_SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
+_SQRT_HALF = math.sqrt(0.5)
+
+
+# ------------------------------------------------------------------------ conversions
+
+
+class _ToTensor(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        ctx.nc = x.nc
+        return x.approx()
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad if isinstance(grad, MCTensor) else mc(grad, nc=ctx.nc)
+
+
+class _AsMC(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, nc):
+        return mc(x, nc=nc)
+
+    @staticmethod
+    def backward(ctx, grad):
+        return (grad.approx() if isinstance(grad, MCTensor) else grad), None
+
+
+def to_tensor(x: torch.Tensor) -> torch.Tensor:
+    """Nearest plain tensor of an MCTensor, differentiably (identity on plain tensors).
+
+    The forward is :meth:`MCTensor.approx`; the backward passes the incoming gradient
+    on as an MCTensor with ``x``'s ``nc`` (exact), so gradients keep flowing in MC
+    arithmetic through layers that follow. This is how an MC layer's output is "turned
+    into a Tensor" between layers.
+    """
+    if isinstance(x, MCTensor):
+        return _ToTensor.apply(x)
+    return x
+
+
+def as_mc(x: torch.Tensor, nc: int = 1) -> MCTensor:
+    """An MCTensor of ``x`` with ``nc`` components, differentiably (exact for plain input).
+
+    MCTensor input is returned unchanged. The backward hands a plain input the nearest
+    plain value of its (MC) gradient.
+    """
+    if isinstance(x, MCTensor):
+        return x
+    if not isinstance(x, torch.Tensor):
+        raise TypeError(f"expected a Tensor or MCTensor; got {type(x).__name__}")
+    if not x.is_floating_point():
+        raise TypeError(f"expected a floating-point tensor; got dtype {x.dtype}")
+    return _AsMC.apply(x, nc)
+
+
+def _mc_operand(x: torch.Tensor) -> MCTensor:
+    return as_mc(x, 1)
+
+
+def _check_input(name: str, x: object, ref: torch.Tensor, what: str) -> None:
+    """TypeError unless ``x`` is a floating Tensor of the dtype of ``ref`` (a parameter)."""
+    if not isinstance(x, torch.Tensor):
+        raise TypeError(f"{name}: input must be a Tensor or MCTensor; got {type(x).__name__}")
+    if x.dtype != ref.dtype:
+        raise TypeError(
+            f"{name}: input has dtype {x.dtype} but the {what} has component dtype {ref.dtype}; "
+            f"convert the input with .to({ref.dtype}) (or build the layer with dtype={x.dtype})"
+        )
+
+
+# ---------------------------------------------------------------------------- layers
+
+
+def linear(input: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
+    """``input @ weight.T + bias`` in MC arithmetic (:func:`torch.nn.functional.linear`).
+
+    Runs on the Ozaki-sliced MC matrix product (``hypermc.mcf.matmul``) with one final
+    rounding per output entry.
+
+    Args:
+        input: Tensor or MCTensor ``(*, in_features)``.
+        weight: ``(out_features, in_features)``, usually an MC parameter.
+        bias: ``(out_features,)`` or ``None``.
+
+    Returns:
+        ``(*, out_features)``; an MCTensor when any operand is one.
+
+    Raises:
+        TypeError: dtypes differ.
+        ValueError: ``input``'s last dimension is not ``in_features``.
+    """
+    _check_input("linear", input, weight, "weight")
+    if input.dim() == 0 or input.shape[-1] != weight.shape[-1]:
+        raise ValueError(
+            f"linear: input of shape {tuple(input.shape)} does not end in in_features={weight.shape[-1]}"
+        )
+    return F.linear(input, weight, bias)
+
+
+def embedding(
+    input: torch.Tensor,
+    weight: torch.Tensor,
+    padding_idx: int | None = None,
+    scale_grad_by_freq: bool = False,
+) -> torch.Tensor:
+    """Rows ``weight[input]`` (:func:`torch.nn.functional.embedding`), exact.
+
+    The backward scatter-adds the output gradient into the rows in MC arithmetic
+    (duplicates summed exactly up to MC rounding); row ``padding_idx`` gets none.
+
+    Args:
+        input: integer tensor of any shape, entries in ``[0, num_embeddings)``.
+        weight: ``(num_embeddings, embedding_dim)``.
+        padding_idx: row without gradient, or ``None``.
+        scale_grad_by_freq: divide each row's gradient by its count in ``input``.
+
+    Raises:
+        TypeError: ``input`` is not an integer tensor.
+        IndexError: an index is out of range.
+    """
+    if not isinstance(input, torch.Tensor) or input.is_floating_point() or input.dtype == torch.bool:
+        raise TypeError(
+            f"embedding: input must be an integer (long) tensor of indices; got "
+            f"{input.dtype if isinstance(input, torch.Tensor) else type(input).__name__}"
+        )
+    n = weight.shape[0]
+    if input.numel() and (int(input.min()) < 0 or int(input.max()) >= n):
+        raise IndexError(f"embedding: indices must lie in [0, {n}); got range [{int(input.min())}, {int(input.max())}]")
+    return F.embedding(input, weight, padding_idx, None, 2.0, scale_grad_by_freq, False)
+
+
+# ------------------------------------------------------------------------ activations
+
+
+def relu(input: torch.Tensor, inplace: bool = False) -> MCTensor:
+    """``max(input, 0)`` elementwise (a plain input becomes an exact 1-component MCTensor)."""
+    x = _mc_operand(input)
+    return torch.relu_(x) if inplace and x is input else torch.relu(x)
+
+
+def gelu(input: torch.Tensor, approximate: str = "none") -> MCTensor:
+    """GELU, ``x * Phi(x)`` with ``Phi`` the standard normal CDF, in MC arithmetic.
+
+    ``approximate="none"``: ``0.5 x (1 + erf(x / sqrt(2)))``; erf is evaluated in float64
+    and split into components, so it is available where float64 holds the MC value with
+    4 guard bits (float16 ``nc <= 4``, bfloat16 ``nc <= 6``, float32 ``nc <= 2``; a
+    ``NotImplementedError`` otherwise). ``approximate="tanh"``:
+    ``0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))``, all in MC arithmetic, any ``nc``.
+
+    Raises:
+        ValueError: ``approximate`` is neither ``"none"`` nor ``"tanh"``.
+    """
+    if approximate not in ("none", "tanh"):
+        raise ValueError(f"gelu: approximate must be 'none' or 'tanh'; got {approximate!r}")
+    x = _mc_operand(input)
+    if approximate == "tanh":
+        inner = (x + x * x * x * _GELU_TANH_COEFF) * _SQRT_2_OVER_PI
+        return x * 0.5 * (torch.tanh(inner) + 1.0)
+    return x * 0.5 * (torch.erf(x * _SQRT_HALF) + 1.0)
+
+
+def _shift(x: MCTensor, dim: int) -> torch.Tensor:
+    """A plain, detached per-slice maximum; subtracting it keeps exp from overflowing.
+
+    Softmax is invariant under the shift, so an approximate maximum is as good as an
+    exact one; the subtraction itself is an exact-input MC operation.
+    """
+    return x.detach().approx().amax(dim=dim, keepdim=True)
+
+
+def _check_dim(name: str, dim: object, ndim: int) -> int:
+    if isinstance(dim, bool) or not isinstance(dim, numbers.Integral):
+        raise TypeError(f"{name}: dim must be an int; got {type(dim).__name__} {dim!r}")
+    if not -max(ndim, 1) <= dim < max(ndim, 1):
+        raise IndexError(f"{name}: dim {dim} out of range for a {ndim}-d input")
+    return int(dim)
+
+
+def softmax(input: torch.Tensor, dim: int) -> MCTensor:
+    """``exp(x) / sum(exp(x), dim)`` in MC arithmetic (shifted by the slice maximum)."""
+    x = _mc_operand(input)
+    dim = _check_dim("softmax", dim, x.dim())
+    e = torch.exp(x - _shift(x, dim))
+    return e / e.sum(dim=dim, keepdim=True)
+
+
+def log_softmax(input: torch.Tensor, dim: int) -> MCTensor:
+    """``x - log(sum(exp(x), dim))`` in MC arithmetic (shifted by the slice maximum)."""
+    x = _mc_operand(input)
+    dim = _check_dim("log_softmax", dim, x.dim())
+    z = x - _shift(x, dim)
+    return z - torch.log(torch.exp(z).sum(dim=dim, keepdim=True))
+
+
+# ----------------------------------------------------------------------------- losses
+
+
+def _reduce(loss: MCTensor, reduction: str) -> MCTensor:
+    if reduction == "mean":
+        return loss.mean()
+    if reduction == "sum":
+        return loss.sum()
+    return loss
+
+
+def _check_loss_args(name: str, input: torch.Tensor, target: torch.Tensor, reduction: str) -> None:
+    if reduction not in _REDUCTIONS:
+        raise ValueError(f"{name}: reduction must be one of {_REDUCTIONS}; got {reduction!r}")
+    if tuple(input.shape) != tuple(target.shape):
+        raise ValueError(
+            f"{name}: target shape {tuple(target.shape)} differs from input shape {tuple(input.shape)}"
+        )
+    if target.is_floating_point() and target.dtype != input.dtype:
+        raise TypeError(
+            f"{name}: target dtype {target.dtype} differs from input dtype {input.dtype}; "
+            f"convert the target with .to({input.dtype}) or build it with hypermc.mc(..., dtype={input.dtype})"
+        )
+
+
+def mse_loss(input: torch.Tensor, target: torch.Tensor, reduction: str = "mean") -> MCTensor:
+    """Mean (or sum) of ``(input - target)**2`` in MC arithmetic.
+
+    ``target`` may be a plain tensor or an MCTensor (store a high-precision target as
+    an MCTensor to keep its precision).
+
+    Raises:
+        ValueError: shapes differ, or an unknown ``reduction``.
+        TypeError: dtypes differ.
+    """
+    _check_loss_args("mse_loss", input, target, reduction)
+    d = _mc_operand(input) - target
+    return _reduce(d * d, reduction)
+
+
+def binary_cross_entropy_with_logits(
+    input: torch.Tensor, target: torch.Tensor, reduction: str = "mean"
+) -> MCTensor:
+    """``-[y log sigmoid(z) + (1 - y) log(1 - sigmoid(z))]`` from logits ``z``, in MC arithmetic.
+
+    Computed as ``max(z, 0) - z y + log1p(exp(-|z|))`` (no overflow, no cancellation of
+    ``1 - sigmoid``).
+
+    Raises:
+        ValueError: shapes differ, or an unknown ``reduction``.
+        TypeError: dtypes differ.
+    """
+    _check_loss_args("binary_cross_entropy_with_logits", input, target, reduction)
+    z = _mc_operand(input)
+    loss = torch.relu(z) - z * target + torch.log1p(torch.exp(-torch.abs(z)))
+    return _reduce(loss, reduction)
+
+
+def binary_cross_entropy(input: torch.Tensor, target: torch.Tensor, reduction: str = "mean") -> MCTensor:
+    """``-[y log p + (1 - y) log(1 - p)]`` from probabilities ``p``, logs clamped at -100 like torch.
+
+    Prefer :func:`binary_cross_entropy_with_logits`: ``1 - p`` loses the precision of
+    ``p`` near 1.
+
+    Raises:
+        ValueError: shapes differ, or an unknown ``reduction``.
+        TypeError: dtypes differ.
+    """
+    _check_loss_args("binary_cross_entropy", input, target, reduction)
+    p = _mc_operand(input)
+    log_p = torch.clamp(torch.log(p), min=_BCE_LOG_FLOOR)
+    log_q = torch.clamp(torch.log(1.0 - p), min=_BCE_LOG_FLOOR)
+    loss = -(log_p * target + log_q * (1.0 - target))
+    return _reduce(loss, reduction)
+
+
+def cross_entropy(input: torch.Tensor, target: torch.Tensor, reduction: str = "mean") -> MCTensor:
+    """Negative log-likelihood of class indices under ``softmax(input, dim=1)``.
+
+    Args:
+        input: logits ``(N, C)``.
+        target: int64 class indices ``(N,)`` in ``[0, C)``.
+        reduction: ``"mean"``, ``"sum"`` or ``"none"``.
+
+    Raises:
+        ValueError: bad shapes or an unknown ``reduction``.
+        TypeError: ``target`` is not an integer tensor.
+    """
+    if reduction not in _REDUCTIONS:
+        raise ValueError(f"cross_entropy: reduction must be one of {_REDUCTIONS}; got {reduction!r}")
+    if target.is_floating_point():
+        raise TypeError(f"cross_entropy: target must hold class indices (int64); got dtype {target.dtype}")
+    if input.dim() != 2 or target.dim() != 1 or target.shape[0] != input.shape[0]:
+        raise ValueError(
+            f"cross_entropy: expected input (N, C) and target (N,); got {tuple(input.shape)} and {tuple(target.shape)}"
+        )
+    logp = log_softmax(input, dim=1)
+    picked = logp.gather(1, target.unsqueeze(1)).squeeze(1)
+    return _reduce(-picked, reduction)

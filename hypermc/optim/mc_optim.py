@@ -1,0 +1,370 @@
+"""SGD and Adam whose updates and state are computed in MC arithmetic.
+
+The classes validate hyperparameters and keep state (tensors only, so ``state_dict()``
+round-trips); the update is a function, :func:`mc_sgd` / :func:`mc_adam`, that follows
+torch's single-tensor update (``torch/optim/sgd.py``, ``adam.py``) op for op:
+
+* an MCTensor parameter with ``nc >= 2`` runs those ops on MCTensors, so every
+  intermediate (weight decay, momentum, moments, step) is an MC value and the update is
+  added to the parameter in MC precision -- the small updates that a float16 parameter
+  rounds away are kept;
+* an MCTensor with ``nc = 1`` (parameter, gradient and state) runs them on its component
+  tensors, i.e. *is* torch's update: bitwise equal to ``torch.optim.SGD`` /
+  ``torch.optim.Adam`` (``foreach=False``, the CPU default) given the same gradients;
+* a plain tensor parameter gets exactly torch's update.
+
+Optimizer state has the parameter's ``nc``. Hyperparameters (Python floats) enter as
+``nc``-component constants of their double value (``lr=0.05`` is not first rounded to
+float16). Schedulers from ``torch.optim.lr_scheduler`` work (the classes subclass
+``torch.optim.Optimizer``).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Iterable
+
+import torch
+from torch.optim import Optimizer
+
+from ..mcf import MCTensor, mc
+
+__all__ = ["MCSGD", "MCAdam", "mc_sgd", "mc_adam"]
+
+
+# ----------------------------------------------------------------------------- helpers
+
+
+def _is_plain_mc(*tensors: torch.Tensor | None) -> bool:
+    """True when every given MCTensor has one component (then torch's op sequence applies)."""
+    return all(not isinstance(t, MCTensor) or t.nc == 1 for t in tensors if t is not None)
+
+
+def _view(t: torch.Tensor | None) -> torch.Tensor | None:
+    """The plain tensor an nc=1 MCTensor's ops run on: its component, as a view."""
+    return t.components[..., 0] if isinstance(t, MCTensor) else t
+
+
+def _as_state(t: torch.Tensor, param: torch.Tensor, plain: bool) -> torch.Tensor:
+    """A new state tensor ``t`` (already a copy) in the parameter's representation.
+
+    Plain parameter: ``t`` itself. nc=1 update (``t`` is plain): the one-component
+    MCTensor around ``t``, so :func:`_view` gives ``t`` back. Otherwise an MCTensor with
+    the parameter's ``nc``.
+    """
+    if not isinstance(param, MCTensor):
+        return t
+    if plain:
+        return MCTensor(t.unsqueeze(-1))
+    return t if t.nc == param.nc else mc(t, nc=param.nc)
+
+
+def _check_grad(param: torch.Tensor, grad: torch.Tensor) -> None:
+    if grad.dtype != param.dtype:
+        raise TypeError(
+            f"gradient dtype {grad.dtype} differs from the parameter's dtype {param.dtype}; "
+            "gradients must have the parameter's (component) dtype"
+        )
+    if grad.is_sparse:
+        raise RuntimeError("MC optimizers do not support sparse gradients")
+
+
+def _scalar(x: float | torch.Tensor) -> float:
+    return x.item() if isinstance(x, torch.Tensor) else x
+
+
+def _check_lr(lr: float | torch.Tensor) -> None:
+    if isinstance(lr, torch.Tensor) and lr.numel() != 1:
+        raise ValueError("Tensor lr must be 1-element")
+    if not 0.0 <= lr:
+        raise ValueError(f"Invalid learning rate: {lr} (lr must be >= 0)")
+
+
+# --------------------------------------------------------------------------------- SGD
+
+
+def mc_sgd(
+    params: list[torch.Tensor],
+    grads: list[torch.Tensor],
+    momentum_buffer_list: list[torch.Tensor | None],
+    *,
+    lr: float,
+    momentum: float = 0.0,
+    dampening: float = 0.0,
+    weight_decay: float = 0.0,
+    nesterov: bool = False,
+    maximize: bool = False,
+) -> None:
+    """One SGD step in place, torch's single-tensor algorithm in MC arithmetic.
+
+    For each parameter ``p`` with gradient ``g`` (negated when ``maximize``)::
+
+        g = g + weight_decay * p                        (if weight_decay != 0)
+        b = g  (first step)   or   b = momentum * b + (1 - dampening) * g
+        g = g + momentum * b  (nesterov)   or   g = b   (if momentum != 0)
+        p = p - lr * g
+
+    Args:
+        params: parameters (MCTensors or plain tensors), updated in place.
+        grads: their gradients (not modified).
+        momentum_buffer_list: one entry per parameter, ``None`` before the first step
+            with momentum; new buffers are written into the list (like torch).
+        lr, momentum, dampening, weight_decay, nesterov, maximize: as ``torch.optim.SGD``.
+    """
+    lr = _scalar(lr)
+    for i, param in enumerate(params):
+        grad = grads[i]
+        _check_grad(param, grad)
+        buf = momentum_buffer_list[i]
+        plain = _is_plain_mc(param, grad, buf)
+        p, g, b = (_view(param), _view(grad), _view(buf)) if plain else (param, grad, buf)
+        g = g if not maximize else -g
+        if weight_decay != 0:
+            g = g.add(p, alpha=weight_decay)
+        if momentum != 0:
+            if b is None:
+                b = g.detach().clone()
+                momentum_buffer_list[i] = _as_state(b, param, plain)
+            else:
+                b.mul_(momentum).add_(g, alpha=1 - dampening)
+            g = g.add(b, alpha=momentum) if nesterov else b
+        p.add_(g, alpha=-lr)
+
+
+class MCSGD(Optimizer):
+    """Stochastic gradient descent with momentum, in MC arithmetic (:class:`torch.optim.SGD`).
+
+    Args:
+        params: iterable of parameters or parameter groups (dicts).
+        lr: learning rate (default 1e-3).
+        momentum: momentum factor (default 0).
+        dampening: dampening for momentum (default 0).
+        weight_decay: L2 penalty (default 0).
+        nesterov: Nesterov momentum (needs ``momentum > 0`` and ``dampening = 0``).
+        maximize: maximise the objective instead of minimising.
+
+    State (per parameter): ``momentum_buffer`` (MCTensor of the parameter's ``nc``, or
+    absent without momentum).
+
+    Raises:
+        ValueError: negative ``lr``, ``momentum`` or ``weight_decay`` (torch's messages),
+            or Nesterov without momentum / with dampening.
+
+    Example:
+        >>> opt = MCSGD(model.parameters(), lr=0.05, momentum=0.9)
+        >>> loss.backward(); opt.step(); opt.zero_grad()
+    """
+
+    def __init__(
+        self,
+        params: Iterable[torch.Tensor] | Iterable[dict[str, Any]],
+        lr: float | torch.Tensor = 1e-3,
+        momentum: float = 0.0,
+        dampening: float = 0.0,
+        weight_decay: float = 0.0,
+        nesterov: bool = False,
+        *,
+        maximize: bool = False,
+    ) -> None:
+        _check_lr(lr)
+        if momentum < 0.0:
+            raise ValueError(f"Invalid momentum value: {momentum} (momentum must be >= 0)")
+        if weight_decay < 0.0:
+            raise ValueError(f"Invalid weight_decay value: {weight_decay} (weight_decay must be >= 0)")
+        if nesterov and (momentum <= 0 or dampening != 0):
+            raise ValueError("Nesterov momentum requires a momentum and zero dampening")
+        defaults = dict(
+            lr=lr, momentum=momentum, dampening=dampening, weight_decay=weight_decay, nesterov=nesterov, maximize=maximize
+        )
+        super().__init__(params, defaults)
+
+    @torch.no_grad()
+    def step(self, closure: Callable[[], torch.Tensor] | None = None) -> torch.Tensor | None:
+        """Perform one update; ``closure`` re-evaluates the model and returns the loss."""
+        loss = None
+        if closure is not None:
+            with torch.enable_grad():
+                loss = closure()
+        for group in self.param_groups:
+            params, grads, bufs = [], [], []
+            for p in group["params"]:
+                if p.grad is None:
+                    continue
+                params.append(p)
+                grads.append(p.grad)
+                bufs.append(self.state[p].get("momentum_buffer"))
+            mc_sgd(
+                params,
+                grads,
+                bufs,
+                lr=group["lr"],
+                momentum=group["momentum"],
+                dampening=group["dampening"],
+                weight_decay=group["weight_decay"],
+                nesterov=group["nesterov"],
+                maximize=group["maximize"],
+            )
+            if group["momentum"] != 0:
+                for p, buf in zip(params, bufs):
+                    self.state[p]["momentum_buffer"] = buf
+        return loss
+
+
+# -------------------------------------------------------------------------------- Adam
+
+
+def mc_adam(
+    params: list[torch.Tensor],
+    grads: list[torch.Tensor],
+    exp_avgs: list[torch.Tensor],
+    exp_avg_sqs: list[torch.Tensor],
+    max_exp_avg_sqs: list[torch.Tensor],
+    state_steps: list[torch.Tensor],
+    *,
+    amsgrad: bool = False,
+    beta1: float,
+    beta2: float,
+    lr: float,
+    weight_decay: float = 0.0,
+    eps: float = 1e-8,
+    maximize: bool = False,
+) -> None:
+    """One Adam step in place, torch's single-tensor algorithm in MC arithmetic.
+
+    For each parameter ``p`` with gradient ``g`` (negated when ``maximize``), step
+    count ``t`` (incremented first)::
+
+        g = g + weight_decay * p                                   (if weight_decay != 0)
+        m = m + (1 - beta1) (g - m)          v = beta2 v + (1 - beta2) g^2
+        v_max = max(v_max, v)                                      (amsgrad; used for v)
+        p = p - lr / (1 - beta1^t) * m / (sqrt(v) / sqrt(1 - beta2^t) + eps)
+
+    The bias corrections are Python doubles (as in torch); every tensor operation is
+    MC for MC state.
+
+    Args:
+        params, grads: parameters (updated in place) and gradients (not modified).
+        exp_avgs, exp_avg_sqs, max_exp_avg_sqs: state tensors, updated in place
+            (``max_exp_avg_sqs`` only read with ``amsgrad``).
+        state_steps: one float32 scalar tensor per parameter, incremented in place.
+        amsgrad, beta1, beta2, lr, weight_decay, eps, maximize: as ``torch.optim.Adam``.
+    """
+    lr = _scalar(lr)
+    for i, param in enumerate(params):
+        grad = grads[i]
+        _check_grad(param, grad)
+        max_sq = max_exp_avg_sqs[i] if amsgrad else None
+        plain = _is_plain_mc(param, grad, exp_avgs[i], exp_avg_sqs[i], max_sq)
+        p, g, exp_avg, exp_avg_sq = param, grad, exp_avgs[i], exp_avg_sqs[i]
+        if plain:
+            p, g, exp_avg, exp_avg_sq, max_sq = (_view(t) for t in (p, g, exp_avg, exp_avg_sq, max_sq))
+        g = g if not maximize else -g
+        step_t = state_steps[i]
+        step_t += 1
+        if weight_decay != 0:
+            g = g.add(p, alpha=weight_decay)
+        exp_avg.lerp_(g, 1 - beta1)
+        exp_avg_sq.mul_(beta2).addcmul_(g, g, value=1 - beta2)
+        step = step_t.item()
+        bias_correction1 = 1 - beta1**step
+        bias_correction2 = 1 - beta2**step
+        step_size = lr / bias_correction1
+        bias_correction2_sqrt = bias_correction2**0.5
+        if amsgrad:
+            max_sq.copy_(torch.maximum(max_sq, exp_avg_sq))
+            denom = (max_sq.sqrt() / bias_correction2_sqrt).add_(eps)
+        else:
+            denom = (exp_avg_sq.sqrt() / bias_correction2_sqrt).add_(eps)
+        p.addcdiv_(exp_avg, denom, value=-step_size)
+
+
+class MCAdam(Optimizer):
+    """Adam (and AMSGrad) in MC arithmetic (:class:`torch.optim.Adam`).
+
+    Args:
+        params: iterable of parameters or parameter groups (dicts).
+        lr: learning rate (default 1e-3).
+        betas: coefficients of the running averages of the gradient and its square.
+        eps: added to the denominator (default 1e-8; note that it is below float16's
+            smallest subnormal, as in torch).
+        weight_decay: L2 penalty added to the gradient (default 0).
+        amsgrad: use the maximum of past squared-gradient averages.
+        maximize: maximise the objective instead of minimising.
+
+    State (per parameter): ``step`` (float32 scalar tensor, as torch), ``exp_avg``,
+    ``exp_avg_sq`` and with ``amsgrad`` ``max_exp_avg_sq`` (MCTensors of the parameter's
+    ``nc``).
+
+    Raises:
+        ValueError: negative ``lr``, ``eps`` or ``weight_decay``, or a beta outside
+            ``[0, 1)`` (torch's messages).
+    """
+
+    def __init__(
+        self,
+        params: Iterable[torch.Tensor] | Iterable[dict[str, Any]],
+        lr: float | torch.Tensor = 1e-3,
+        betas: tuple[float, float] = (0.9, 0.999),
+        eps: float = 1e-8,
+        weight_decay: float = 0.0,
+        amsgrad: bool = False,
+        *,
+        maximize: bool = False,
+    ) -> None:
+        _check_lr(lr)
+        if not 0.0 <= eps:
+            raise ValueError(f"Invalid epsilon value: {eps} (eps must be >= 0)")
+        if len(betas) != 2:
+            raise ValueError(f"betas must be a pair (beta1, beta2); got {betas!r}")
+        if not 0.0 <= betas[0] < 1.0:
+            raise ValueError(f"Invalid beta parameter at index 0: {betas[0]} (must be in [0, 1))")
+        if not 0.0 <= betas[1] < 1.0:
+            raise ValueError(f"Invalid beta parameter at index 1: {betas[1]} (must be in [0, 1))")
+        if not 0.0 <= weight_decay:
+            raise ValueError(f"Invalid weight_decay value: {weight_decay} (weight_decay must be >= 0)")
+        betas = (float(betas[0]), float(betas[1]))
+        defaults = dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay, amsgrad=amsgrad, maximize=maximize)
+        super().__init__(params, defaults)
+
+    @torch.no_grad()
+    def step(self, closure: Callable[[], torch.Tensor] | None = None) -> torch.Tensor | None:
+        """Perform one update; ``closure`` re-evaluates the model and returns the loss."""
+        loss = None
+        if closure is not None:
+            with torch.enable_grad():
+                loss = closure()
+        for group in self.param_groups:
+            params, grads, exp_avgs, exp_avg_sqs, max_sqs, steps = [], [], [], [], [], []
+            for p in group["params"]:
+                if p.grad is None:
+                    continue
+                state = self.state[p]
+                if len(state) == 0:
+                    state["step"] = torch.tensor(0.0, dtype=torch.float32)
+                    state["exp_avg"] = torch.zeros_like(p)
+                    state["exp_avg_sq"] = torch.zeros_like(p)
+                    if group["amsgrad"]:
+                        state["max_exp_avg_sq"] = torch.zeros_like(p)
+                params.append(p)
+                grads.append(p.grad)
+                exp_avgs.append(state["exp_avg"])
+                exp_avg_sqs.append(state["exp_avg_sq"])
+                if group["amsgrad"]:
+                    max_sqs.append(state["max_exp_avg_sq"])
+                steps.append(state["step"])
+            beta1, beta2 = group["betas"]
+            mc_adam(
+                params,
+                grads,
+                exp_avgs,
+                exp_avg_sqs,
+                max_sqs,
+                steps,
+                amsgrad=group["amsgrad"],
+                beta1=beta1,
+                beta2=beta2,
+                lr=group["lr"],
+                weight_decay=group["weight_decay"],
+                eps=group["eps"],
+                maximize=group["maximize"],
+            )
+        return loss
