@@ -391,9 +391,10 @@ def _engine_out(z: torch.Tensor, dtype: torch.dtype, nc: int) -> torch.Tensor:
 def _engine_pair(x: torch.Tensor, engine: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
     """``(hi, lo)`` in the engine dtype, ``hi = fl(x)``, ``hi + lo = x`` to ``2^-2p_engine``."""
     comps = unpack(x)
-    if len(comps) == 2:  # |c0| >= |c1|: FastTwoSum, mixed dtypes promote exactly
-        hi = comps[0].to(engine).add_(comps[1])
-        return hi, comps[1] - (hi - comps[0])
+    if len(comps) == 2:  # |c0| >= |c1|: FastTwoSum
+        c0, c1 = comps[0].to(engine), comps[1].to(engine)
+        hi = c0 + c1
+        return hi, c1.sub_(hi - c0)
     hi = comps[-1].to(engine)
     lo = None
     for c in reversed(comps[:-1]):
@@ -936,6 +937,7 @@ def exp(x: torch.Tensor) -> torch.Tensor:
 
     Reference: Tang, ACM TOMS 15(2) 1989; Muller, *Elementary Functions*, ch. 11.
     {args}
+
     Example:
         >>> exp(torch.tensor([[1.0, 0.0]], dtype=torch.float64))  # e to 106 bits
         tensor([[2.7183e+00, 1.4456e-16]], dtype=torch.float64)

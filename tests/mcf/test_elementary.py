@@ -435,6 +435,18 @@ def test_half_precision_paths(fn, dtype, nc, seed):
     _assert_accurate(fn, x, getattr(el, fn)(x))
 
 
+@pytest.mark.parametrize("dtype, nc", [(torch.float64, 2), (torch.float32, 3)], ids=["generic", "via-float64"])
+@pytest.mark.parametrize("fn", ["exp", "log", "atanh"])
+def test_cpu_blocks_give_the_same_result(fn, dtype, nc, monkeypatch):
+    gen = torch.Generator().manual_seed(3)
+    x = _expansion(_uniform(-0.9, 0.9, 50, gen), dtype, nc, gen).reshape(5, 10, nc)
+    x = x.abs() * 3 if fn == "log" else x
+    whole = getattr(el, fn)(x)
+    monkeypatch.setattr(el, "_CPU_BLOCK", 7)  # 8 blocks, the last one short
+    blocked = getattr(el, fn)(x)
+    assert blocked.shape == (5, 10, nc) and torch.equal(blocked, whole)
+
+
 def test_constants_are_built_lazily_and_cached():
     el._constants.cache_clear()
     x = _mc([[0.5]], torch.float64, 2)
