@@ -110,9 +110,11 @@ def to_engine(x: torch.Tensor, engine: torch.dtype) -> torch.Tensor:
     """
     comps = unpack(x)
     total = comps[-1].to(engine)
-    for c in reversed(comps[:-1]):
+    for c in reversed(comps[1:-1]):
         total = total + c.to(engine)
-    return total
+    lead = comps[0].to(engine)
+    # lead == 0 means the whole value is a (signed) zero: keep its sign.
+    return torch.where(lead == 0, lead, lead + total)
 
 
 def from_engine(z: torch.Tensor, dtype: torch.dtype, nc: int) -> torch.Tensor:

@@ -378,7 +378,6 @@ def test_special_values(fn, dtype, nc):
     y = getattr(el, fn)(x)
     want = torch.tensor(expected, dtype=dtype)
     torch.testing.assert_close(y[:, 0], want, rtol=0, atol=0, equal_nan=True)
-    assert torch.signbit(y[:, 0]).tolist() == torch.signbit(want).tolist() or bool(torch.isnan(want).any())
     zero_sign = want == 0
     assert torch.signbit(y[:, 0])[zero_sign].tolist() == torch.signbit(want)[zero_sign].tolist()
     if nc > 1:
