@@ -109,6 +109,8 @@ def to_engine(x: torch.Tensor, engine: torch.dtype) -> torch.Tensor:
     expansion).
     """
     comps = unpack(x)
+    if len(comps) == 1:
+        return comps[0].to(engine)
     total = comps[-1].to(engine)
     for c in reversed(comps[1:-1]):
         total = total + c.to(engine)
