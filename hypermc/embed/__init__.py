@@ -1,1 +1,27 @@
-"""hypermc.embed (filled by its issue; see DESIGN.md)."""
+"""Hierarchy embeddings: negative sampler, trainer and reconstruction evaluator.
+
+* :func:`train` -- negative-sampling softmax training on any manifold, MC arithmetic,
+  row-sparse Riemannian SGD, checkpoints and bit-identical resume.
+* :func:`evaluate` -- reconstruction mean average precision and mean rank, chunked over
+  source nodes (no ``N x N`` tensor).
+* :class:`NegativeSampler`, :class:`AliasTable` -- the vectorised sampler.
+* :func:`batch_distance` -- the batched distances both use.
+
+Library functions only: no printing, no argument parsing (the CLI is
+``python -m hypermc``).
+"""
+
+from .distance import batch_distance
+from .evaluate import evaluate
+from .sampler import AliasTable, NegativeSampler
+from .train import TrainResult, load_checkpoint, train
+
+__all__ = [
+    "train",
+    "evaluate",
+    "TrainResult",
+    "load_checkpoint",
+    "NegativeSampler",
+    "AliasTable",
+    "batch_distance",
+]

@@ -1,0 +1,183 @@
+"""Benchmark: elementwise multi-component kernels vs the native op of the component dtype.
+
+For add, mul, div, sqrt (``hypermc.mcf.arith``) and exp, log (``hypermc.mcf.elementary``,
+when that module exists), float32 and float64 components, nc = 1, 2, 3 and two sizes
+(1000x1000 and 4M elements), it times in the same run
+
+* *native*: the torch op on plain tensors of the component dtype (``a + b``, ``torch.exp(a)``);
+* *MC*: the kernel on component tensors of shape ``(*size, nc)`` in the library's own
+  layout (``eft.pack``: a planar buffer viewed as ``(*size, nc)``, which is what every
+  kernel returns).
+
+Native and MC calls alternate after a warm-up, so a change of machine load affects both;
+the table shows the medians of the wall-clock times, their ratio, and the issue's target
+for 2-component float32 (add <= 25x, mul <= 20x, div <= 40x, exp <= 80x native float32).
+``--cpu-time`` adds the ratio of process CPU times (more robust on a shared machine).
+
+Usage::
+
+    python benchmarks/bench_ops.py                       # full table
+    python benchmarks/bench_ops.py --quick               # fewer repeats, 1000x1000 only
+    python benchmarks/bench_ops.py --ops add --dtypes float32 --nc 2 --sizes 4M
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import importlib.util
+import platform
+import statistics
+import time
+from collections.abc import Callable
+
+import torch
+
+from hypermc.mcf import arith
+from hypermc.mcf.eft import float_format, pack
+
+SIZES: dict[str, tuple[int, ...]] = {"1000x1000": (1000, 1000), "4M": (4_000_000,)}
+DTYPES = {"float32": torch.float32, "float64": torch.float64}
+ARITH_OPS = ["add", "mul", "div", "sqrt"]
+ELEMENTARY_OPS = ["exp", "log"]
+# 2-component float32 targets from the issue: MC time / native float32 time
+TARGETS = {"add": 25, "mul": 20, "div": 40, "exp": 80}
+
+
+def elementary_module():
+    """``hypermc.mcf.elementary`` if it exists, else ``None``."""
+    if importlib.util.find_spec("hypermc.mcf.elementary") is None:
+        return None
+    return importlib.import_module("hypermc.mcf.elementary")
+
+
+def random_mc(shape: tuple[int, ...], nc: int, dtype: torch.dtype, gen: torch.Generator,
+              *, low: float, high: float) -> torch.Tensor:
+    """Normalised expansions with full tails, leading parts uniform in [low, high).
+
+    Component k+1 is component k times a random factor in [0.1, 0.45) * 2^-(p+1), so it
+    is below half an ulp of component k; the result is packed planar like kernel output.
+    """
+    p = float_format(dtype).p
+    lead = (torch.rand(shape, generator=gen, dtype=torch.float64) * (high - low) + low).to(dtype)
+    comps = [lead]
+    for _ in range(1, nc):
+        f = torch.rand(shape, generator=gen, dtype=torch.float64) * 0.35 + 0.1
+        sign = torch.where(torch.rand(shape, generator=gen) < 0.5, -1.0, 1.0).to(torch.float64)
+        comps.append((comps[-1].to(torch.float64) * f * sign * 2.0 ** -(p + 1)).to(dtype))
+    return pack(comps)
+
+
+def make_case(op: str, shape, nc, dtype, gen, el) -> tuple[Callable[[], object], Callable[[], object]]:
+    """(native call, MC call) for one op."""
+    if op == "log":
+        low, high = 0.5, 4.0
+    elif op == "exp":
+        low, high = -10.0, 10.0
+    elif op == "sqrt":
+        low, high = 0.25, 4.0
+    else:
+        low, high = 1.0, 2.0
+    x = random_mc(shape, nc, dtype, gen, low=low, high=high)
+    y = random_mc(shape, nc, dtype, gen, low=low, high=high)
+    a, b = x[..., 0].contiguous(), y[..., 0].contiguous()
+    native = {
+        "add": lambda: a + b,
+        "mul": lambda: a * b,
+        "div": lambda: a / b,
+        "sqrt": lambda: torch.sqrt(a),
+        "exp": lambda: torch.exp(a),
+        "log": lambda: torch.log(a),
+    }[op]
+    mc = {
+        "add": lambda: arith.add(x, y),
+        "mul": lambda: arith.mul(x, y),
+        "div": lambda: arith.div(x, y),
+        "sqrt": lambda: arith.sqrt(x),
+        "exp": lambda: el.exp(x),
+        "log": lambda: el.log(x),
+    }[op]
+    return native, mc
+
+
+def measure(native: Callable, mc: Callable, repeats: int, warmup: int,
+            budget: float) -> dict[str, float]:
+    """Medians of alternating native / MC calls (wall clock and process CPU time).
+
+    After the warm-up, the number of repeats is cut (to no fewer than 3) so that one
+    case takes about ``budget`` seconds: the 3-component kernels take seconds per call.
+    """
+    t0 = time.perf_counter()
+    for _ in range(max(warmup, 1)):
+        native()
+        mc()
+    per_call = (time.perf_counter() - t0) / max(warmup, 1)
+    repeats = max(3, min(repeats, int(budget / max(per_call, 1e-9))))
+    wall = {"native": [], "mc": []}
+    cpu = {"native": [], "mc": []}
+    for _ in range(repeats):
+        for name, fn in (("native", native), ("mc", mc)):
+            t0, c0 = time.perf_counter(), time.process_time()
+            fn()
+            wall[name].append(time.perf_counter() - t0)
+            cpu[name].append(time.process_time() - c0)
+    med = {k: statistics.median(v) for k, v in wall.items()}
+    cmed = {k: statistics.median(v) for k, v in cpu.items()}
+    return {"native": med["native"], "mc": med["mc"], "ratio": med["mc"] / med["native"],
+            "cpu_ratio": cmed["mc"] / max(cmed["native"], 1e-9), "repeats": repeats}
+
+
+def main(argv: list[str] | None = None) -> None:
+    el = elementary_module()
+    all_ops = ARITH_OPS + (ELEMENTARY_OPS if el is not None else [])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--ops", nargs="+", default=all_ops, choices=ARITH_OPS + ELEMENTARY_OPS)
+    parser.add_argument("--dtypes", nargs="+", default=list(DTYPES), choices=list(DTYPES))
+    parser.add_argument("--nc", nargs="+", type=int, default=[1, 2, 3])
+    parser.add_argument("--sizes", nargs="+", default=list(SIZES), choices=list(SIZES))
+    parser.add_argument("--repeats", type=int, default=15)
+    parser.add_argument("--warmup", type=int, default=3)
+    parser.add_argument("--budget", type=float, default=20.0,
+                        help="seconds per case; fewer repeats (>= 3) for slow kernels")
+    parser.add_argument("--threads", type=int, default=None, help="torch.set_num_threads")
+    parser.add_argument("--cpu-time", action="store_true", help="also print the CPU-time ratio")
+    parser.add_argument("--quick", action="store_true", help="5 repeats, 1000x1000 only")
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args(argv)
+    if args.quick:
+        args.repeats, args.warmup, args.sizes = 5, 1, ["1000x1000"]
+    if args.threads is not None:
+        torch.set_num_threads(args.threads)
+    gen = torch.Generator().manual_seed(args.seed)
+
+    print(f"torch {torch.__version__}, {platform.processor() or platform.machine()}, "
+          f"{torch.get_num_threads()} threads; medians of up to {args.repeats} alternating runs "
+          f"(>= 3, about {args.budget:g} s per case) after {args.warmup} warm-up; times in ms")
+    if el is None:
+        print("exp/log skipped: hypermc.mcf.elementary does not exist yet")
+    ops = [op for op in args.ops if op in all_ops]
+    head = f"{'op':<5} {'dtype':<8} {'nc':>2} {'size':<10} {'native':>9} {'MC':>10} {'ratio':>8}"
+    head += f" {'cpu ratio':>9}" if args.cpu_time else ""
+    head += "  target (fp32 nc=2)"
+    print(head)
+    print("-" * len(head))
+    for op in ops:
+        for dname in args.dtypes:
+            dtype = DTYPES[dname]
+            for nc in args.nc:
+                for sname in args.sizes:
+                    native, mc = make_case(op, SIZES[sname], nc, dtype, gen, el)
+                    r = measure(native, mc, args.repeats, args.warmup, args.budget)
+                    line = (f"{op:<5} {dname:<8} {nc:>2} {sname:<10} {r['native'] * 1e3:>9.3f} "
+                            f"{r['mc'] * 1e3:>10.3f} {r['ratio']:>7.1f}x")
+                    if args.cpu_time:
+                        line += f" {r['cpu_ratio']:>8.1f}x"
+                    if dtype == torch.float32 and nc == 2 and op in TARGETS:
+                        ok = "ok" if r["ratio"] <= TARGETS[op] else "MISSED"
+                        line += f"  <= {TARGETS[op]}x {ok}"
+                    print(line, flush=True)
+                    del native, mc
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,192 @@
+"""Command line: ``python -m hypermc closure|train|eval`` (argparse lives only here).
+
+::
+
+    python -m hypermc closure --root mammal.n.01 --out mammals.csv
+    python -m hypermc train --data mammals --manifold halfspace --dim 2 --nc 2 \\
+        --dtype float64 --epochs 1000 --seed 0 --out runs/x
+    python -m hypermc eval runs/x/checkpoint.pt
+
+``train`` and ``eval`` end their standard output with one JSON object on one line
+(``map``, ``mean_rank``, ``seconds`` and the settings); ``train`` also writes it to
+``<out>/metrics.json``. The progress bar goes to stderr and is off when stderr is not a
+terminal or with ``--quiet``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+import torch
+
+DTYPES = {"float64": torch.float64, "float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
+
+
+def _nc(text: str) -> int | None:
+    """``--nc``: a positive int, or ``0`` / ``plain`` for plain tensors."""
+    if text.lower() in ("0", "plain", "none"):
+        return None
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--nc must be a positive int or 'plain'; got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"--nc must be a positive int or 'plain'; got {text!r}")
+    return value
+
+
+def _parser() -> argparse.ArgumentParser:
+    from .embed.train import DEFAULTS
+
+    p = argparse.ArgumentParser(prog="python -m hypermc", description="hypermc command line")
+    sub = p.add_subparsers(dest="command", required=True)
+
+    c = sub.add_parser("closure", help="write a WordNet noun closure as a CSV edge list")
+    c.add_argument("--root", default="mammal.n.01", help="synset name, or 'all' for every noun")
+    c.add_argument("--out", required=True, help="output CSV (child,parent)")
+    c.add_argument("--legacy", action="store_true", help="the seed paper's mammal closure (one more edge)")
+    c.add_argument("--wordnet-dir", default=None, help="WordNet 3.0 dict directory")
+
+    t = sub.add_parser("train", help="train an embedding; last stdout line is a JSON object")
+    t.add_argument("--data", default="mammals", help="mammals, mammals-legacy, nouns, or a CSV/TSV edge list")
+    t.add_argument("--manifold", default="halfspace", choices=["halfspace", "ball", "lorentz", "euclidean"])
+    t.add_argument("--curvature", type=float, default=-1.0)
+    t.add_argument("--dim", type=int, default=2)
+    t.add_argument("--nc", type=_nc, default=2, help="components per coordinate, or 'plain'")
+    t.add_argument("--dtype", default="float64", choices=sorted(DTYPES))
+    t.add_argument("--epochs", type=int, default=1000)
+    t.add_argument("--seed", type=int, default=0)
+    t.add_argument("--out", required=True, help="run directory (checkpoint.pt, metrics.json)")
+    t.add_argument("--lr", type=float, default=DEFAULTS["lr"])
+    t.add_argument("--batch-size", type=int, default=DEFAULTS["batch_size"])
+    t.add_argument("--negatives", type=int, default=DEFAULTS["negatives"])
+    t.add_argument("--burnin", type=int, default=DEFAULTS["burnin"])
+    t.add_argument("--burnin-lr-mult", type=float, default=DEFAULTS["burnin_lr_mult"])
+    t.add_argument("--scale", type=float, default=DEFAULTS["scale"])
+    t.add_argument("--max-step", type=float, default=DEFAULTS["max_step"],
+                   help="bound on one row's step (hyperbolic units); 0 for none")
+    t.add_argument("--lr-schedule", default=DEFAULTS["lr_schedule"], choices=["constant", "linear"])
+    t.add_argument("--lr-end-mult", type=float, default=DEFAULTS["lr_end_mult"],
+                   help="final lr factor of the linear schedule")
+    t.add_argument("--expmap", action="store_true", help="update with expmap instead of the retraction")
+    t.add_argument("--checkpoint-every", type=int, default=None)
+    t.add_argument("--resume", default=None, help="checkpoint to continue from")
+    t.add_argument("--eval-sample", type=int, default=None, help="evaluate only this many source nodes")
+    t.add_argument("--threads", type=int, default=None, help="torch.set_num_threads")
+    t.add_argument("--quiet", action="store_true", help="no progress bar")
+
+    e = sub.add_parser("eval", help="evaluate a checkpoint; last stdout line is a JSON object")
+    e.add_argument("checkpoint")
+    e.add_argument("--sample", type=int, default=None, help="evaluate only this many source nodes")
+    e.add_argument("--seed", type=int, default=0, help="seed of --sample")
+    e.add_argument("--chunk-size", type=int, default=None)
+    e.add_argument("--threads", type=int, default=None)
+    return p
+
+
+def _load_graph(data: str):
+    from . import data as D
+
+    if data == "mammals":
+        return D.load_mammals()
+    if data == "mammals-legacy":
+        return D.load_mammals(legacy=True)
+    if data == "nouns":
+        return D.wordnet_closure(None)
+    path = Path(data)
+    if not path.exists():
+        raise SystemExit(f"--data: {data!r} is neither mammals, mammals-legacy, nouns nor an existing file")
+    return D.load_edges(path)
+
+
+def _emit(record: dict) -> None:
+    print(json.dumps(record, sort_keys=True), flush=True)
+
+
+def _closure(args) -> int:
+    from .data import wordnet_closure
+
+    root = None if args.root == "all" else args.root
+    graph = wordnet_closure(root, legacy=args.legacy, wordnet_dir=args.wordnet_dir)
+    graph.to_csv(args.out)
+    print(f"{graph.num_nodes} nodes, {graph.num_edges} edges, sha256 {graph.checksum()} -> {args.out}")
+    return 0
+
+
+def _train(args) -> int:
+    from .embed import evaluate, train
+    from .embed.train import MANIFOLDS
+
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    graph = _load_graph(args.data)
+    cls = MANIFOLDS[args.manifold]
+    manifold = cls() if args.manifold == "euclidean" else cls(curvature=args.curvature)
+    progress = not args.quiet and sys.stderr.isatty()
+    result = train(
+        graph, manifold, dim=args.dim, nc=args.nc, dtype=DTYPES[args.dtype], epochs=args.epochs,
+        lr=args.lr, batch_size=args.batch_size, negatives=args.negatives, burnin=args.burnin,
+        burnin_lr_mult=args.burnin_lr_mult, scale=args.scale, seed=args.seed,
+        max_step=args.max_step or None, retraction=not args.expmap, lr_schedule=args.lr_schedule,
+        lr_end_mult=args.lr_end_mult,
+        checkpoint_dir=args.out, checkpoint_every=args.checkpoint_every, resume=args.resume,
+        progress=progress,
+    )
+    metrics = evaluate(manifold, result.embeddings, graph.edges, sample=args.eval_sample, seed=args.seed)
+    record = {
+        "map": metrics["map"],
+        "mean_rank": metrics["mean_rank"],
+        "seconds": result.seconds,
+        "eval_seconds": metrics["seconds"],
+        "eval_sources": metrics["num_sources"],
+        "eval_sample": metrics["sample"],
+        "data": args.data,
+        "epochs": result.epoch,
+        "final_loss": result.history[-1]["loss"] if result.history else None,
+        "checkpoint": result.checkpoint,
+        "threads": torch.get_num_threads(),
+        **{k: v for k, v in result.config.items() if k not in ("epochs",)},
+    }
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "metrics.json").write_text(json.dumps(record, sort_keys=True, indent=1) + "\n")
+    _emit(record)
+    return 0
+
+
+def _eval(args) -> int:
+    from .embed import evaluate, load_checkpoint
+
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    ckpt = load_checkpoint(args.checkpoint)
+    graph = ckpt["graph"]
+    metrics = evaluate(ckpt["manifold"], ckpt["embeddings"], graph.edges, sample=args.sample, seed=args.seed,
+                       chunk_size=args.chunk_size)
+    history = ckpt["history"]
+    record = {
+        "map": metrics["map"],
+        "mean_rank": metrics["mean_rank"],
+        "seconds": float(sum(h["seconds"] for h in history)),
+        "eval_seconds": metrics["seconds"],
+        "eval_sources": metrics["num_sources"],
+        "eval_sample": metrics["sample"],
+        "epochs": ckpt["epoch"],
+        "checkpoint": str(args.checkpoint),
+        **{k: v for k, v in ckpt["config"].items() if k not in ("epochs",)},
+    }
+    _emit(record)
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the command line with ``argv`` (default ``sys.argv[1:]``); returns the exit code."""
+    args = _parser().parse_args(argv)
+    return {"closure": _closure, "train": _train, "eval": _eval}[args.command](args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,188 @@
+"""Negative sampling for hierarchy embeddings (poincare-embeddings semantics).
+
+A training example is a true edge ``(u, v)`` (child ``u``, ancestor ``v``) plus
+``negatives`` corrupted edges ``(u, v')`` in which only the **target slot** is replaced.
+A candidate ``v'`` is rejected when ``v' == u`` or when ``(u, v')`` is itself a true edge
+(so the positive ``v`` and every other ancestor of ``u`` are rejected too). Candidates
+come from
+
+* an :class:`AliasTable` over ``count(n) ** 0.75`` during burn-in, where ``count(n) = 1
+  + (total weight of the edges whose target is n)`` -- the smoothed unigram
+  distribution of the target slot, as in word2vec;
+* the uniform distribution over all nodes afterwards.
+
+Everything is vectorised over the batch: a batch draws ``(B, negatives)`` candidates at
+once, tests them against the sorted edge keys ``u * N + v`` with one ``searchsorted``,
+and redraws only the rejected slots, at most ``max_rounds`` times. Slots still rejected
+after that are returned with ``valid = False``; the trainer masks them out of the
+softmax (their logit is ``-inf``), so a node whose ancestors cover almost the whole graph
+simply gets fewer negatives instead of wrong ones. All randomness comes from the
+``torch.Generator`` passed in, so sampling is reproducible and checkpointable.
+"""
+
+from __future__ import annotations
+
+import torch
+
+__all__ = ["AliasTable", "NegativeSampler", "edge_keys", "target_counts"]
+
+#: Exponent of the unigram counts of the burn-in distribution (word2vec's 3/4).
+UNIGRAM_POWER = 0.75
+#: Default number of redraw rounds for rejected candidates before they are masked.
+MAX_ROUNDS = 10
+
+
+class AliasTable:
+    """Walker's alias method: O(1) draws from a fixed discrete distribution.
+
+    Built with Vose's algorithm (exact in float64 up to rounding of the scaled
+    probabilities); sampling is vectorised: one uniform bucket and one uniform number per
+    draw.
+
+    Args:
+        weights: ``(N,)`` non-negative finite weights, not all zero (need not sum to 1).
+
+    Raises:
+        ValueError: if ``weights`` is empty, negative, non-finite or all zero.
+
+    Example:
+        >>> table = AliasTable(torch.tensor([1.0, 3.0]))
+        >>> table.sample((4,), generator=torch.Generator().manual_seed(0))
+        tensor([1, 1, 0, 1])
+    """
+
+    def __init__(self, weights: torch.Tensor):
+        w = torch.as_tensor(weights, dtype=torch.float64).reshape(-1)
+        if w.numel() == 0:
+            raise ValueError("AliasTable: weights must not be empty")
+        if not bool(torch.isfinite(w).all()) or bool((w < 0).any()):
+            raise ValueError("AliasTable: weights must be finite and non-negative")
+        total = float(w.sum())
+        if total <= 0:
+            raise ValueError("AliasTable: at least one weight must be positive")
+        n = w.numel()
+        scaled = (w * (n / total)).tolist()
+        prob = [0.0] * n
+        alias = list(range(n))
+        small = [i for i, p in enumerate(scaled) if p < 1.0]
+        large = [i for i, p in enumerate(scaled) if p >= 1.0]
+        while small and large:
+            s, big = small.pop(), large.pop()
+            prob[s] = scaled[s]
+            alias[s] = big
+            scaled[big] = (scaled[big] + scaled[s]) - 1.0
+            (small if scaled[big] < 1.0 else large).append(big)
+        for i in small + large:  # leftovers are 1 up to rounding
+            prob[i] = 1.0
+        #: ``(N,)`` float64 acceptance probability of each bucket.
+        self.prob = torch.tensor(prob, dtype=torch.float64)
+        #: ``(N,)`` int64 alias of each bucket.
+        self.alias = torch.tensor(alias, dtype=torch.int64)
+
+    def __len__(self) -> int:
+        return self.prob.numel()
+
+    def probabilities(self) -> torch.Tensor:
+        """The distribution the table samples from, ``(N,)`` float64 (for tests)."""
+        n = len(self)
+        p = self.prob / n
+        return p.index_add(0, self.alias, (1 - self.prob) / n)
+
+    def sample(self, shape: tuple[int, ...], *, generator: torch.Generator | None = None) -> torch.Tensor:
+        """Draw indices of the given shape (int64)."""
+        bucket = torch.randint(len(self), shape, generator=generator)
+        coin = torch.rand(shape, dtype=torch.float64, generator=generator)
+        return torch.where(coin < self.prob[bucket], bucket, self.alias[bucket])
+
+
+def edge_keys(edges: torch.Tensor, num_nodes: int) -> torch.Tensor:
+    """Sorted unique keys ``child * num_nodes + parent`` of an ``(E, 2)`` edge tensor."""
+    return torch.unique(edges[:, 0] * num_nodes + edges[:, 1])
+
+
+def target_counts(edges: torch.Tensor, num_nodes: int, weights: torch.Tensor | None = None) -> torch.Tensor:
+    """``1 +`` the total weight of the edges pointing at each node (``(N,)`` float64)."""
+    w = None if weights is None else weights.to(torch.float64)
+    return 1.0 + torch.bincount(edges[:, 1], weights=w, minlength=num_nodes).to(torch.float64)
+
+
+class NegativeSampler:
+    """Vectorised negative sampler with the semantics of the module docstring.
+
+    Args:
+        edges: ``(E, 2)`` int64 ``(child, parent)`` ids (the true edges).
+        num_nodes: number of nodes ``N``.
+        negatives: candidates per positive edge.
+        weights: optional ``(E,)`` edge weights (for the burn-in counts).
+        max_rounds: redraw rounds for rejected candidates before they are masked.
+
+    Raises:
+        ValueError: on a bad ``negatives``, ``max_rounds`` or edge tensor.
+    """
+
+    def __init__(
+        self,
+        edges: torch.Tensor,
+        num_nodes: int,
+        *,
+        negatives: int = 50,
+        weights: torch.Tensor | None = None,
+        max_rounds: int = MAX_ROUNDS,
+    ):
+        if not isinstance(edges, torch.Tensor) or edges.dtype != torch.int64 or edges.dim() != 2 or edges.shape[1] != 2:
+            raise ValueError(
+                f"NegativeSampler: edges must be an (E, 2) int64 tensor, got "
+                f"{getattr(edges, 'dtype', type(edges).__name__)} {tuple(getattr(edges, 'shape', ()))}"
+            )
+        if isinstance(negatives, bool) or not isinstance(negatives, int) or negatives < 1:
+            raise ValueError(f"NegativeSampler: negatives must be an int >= 1, got {negatives!r}")
+        if isinstance(max_rounds, bool) or not isinstance(max_rounds, int) or max_rounds < 0:
+            raise ValueError(f"NegativeSampler: max_rounds must be an int >= 0, got {max_rounds!r}")
+        self.num_nodes = int(num_nodes)
+        self.negatives = negatives
+        self.max_rounds = max_rounds
+        self.keys = edge_keys(edges, self.num_nodes)
+        self.unigram = AliasTable(target_counts(edges, self.num_nodes, weights) ** UNIGRAM_POWER)
+
+    def is_edge(self, src: torch.Tensor, dst: torch.Tensor) -> torch.Tensor:
+        """Elementwise membership of ``(src, dst)`` in the edge set (broadcasting)."""
+        key = src * self.num_nodes + dst
+        if self.keys.numel() == 0:
+            return torch.zeros(key.shape, dtype=torch.bool)
+        pos = torch.searchsorted(self.keys, key).clamp_(max=self.keys.numel() - 1)
+        return self.keys[pos] == key
+
+    def draw(self, shape: tuple[int, ...], *, generator: torch.Generator | None, burnin: bool) -> torch.Tensor:
+        """Raw candidates (no rejection): unigram^0.75 in burn-in, else uniform."""
+        if burnin:
+            return self.unigram.sample(shape, generator=generator)
+        return torch.randint(self.num_nodes, shape, generator=generator)
+
+    def sample(
+        self, src: torch.Tensor, *, generator: torch.Generator | None = None, burnin: bool = False
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Negative targets for the sources ``src``.
+
+        Args:
+            src: ``(B,)`` source (child) ids of the positive edges.
+            generator: the random source.
+            burnin: draw from the unigram table instead of uniformly.
+
+        Returns:
+            ``(targets, valid)``: ``(B, negatives)`` int64 ids and a bool mask; where
+            ``valid`` is false the id is meaningless (0) and must be masked out.
+        """
+        shape = (src.shape[0], self.negatives)
+        cand = self.draw(shape, generator=generator, burnin=burnin)
+        src2 = src.unsqueeze(1).expand(shape)
+        bad = (cand == src2) | self.is_edge(src2, cand)
+        for _ in range(self.max_rounds):
+            idx = bad.nonzero(as_tuple=True)
+            if idx[0].numel() == 0:
+                break
+            new = self.draw((idx[0].numel(),), generator=generator, burnin=burnin)
+            s = src[idx[0]]
+            cand[idx] = new
+            bad[idx] = (new == s) | self.is_edge(s, new)
+        cand[bad] = 0
+        return cand, ~bad

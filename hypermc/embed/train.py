@@ -1,0 +1,526 @@
+"""Negative-sampling trainer for hierarchy embeddings on any manifold, in MC arithmetic.
+
+The model of Nickel & Kiela (2017) as poincare-embeddings trains it, with the points
+stored as multi-component floats:
+
+* For each true edge ``(u, v)`` (child, ancestor) and ``negatives`` corrupted targets
+  ``v'_1..v'_N`` (:class:`~hypermc.embed.sampler.NegativeSampler`: only the target slot
+  is corrupted; ``u`` itself and true ancestors of ``u`` are rejected), the loss is the
+  softmax cross-entropy of the positive among the logits ``-scale * d(u, .)``::
+
+      loss(u, v) = scale d(u, v) + log( e^{-scale d(u, v)} + sum_j e^{-scale d(u, v'_j)} )
+
+  averaged over the batch. Negative slots the sampler could not fill are masked out of
+  the softmax.
+* Burn-in: the first ``burnin`` epochs use ``lr * burnin_lr_mult`` and negatives drawn
+  from ``count^0.75`` (an alias table); uniform negatives afterwards, with the learning
+  rate ``lr`` constant (``lr_schedule="constant"``) or decaying linearly to
+  ``lr * lr_end_mult`` over the remaining epochs (``"linear"``; see :func:`epoch_lr`).
+* Optimisation: :class:`~hypermc.optim.RiemannianSGD` in its row-sparse mode on the
+  MC embedding table (``retraction=True`` by default: the first-order retraction of
+  each model; in MC it costs ~10 ms per batch where ``expmap`` costs ~100 ms at nc=2).
+  Each row's step is bounded by ``max_step`` (hyperbolic units). Each batch gathers its
+  unique rows, computes all ``B x (1 + N)`` distances in a few vectorised ops
+  (:func:`~hypermc.embed.distance.batch_distance`: cancellation-prone parts in MC,
+  then the component dtype), backpropagates to the
+  gathered rows -- duplicate rows' gradients are summed by autograd's index backward --
+  and updates only those rows, in MC arithmetic.
+* Reproducibility: every random draw (initialisation, edge order, negatives) comes from
+  one ``torch.Generator`` seeded with ``seed``. A checkpoint holds the MC components,
+  the optimizer state, the generator state, the epoch and the configuration;
+  ``resume`` continues bit-identically to a run that was never interrupted (same torch
+  build and thread count).
+* Safety: a non-finite loss or updated row raises :class:`FloatingPointError` naming
+  the epoch and the nodes, before the bad values are written into the table.
+
+Plain tables (``nc=None``) run the same code on ordinary tensors: the fp32/fp64
+baselines.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import os
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+import torch
+
+from ..data.graph import Graph
+from ..manifolds import Euclidean, Lorentz, PoincareBall, PoincareHalfspace
+from ..manifolds.base import Manifold
+from ..manifolds.parameter import ManifoldParameter
+from ..mcf.tensor import MCTensor
+from ..optim.riemannian import RiemannianSGD
+from .distance import SUPPORTED, batch_distance, components_of
+from .sampler import MAX_ROUNDS, NegativeSampler
+
+__all__ = ["train", "epoch_lr", "TrainResult", "load_checkpoint", "manifold_from_config", "CHECKPOINT_NAME", "DEFAULTS"]
+
+#: File name of the checkpoint inside ``checkpoint_dir`` (overwritten each time).
+CHECKPOINT_NAME = "checkpoint.pt"
+#: Format tag stored in every checkpoint.
+CHECKPOINT_FORMAT = "hypermc.embed.checkpoint/1"
+#: Standard deviation (hyperbolic units, Riemannian coordinates at the origin) of the
+#: initial points: small, so that training starts near the origin as in the paper.
+DEFAULT_INIT_STD = 1e-3
+#: Manifold names used in configs and on the command line.
+MANIFOLDS: dict[str, type] = {
+    "halfspace": PoincareHalfspace,
+    "ball": PoincareBall,
+    "lorentz": Lorentz,
+    "euclidean": Euclidean,
+}
+#: Default hyperparameters of :func:`train` (and of the command line): tuned for the
+#: 2-D mammals halfspace run of the README (1000 epochs in minutes on 2 CPU cores).
+DEFAULTS: dict[str, Any] = {
+    "lr": 15.0,
+    "batch_size": 256,
+    "negatives": 50,
+    "burnin": 20,
+    "burnin_lr_mult": 0.01,
+    "scale": 1.0,
+    "max_step": 1.0,
+    "lr_schedule": "constant",
+    "lr_end_mult": 0.01,
+}
+#: Configuration keys that define the trajectory: a resumed run must match them.
+TRAJECTORY_KEYS = (
+    "manifold", "curvature", "dim", "nc", "dtype", "lr", "batch_size", "negatives", "burnin",
+    "burnin_lr_mult", "scale", "seed", "init_std", "retraction", "max_rounds", "max_step",
+    "lr_schedule", "lr_end_mult", "graph_checksum",
+)
+
+
+@dataclasses.dataclass
+class TrainResult:
+    """What :func:`train` returns.
+
+    Attributes:
+        embeddings: ``(N, n)`` MCTensor (plain Tensor for ``nc=None``), row ``i`` is
+            node ``graph.names[i]`` (``n = dim + 1`` for the Lorentz model).
+        manifold: the manifold.
+        graph: the training graph.
+        config: the configuration (JSON-serialisable dict).
+        history: one dict per epoch run: ``epoch`` (1-based), ``loss``, ``lr``,
+            ``burnin``, ``seconds``, ``masked`` (negative slots masked out).
+        seconds: training time of all epochs, resumed ones included.
+        epoch: number of completed epochs.
+        checkpoint: path of the last checkpoint written, or ``None``.
+    """
+
+    embeddings: torch.Tensor
+    manifold: Manifold
+    graph: Graph
+    config: dict
+    history: list
+    seconds: float
+    epoch: int
+    checkpoint: str | None = None
+
+
+def manifold_name(manifold: Manifold) -> str:
+    """The config name of a manifold instance (``halfspace``, ``ball``, ...)."""
+    for name, cls in MANIFOLDS.items():
+        if type(manifold) is cls:
+            return name
+    raise TypeError(
+        f"train: manifold must be one of {', '.join(c.__name__ for c in SUPPORTED)}; got {type(manifold).__name__}"
+    )
+
+
+def manifold_from_config(config: dict) -> Manifold:
+    """Rebuild the manifold named in a config (``manifold``, ``curvature``)."""
+    cls = MANIFOLDS[config["manifold"]]
+    return cls() if cls is Euclidean else cls(curvature=config["curvature"])
+
+
+def _check_positive_int(name: str, value: Any, minimum: int = 1) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise ValueError(f"train: {name} must be an int >= {minimum}; got {value!r}")
+
+
+def _check_positive_float(name: str, value: Any, allow_zero: bool = False) -> None:
+    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+    if not ok or value < 0 or (value == 0 and not allow_zero):
+        bound = ">= 0" if allow_zero else "> 0"
+        raise ValueError(f"train: {name} must be a finite number {bound}; got {value!r}")
+
+
+def _validate(graph, manifold, dim, nc, dtype, epochs, lr, batch_size, negatives, burnin,
+              burnin_lr_mult, scale, checkpoint_every, init_std, max_step, lr_schedule, lr_end_mult):
+    if not isinstance(graph, Graph):
+        raise TypeError(f"train: graph must be a hypermc.data.Graph; got {type(graph).__name__}")
+    if graph.num_edges == 0:
+        raise ValueError("train: the graph has no edges; nothing to train on")
+    manifold_name(manifold)
+    _check_positive_int("dim", dim)
+    if nc is not None:
+        _check_positive_int("nc", nc)
+    if dtype not in (torch.float16, torch.bfloat16, torch.float32, torch.float64):
+        raise TypeError(f"train: dtype must be a floating torch dtype; got {dtype!r}")
+    _check_positive_int("epochs", epochs, 0)
+    _check_positive_float("lr", lr)
+    _check_positive_int("batch_size", batch_size)
+    _check_positive_int("negatives", negatives)
+    _check_positive_int("burnin", burnin, 0)
+    _check_positive_float("burnin_lr_mult", burnin_lr_mult)
+    _check_positive_float("scale", scale)
+    _check_positive_float("init_std", init_std)
+    if max_step is not None:
+        _check_positive_float("max_step", max_step)
+    if lr_schedule not in ("constant", "linear"):
+        raise ValueError(f"train: lr_schedule must be 'constant' or 'linear'; got {lr_schedule!r}")
+    _check_positive_float("lr_end_mult", lr_end_mult)
+    if checkpoint_every is not None:
+        _check_positive_int("checkpoint_every", checkpoint_every)
+
+
+def train(
+    graph: Graph,
+    manifold: Manifold,
+    *,
+    dim: int = 2,
+    nc: int | None = 2,
+    dtype: torch.dtype = torch.float64,
+    epochs: int = 1000,
+    lr: float = DEFAULTS["lr"],
+    batch_size: int = DEFAULTS["batch_size"],
+    negatives: int = DEFAULTS["negatives"],
+    burnin: int = DEFAULTS["burnin"],
+    burnin_lr_mult: float = DEFAULTS["burnin_lr_mult"],
+    scale: float = DEFAULTS["scale"],
+    seed: int = 0,
+    init_std: float = DEFAULT_INIT_STD,
+    retraction: bool = True,
+    max_rounds: int = MAX_ROUNDS,
+    max_step: float | None = DEFAULTS["max_step"],
+    lr_schedule: str = DEFAULTS["lr_schedule"],
+    lr_end_mult: float = DEFAULTS["lr_end_mult"],
+    checkpoint_dir: str | os.PathLike[str] | None = None,
+    checkpoint_every: int | None = None,
+    resume: str | os.PathLike[str] | None = None,
+    progress: bool = True,
+    callback: Callable[[int, dict, torch.Tensor], Any] | None = None,
+) -> TrainResult:
+    """Train an embedding of ``graph`` on ``manifold`` (method in the module docstring).
+
+    Args:
+        graph: the hierarchy; edges ``(child, parent)``.
+        manifold: a :class:`PoincareHalfspace`, :class:`PoincareBall`, :class:`Lorentz`
+            or :class:`Euclidean` instance.
+        dim: manifold dimension (points have ``dim + 1`` coordinates in the Lorentz
+            model).
+        nc: components per coordinate, or ``None`` for plain tensors.
+        dtype: component dtype.
+        epochs: total number of epochs (a resumed run continues up to it).
+        lr: learning rate after burn-in (the loss is a batch mean).
+        batch_size: positive edges per batch.
+        negatives: negatives per positive edge.
+        burnin: number of burn-in epochs.
+        burnin_lr_mult: learning-rate factor during burn-in.
+        scale: logits are ``-scale * distance``.
+        seed: seed of the run's ``torch.Generator`` (every random draw).
+        init_std: standard deviation of the initial points around the origin.
+        retraction: update with ``retr`` (default) instead of ``expmap``.
+        max_rounds: redraw rounds of rejected negatives (then masked).
+        max_step: optional bound on the Riemannian length ``lr |rgrad|_x`` of one
+            row's update (hyperbolic units); longer steps are shortened, direction
+            kept. Large batches sum many gradients into the hub nodes of a hierarchy
+            (the root is the target of most edges), and an unbounded step there can
+            overshoot by many units.
+        lr_schedule: ``"constant"`` or ``"linear"`` (decay after burn-in, see
+            :func:`epoch_lr`); with ``"linear"`` the schedule depends on ``epochs``,
+            so a resumed run must keep ``epochs``.
+        lr_end_mult: final learning-rate factor of the linear schedule.
+        checkpoint_dir: where ``checkpoint.pt`` is written (overwritten): every
+            ``checkpoint_every`` epochs and after the last epoch.
+        checkpoint_every: epochs between checkpoints (``None``: only at the end).
+        resume: a checkpoint to continue from (the configuration must match; only
+            ``epochs`` may differ).
+        progress: show a tqdm progress bar (on stderr).
+        callback: ``callback(epoch, stats, embeddings)`` after every epoch (``epoch``
+            1-based, ``stats`` the history entry, ``embeddings`` the live table --
+            read it, do not modify it).
+
+    Returns:
+        :class:`TrainResult`.
+
+    Raises:
+        TypeError, ValueError: bad arguments, or a ``resume`` checkpoint that does not
+            match (the message names the key).
+        FloatingPointError: a non-finite loss or updated row (names epoch and nodes).
+
+    Example:
+        >>> g = hypermc.data.load_mammals()
+        >>> r = train(g, PoincareHalfspace(), dim=2, nc=2, epochs=50, seed=0)
+        >>> evaluate(r.manifold, r.embeddings, g.edges)
+    """
+    _validate(graph, manifold, dim, nc, dtype, epochs, lr, batch_size, negatives, burnin,
+              burnin_lr_mult, scale, checkpoint_every, init_std, max_step, lr_schedule, lr_end_mult)
+    n_coord = dim + 1 if isinstance(manifold, Lorentz) else dim
+    config = {
+        "manifold": manifold_name(manifold),
+        "curvature": float(manifold.curvature),
+        "dim": dim,
+        "nc": nc,
+        "dtype": str(dtype).removeprefix("torch."),
+        "epochs": epochs,
+        "lr": float(lr),
+        "batch_size": batch_size,
+        "negatives": negatives,
+        "burnin": burnin,
+        "burnin_lr_mult": float(burnin_lr_mult),
+        "scale": float(scale),
+        "seed": int(seed),
+        "init_std": float(init_std),
+        "retraction": bool(retraction),
+        "max_rounds": max_rounds,
+        "max_step": None if max_step is None else float(max_step),
+        "lr_schedule": lr_schedule,
+        "lr_end_mult": float(lr_end_mult),
+        "graph_checksum": graph.checksum(),
+        "num_nodes": graph.num_nodes,
+        "num_edges": graph.num_edges,
+    }
+    gen = torch.Generator().manual_seed(int(seed))
+    table = manifold.random(graph.num_nodes, n_coord, std=init_std, nc=nc, dtype=dtype, generator=gen)
+    table = ManifoldParameter(table, manifold=manifold, requires_grad=False)
+    opt = RiemannianSGD([table], lr=lr, retraction=retraction, sparse_rows=True)
+    history: list[dict] = []
+    start_epoch = 0
+    if resume is not None:
+        ckpt = load_checkpoint(resume)
+        _check_resume(ckpt["config"], config, resume)
+        comps = components_of(table)
+        comps.copy_(ckpt["components"].reshape(comps.shape))
+        opt.load_state_dict(ckpt["optimizer"])
+        gen.set_state(ckpt["generator"])
+        history = list(ckpt["history"])
+        start_epoch = int(ckpt["epoch"])
+
+    sampler = NegativeSampler(graph.edges, graph.num_nodes, negatives=negatives, weights=graph.weights,
+                              max_rounds=max_rounds)
+    state = _State(graph, manifold, table, opt, sampler, gen, config)
+    ckpt_path = None if checkpoint_dir is None else Path(checkpoint_dir) / CHECKPOINT_NAME
+    written = None
+    bar = _progress(progress, start_epoch, epochs)
+    try:
+        for epoch in range(start_epoch, epochs):
+            in_burnin = epoch < burnin
+            stats = state.run_epoch(epoch, epoch_lr(config, epoch), in_burnin, scale)
+            history.append(stats)
+            if bar is not None:
+                bar.update(1)
+                bar.set_postfix(loss=f"{stats['loss']:.4f}", refresh=False)
+            last = epoch + 1 == epochs
+            if ckpt_path is not None and (last or (checkpoint_every and (epoch + 1) % checkpoint_every == 0)):
+                save_checkpoint(ckpt_path, state, epoch + 1, history)
+                written = str(ckpt_path)
+            if callback is not None:
+                callback(epoch + 1, stats, table.detach())
+    finally:
+        if bar is not None:
+            bar.close()
+    if ckpt_path is not None and written is None and start_epoch >= epochs:
+        save_checkpoint(ckpt_path, state, start_epoch, history)
+        written = str(ckpt_path)
+    return TrainResult(
+        embeddings=table.detach(),
+        manifold=manifold,
+        graph=graph,
+        config=config,
+        history=history,
+        seconds=float(sum(h["seconds"] for h in history)),
+        epoch=max(start_epoch, epochs),
+        checkpoint=written,
+    )
+
+
+def epoch_lr(config: dict, epoch: int) -> float:
+    """Learning rate of the 0-based ``epoch`` of a run with this ``config``.
+
+    Burn-in epochs: ``lr * burnin_lr_mult``. Afterwards ``lr`` (``constant``), or for
+    ``linear`` ``lr * (1 - f (1 - lr_end_mult))`` with ``f`` going from 0 at the first
+    post-burn-in epoch to 1 at the last epoch ``epochs - 1``.
+    """
+    lr = config["lr"]
+    if epoch < config["burnin"]:
+        return lr * config["burnin_lr_mult"]
+    if config["lr_schedule"] == "constant":
+        return lr
+    span = config["epochs"] - 1 - config["burnin"]
+    f = 1.0 if span <= 0 else min(1.0, (epoch - config["burnin"]) / span)
+    return lr * (1.0 - f * (1.0 - config["lr_end_mult"]))
+
+
+def _progress(progress: bool, start: int, total: int):
+    if not progress:
+        return None
+    from tqdm import tqdm
+
+    return tqdm(total=total, initial=start, unit="epoch", dynamic_ncols=True, leave=False)
+
+
+class _State:
+    """The mutable pieces of a run and the per-batch / per-epoch work."""
+
+    def __init__(self, graph, manifold, table, opt, sampler, gen, config):
+        self.graph = graph
+        self.manifold = manifold
+        self.table = table
+        self.comps = components_of(table)
+        self.opt = opt
+        self.sampler = sampler
+        self.gen = gen
+        self.config = config
+        # Dense gradient buffer of the row-sparse optimizer; only the batch's rows are
+        # ever non-zero (written before and cleared after each step).
+        self.grad = torch.zeros_like(table.detach())
+        self.grad_comps = components_of(self.grad)
+        table.grad = self.grad
+
+    def run_epoch(self, epoch: int, lr: float, burnin: bool, scale: float) -> dict:
+        start = time.perf_counter()
+        for group in self.opt.param_groups:
+            group["lr"] = lr
+        edges = self.graph.edges
+        batch = self.config["batch_size"]
+        order = torch.randperm(edges.shape[0], generator=self.gen)
+        total = 0.0
+        masked = 0
+        for lo in range(0, edges.shape[0], batch):
+            pairs = edges[order[lo : lo + batch]]
+            loss_sum, n_masked = self.step(epoch, pairs, burnin, scale)
+            total += loss_sum
+            masked += n_masked
+        return {
+            "epoch": epoch + 1,
+            "loss": total / edges.shape[0],
+            "lr": lr,
+            "burnin": burnin,
+            "masked": masked,
+            "seconds": time.perf_counter() - start,
+        }
+
+    def step(self, epoch: int, pairs: torch.Tensor, burnin: bool, scale: float) -> tuple[float, int]:
+        src, pos = pairs[:, 0], pairs[:, 1]
+        neg, valid = self.sampler.sample(src, generator=self.gen, burnin=burnin)
+        # Masked slots point at the positive (a finite distance) and get logit -inf.
+        targets = torch.cat([pos.unsqueeze(1), torch.where(valid, neg, pos.unsqueeze(1))], dim=1)
+        ids, inv = torch.unique(torch.cat([src.unsqueeze(1), targets], dim=1), return_inverse=True)
+        rows = self.comps[ids]
+        leaf = rows[..., 0].clone().requires_grad_(True)
+        with torch.enable_grad():
+            d = batch_distance(self.manifold, rows, inv[:, :1], inv[:, 1:], leaf=leaf)
+            logits = d * (-scale)
+            logits = logits.masked_fill(
+                torch.cat([torch.zeros_like(valid[:, :1]), ~valid], dim=1), -math.inf
+            )
+            per_edge = torch.logsumexp(logits, dim=1) - logits[:, 0]
+            loss = per_edge.mean()
+            loss.backward()
+        if not bool(torch.isfinite(per_edge).all()):
+            bad = (~torch.isfinite(per_edge)).nonzero().squeeze(1)
+            broken = ids[~torch.isfinite(rows).reshape(ids.numel(), -1).all(dim=1)]
+            nodes = [self.graph.names[i] for i in broken[:5].tolist()]
+            raise FloatingPointError(
+                f"train: non-finite loss in epoch {epoch + 1} for {bad.numel()} edges, e.g. "
+                f"{self._edge_names(pairs[bad])}; nodes with non-finite coordinates: {nodes}; "
+                "lower lr or use more components"
+            )
+        with torch.no_grad():
+            g = self._clip(leaf.detach(), leaf.grad)
+            self.grad_comps[ids] = 0
+            self.grad_comps[ids, ..., 0] = g
+            self.opt.step(rows=ids)
+            self.grad_comps[ids] = 0
+            new = self.comps[ids]
+            finite = torch.isfinite(new).reshape(ids.numel(), -1).all(dim=1)
+            if not bool(finite.all()):
+                bad_ids = ids[~finite]
+                self.comps[ids] = rows  # keep the table finite for inspection
+                names = [self.graph.names[i] for i in bad_ids[:5].tolist()]
+                raise FloatingPointError(
+                    f"train: non-finite coordinates after an update in epoch {epoch + 1} for "
+                    f"{bad_ids.numel()} nodes, e.g. {names}; lower lr or use more components"
+                )
+        return float(per_edge.detach().sum()), int((~valid).sum())
+
+    def _clip(self, x: torch.Tensor, g: torch.Tensor) -> torch.Tensor:
+        """Scale gradient rows whose step ``lr |rgrad|_x`` would exceed ``max_step``."""
+        max_step = self.config["max_step"]
+        if max_step is None:
+            return g
+        lr = self.opt.param_groups[0]["lr"]
+        step = self.manifold.norm(x, self.manifold.egrad2rgrad(x, g)) * lr
+        factor = torch.clamp(max_step / step, max=1.0).nan_to_num(1.0)
+        return g * factor.unsqueeze(-1)
+
+    def _edge_names(self, pairs: torch.Tensor) -> list[tuple[str, str]]:
+        names = self.graph.names
+        return [(names[c], names[p]) for c, p in pairs[:5].tolist()]
+
+
+# ------------------------------------------------------------------ checkpoints
+
+
+def save_checkpoint(path: str | os.PathLike[str], state: _State, epoch: int, history: list) -> None:
+    """Write a checkpoint atomically (a temporary file, then a rename)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    payload = {
+        "format": CHECKPOINT_FORMAT,
+        "epoch": epoch,
+        "config": dict(state.config),
+        "components": state.comps.detach().clone(),
+        "optimizer": state.opt.state_dict(),
+        "generator": state.gen.get_state(),
+        "history": list(history),
+        "names": list(state.graph.names),
+        "edges": state.graph.edges.clone(),
+        "weights": None if state.graph.weights is None else state.graph.weights.clone(),
+    }
+    tmp = path.with_name(path.name + ".tmp")
+    torch.save(payload, tmp)
+    os.replace(tmp, path)
+
+
+def load_checkpoint(path: str | os.PathLike[str]) -> dict:
+    """Read a checkpoint written by :func:`train` (tensors and plain Python only).
+
+    Returns:
+        dict with ``epoch``, ``config``, ``components`` (``(N, n, nc)``, or ``(N, n, 1)``
+        for plain runs), ``optimizer``, ``generator``, ``history``, ``names``, ``edges``,
+        ``weights``, and ``embeddings`` / ``manifold`` / ``graph`` rebuilt from them.
+
+    Raises:
+        ValueError: not a hypermc embedding checkpoint.
+    """
+    ckpt = torch.load(path, map_location="cpu", weights_only=True)
+    if not isinstance(ckpt, dict) or ckpt.get("format") != CHECKPOINT_FORMAT:
+        raise ValueError(
+            f"{os.fspath(path)!r} is not a hypermc embedding checkpoint (expected format "
+            f"{CHECKPOINT_FORMAT!r}); pass the checkpoint.pt written by train"
+        )
+    comps = ckpt["components"]
+    if comps.dim() == 2:
+        comps = comps.unsqueeze(-1)
+    ckpt["components"] = comps
+    ckpt["embeddings"] = comps[..., 0].clone() if ckpt["config"]["nc"] is None else MCTensor(comps.clone())
+    ckpt["manifold"] = manifold_from_config(ckpt["config"])
+    ckpt["graph"] = Graph(tuple(ckpt["names"]), ckpt["edges"], ckpt.get("weights"))
+    return ckpt
+
+
+def _check_resume(saved: dict, current: dict, path) -> None:
+    keys = TRAJECTORY_KEYS + (("epochs",) if current["lr_schedule"] != "constant" else ())
+    for key in keys:
+        if saved.get(key) != current.get(key):
+            raise ValueError(
+                f"train: cannot resume from {os.fspath(path)!r}: {key} is {saved.get(key)!r} in the "
+                f"checkpoint but {current.get(key)!r} now; pass the checkpoint's settings (only "
+                "epochs may change, and only with lr_schedule='constant')"
+            )

@@ -1,0 +1,74 @@
+"""``python -m hypermc closure|train|eval``: the last stdout line is one JSON object."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+import hypermc.data
+from hypermc.__main__ import main
+from hypermc.data import load_edges
+from tests.embed.helpers import tree_closure
+
+
+def _last_json(out: str) -> dict:
+    return json.loads(out.strip().splitlines()[-1])
+
+
+def test_train_then_eval(tmp_path, capsys):
+    csv = tmp_path / "toy.csv"
+    tree_closure(2, 2).to_csv(csv)
+    run = tmp_path / "run"
+    code = main(["train", "--data", str(csv), "--manifold", "halfspace", "--dim", "2", "--nc", "2",
+                 "--epochs", "4", "--seed", "1", "--out", str(run), "--batch-size", "8", "--lr", "10",
+                 "--burnin", "1", "--checkpoint-every", "2", "--quiet"])
+    assert code == 0
+    rec = _last_json(capsys.readouterr().out)
+    for key in ("map", "mean_rank", "seconds", "epochs", "nc", "manifold", "seed", "lr", "checkpoint"):
+        assert key in rec
+    assert rec["epochs"] == 4 and rec["nc"] == 2 and rec["seed"] == 1 and rec["lr"] == 10.0
+    assert 0 < rec["map"] <= 1 and rec["mean_rank"] >= 1
+    assert json.loads((run / "metrics.json").read_text())["map"] == rec["map"]
+    assert main(["eval", str(run / "checkpoint.pt")]) == 0
+    ev = _last_json(capsys.readouterr().out)
+    assert ev["map"] == rec["map"] and ev["mean_rank"] == rec["mean_rank"] and ev["epochs"] == 4
+    assert main(["eval", str(run / "checkpoint.pt"), "--sample", "2", "--seed", "3"]) == 0
+    ev = _last_json(capsys.readouterr().out)
+    assert ev["eval_sample"] == 2 and ev["eval_sources"] == 2
+
+
+def test_plain_nc_and_bad_arguments(tmp_path, capsys):
+    csv = tmp_path / "toy.csv"
+    tree_closure(1, 2).to_csv(csv)
+    assert main(["train", "--data", str(csv), "--nc", "plain", "--epochs", "1", "--out", str(tmp_path / "r"),
+                 "--quiet", "--dtype", "float32"]) == 0
+    rec = _last_json(capsys.readouterr().out)
+    assert rec["nc"] is None and rec["dtype"] == "float32"
+    with pytest.raises(SystemExit):
+        main(["train", "--data", str(csv), "--nc", "-1", "--out", str(tmp_path / "r")])
+    with pytest.raises(SystemExit, match="neither mammals"):
+        main(["train", "--data", str(tmp_path / "missing.csv"), "--out", str(tmp_path / "r")])
+
+
+def test_closure_writes_csv(tmp_path, monkeypatch, capsys):
+    toy = tree_closure(1, 2)
+    monkeypatch.setattr(hypermc.data, "wordnet_closure", lambda root, **kw: toy)
+    out = tmp_path / "c.csv"
+    assert main(["closure", "--root", "r", "--out", str(out)]) == 0
+    assert load_edges(out) == toy
+    assert "3 nodes, 2 edges" in capsys.readouterr().out
+
+
+def test_module_entry_point(tmp_path):
+    """The real ``python -m hypermc`` process: JSON on the last stdout line."""
+    csv = tmp_path / "toy.csv"
+    tree_closure(1, 2).to_csv(csv)
+    proc = subprocess.run(
+        [sys.executable, "-m", "hypermc", "train", "--data", str(csv), "--epochs", "1", "--out", str(tmp_path / "r")],
+        capture_output=True, text=True, check=True, timeout=120,
+    )
+    assert _last_json(proc.stdout)["epochs"] == 1
+    assert proc.stderr == ""  # no progress bar without a terminal

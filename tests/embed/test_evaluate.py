@@ -1,0 +1,80 @@
+"""The evaluator against a brute-force reference, chunking, sampling, ties and errors."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import hypermc as hm
+from hypermc.embed import evaluate
+from hypermc.manifolds import PoincareBall, PoincareHalfspace
+from tests.embed.helpers import brute_force_metrics, tree_closure
+
+F64 = torch.float64
+
+
+@pytest.mark.parametrize("nc", [None, 2])
+@pytest.mark.parametrize("chunk", [None, 1, 7])
+def test_matches_brute_force(nc, chunk, rng):
+    g = tree_closure(3, 2)  # 15 nodes
+    M = PoincareHalfspace()
+    x = M.random(g.num_nodes, 2, std=1.5, nc=nc, dtype=F64, generator=rng)
+    res = evaluate(M, x, g.edges, chunk_size=chunk)
+    dist = M.dist(x[:, None], x[None])
+    dist = dist.approx() if nc else dist
+    ref_map, ref_mr = brute_force_metrics(dist, g.edges)
+    assert res["map"] == pytest.approx(ref_map, rel=1e-12)
+    assert res["mean_rank"] == pytest.approx(ref_mr, rel=1e-12)
+    assert res["num_edges"] == g.num_edges and res["num_sources"] == res["total_sources"] == 14
+    assert res["sample"] is None
+
+
+def test_ties_and_collapsed_points():
+    """Identical points tie; ranks count ties as half, AP counts them (sklearn)."""
+    g = tree_closure(2, 2)  # 7 nodes
+    x = torch.zeros(g.num_nodes, 2, dtype=F64)
+    x[:, 1] = 1.0
+    x[:3, 0] = torch.tensor([0.1, 0.2, 0.3], dtype=F64)
+    M = PoincareHalfspace()
+    res = evaluate(M, x, g.edges)
+    ref_map, ref_mr = brute_force_metrics(M.dist(x[:, None], x[None]), g.edges)
+    assert res["map"] == pytest.approx(ref_map, rel=1e-12)
+    assert res["mean_rank"] == pytest.approx(ref_mr, rel=1e-12)
+
+
+def test_perfect_embedding_scores_one():
+    """A tree drawn so that every node is closer to its ancestors than to anything else."""
+    g = tree_closure(1, 3)  # r with children r0 r1 r2
+    M = PoincareBall()
+    x = torch.zeros(4, 2, dtype=F64)
+    angles = torch.tensor([0.0, 2.1, 4.2], dtype=F64)
+    x[1:] = 0.5 * torch.stack([angles.cos(), angles.sin()], 1)
+    res = evaluate(M, hm.mc(x, nc=2), g.edges)
+    assert res["map"] == 1.0 and res["mean_rank"] == 1.0
+
+
+def test_sample_is_stated_and_reproducible(rng):
+    g = tree_closure(3, 3)
+    M = PoincareHalfspace()
+    x = M.random(g.num_nodes, 2, nc=2, dtype=F64, generator=rng)
+    a = evaluate(M, x, g.edges, sample=10, seed=4)
+    b = evaluate(M, x, g.edges, sample=10, seed=4, chunk_size=3)
+    assert a["sample"] == 10 and a["num_sources"] == 10 and a["total_sources"] == 39
+    assert a["map"] == b["map"] and a["mean_rank"] == b["mean_rank"]
+    everything = evaluate(M, x, g.edges, sample=1000)
+    assert everything["num_sources"] == 39
+
+
+def test_errors():
+    g = tree_closure(1, 2)
+    M = PoincareHalfspace()
+    x = torch.ones(3, 2, dtype=F64)
+    with pytest.raises(TypeError, match="edges must be an"):
+        evaluate(M, x, g.edges.float())
+    with pytest.raises(ValueError, match="edge ids must lie in"):
+        evaluate(M, x[:2], g.edges)
+    with pytest.raises(ValueError, match="chunk_size"):
+        evaluate(M, x, g.edges, chunk_size=0)
+    x[1, 0] = float("nan")
+    with pytest.raises(ValueError, match="inf or NaN in 1 rows"):
+        evaluate(M, x, g.edges)

@@ -1,0 +1,86 @@
+"""Alias table and negative sampler: distribution, FB rejection semantics, masking,
+determinism."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from hypermc.data import Graph
+from hypermc.embed.sampler import AliasTable, NegativeSampler, target_counts
+from tests.embed.helpers import tree_closure
+
+
+def test_alias_table_is_the_distribution(rng):
+    w = torch.tensor([1.0, 0.0, 3.0, 0.5, 10.0, 2.5], dtype=torch.float64)
+    table = AliasTable(w)
+    torch.testing.assert_close(table.probabilities(), w / w.sum(), rtol=1e-12, atol=1e-15)
+    draws = table.sample((200_000,), generator=rng)
+    freq = torch.bincount(draws, minlength=6).double() / draws.numel()
+    assert freq[1] == 0
+    torch.testing.assert_close(freq, w / w.sum(), atol=5e-3, rtol=0)
+
+
+@pytest.mark.parametrize("bad", [[], [1.0, -1.0], [0.0, 0.0], [1.0, float("nan")]])
+def test_alias_table_rejects_bad_weights(bad):
+    with pytest.raises(ValueError, match="AliasTable"):
+        AliasTable(torch.tensor(bad, dtype=torch.float64))
+
+
+def test_negatives_follow_fb_semantics(rng):
+    g = tree_closure(3, 3)  # 40 nodes, leaves have 3 ancestors
+    s = NegativeSampler(g.edges, g.num_nodes, negatives=30)
+    src = g.edges[:, 0].repeat(4)
+    for burnin in (False, True):
+        neg, valid = s.sample(src, generator=rng, burnin=burnin)
+        assert neg.shape == valid.shape == (src.numel(), 30) and neg.dtype == torch.int64
+        assert bool(valid.all())  # plenty of candidates: nothing masked
+        assert not bool((neg == src[:, None]).any())
+        keys = set((g.edges[:, 0] * g.num_nodes + g.edges[:, 1]).tolist())
+        assert not any(k in keys for k in (src[:, None] * g.num_nodes + neg).reshape(-1).tolist())
+
+
+def test_impossible_slots_are_masked(rng):
+    # "a" is a child of every other node: it has no valid negative at all; "b" has one.
+    g = Graph.from_pairs([("a", "b"), ("a", "c"), ("a", "d"), ("b", "c"), ("b", "d")])
+    s = NegativeSampler(g.edges, g.num_nodes, negatives=8, max_rounds=20)
+    src = torch.tensor([g.node_id("a"), g.node_id("b")])
+    neg, valid = s.sample(src, generator=rng)
+    assert not bool(valid[0].any())
+    assert bool((neg[1][valid[1]] == g.node_id("a")).all())
+    assert int(valid[1].sum()) >= 6  # 1/4 chance per draw, 21 rounds
+    s0 = NegativeSampler(g.edges, g.num_nodes, negatives=8, max_rounds=0)
+    _, valid0 = s0.sample(src, generator=rng)
+    assert not bool(valid0[0].any())
+
+
+def test_burnin_draws_by_target_count(rng):
+    g = tree_closure(3, 3)
+    s = NegativeSampler(g.edges, g.num_nodes, negatives=50)
+    counts = target_counts(g.edges, g.num_nodes)
+    assert counts[g.node_id("r")] == 1 + 39 and counts[g.node_id("r000")] == 1
+    draws = s.draw((400_000,), generator=rng, burnin=True)
+    freq = torch.bincount(draws, minlength=g.num_nodes).double() / draws.numel()
+    expected = counts**0.75 / (counts**0.75).sum()
+    torch.testing.assert_close(freq, expected, atol=3e-3, rtol=0)
+    uniform = torch.bincount(s.draw((400_000,), generator=rng, burnin=False), minlength=g.num_nodes)
+    torch.testing.assert_close(uniform.double() / 400_000, torch.full((40,), 1 / 40, dtype=torch.float64),
+                               atol=3e-3, rtol=0)
+
+
+def test_sampling_is_reproducible():
+    g = tree_closure(2, 3)
+    s = NegativeSampler(g.edges, g.num_nodes, negatives=5)
+    a = s.sample(g.edges[:, 0], generator=torch.Generator().manual_seed(3), burnin=True)
+    b = s.sample(g.edges[:, 0], generator=torch.Generator().manual_seed(3), burnin=True)
+    assert torch.equal(a[0], b[0]) and torch.equal(a[1], b[1])
+
+
+def test_sampler_argument_errors():
+    g = tree_closure(1, 2)
+    with pytest.raises(ValueError, match="negatives must be an int >= 1"):
+        NegativeSampler(g.edges, g.num_nodes, negatives=0)
+    with pytest.raises(ValueError, match="max_rounds"):
+        NegativeSampler(g.edges, g.num_nodes, max_rounds=-1)
+    with pytest.raises(ValueError, match=r"edges must be an \(E, 2\) int64"):
+        NegativeSampler(g.edges.int(), g.num_nodes)

@@ -1,0 +1,126 @@
+"""The trainer: a toy tree reaches MAP 1.0, resume is bit-identical, the NaN guard and
+argument checks."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import hypermc as hm
+from hypermc.embed import evaluate, load_checkpoint, train
+from hypermc.embed.train import CHECKPOINT_NAME
+from hypermc.manifolds import Euclidean, Lorentz, PoincareBall, PoincareHalfspace
+from tests.embed.helpers import tree_closure
+
+F64 = torch.float64
+TOY = dict(lr=30.0, batch_size=8, negatives=50, burnin=2, max_step=0.3, lr_schedule="linear", progress=False)
+
+
+@pytest.mark.parametrize("nc", [2, None])
+def test_toy_tree_is_reconstructed(nc):
+    g = tree_closure(2, 3)  # 13 nodes, 21 edges
+    M = PoincareHalfspace()
+    r = train(g, M, dim=2, nc=nc, dtype=F64, epochs=100, seed=0, **TOY)
+    assert isinstance(r.embeddings, hm.MCTensor) == (nc is not None)
+    assert r.embeddings.dtype == F64 and tuple(r.embeddings.shape) == (13, 2)
+    if nc is not None:
+        assert r.embeddings.nc == nc
+    assert M.check_point(r.embeddings) == (True, None)
+    res = evaluate(M, r.embeddings, g.edges)
+    assert res["map"] == 1.0 and res["mean_rank"] == 1.0
+    assert len(r.history) == 100 and r.history[0]["burnin"] and not r.history[2]["burnin"]
+    assert r.history[0]["lr"] == pytest.approx(0.3) and r.history[2]["lr"] == 30.0
+    assert r.history[-1]["lr"] == pytest.approx(0.3)  # linear decay to lr * lr_end_mult
+    assert r.history[-1]["loss"] < r.history[0]["loss"]
+
+
+@pytest.mark.parametrize(
+    "M, dim", [(PoincareBall(), 2), (Lorentz(), 2), (Euclidean(), 3), (PoincareHalfspace(curvature=-2.0), 2)]
+)
+def test_every_manifold_trains(M, dim):
+    g = tree_closure(2, 2)
+    r = train(g, M, dim=dim, nc=2, dtype=F64, epochs=30, seed=1, **{**TOY, "lr": 10.0})
+    n = dim + 1 if isinstance(M, Lorentz) else dim
+    assert tuple(r.embeddings.shape) == (g.num_nodes, n)
+    assert M.check_point(r.embeddings)[0]
+    assert r.history[-1]["loss"] < r.history[0]["loss"]
+
+
+class _Interrupt(Exception):
+    pass
+
+
+def _stop_after(n):
+    def callback(epoch, stats, embeddings):
+        if epoch == n:
+            raise _Interrupt
+
+    return callback
+
+
+@pytest.mark.parametrize("schedule", ["linear", "constant"])
+def test_resume_is_bit_identical(tmp_path, schedule):
+    """5 epochs straight == interrupted after 2 (checkpoint every epoch) + resume."""
+    g = tree_closure(2, 3)
+    M = PoincareHalfspace()
+    kw = dict(dim=2, nc=2, dtype=F64, seed=5, **{**TOY, "burnin": 3, "lr_schedule": schedule})
+    full = train(g, M, epochs=5, checkpoint_dir=tmp_path / "full", **kw)
+    path = tmp_path / "part" / CHECKPOINT_NAME
+    with pytest.raises(_Interrupt):
+        train(g, M, epochs=5, checkpoint_dir=tmp_path / "part", checkpoint_every=1,
+              callback=_stop_after(2), **kw)
+    ckpt = load_checkpoint(path)
+    assert ckpt["epoch"] == 2 and ckpt["config"]["seed"] == 5
+    resumed = train(g, M, epochs=5, resume=path, checkpoint_dir=tmp_path / "part", **kw)
+    assert resumed.checkpoint == str(path)
+    assert torch.equal(resumed.embeddings.components, full.embeddings.components)
+    assert [h["loss"] for h in resumed.history] == [h["loss"] for h in full.history]
+    assert [h["lr"] for h in resumed.history] == [h["lr"] for h in full.history]
+    final = load_checkpoint(path)
+    assert final["epoch"] == 5 and torch.equal(final["embeddings"].components, full.embeddings.components)
+    with pytest.raises(ValueError, match="cannot resume .* lr is 30.0 in the checkpoint but 3.0 now"):
+        train(g, M, epochs=5, resume=path, **{**kw, "lr": 3.0})
+    if schedule == "constant":  # a constant schedule may be extended
+        longer = train(g, M, epochs=6, resume=path, **kw)
+        assert longer.epoch == 6 and len(longer.history) == 6
+    else:
+        with pytest.raises(ValueError, match="epochs is 5 in the checkpoint but 6 now"):
+            train(g, M, epochs=6, resume=path, **kw)
+
+
+def test_nan_guard_names_epoch_and_node(tmp_path):
+    g = tree_closure(2, 2)
+    M = PoincareHalfspace()
+    kw = dict(dim=2, nc=2, dtype=F64, seed=0, **TOY)
+    with pytest.raises(_Interrupt):
+        train(g, M, epochs=4, checkpoint_dir=tmp_path, checkpoint_every=2, callback=_stop_after(2), **kw)
+    path = tmp_path / CHECKPOINT_NAME
+    raw = torch.load(path, weights_only=True)
+    raw["components"][g.node_id("r01"), 0, 0] = float("nan")
+    torch.save(raw, path)
+    with pytest.raises(FloatingPointError, match=r"epoch 3 .*'r01'"):
+        train(g, M, epochs=4, resume=path, **kw)
+
+
+@pytest.mark.parametrize(
+    "kwargs, exc, match",
+    [
+        (dict(batch_size=0), ValueError, "batch_size must be an int >= 1"),
+        (dict(lr=-1.0), ValueError, "lr must be a finite number > 0"),
+        (dict(nc=0), ValueError, "nc must be an int >= 1"),
+        (dict(dtype=torch.int64), TypeError, "dtype must be a floating torch dtype"),
+        (dict(max_step=float("inf")), ValueError, "max_step"),
+        (dict(lr_schedule="cosine"), ValueError, "lr_schedule must be 'constant' or 'linear'"),
+    ],
+)
+def test_argument_errors(kwargs, exc, match):
+    g = tree_closure(1, 2)
+    with pytest.raises(exc, match=match):
+        train(g, PoincareHalfspace(), epochs=1, progress=False, **kwargs)
+
+
+def test_bad_graph_and_manifold():
+    with pytest.raises(TypeError, match="graph must be a hypermc.data.Graph"):
+        train([("a", "b")], PoincareHalfspace(), epochs=1)
+    with pytest.raises(TypeError, match="manifold must be one of"):
+        train(tree_closure(1, 2), object(), epochs=1)
