@@ -196,7 +196,9 @@ def _merge(a: list[torch.Tensor], b: list[torch.Tensor]) -> list[torch.Tensor]:
 
 def _finish2(hi: torch.Tensor, lo: torch.Tensor, naive: torch.Tensor) -> torch.Tensor:
     """Pack a double-word result; see :func:`_guard` for the non-finite cases."""
-    if bool(torch.isfinite(hi).all()):
+    # One read-only reduction: a finite sum means every element is finite (an inf or
+    # NaN anywhere makes the sum non-finite; an overflowing sum just takes the slow path).
+    if bool(torch.isfinite(hi.sum())) or bool(torch.isfinite(hi).all()):
         return pack([hi, lo])
     hi = torch.where(torch.isfinite(naive), hi, naive)
     return pack([hi, torch.where(torch.isfinite(hi), lo, 0.0)])
