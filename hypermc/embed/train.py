@@ -260,6 +260,8 @@ def train(
     """
     _validate(graph, manifold, dim, nc, dtype, epochs, lr, batch_size, negatives, burnin,
               burnin_lr_mult, scale, checkpoint_every, init_std, max_step, lr_schedule, lr_end_mult)
+    if checkpoint_every is not None and checkpoint_dir is None:
+        raise ValueError("train: checkpoint_every needs a checkpoint_dir to write checkpoint.pt into")
     n_coord = dim + 1 if isinstance(manifold, Lorentz) else dim
     config = {
         "manifold": manifold_name(manifold),

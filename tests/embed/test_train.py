@@ -110,6 +110,7 @@ def test_nan_guard_names_epoch_and_node(tmp_path):
         (dict(nc=0), ValueError, "nc must be an int >= 1"),
         (dict(dtype=torch.int64), TypeError, "dtype must be a floating torch dtype"),
         (dict(max_step=float("inf")), ValueError, "max_step"),
+        (dict(checkpoint_every=1), ValueError, "checkpoint_every needs a checkpoint_dir"),
         (dict(lr_schedule="cosine"), ValueError, "lr_schedule must be 'constant' or 'linear'"),
     ],
 )
