@@ -106,7 +106,7 @@ def _plain(rows: torch.Tensor, leaf: torch.Tensor | None) -> torch.Tensor:
     return rows[..., 0] if leaf is None else leaf
 
 
-def _halfspace(m: PoincareHalfspace, rows, leaf, ia, ib):
+def _halfspace(m: PoincareHalfspace, rows, leaf, ia, ib, cache):
     p = _plain(rows, leaf)
     pa, pb = p[ia], p[ib]
     delta = _exact(lambda: pa - pb, rounded_difference(rows[ia], rows[ib]), leaf)
@@ -126,10 +126,15 @@ def _ball_deficit(m: PoincareBall, rows, leaf):
     return _exact(lambda: 1.0 - m.c * (p * p).sum(-1), exact, leaf)
 
 
-def _ball(m: PoincareBall, rows, leaf, ia, ib):
+def _ball(m: PoincareBall, rows, leaf, ia, ib, cache):
     p = _plain(rows, leaf)
     pa, pb = p[ia], p[ib]
-    dfc = _ball_deficit(m, rows, leaf)
+    if cache is None or leaf is not None:
+        dfc = _ball_deficit(m, rows, leaf)
+    else:
+        dfc = cache.get("deficit")
+        if dfc is None:
+            dfc = cache["deficit"] = _ball_deficit(m, rows, None)
     delta = _exact(lambda: pa - pb, rounded_difference(rows[ia], rows[ib]), leaf)
     h = (torch.sqrt(dfc[ia]) * torch.sqrt(dfc[ib])).unsqueeze(-1)
     a = torch.linalg.vector_norm(delta / h, dim=-1) * math.sqrt(m.c)
@@ -140,7 +145,7 @@ def _minkowski(u: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
     return (u[..., 1:] * v[..., 1:]).sum(-1) - u[..., 0] * v[..., 0]
 
 
-def _lorentz(m: Lorentz, rows, leaf, ia, ib):
+def _lorentz(m: Lorentz, rows, leaf, ia, ib, cache):
     p = _plain(rows, leaf)
     pa, pb = p[ia], p[ib]
     with torch.no_grad():
@@ -158,7 +163,7 @@ def _lorentz(m: Lorentz, rows, leaf, ia, ib):
     return torch.asinh(torch.sqrt(q * m.c) * 0.5) * (2.0 / math.sqrt(m.c))
 
 
-def _euclidean(m: Euclidean, rows, leaf, ia, ib):
+def _euclidean(m: Euclidean, rows, leaf, ia, ib, cache):
     p = _plain(rows, leaf)
     delta = _exact(lambda: p[ia] - p[ib], rounded_difference(rows[ia], rows[ib]), leaf)
     return torch.linalg.vector_norm(delta, dim=-1)
@@ -180,6 +185,7 @@ def batch_distance(
     ib: torch.Tensor,
     *,
     leaf: torch.Tensor | None = None,
+    cache: dict | None = None,
 ) -> torch.Tensor:
     """Distances ``d(rows[ia], rows[ib])`` (see the module docstring for the method).
 
@@ -189,6 +195,8 @@ def batch_distance(
         ia, ib: int64 indices into ``rows``, broadcastable against each other.
         leaf: optional plain ``(U, n)`` tensor equal to ``rows[..., 0]`` that requires
             grad; the distances are then differentiable with respect to it.
+        cache: optional dict for per-row quantities (the ball's deficits) reused by
+            later calls with the same ``rows`` and no ``leaf`` (the evaluator's chunks).
 
     Returns:
         Plain tensor of the broadcast shape of ``ia`` and ``ib``, component dtype.
@@ -200,4 +208,4 @@ def batch_distance(
     if fn is None:
         names = ", ".join(t.__name__ for t in SUPPORTED)
         raise TypeError(f"batch_distance: manifold must be one of {names}; got {type(manifold).__name__}")
-    return fn(manifold, rows, leaf, ia, ib)
+    return fn(manifold, rows, leaf, ia, ib, cache)

@@ -126,10 +126,11 @@ def evaluate(
     rank_sum = 0.0
     num_edges = 0
     everyone = torch.arange(n).unsqueeze(0)
+    cache: dict = {}  # per-row quantities shared by the chunks
     with torch.no_grad():
         for lo in range(0, int(sources.numel()), chunk_size):
             src = sources[lo : lo + chunk_size]
-            ap, ranks = _chunk(manifold, rows, src, everyone, offsets, counts, dst_all)
+            ap, ranks = _chunk(manifold, rows, src, everyone, offsets, counts, dst_all, cache)
             ap_sum += float(ap.sum())
             rank_sum += float(ranks.sum())
             num_edges += int(ranks.numel())
@@ -146,10 +147,10 @@ def evaluate(
     }
 
 
-def _chunk(manifold, rows, src, everyone, offsets, counts, dst_all):
+def _chunk(manifold, rows, src, everyone, offsets, counts, dst_all, cache):
     """Average precision per source and the ranks of all positives of a chunk."""
     s = src.numel()
-    d = batch_distance(manifold, rows, src.unsqueeze(1), everyone)  # (S, N)
+    d = batch_distance(manifold, rows, src.unsqueeze(1), everyone, cache=cache)  # (S, N)
     n = d.shape[1]
     # Positives of each source, padded to the longest list: (S, P) ids and mask.
     cnt = counts[src]

@@ -13,11 +13,11 @@ from tests.embed.helpers import brute_force_metrics, tree_closure
 F64 = torch.float64
 
 
+@pytest.mark.parametrize("M", [PoincareHalfspace(), PoincareBall()], ids=["halfspace", "ball"])
 @pytest.mark.parametrize("nc", [None, 2])
 @pytest.mark.parametrize("chunk", [None, 1, 7])
-def test_matches_brute_force(nc, chunk, rng):
+def test_matches_brute_force(M, nc, chunk, rng):
     g = tree_closure(3, 2)  # 15 nodes
-    M = PoincareHalfspace()
     x = M.random(g.num_nodes, 2, std=1.5, nc=nc, dtype=F64, generator=rng)
     res = evaluate(M, x, g.edges, chunk_size=chunk)
     dist = M.dist(x[:, None], x[None])
