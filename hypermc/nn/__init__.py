@@ -2,10 +2,13 @@
 
 ``hypermc.nn.functional`` holds the functional forms, the Tensor/MCTensor conversions
 (:func:`~hypermc.nn.functional.to_tensor`, :func:`~hypermc.nn.functional.as_mc`) and MC
-losses.
+losses. ``hypermc.nn.hyperbolic`` holds the hyperbolic graph layers (:class:`HypLinear`,
+:class:`HypAgg`, :class:`HypAct`, :class:`HypGraphConv`) and ``hypermc.nn.hgcn`` the
+HGCN-compatible manifold adapter.
 """
 
-from . import functional
+from . import functional, hgcn, hyperbolic
+from .hyperbolic import HypAct, HypAgg, HypGraphConv, HypLinear
 from .modules import MCEmbedding, MCGELU, MCLinear, MCReLU, MCSequential, MCSoftmax, MCToTensor
 
 __all__ = [
@@ -17,4 +20,10 @@ __all__ = [
     "MCGELU",
     "MCSoftmax",
     "MCToTensor",
+    "hyperbolic",
+    "hgcn",
+    "HypLinear",
+    "HypAgg",
+    "HypAct",
+    "HypGraphConv",
 ]
