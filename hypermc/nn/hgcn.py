@@ -268,6 +268,11 @@ class Euclidean(HGCNManifold):
             m = self._cache[0.0] = self._build(0.0)
         return m
 
+    def sqdist(self, p1, p2, c):
+        """``|p1 - p2|^2`` (formed directly, not as a rounded distance squared)."""
+        self.manifold(c)._check("sqdist", p1=p1, p2=p2)
+        return common.sqnorm(p1 - p2)
+
     def normalize(self, p):
         """Rows of ``p`` with norm > 1 scaled to norm 1 (a new tensor; HGCN renormalises in place)."""
         n = common.norm(p, keepdim=True)
