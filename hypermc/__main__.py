@@ -6,11 +6,16 @@
     python -m hypermc train --data mammals --manifold halfspace --dim 2 --nc 2 \\
         --dtype float64 --epochs 1000 --seed 0 --out runs/x
     python -m hypermc eval runs/x/checkpoint.pt
+    torchrun --nproc-per-node 2 -m hypermc train --data nouns --dim 10 --out runs/n
 
 ``train`` and ``eval`` end their standard output with one JSON object on one line
 (``map``, ``mean_rank``, ``seconds`` and the settings); ``train`` also writes it to
 ``<out>/metrics.json``. The progress bar goes to stderr and is off when stderr is not a
 terminal or with ``--quiet``.
+
+Under ``torchrun`` (``WORLD_SIZE`` > 1) ``train`` is data-parallel
+(:mod:`hypermc.embed.distributed`): rank 0 writes the checkpoint, ``metrics.json`` and the
+JSON line; the evaluation is split over the ranks.
 """
 
 from __future__ import annotations
@@ -38,7 +43,22 @@ def _nc(text: str) -> int | None:
     return value
 
 
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be a positive int; got {text!r}")
+    return value
+
+
+def _mib(value: int | None) -> int | None:
+    return None if value is None else value * 2**20
+
+
 def _parser() -> argparse.ArgumentParser:
+    from .embed.distributed import DEFAULT_TIMEOUT
     from .embed.train import DEFAULTS
 
     p = argparse.ArgumentParser(prog="python -m hypermc", description="hypermc command line")
@@ -75,14 +95,21 @@ def _parser() -> argparse.ArgumentParser:
     t.add_argument("--checkpoint-every", type=int, default=None)
     t.add_argument("--resume", default=None, help="checkpoint to continue from")
     t.add_argument("--eval-sample", type=int, default=None, help="evaluate only this many source nodes")
+    t.add_argument("--eval-memory-mb", type=_positive_int, default=None,
+                   help="memory budget of one evaluation chunk (MiB)")
     t.add_argument("--threads", type=int, default=None, help="torch.set_num_threads")
     t.add_argument("--quiet", action="store_true", help="no progress bar")
+    t.add_argument("--backend", default=None, choices=["gloo", "nccl"],
+                   help="torch.distributed backend under torchrun (default: nccl with CUDA, else gloo)")
+    t.add_argument("--dist-timeout", type=float, default=DEFAULT_TIMEOUT,
+                   help="seconds a rank waits for the others before failing (under torchrun)")
 
     e = sub.add_parser("eval", help="evaluate a checkpoint; last stdout line is a JSON object")
     e.add_argument("checkpoint")
     e.add_argument("--sample", type=int, default=None, help="evaluate only this many source nodes")
     e.add_argument("--seed", type=int, default=0, help="seed of --sample")
     e.add_argument("--chunk-size", type=int, default=None)
+    e.add_argument("--memory-mb", type=_positive_int, default=None, help="memory budget of one chunk (MiB)")
     e.add_argument("--threads", type=int, default=None)
     return p
 
@@ -117,15 +144,27 @@ def _closure(args) -> int:
 
 
 def _train(args) -> int:
-    from .embed import evaluate, train
-    from .embed.train import MANIFOLDS
+    from .embed.distributed import init_from_env
 
     if args.threads:
         torch.set_num_threads(args.threads)
+    parallel = init_from_env(timeout=args.dist_timeout, backend=args.backend)
+    try:
+        return _train_run(args, parallel)
+    finally:
+        if parallel is not None:
+            torch.distributed.destroy_process_group()
+
+
+def _train_run(args, parallel) -> int:
+    from .embed import evaluate, train
+    from .embed.train import MANIFOLDS
+
     graph = _load_graph(args.data)
     cls = MANIFOLDS[args.manifold]
     manifold = cls() if args.manifold == "euclidean" else cls(curvature=args.curvature)
-    progress = not args.quiet and sys.stderr.isatty()
+    writer = parallel is None or parallel.is_writer
+    progress = not args.quiet and sys.stderr.isatty() and writer
     result = train(
         graph, manifold, dim=args.dim, nc=args.nc, dtype=DTYPES[args.dtype], epochs=args.epochs,
         lr=args.lr, batch_size=args.batch_size, negatives=args.negatives, burnin=args.burnin,
@@ -133,9 +172,13 @@ def _train(args) -> int:
         max_step=args.max_step or None, retraction=not args.expmap, lr_schedule=args.lr_schedule,
         lr_end_mult=args.lr_end_mult,
         checkpoint_dir=args.out, checkpoint_every=args.checkpoint_every, resume=args.resume,
-        progress=progress,
+        progress=progress, parallel=parallel,
     )
-    metrics = evaluate(manifold, result.embeddings, graph.edges, sample=args.eval_sample, seed=args.seed)
+    sharded = {} if parallel is None else parallel.evaluate_kwargs()
+    metrics = evaluate(manifold, result.embeddings, graph.edges, sample=args.eval_sample, seed=args.seed,
+                       memory_budget=_mib(args.eval_memory_mb), **sharded)
+    if not writer:
+        return 0
     record = {
         "map": metrics["map"],
         "mean_rank": metrics["mean_rank"],
@@ -143,7 +186,9 @@ def _train(args) -> int:
         "eval_seconds": metrics["seconds"],
         "eval_sources": metrics["num_sources"],
         "eval_sample": metrics["sample"],
+        "sampled_sources": metrics["sampled_sources"],
         "data": args.data,
+        "world_size": 1 if parallel is None else parallel.world_size,
         "epochs": result.epoch,
         "final_loss": result.history[-1]["loss"] if result.history else None,
         "checkpoint": result.checkpoint,
@@ -165,7 +210,7 @@ def _eval(args) -> int:
     ckpt = load_checkpoint(args.checkpoint)
     graph = ckpt["graph"]
     metrics = evaluate(ckpt["manifold"], ckpt["embeddings"], graph.edges, sample=args.sample, seed=args.seed,
-                       chunk_size=args.chunk_size)
+                       chunk_size=args.chunk_size, memory_budget=_mib(args.memory_mb))
     history = ckpt["history"]
     record = {
         "map": metrics["map"],
@@ -174,6 +219,7 @@ def _eval(args) -> int:
         "eval_seconds": metrics["seconds"],
         "eval_sources": metrics["num_sources"],
         "eval_sample": metrics["sample"],
+        "sampled_sources": metrics["sampled_sources"],
         "epochs": ckpt["epoch"],
         "checkpoint": str(args.checkpoint),
         **{k: v for k, v in ckpt["config"].items() if k not in ("epochs",)},

@@ -204,6 +204,7 @@ def train(
     resume: str | os.PathLike[str] | None = None,
     progress: bool = True,
     callback: Callable[[int, dict, torch.Tensor], Any] | None = None,
+    parallel: Any | None = None,
 ) -> TrainResult:
     """Train an embedding of ``graph`` on ``manifold`` (method in the module docstring).
 
@@ -244,6 +245,10 @@ def train(
         callback: ``callback(epoch, stats, embeddings)`` after every epoch (``epoch``
             1-based, ``stats`` the history entry, ``embeddings`` the live table --
             read it, do not modify it).
+        parallel: a :class:`~hypermc.embed.distributed.DataParallel` for data-parallel
+            training on ``torch.distributed`` (every rank calls ``train`` with the same
+            arguments; only rank 0 writes checkpoints and shows progress). ``None``:
+            one process.
 
     Returns:
         :class:`TrainResult`.
@@ -262,6 +267,8 @@ def train(
               burnin_lr_mult, scale, checkpoint_every, init_std, max_step, lr_schedule, lr_end_mult)
     if checkpoint_every is not None and checkpoint_dir is None:
         raise ValueError("train: checkpoint_every needs a checkpoint_dir to write checkpoint.pt into")
+    if parallel is not None:
+        parallel.check(graph, batch_size)
     n_coord = dim + 1 if isinstance(manifold, Lorentz) else dim
     config = {
         "manifold": manifold_name(manifold),
@@ -305,15 +312,20 @@ def train(
 
     sampler = NegativeSampler(graph.edges, graph.num_nodes, negatives=negatives, weights=graph.weights,
                               max_rounds=max_rounds)
-    state = _State(graph, manifold, table, opt, sampler, gen, config)
-    ckpt_path = None if checkpoint_dir is None else Path(checkpoint_dir) / CHECKPOINT_NAME
+    state = _State(graph, manifold, table, opt, sampler, gen, config, parallel)
+    writer = parallel is None or parallel.is_writer
+    ckpt_path = None if checkpoint_dir is None or not writer else Path(checkpoint_dir) / CHECKPOINT_NAME
     written = None
-    bar = _progress(progress, start_epoch, epochs)
+    if parallel is not None:
+        parallel.start(config, state.comps, gen)
+    bar = _progress(progress and writer, start_epoch, epochs)
     try:
         for epoch in range(start_epoch, epochs):
             in_burnin = epoch < burnin
             stats = state.run_epoch(epoch, epoch_lr(config, epoch), in_burnin, scale)
             history.append(stats)
+            if parallel is not None:
+                parallel.check_replicas(state.comps, gen, epoch + 1)
             if bar is not None:
                 bar.update(1)
                 bar.set_postfix(loss=f"{stats['loss']:.4f}", refresh=False)
@@ -369,7 +381,7 @@ def _progress(progress: bool, start: int, total: int):
 class _State:
     """The mutable pieces of a run and the per-batch / per-epoch work."""
 
-    def __init__(self, graph, manifold, table, opt, sampler, gen, config):
+    def __init__(self, graph, manifold, table, opt, sampler, gen, config, parallel=None):
         self.graph = graph
         self.manifold = manifold
         self.table = table
@@ -378,6 +390,7 @@ class _State:
         self.sampler = sampler
         self.gen = gen
         self.config = config
+        self.parallel = parallel
         # Dense gradient buffer of the row-sparse optimizer; only the batch's rows are
         # ever non-zero (written before and cleared after each step).
         self.grad = torch.zeros_like(table.detach())
@@ -408,8 +421,11 @@ class _State:
         }
 
     def step(self, epoch: int, pairs: torch.Tensor, burnin: bool, scale: float) -> tuple[float, int]:
+        neg, valid = self.sampler.sample(pairs[:, 0], generator=self.gen, burnin=burnin)
+        n_masked, n_pairs = int((~valid).sum()), pairs.shape[0]
+        if self.parallel is not None:  # this rank's share of the global batch
+            pairs, neg, valid = self.parallel.share(pairs, neg, valid)
         src, pos = pairs[:, 0], pairs[:, 1]
-        neg, valid = self.sampler.sample(src, generator=self.gen, burnin=burnin)
         # Masked slots point at the positive (a finite distance) and get logit -inf.
         targets = torch.cat([pos.unsqueeze(1), torch.where(valid, neg, pos.unsqueeze(1))], dim=1)
         ids, inv = torch.unique(torch.cat([src.unsqueeze(1), targets], dim=1), return_inverse=True)
@@ -422,7 +438,7 @@ class _State:
                 torch.cat([torch.zeros_like(valid[:, :1]), ~valid], dim=1), -math.inf
             )
             per_edge = torch.logsumexp(logits, dim=1) - logits[:, 0]
-            loss = per_edge.mean()
+            loss = per_edge.mean() if self.parallel is None else per_edge.sum() / n_pairs
             loss.backward()
         if not bool(torch.isfinite(per_edge).all()):
             bad = (~torch.isfinite(per_edge)).nonzero().squeeze(1)
@@ -434,7 +450,11 @@ class _State:
                 "lower lr or use more components"
             )
         with torch.no_grad():
-            g = self._clip(leaf.detach(), leaf.grad)
+            g, loss_sum = leaf.grad, per_edge.detach().sum()
+            if self.parallel is not None:  # every rank gets the same summed rows
+                ids, g, loss_sum = self.parallel.reduce(ids, g, loss_sum)
+                rows = self.comps[ids]
+            g = self._clip(rows[..., 0].contiguous(), g)
             self.grad_comps[ids] = 0
             self.grad_comps[ids, ..., 0] = g
             self.opt.step(rows=ids)
@@ -449,7 +469,7 @@ class _State:
                     f"train: non-finite coordinates after an update in epoch {epoch + 1} for "
                     f"{bad_ids.numel()} nodes, e.g. {names}; lower lr or use more components"
                 )
-        return float(per_edge.detach().sum()), int((~valid).sum())
+        return float(loss_sum), n_masked
 
     def _clip(self, x: torch.Tensor, g: torch.Tensor) -> torch.Tensor:
         """Scale gradient rows whose step ``lr |rgrad|_x`` would exceed ``max_step``."""

@@ -1,0 +1,184 @@
+"""Data-parallel training on torch.distributed: 2 gloo processes on localhost.
+
+The replicas must stay bit-identical, the losses must equal the one-process run with the
+same global batch up to rounding, checkpoints must resume with another process count,
+and bad setups (too many ranks, a dying rank) must fail with an error, not hang.
+"""
+
+from __future__ import annotations
+
+import datetime
+import os
+import socket
+import time
+
+import pytest
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+
+from hypermc.data import load_mammals
+from hypermc.embed import load_checkpoint, train
+from hypermc.embed.distributed import DataParallel, DistributedError, init_from_env
+from hypermc.embed.train import CHECKPOINT_NAME
+from hypermc.manifolds import PoincareHalfspace
+from tests.embed.helpers import tree_closure
+
+F64 = torch.float64
+#: Mammals, 3 epochs (the first in burn-in), 10-D halfspace in MC nc=2.
+KW = dict(dim=10, nc=2, dtype=F64, batch_size=256, negatives=20, burnin=1, lr=5.0, seed=7, progress=False)
+#: Seconds a collective waits for a dead or stalled rank in these tests.
+TIMEOUT = 20.0
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _graph(name):
+    return load_mammals() if name == "mammals" else tree_closure(2, 2)
+
+
+def _worker(rank, world, port, out, graph_name, kwargs, die_at):
+    """One rank: join the group, train, save the table/history (or the error) to ``out``."""
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank), WORLD_SIZE=str(world),
+                      LOCAL_RANK=str(rank))
+    torch.set_num_threads(1)
+    result = {}
+    try:
+        parallel = init_from_env(timeout=TIMEOUT, backend="gloo")
+
+        def callback(epoch, stats, table):
+            if die_at is not None and rank == 1 and epoch == die_at:
+                os._exit(3)  # a rank that dies without any goodbye
+
+        r = train(_graph(graph_name), PoincareHalfspace(), parallel=parallel, callback=callback, **kwargs)
+        result = {"components": r.embeddings.components, "history": r.history, "checkpoint": r.checkpoint}
+    except Exception as exc:  # reported to the test through the file
+        result = {"error": f"{type(exc).__name__}: {exc}"}
+    finally:
+        result["seconds"] = time.perf_counter()
+        torch.save(result, f"{out}.{rank}")
+        if dist.is_initialized():
+            dist.destroy_process_group()
+
+
+def _run(tmp_path, world, kwargs, graph_name="mammals", die_at=None, join_timeout=120):
+    out = str(tmp_path / "rank")
+    ctx = mp.start_processes(_worker, args=(world, _free_port(), out, graph_name, kwargs, die_at), nprocs=world,
+                             join=False, start_method="spawn")
+    deadline = time.monotonic() + join_timeout
+    for p in ctx.processes:
+        p.join(max(0.0, deadline - time.monotonic()))
+    alive = [p.pid for p in ctx.processes if p.is_alive()]
+    for p in ctx.processes:
+        if p.is_alive():
+            p.kill()
+    assert not alive, f"ranks still running after {join_timeout} s (a hang): {alive}"
+    results = []
+    for rank in range(world):
+        path = f"{out}.{rank}"
+        results.append(torch.load(path, weights_only=False) if os.path.exists(path) else None)
+    return results, [p.exitcode for p in ctx.processes]
+
+
+def test_two_ranks_match_one_process_and_resume_with_another_count(tmp_path):
+    g = load_mammals()
+    M = PoincareHalfspace()
+    single = train(g, M, epochs=3, **KW)
+    ranks, codes = _run(tmp_path, 2, {**KW, "epochs": 2, "checkpoint_dir": str(tmp_path / "run")})
+    assert codes == [0, 0] and all("error" not in r for r in ranks), ranks
+    # Replicas bit-identical (also checked inside train after every epoch).
+    assert torch.equal(ranks[0]["components"], ranks[1]["components"])
+    assert ranks[0]["history"] == ranks[1]["history"] or [h["loss"] for h in ranks[0]["history"]] == [
+        h["loss"] for h in ranks[1]["history"]
+    ]
+    # Only rank 0 wrote a checkpoint; it does not depend on the process count.
+    assert ranks[0]["checkpoint"] == str(tmp_path / "run" / CHECKPOINT_NAME) and ranks[1]["checkpoint"] is None
+    ckpt = load_checkpoint(tmp_path / "run" / CHECKPOINT_NAME)
+    assert ckpt["epoch"] == 2 and "world_size" not in ckpt["config"]
+    # Same negatives, same global batch: the losses agree up to rounding.
+    two = [h["loss"] for h in ranks[0]["history"]]
+    one = [h["loss"] for h in single.history[:2]]
+    assert two == pytest.approx(one, rel=1e-9, abs=0)
+    assert [h["masked"] for h in ranks[0]["history"]] == [h["masked"] for h in single.history[:2]]
+    # Resume the 2-process checkpoint in one process for the third epoch.
+    resumed = train(g, M, epochs=3, resume=tmp_path / "run" / CHECKPOINT_NAME, **KW)
+    assert resumed.history[:2] == ckpt["history"]
+    assert resumed.history[2]["loss"] == pytest.approx(single.history[2]["loss"], rel=1e-9, abs=0)
+    diff = (resumed.embeddings.approx() - single.embeddings.approx()).abs().max()
+    assert float(diff) < 1e-9
+
+
+def test_resume_one_process_checkpoint_with_two_ranks(tmp_path):
+    """Also covers uneven and empty shares (batch 3, 2 ranks; the toy tree has 10 edges)."""
+    g = tree_closure(2, 2)
+    kw = {**KW, "batch_size": 3, "negatives": 4}
+    single = train(g, PoincareHalfspace(), epochs=4, **kw)
+    train(g, PoincareHalfspace(), epochs=2, checkpoint_dir=tmp_path / "one", **kw)
+    ranks, codes = _run(tmp_path, 2, {**kw, "epochs": 4, "resume": str(tmp_path / "one" / CHECKPOINT_NAME)},
+                        graph_name="tree")
+    assert codes == [0, 0] and all("error" not in r for r in ranks), ranks
+    assert torch.equal(ranks[0]["components"], ranks[1]["components"])
+    assert [h["loss"] for h in ranks[0]["history"]] == pytest.approx([h["loss"] for h in single.history], rel=1e-9)
+
+
+def test_dying_rank_stops_the_others(tmp_path):
+    g = tree_closure(2, 2)
+    start = time.perf_counter()
+    ranks, codes = _run(tmp_path, 2, {**KW, "epochs": 50, "batch_size": 4, "negatives": 4}, graph_name="tree",
+                        die_at=2, join_timeout=TIMEOUT + 60)
+    assert codes[1] == 3 and ranks[1] is None  # rank 1 died
+    assert codes[0] == 0 and "DistributedError" in ranks[0]["error"], ranks[0]
+    assert "rank 0 of 2" in ranks[0]["error"] and "died or stalled" in ranks[0]["error"]
+    assert time.perf_counter() - start < TIMEOUT + 60
+    del g
+
+
+def _single_rank_group(tmp_path):
+    store = dist.FileStore(str(tmp_path / "store"), 1)
+    dist.init_process_group("gloo", store=store, rank=0, world_size=1, timeout=datetime.timedelta(seconds=TIMEOUT))
+
+
+def test_world_size_checks(tmp_path):
+    g = tree_closure(1, 2)  # 2 edges
+    _single_rank_group(tmp_path)
+    try:
+        p = DataParallel()
+        assert (p.rank, p.world_size, p.is_writer) == (0, 1, True)
+        p.world_size = 3  # as if 3 ranks had joined
+        with pytest.raises(ValueError, match="world_size 3 is larger than the number of edges 2"):
+            train(g, PoincareHalfspace(), epochs=1, parallel=p, **{**KW, "batch_size": 8})
+        with pytest.raises(ValueError, match="world_size 3 is larger than batch_size 2"):
+            p.check(tree_closure(2, 2), 2)
+    finally:
+        dist.destroy_process_group()
+
+
+def test_not_initialised_and_env(monkeypatch):
+    with pytest.raises(RuntimeError, match="not initialised"):
+        DataParallel()
+    monkeypatch.setenv("WORLD_SIZE", "1")
+    assert init_from_env() is None  # one process: the plain trainer
+    with pytest.raises(ValueError, match="timeout must be a positive"):
+        init_from_env(timeout=0)
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    with pytest.raises(ValueError, match="backend must be 'gloo' or 'nccl'"):
+        init_from_env(backend="mpi")
+
+
+def test_reduce_sums_in_rank_order(tmp_path):
+    """One rank: reduce returns its own rows (sorted) and loss, exactly."""
+    _single_rank_group(tmp_path)
+    try:
+        p = DataParallel()
+        ids = torch.tensor([5, 1, 3])
+        grad = torch.randn(3, 4, dtype=F64, generator=torch.Generator().manual_seed(0))
+        u, gsum, loss = p.reduce(ids, grad, torch.tensor(1.25, dtype=F64))
+        assert u.tolist() == [1, 3, 5] and torch.equal(gsum, grad[[1, 2, 0]]) and float(loss) == 1.25
+        u, gsum, loss = p.reduce(ids[:0], grad[:0], torch.tensor(0.0, dtype=F64))
+        assert u.numel() == 0 and gsum.shape == (0, 4)
+    finally:
+        dist.destroy_process_group()
