@@ -35,7 +35,7 @@ Differences from HGCN's own classes (deliberate):
 * ``Hyperboloid.egrad2rgrad`` is implemented (HGCN raises ``NotImplementedError``), and
   ``Euclidean.ptransp0(x, v, c)`` returns ``v`` (transport is the identity; HGCN returns
   ``x + v``).
-* Shapes: leading dimensions broadcast (HGCN's hyperboloid assumes ``(N, d)``).
+* Shapes: any leading dimensions ``(*, d)`` (HGCN's hyperboloid assumes ``(N, d)``).
 * HGCN's ``ManifoldParameter`` and Riemannian optimizers are not wrapped: use
   :class:`hypermc.ManifoldParameter` and :mod:`hypermc.optim`.
 
