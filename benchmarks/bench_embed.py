@@ -1,42 +1,60 @@
-"""Benchmark: seconds per training epoch of the mammals embedding (2-D halfspace).
+"""Benchmark: seconds per training epoch of hierarchy embeddings (mammals, nouns, 2 ranks).
 
-Trains the WordNet mammal closure (1,180 nodes, 6,540 edges, 50 negatives per edge) for a
-few epochs at each component count and prints the median wall-clock seconds per epoch,
-the ratio to nc=1 and the projected time of the paper's 1000-epoch run. Burn-in and
-post-burn-in epochs cost the same (only the negative distribution differs); the first
-epoch (warm-up) is dropped.
+Three tables:
 
-The acceptance targets of the embedding pipeline: nc=2 at <= 0.9 s/epoch (1000 epochs
-in <= 15 minutes) and nc=2 <= 3x nc=1, on a 2-core CPU.
+1. **mammals** (1,180 nodes, 6,540 edges, 50 negatives per edge, 2-D halfspace): a few
+   epochs at each component count; the median wall-clock seconds per epoch, the ratio to
+   nc=1 and the projected time of the paper's 1000-epoch run. Burn-in and post-burn-in
+   epochs cost the same (only the negative distribution differs); the first epoch
+   (warm-up) is dropped. Acceptance of the pipeline: nc=2 at <= 0.9 s/epoch and nc=2 <=
+   3x nc=1 on a 2-core CPU.
+2. **nouns** (WordNet nouns closure, 82,115 nodes, 743,086 edges; needs WordNet, see
+   DATA.md), 10-D: halfspace at nc 1/2/3 and the plain float64 ball. A full epoch takes
+   minutes, so each setting trains one epoch on a **random subset of the edges** (all
+   82,115 nodes, the same batch size and negatives; ``--nouns-edges``) and the
+   seconds per batch are **extrapolated** to the 743,086 edges (the output says so).
+   Each setting runs in a fresh subprocess so that its peak resident memory
+   (``ru_maxrss``, graph loading included) is its own.
+3. **2 processes vs 1** (torch.distributed, gloo, localhost) on mammals 10-D halfspace
+   nc=2: median seconds per epoch with 1 and 2 ranks (one thread each) and the speedup;
+   also the CPU seconds per epoch of rank 0, which is what an idle machine would turn
+   into wall time (on a loaded machine the wall-clock speedup is not meaningful).
 
 Usage::
 
-    python benchmarks/bench_embed.py                      # plain, nc 1 2 3; 8 epochs each
-    python benchmarks/bench_embed.py --nc 1 2 --epochs 20 --threads 2
+    python benchmarks/bench_embed.py                       # all three tables
+    python benchmarks/bench_embed.py --only mammals --nc 1 2 --epochs 20 --threads 2
+    python benchmarks/bench_embed.py --only nouns --nouns-edges 20000
+    python benchmarks/bench_embed.py --only parallel --parallel-epochs 6
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import os
+import resource
+import socket
 import statistics
+import subprocess
+import sys
+import tempfile
+import time
 
 import torch
 
-from hypermc.data import load_mammals
+from hypermc.data import Graph, load_mammals
 from hypermc.embed import train
 from hypermc.embed.train import DEFAULTS
-from hypermc.manifolds import PoincareHalfspace
+from hypermc.manifolds import PoincareBall, PoincareHalfspace
+
+#: Nouns settings of table 2: (label, manifold class, nc).
+NOUNS_SETTINGS = [("halfspace", "halfspace", 1), ("halfspace", "halfspace", 2), ("halfspace", "halfspace", 3),
+                  ("ball", "ball", None)]
+MANIFOLDS = {"halfspace": PoincareHalfspace, "ball": PoincareBall}
 
 
-def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--nc", nargs="+", default=["plain", "1", "2", "3"], help="component counts ('plain' = Tensor)")
-    p.add_argument("--epochs", type=int, default=8, help="epochs per setting (the first is dropped)")
-    p.add_argument("--dtype", default="float64", choices=["float64", "float32"])
-    p.add_argument("--batch-size", type=int, default=DEFAULTS["batch_size"])
-    p.add_argument("--threads", type=int, default=1, help="torch.set_num_threads (1 is robust on a loaded machine)")
-    args = p.parse_args()
-    torch.set_num_threads(args.threads)
+def mammals_table(args) -> None:
     graph = load_mammals()
     dtype = getattr(torch, args.dtype)
     print(f"mammals 2-D halfspace, {graph.num_edges} edges x {1 + DEFAULTS['negatives']} targets, "
@@ -54,6 +72,134 @@ def main() -> None:
             base = med
         ratio = f"{med / base:8.2f}" if base else f"{'-':>8}"
         print(f"{text:>6} {med:9.3f} {min(times):8.3f} {ratio} {med * 1000 / 60:10.1f} min", flush=True)
+
+
+# ----------------------------------------------------------------------------- nouns
+
+
+def nouns_one(manifold: str, nc: int | None, edges: int, batch_size: int, dim: int) -> dict:
+    """One nouns setting (run in its own process): seconds per batch on an edge subset."""
+    from hypermc.data import wordnet_closure
+
+    full = wordnet_closure(None)
+    loaded_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    gen = torch.Generator().manual_seed(0)
+    keep = torch.randperm(full.num_edges, generator=gen)[:edges].sort().values
+    sub = Graph(full.names, full.edges[keep])
+    r = train(sub, MANIFOLDS[manifold](), dim=dim, nc=nc, dtype=torch.float64, epochs=1,
+              batch_size=batch_size, burnin=0, seed=0, progress=False)
+    batches = -(-sub.num_edges // batch_size)
+    per_batch = r.history[0]["seconds"] / batches
+    return {
+        "manifold": manifold, "nc": nc, "edges_measured": sub.num_edges, "batches_measured": batches,
+        "s_per_batch": per_batch, "s_per_epoch": per_batch * -(-full.num_edges // batch_size),
+        "maxrss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, "rss_after_load_mb": loaded_rss,
+    }
+
+
+def nouns_table(args) -> None:
+    print(f"\nnouns {args.nouns_dim}-D, 82,115 nodes, 743,086 edges x {1 + DEFAULTS['negatives']} targets, "
+          f"float64, batch {args.batch_size}, threads {args.threads}: one epoch on a random subset of "
+          f"{args.nouns_edges} edges, seconds per batch EXTRAPOLATED to the full epoch; peak RSS of the "
+          "process (graph loading included)")
+    print(f"{'manifold':>10} {'nc':>6} {'s/batch':>9} {'s/epoch (extrap.)':>18} {'peak MB':>9} {'after load MB':>14}")
+    for label, manifold, nc in NOUNS_SETTINGS:
+        cmd = [sys.executable, __file__, "--nouns-one", manifold, "plain" if nc is None else str(nc),
+               "--nouns-edges", str(args.nouns_edges), "--batch-size", str(args.batch_size),
+               "--nouns-dim", str(args.nouns_dim), "--threads", str(args.threads)]
+        out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
+        rec = json.loads(out.strip().splitlines()[-1])
+        print(f"{label:>10} {'plain' if nc is None else nc:>6} {rec['s_per_batch']:9.4f} "
+              f"{rec['s_per_epoch']:18.1f} {rec['maxrss_mb']:9.0f} {rec['rss_after_load_mb']:14.0f}", flush=True)
+
+
+# ----------------------------------------------------------------------------- 2 ranks
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def parallel_rank(epochs: int, out: str) -> None:
+    """One rank of table 3 (started by torchrun-like environment variables)."""
+    from hypermc.embed.distributed import init_from_env
+
+    torch.set_num_threads(1)
+    parallel = init_from_env(backend="gloo")
+    cpu = []
+
+    def callback(epoch, stats, table):
+        cpu.append(time.process_time())
+
+    start_cpu = time.process_time()
+    r = train(load_mammals(), PoincareHalfspace(), dim=10, nc=2, dtype=torch.float64, epochs=epochs,
+              burnin=1, seed=0, progress=False, parallel=parallel, callback=callback)
+    cpu = [b - a for a, b in zip([start_cpu] + cpu[:-1], cpu)]
+    if parallel is None or parallel.is_writer:
+        with open(out, "w") as f:
+            json.dump({"wall": [h["seconds"] for h in r.history], "cpu": cpu, "loss": r.history[-1]["loss"]}, f)
+    if parallel is not None:
+        torch.distributed.destroy_process_group()
+
+
+def parallel_table(args) -> None:
+    print(f"\n2 processes vs 1 (gloo, localhost, 1 thread per rank): mammals 10-D halfspace nc=2, batch "
+          f"{DEFAULTS['batch_size']} (global), median of {args.parallel_epochs - 1} epochs")
+    print(f"{'ranks':>6} {'s/epoch':>9} {'cpu s/epoch':>12} {'final loss':>12}")
+    rows = {}
+    for world in (1, 2):
+        with tempfile.TemporaryDirectory() as tmp:
+            out = os.path.join(tmp, "rank0.json")
+            env = dict(os.environ, MASTER_ADDR="127.0.0.1", MASTER_PORT=str(_free_port()), WORLD_SIZE=str(world),
+                       OMP_NUM_THREADS="1")
+            procs = [subprocess.Popen([sys.executable, __file__, "--parallel-rank", out,
+                                       "--parallel-epochs", str(args.parallel_epochs)],
+                                      env={**env, "RANK": str(r), "LOCAL_RANK": str(r)}) for r in range(world)]
+            codes = [p.wait() for p in procs]
+            if any(codes):
+                raise SystemExit(f"parallel benchmark: ranks exited with {codes}")
+            with open(out) as f:
+                rec = json.load(f)
+        wall, cpu = statistics.median(rec["wall"][1:]), statistics.median(rec["cpu"][1:])
+        rows[world] = (wall, cpu)
+        print(f"{world:>6} {wall:9.3f} {cpu:12.3f} {rec['loss']:12.6f}", flush=True)
+    (w1, c1), (w2, c2) = rows[1], rows[2]
+    print(f"speedup of 2 ranks: wall {w1 / w2:.2f}x, cpu-time per rank {c1 / c2:.2f}x "
+          f"(load average now {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores)")
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--only", choices=["mammals", "nouns", "parallel"], default=None, help="run one table")
+    p.add_argument("--nc", nargs="+", default=["plain", "1", "2", "3"], help="mammals: component counts")
+    p.add_argument("--epochs", type=int, default=8, help="mammals: epochs per setting (the first is dropped)")
+    p.add_argument("--dtype", default="float64", choices=["float64", "float32"])
+    p.add_argument("--batch-size", type=int, default=DEFAULTS["batch_size"])
+    p.add_argument("--threads", type=int, default=1, help="torch.set_num_threads (1 is robust on a loaded machine)")
+    p.add_argument("--nouns-edges", type=int, default=10240, help="nouns: edges of the timed subset")
+    p.add_argument("--nouns-dim", type=int, default=10)
+    p.add_argument("--parallel-epochs", type=int, default=5, help="2 ranks: epochs (the first is dropped)")
+    p.add_argument("--nouns-one", nargs=2, metavar=("MANIFOLD", "NC"), help=argparse.SUPPRESS)
+    p.add_argument("--parallel-rank", metavar="OUT", help=argparse.SUPPRESS)
+    args = p.parse_args()
+    torch.set_num_threads(args.threads)
+    if args.nouns_one:
+        manifold, nc = args.nouns_one
+        rec = nouns_one(manifold, None if nc == "plain" else int(nc), args.nouns_edges, args.batch_size,
+                        args.nouns_dim)
+        print(json.dumps(rec))
+        return
+    if args.parallel_rank:
+        parallel_rank(args.parallel_epochs, args.parallel_rank)
+        return
+    if args.only in (None, "mammals"):
+        mammals_table(args)
+    if args.only in (None, "nouns"):
+        nouns_table(args)
+    if args.only in (None, "parallel"):
+        parallel_table(args)
 
 
 if __name__ == "__main__":

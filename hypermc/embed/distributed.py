@@ -20,8 +20,11 @@ embedding table; the replicas stay **bit-identical**:
   loss sum)``; :meth:`DataParallel.reduce` all-gathers them and every rank sums them **in
   rank order** (rank 0's rows, then rank 1's, ...; one ``index_add_`` per rank, whose
   ids are unique), so every rank gets the same bits whichever rank it is. Every rank
-  then clips and applies the same Riemannian update in MC arithmetic to the same rows.
-  The table rows themselves never travel: they are identical on every rank.
+  then clips the same summed rows. **Update**: rank ``r`` applies the Riemannian update
+  in MC arithmetic to the ``r``-th share of the touched rows (:meth:`DataParallel.step`;
+  the MC retraction is about half of a nouns step, so replicating it would cap the
+  speedup), and the ranks all-gather the updated MC components: every replica then
+  holds the very bits one rank computed.
 * **Verification.** :meth:`DataParallel.start` and :meth:`DataParallel.check_replicas`
   (after every epoch) compare a SHA-256 digest of the MC components and the generator
   state across ranks and raise :class:`ReplicaMismatchError` on any difference.
@@ -275,6 +278,38 @@ class DataParallel:
         """Keyword arguments of :func:`~hypermc.embed.evaluate` that split the sources'
         chunks over the ranks and sum the partial results (every rank gets the result)."""
         return {"reduce": self.sum, "shard": (self.rank, self.world_size)}
+
+    def step(self, opt: torch.optim.Optimizer, comps: torch.Tensor, ids: torch.Tensor) -> None:
+        """Update the rows ``ids`` of the table (components ``comps``) on every rank.
+
+        Rank ``r`` runs ``opt.step`` on the ``r``-th contiguous share of ``ids`` only (the
+        MC retraction is about half of a step's time on the nouns), then the ranks
+        all-gather the updated MC components and write them into their tables: every
+        replica receives the very bits one rank computed. ``opt`` must keep no per-row
+        state (the trainer's plain :class:`~hypermc.optim.RiemannianSGD` keeps none);
+        the gradient buffer must hold the summed gradient of every row in ``ids``.
+
+        Raises:
+            NotImplementedError: ``opt`` holds per-row state (momentum buffers would be
+                stale on the ranks that did not update a row).
+            DistributedError: a collective failed.
+        """
+        if any(len(s) for s in opt.state.values()):
+            raise NotImplementedError(
+                "DataParallel.step: the optimizer keeps per-row state (momentum?); sharded "
+                "updates need a stateless optimizer such as RiemannianSGD(momentum=0)"
+            )
+        u, w = ids.numel(), self.world_size
+        bounds = [u * r // w for r in range(w + 1)]
+        cap = max(bounds[r + 1] - bounds[r] for r in range(w))
+        mine = ids[bounds[self.rank] : bounds[self.rank + 1]]
+        if mine.numel():
+            opt.step(rows=mine)
+        block = torch.zeros((cap, *comps.shape[1:]), dtype=comps.dtype)
+        block[: mine.numel()] = comps[mine]
+        if cap:
+            parts = self._all_gather(block, "row exchange")
+            comps[ids] = torch.cat([parts[r, : bounds[r + 1] - bounds[r]] for r in range(w)]).to(comps.device)
 
     # ------------------------------------------------------------------ plumbing
 

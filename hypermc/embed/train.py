@@ -457,7 +457,10 @@ class _State:
             g = self._clip(rows[..., 0].contiguous(), g)
             self.grad_comps[ids] = 0
             self.grad_comps[ids, ..., 0] = g
-            self.opt.step(rows=ids)
+            if self.parallel is None:
+                self.opt.step(rows=ids)
+            else:  # each rank updates a share of the rows, then they swap the results
+                self.parallel.step(self.opt, self.comps, ids)
             self.grad_comps[ids] = 0
             new = self.comps[ids]
             finite = torch.isfinite(new).reshape(ids.numel(), -1).all(dim=1)

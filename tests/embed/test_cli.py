@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 
@@ -37,7 +38,10 @@ def test_train_then_eval(tmp_path, capsys):
     assert ev["map"] == rec["map"] and ev["mean_rank"] == rec["mean_rank"] and ev["epochs"] == 4
     assert main(["eval", str(run / "checkpoint.pt"), "--sample", "2", "--seed", "3"]) == 0
     ev = _last_json(capsys.readouterr().out)
-    assert ev["eval_sample"] == 2 and ev["eval_sources"] == 2
+    assert ev["eval_sample"] == 2 and ev["eval_sources"] == 2 and ev["sampled_sources"] == "2 of 6"
+    assert rec["sampled_sources"] is None and rec["world_size"] == 1
+    assert main(["eval", str(run / "checkpoint.pt"), "--memory-mb", "1"]) == 0
+    assert _last_json(capsys.readouterr().out)["map"] == rec["map"]
 
 
 def test_plain_nc_and_bad_arguments(tmp_path, capsys):
@@ -72,3 +76,27 @@ def test_module_entry_point(tmp_path):
     )
     assert _last_json(proc.stdout)["epochs"] == 1
     assert proc.stderr == ""  # no progress bar without a terminal
+
+
+def test_torchrun_two_ranks(tmp_path):
+    """``torchrun --nproc-per-node 2 -m hypermc train``: gloo on localhost, rank 0 reports."""
+    csv = tmp_path / "toy.csv"
+    tree_closure(2, 2).to_csv(csv)
+    run = tmp_path / "r"
+    args = ["train", "--data", str(csv), "--epochs", "2", "--batch-size", "4", "--negatives", "3",
+            "--out", str(run), "--seed", "3", "--backend", "gloo", "--dist-timeout", "60"]
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    proc = subprocess.run(
+        [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2", "-m", "hypermc",
+         *args], capture_output=True, text=True, timeout=300, env=env,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    lines = [line for line in proc.stdout.splitlines() if line.startswith("{")]
+    assert len(lines) == 1  # only rank 0 prints
+    rec = json.loads(lines[0])
+    assert rec["world_size"] == 2 and rec["epochs"] == 2 and 0 < rec["map"] <= 1
+    assert json.loads((run / "metrics.json").read_text())["map"] == rec["map"]
+    # The same run in one process: same global batches and negatives, loss equal up to rounding.
+    assert main([*args, "--out", str(tmp_path / "one"), "--quiet"]) == 0
+    one = json.loads((tmp_path / "one" / "metrics.json").read_text())
+    assert rec["final_loss"] == pytest.approx(one["final_loss"], rel=1e-9)

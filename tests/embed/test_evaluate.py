@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import importlib
+
 import pytest
 import torch
 
@@ -78,3 +80,59 @@ def test_errors():
     x[1, 0] = float("nan")
     with pytest.raises(ValueError, match="inf or NaN in 1 rows"):
         evaluate(M, x, g.edges)
+
+
+def test_memory_budget_and_sampled_sources(rng):
+    from hypermc.embed.evaluate import BYTES_PER_CANDIDATE
+
+    g = tree_closure(3, 3)  # 40 nodes, 39 sources
+    M = PoincareHalfspace()
+    x = M.random(g.num_nodes, 2, nc=2, dtype=F64, generator=rng)
+    whole = evaluate(M, x, g.edges)
+    assert whole["sampled_sources"] is None and whole["chunk_size"] >= 39
+    small = evaluate(M, x, g.edges, memory_budget=BYTES_PER_CANDIDATE * g.num_nodes * 3)
+    assert small["chunk_size"] == 3
+    assert small["map"] == pytest.approx(whole["map"], rel=1e-14) and small["mean_rank"] == whole["mean_rank"]
+    part = evaluate(M, x, g.edges, sample=10, seed=1)
+    assert part["sampled_sources"] == "10 of 39"
+    with pytest.raises(ValueError, match="memory_budget must be a positive int"):
+        evaluate(M, x, g.edges, memory_budget=0)
+
+
+def test_no_n_by_n_tensor(monkeypatch, rng):
+    """Every distance call is a tile; a chunk holds chunk x N, never N x N."""
+    ev = importlib.import_module("hypermc.embed.evaluate")  # the module, not the function
+    g = tree_closure(4, 3)  # 121 nodes
+    M = PoincareBall()
+    x = M.random(g.num_nodes, 3, nc=2, dtype=F64, generator=rng)
+    sizes = []
+    real = ev.batch_distance
+
+    def spy(*args, **kwargs):
+        out = real(*args, **kwargs)
+        sizes.append(out.numel())
+        return out
+
+    monkeypatch.setattr(ev, "batch_distance", spy)
+    monkeypatch.setattr(ev, "TILE_ELEMENTS", 3 * 40)  # tiles of (<= 2 sources) x 20 nodes
+    res = evaluate(M, x, g.edges, chunk_size=2)
+    assert max(sizes) <= 40 and len(sizes) > g.num_nodes
+    monkeypatch.setattr(ev, "batch_distance", real)
+    ref = evaluate(M, x, g.edges)
+    assert res["map"] == pytest.approx(ref["map"], rel=1e-14) and res["mean_rank"] == ref["mean_rank"]
+
+
+def test_shards_add_up_to_the_whole(rng):
+    """The data-parallel evaluation: every rank a share of the chunks, partial sums reduced."""
+    g = tree_closure(3, 2)
+    M = PoincareHalfspace()
+    x = M.random(g.num_nodes, 2, nc=2, dtype=F64, generator=rng)
+    whole = evaluate(M, x, g.edges, chunk_size=2)
+    partial = []
+    for index in range(3):
+        evaluate(M, x, g.edges, chunk_size=2, shard=(index, 3), reduce=lambda t: partial.append(t) or t)
+    total = sum(partial)
+    merged = evaluate(M, x, g.edges, chunk_size=2, reduce=lambda t: total)
+    assert merged["map"] == pytest.approx(whole["map"], rel=1e-14)
+    assert merged["mean_rank"] == pytest.approx(whole["mean_rank"], rel=1e-14)
+    assert merged["num_edges"] == whole["num_edges"] == g.num_edges
