@@ -164,3 +164,23 @@ def test_ball_halfspace_laws_hypothesis(seed, radius, length):
         assert ((d - M.dist(y, x)).abs() <= 1e-28 * (1 + d)).all()
         assert ((d - length).abs() <= TOL).all()
         assert (M.dist(M.expmap(x, M.logmap(x, y)), y).approx() <= TOL).all()
+
+
+def test_leading_dimensions_broadcast(setup):
+    """A single base point against a batch (shape (1, n) with (4, n)) gives the same
+    values as the explicitly expanded call, for every two-argument map."""
+    _, M, x, y, far = setup
+    x1 = x[1:2]
+    xe = torch.cat([x1] * x.shape[0], dim=0)
+    u = M.proju(xe, _tangent(M, xe, 21, 0.5))
+    cases = {
+        "expmap": (lambda a: M.expmap(a, u)),
+        "retr": (lambda a: M.retr(a, u)),
+        "logmap": (lambda a: M.logmap(a, far)),
+        "dist": (lambda a: M.dist(a, far)),
+        "transp": (lambda a: M.transp(a, far, u)),
+    }
+    for name, f in cases.items():
+        got, want = f(x1), f(xe)
+        assert got.shape == want.shape, name
+        assert torch.equal(got.components, want.components), name

@@ -136,7 +136,7 @@ def expmap(x, u, c: float = 1.0):
     half = common.sinhc(theta / 2)
     cm1 = theta * theta * half * half / 2  # cosh(theta) - 1
     yb = x[..., 1:] + cm1 * x[..., 1:] + common.sinhc(theta) * u[..., 1:]
-    return projx(torch.cat([x[..., :1], yb], dim=-1), c)
+    return projx(torch.cat([yb[..., :1], yb], dim=-1), c)  # time slot: recomputed by projx
 
 
 def expmap0(u, c: float = 1.0):
