@@ -15,7 +15,8 @@ Three tables:
    seconds per batch are **extrapolated** to the 743,086 edges (the output says so).
    Each setting runs in a fresh subprocess so that its peak resident memory
    (``ru_maxrss``, graph loading included) is its own.
-3. **2 processes vs 1** (torch.distributed, gloo, localhost) on mammals 10-D halfspace
+3. **2 processes vs 1** (torch.distributed, gloo, localhost) on mammals (or, with
+   ``--parallel-data nouns``, the nouns edge subset) 10-D halfspace
    nc=2: median seconds per epoch with 1 and 2 ranks (one thread each) and the speedup;
    also the CPU seconds per epoch of rank 0, which is what an idle machine would turn
    into wall time (on a loaded machine the wall-clock speedup is not meaningful).
@@ -84,17 +85,28 @@ def nouns_one(manifold: str, nc: int | None, edges: int, batch_size: int, dim: i
     full = wordnet_closure(None)
     loaded_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     gen = torch.Generator().manual_seed(0)
-    keep = torch.randperm(full.num_edges, generator=gen)[:edges].sort().values
-    sub = Graph(full.names, full.edges[keep])
-    r = train(sub, MANIFOLDS[manifold](), dim=dim, nc=nc, dtype=torch.float64, epochs=1,
-              batch_size=batch_size, burnin=0, seed=0, progress=False)
+    sub = nouns_subset(full, edges)
+    kw = dict(dim=dim, nc=nc, dtype=torch.float64, batch_size=batch_size, burnin=0, seed=0, progress=False)
+    t0 = time.process_time()
+    train(sub, MANIFOLDS[manifold](), epochs=0, **kw)  # setup only (table, sampler)
+    t1 = time.process_time()
+    r = train(sub, MANIFOLDS[manifold](), epochs=1, **kw)
+    cpu = time.process_time() - t1 - (t1 - t0)
     batches = -(-sub.num_edges // batch_size)
     per_batch = r.history[0]["seconds"] / batches
+    full_batches = -(-full.num_edges // batch_size)
     return {
         "manifold": manifold, "nc": nc, "edges_measured": sub.num_edges, "batches_measured": batches,
-        "s_per_batch": per_batch, "s_per_epoch": per_batch * -(-full.num_edges // batch_size),
+        "s_per_batch": per_batch, "s_per_epoch": per_batch * full_batches,
+        "cpu_s_per_epoch": cpu / batches * full_batches,
         "maxrss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, "rss_after_load_mb": loaded_rss,
     }
+
+
+def nouns_subset(full: Graph, edges: int) -> Graph:
+    """A seeded random subset of ``edges`` edges of ``full``, on all of its nodes."""
+    keep = torch.randperm(full.num_edges, generator=torch.Generator().manual_seed(0))[:edges].sort().values
+    return Graph(full.names, full.edges[keep])
 
 
 def nouns_table(args) -> None:
@@ -102,7 +114,8 @@ def nouns_table(args) -> None:
           f"float64, batch {args.batch_size}, threads {args.threads}: one epoch on a random subset of "
           f"{args.nouns_edges} edges, seconds per batch EXTRAPOLATED to the full epoch; peak RSS of the "
           "process (graph loading included)")
-    print(f"{'manifold':>10} {'nc':>6} {'s/batch':>9} {'s/epoch (extrap.)':>18} {'peak MB':>9} {'after load MB':>14}")
+    print(f"{'manifold':>10} {'nc':>6} {'s/batch':>9} {'s/epoch (extrap.)':>18} {'cpu s/epoch':>12} "
+          f"{'peak MB':>9} {'after load MB':>14}")
     for label, manifold, nc in NOUNS_SETTINGS:
         cmd = [sys.executable, __file__, "--nouns-one", manifold, "plain" if nc is None else str(nc),
                "--nouns-edges", str(args.nouns_edges), "--batch-size", str(args.batch_size),
@@ -110,7 +123,8 @@ def nouns_table(args) -> None:
         out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
         rec = json.loads(out.strip().splitlines()[-1])
         print(f"{label:>10} {'plain' if nc is None else nc:>6} {rec['s_per_batch']:9.4f} "
-              f"{rec['s_per_epoch']:18.1f} {rec['maxrss_mb']:9.0f} {rec['rss_after_load_mb']:14.0f}", flush=True)
+              f"{rec['s_per_epoch']:18.1f} {rec['cpu_s_per_epoch']:12.1f} {rec['maxrss_mb']:9.0f} "
+              f"{rec['rss_after_load_mb']:14.0f}", flush=True)
 
 
 # ----------------------------------------------------------------------------- 2 ranks
@@ -122,7 +136,15 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def parallel_rank(epochs: int, out: str) -> None:
+def parallel_graph(data: str, edges: int) -> Graph:
+    if data == "mammals":
+        return load_mammals()
+    from hypermc.data import wordnet_closure
+
+    return nouns_subset(wordnet_closure(None), edges)
+
+
+def parallel_rank(epochs: int, out: str, data: str, edges: int) -> None:
     """One rank of table 3 (started by torchrun-like environment variables)."""
     from hypermc.embed.distributed import init_from_env
 
@@ -134,7 +156,7 @@ def parallel_rank(epochs: int, out: str) -> None:
         cpu.append(time.process_time())
 
     start_cpu = time.process_time()
-    r = train(load_mammals(), PoincareHalfspace(), dim=10, nc=2, dtype=torch.float64, epochs=epochs,
+    r = train(parallel_graph(data, edges), PoincareHalfspace(), dim=10, nc=2, dtype=torch.float64, epochs=epochs,
               burnin=1, seed=0, progress=False, parallel=parallel, callback=callback)
     cpu = [b - a for a, b in zip([start_cpu] + cpu[:-1], cpu)]
     if parallel is None or parallel.is_writer:
@@ -145,7 +167,8 @@ def parallel_rank(epochs: int, out: str) -> None:
 
 
 def parallel_table(args) -> None:
-    print(f"\n2 processes vs 1 (gloo, localhost, 1 thread per rank): mammals 10-D halfspace nc=2, batch "
+    what = "mammals" if args.parallel_data == "mammals" else f"nouns subset of {args.nouns_edges} edges"
+    print(f"\n2 processes vs 1 (gloo, localhost, 1 thread per rank): {what}, 10-D halfspace nc=2, batch "
           f"{DEFAULTS['batch_size']} (global), median of {args.parallel_epochs - 1} epochs")
     print(f"{'ranks':>6} {'s/epoch':>9} {'cpu s/epoch':>12} {'final loss':>12}")
     rows = {}
@@ -155,7 +178,8 @@ def parallel_table(args) -> None:
             env = dict(os.environ, MASTER_ADDR="127.0.0.1", MASTER_PORT=str(_free_port()), WORLD_SIZE=str(world),
                        OMP_NUM_THREADS="1")
             procs = [subprocess.Popen([sys.executable, __file__, "--parallel-rank", out,
-                                       "--parallel-epochs", str(args.parallel_epochs)],
+                                       "--parallel-epochs", str(args.parallel_epochs),
+                                       "--parallel-data", args.parallel_data, "--nouns-edges", str(args.nouns_edges)],
                                       env={**env, "RANK": str(r), "LOCAL_RANK": str(r)}) for r in range(world)]
             codes = [p.wait() for p in procs]
             if any(codes):
@@ -181,6 +205,8 @@ def main() -> None:
     p.add_argument("--nouns-edges", type=int, default=10240, help="nouns: edges of the timed subset")
     p.add_argument("--nouns-dim", type=int, default=10)
     p.add_argument("--parallel-epochs", type=int, default=5, help="2 ranks: epochs (the first is dropped)")
+    p.add_argument("--parallel-data", choices=["mammals", "nouns"], default="mammals",
+                   help="2 ranks: mammals, or the nouns edge subset of --nouns-edges")
     p.add_argument("--nouns-one", nargs=2, metavar=("MANIFOLD", "NC"), help=argparse.SUPPRESS)
     p.add_argument("--parallel-rank", metavar="OUT", help=argparse.SUPPRESS)
     args = p.parse_args()
@@ -192,7 +218,7 @@ def main() -> None:
         print(json.dumps(rec))
         return
     if args.parallel_rank:
-        parallel_rank(args.parallel_epochs, args.parallel_rank)
+        parallel_rank(args.parallel_epochs, args.parallel_rank, args.parallel_data, args.nouns_edges)
         return
     if args.only in (None, "mammals"):
         mammals_table(args)

@@ -114,11 +114,9 @@ def init_from_env(*, timeout: float = DEFAULT_TIMEOUT, backend: str | None = Non
     if backend not in ("gloo", "nccl"):
         raise ValueError(f"init_from_env: backend must be 'gloo' or 'nccl'; got {backend!r}")
     if not dist.is_initialized():
-        kwargs = {}
         if backend == "nccl":
-            local = int(os.environ.get("LOCAL_RANK", "0"))
-            torch.cuda.set_device(local)
-        dist.init_process_group(backend, timeout=datetime.timedelta(seconds=float(timeout)), **kwargs)
+            torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
+        dist.init_process_group(backend, timeout=datetime.timedelta(seconds=float(timeout)))
     return DataParallel()
 
 

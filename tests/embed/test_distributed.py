@@ -41,18 +41,21 @@ def _graph(name):
     return load_mammals() if name == "mammals" else tree_closure(2, 2)
 
 
-def _worker(rank, world, port, out, graph_name, kwargs, die_at):
+def _worker(rank, world, port, out, graph_name, kwargs, die_at, stall=0.0, timeout=TIMEOUT):
     """One rank: join the group, train, save the table/history (or the error) to ``out``."""
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank), WORLD_SIZE=str(world),
                       LOCAL_RANK=str(rank))
     torch.set_num_threads(1)
     result = {}
     try:
-        parallel = init_from_env(timeout=TIMEOUT, backend="gloo")
+        parallel = init_from_env(timeout=timeout, backend="gloo")
 
         def callback(epoch, stats, table):
             if die_at is not None and rank == 1 and epoch == die_at:
-                os._exit(3)  # a rank that dies without any goodbye
+                if stall:
+                    time.sleep(stall)  # a rank that stalls (then runs into the closed group)
+                else:
+                    os._exit(3)  # a rank that dies without any goodbye
 
         r = train(_graph(graph_name), PoincareHalfspace(), parallel=parallel, callback=callback, **kwargs)
         result = {"components": r.embeddings.components, "history": r.history, "checkpoint": r.checkpoint}
@@ -65,9 +68,10 @@ def _worker(rank, world, port, out, graph_name, kwargs, die_at):
             dist.destroy_process_group()
 
 
-def _run(tmp_path, world, kwargs, graph_name="mammals", die_at=None, join_timeout=120):
+def _run(tmp_path, world, kwargs, graph_name="mammals", die_at=None, join_timeout=120, stall=0.0, timeout=TIMEOUT):
     out = str(tmp_path / "rank")
-    ctx = mp.start_processes(_worker, args=(world, _free_port(), out, graph_name, kwargs, die_at), nprocs=world,
+    args = (world, _free_port(), out, graph_name, kwargs, die_at, stall, timeout)
+    ctx = mp.start_processes(_worker, args=args, nprocs=world,
                              join=False, start_method="spawn")
     deadline = time.monotonic() + join_timeout
     for p in ctx.processes:
@@ -137,6 +141,16 @@ def test_dying_rank_stops_the_others(tmp_path):
     del g
 
 
+@pytest.mark.slow
+def test_stalled_rank_times_out(tmp_path):
+    """Rank 1 sleeps past the 4 s timeout: rank 0 fails after the timeout, not later."""
+    ranks, codes = _run(tmp_path, 2, {**KW, "epochs": 50, "batch_size": 4, "negatives": 4}, graph_name="tree",
+                        die_at=2, stall=25.0, timeout=4.0, join_timeout=90)
+    assert "DistributedError" in ranks[0]["error"], ranks[0]
+    assert ranks[0]["seconds"] < ranks[1]["seconds"] - 10  # rank 0 gave up long before rank 1 woke
+    assert codes == [0, 0]
+
+
 def _single_rank_group(tmp_path):
     store = dist.FileStore(str(tmp_path / "store"), 1)
     dist.init_process_group("gloo", store=store, rank=0, world_size=1, timeout=datetime.timedelta(seconds=TIMEOUT))
@@ -182,3 +196,14 @@ def test_reduce_sums_in_rank_order(tmp_path):
         assert u.numel() == 0 and gsum.shape == (0, 4)
     finally:
         dist.destroy_process_group()
+
+
+@pytest.mark.parametrize("change, match", [
+    ({"nc": 3}, "nc is 2 in the checkpoint but 3 now"),
+    ({"dtype": torch.float32}, "dtype is 'float64' in the checkpoint but 'float32' now"),
+])
+def test_resume_with_other_nc_or_dtype_fails(tmp_path, change, match):
+    g = tree_closure(1, 2)
+    train(g, PoincareHalfspace(), epochs=1, checkpoint_dir=tmp_path, **KW)
+    with pytest.raises(ValueError, match=match):
+        train(g, PoincareHalfspace(), epochs=2, resume=tmp_path / CHECKPOINT_NAME, **{**KW, **change})
