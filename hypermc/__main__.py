@@ -53,6 +53,16 @@ def _positive_int(text: str) -> int:
     return value
 
 
+def _positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = 0.0
+    if not value > 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a positive number; got {text!r}")
+    return value
+
+
 def _mib(value: int | None) -> int | None:
     return None if value is None else value * 2**20
 
@@ -101,7 +111,7 @@ def _parser() -> argparse.ArgumentParser:
     t.add_argument("--quiet", action="store_true", help="no progress bar")
     t.add_argument("--backend", default=None, choices=["gloo", "nccl"],
                    help="torch.distributed backend under torchrun (default: nccl with CUDA, else gloo)")
-    t.add_argument("--dist-timeout", type=float, default=DEFAULT_TIMEOUT,
+    t.add_argument("--dist-timeout", type=_positive_float, default=DEFAULT_TIMEOUT,
                    help="seconds a rank waits for the others before failing (under torchrun)")
 
     e = sub.add_parser("eval", help="evaluate a checkpoint; last stdout line is a JSON object")

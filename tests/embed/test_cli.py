@@ -53,6 +53,10 @@ def test_plain_nc_and_bad_arguments(tmp_path, capsys):
     assert rec["nc"] is None and rec["dtype"] == "float32"
     with pytest.raises(SystemExit):
         main(["train", "--data", str(csv), "--nc", "-1", "--out", str(tmp_path / "r")])
+    with pytest.raises(SystemExit):
+        main(["train", "--data", str(csv), "--dist-timeout", "0", "--out", str(tmp_path / "r")])
+    with pytest.raises(SystemExit):
+        main(["eval", str(tmp_path / "r" / "checkpoint.pt"), "--memory-mb", "-3"])
     with pytest.raises(SystemExit, match="neither mammals"):
         main(["train", "--data", str(tmp_path / "missing.csv"), "--out", str(tmp_path / "r")])
 
