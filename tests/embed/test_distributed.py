@@ -46,6 +46,7 @@ def _worker(rank, world, port, out, graph_name, kwargs, die_at, stall=0.0, timeo
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank), WORLD_SIZE=str(world),
                       LOCAL_RANK=str(rank))
     torch.set_num_threads(1)
+    kwargs = kwargs[rank] if isinstance(kwargs, list) else kwargs  # per-rank arguments
     result = {}
     try:
         parallel = init_from_env(timeout=timeout, backend="gloo")
@@ -139,6 +140,13 @@ def test_dying_rank_stops_the_others(tmp_path):
     assert "rank 0 of 2" in ranks[0]["error"] and "died or stalled" in ranks[0]["error"]
     assert time.perf_counter() - start < TIMEOUT + 60
     del g
+
+
+def test_ranks_with_different_settings_fail_at_the_start(tmp_path):
+    kw = {**KW, "epochs": 1, "batch_size": 4, "negatives": 4}
+    ranks, codes = _run(tmp_path, 2, [kw, {**kw, "seed": 8}], graph_name="tree")
+    for r in ranks:
+        assert "ReplicaMismatchError" in r["error"] and "ranks [1] differ from rank 0's at the start" in r["error"]
 
 
 @pytest.mark.slow
