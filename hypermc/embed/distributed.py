@@ -307,8 +307,9 @@ class DataParallel:
     def step(self, opt: torch.optim.Optimizer, comps: torch.Tensor, ids: torch.Tensor) -> None:
         """Update the rows ``ids`` of the table (components ``comps``) on every rank.
 
-        Rank ``r`` runs ``opt.step`` on the ``r``-th contiguous share of ``ids`` only (the
-        MC retraction is about half of a step's time on the nouns), then the ranks
+        Rank ``r`` updates the ``r``-th contiguous share of ``ids`` only (the MC retraction
+        is about half of a step's time on the nouns; the bits of ``opt.step(rows=share)``,
+        see :func:`_update_rows`), then the ranks
         all-gather the updated MC components and write them into their tables: every
         replica receives the very bits one rank computed. ``opt`` must keep no per-row
         state (the trainer's plain :class:`~hypermc.optim.RiemannianSGD` keeps none);
