@@ -13,6 +13,10 @@ Native and MC calls alternate after a warm-up, so a change of machine load affec
 the table shows the medians of the wall-clock times, their ratio, and the issue's target
 for 2-component float32 (add <= 25x, mul <= 20x, div <= 40x, exp <= 80x native float32).
 ``--cpu-time`` adds the ratio of process CPU times (more robust on a shared machine).
+``--count-ops`` adds the number of elementwise aten kernels one MC call launches (ops on
+tensors of the input's size, counted with a ``TorchDispatchMode``; views, scalars and
+reductions to a scalar are not counted): the eager cost model is about one memory pass
+per kernel.
 
 Usage::
 
@@ -100,6 +104,29 @@ def make_case(op: str, shape, nc, dtype, gen, el) -> tuple[Callable[[], object],
     return native, mc
 
 
+def count_kernels(fn: Callable[[], object], numel: int) -> int:
+    """Number of aten ops launched by ``fn()`` whose output has at least ``numel`` elements."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class _Counter(TorchDispatchMode):
+        def __init__(self) -> None:
+            super().__init__()
+            self.n = 0
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            out = func(*args, **(kwargs or {}))
+            first = out[0] if isinstance(out, (tuple, list)) and out else out
+            is_view = func.is_view or func.overloadpacket.__name__ in ("unbind", "split")
+            if isinstance(first, torch.Tensor) and first.numel() >= numel and not is_view:
+                self.n += 1
+            return out
+
+    fn()  # warm caches (e.g. the FMA probe) outside the count
+    with _Counter() as counter:
+        fn()
+    return counter.n
+
+
 def measure(native: Callable, mc: Callable, repeats: int, warmup: int,
             budget: float) -> dict[str, float]:
     """Medians of alternating native / MC calls (wall clock and process CPU time).
@@ -141,6 +168,8 @@ def main(argv: list[str] | None = None) -> None:
                         help="seconds per case; fewer repeats (>= 3) for slow kernels")
     parser.add_argument("--threads", type=int, default=None, help="torch.set_num_threads")
     parser.add_argument("--cpu-time", action="store_true", help="also print the CPU-time ratio")
+    parser.add_argument("--count-ops", action="store_true",
+                        help="also print the number of elementwise kernels per MC call")
     parser.add_argument("--quick", action="store_true", help="5 repeats, 1000x1000 only")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
@@ -158,6 +187,7 @@ def main(argv: list[str] | None = None) -> None:
     ops = [op for op in args.ops if op in all_ops]
     head = f"{'op':<5} {'dtype':<8} {'nc':>2} {'size':<10} {'native':>9} {'MC':>10} {'ratio':>8}"
     head += f" {'cpu ratio':>9}" if args.cpu_time else ""
+    head += f" {'kernels':>7}" if args.count_ops else ""
     head += "  target (fp32 nc=2)"
     print(head)
     print("-" * len(head))
@@ -172,6 +202,9 @@ def main(argv: list[str] | None = None) -> None:
                             f"{r['mc'] * 1e3:>10.3f} {r['ratio']:>7.1f}x")
                     if args.cpu_time:
                         line += f" {r['cpu_ratio']:>8.1f}x"
+                    if args.count_ops:
+                        small_native, small_mc = make_case(op, (4096,), nc, dtype, gen, el)
+                        line += f" {count_kernels(small_mc, 4096):>7d}"
                     if dtype == torch.float32 and nc == 2 and op in TARGETS:
                         ok = "ok" if r["ratio"] <= TARGETS[op] else "MISSED"
                         line += f"  <= {TARGETS[op]}x {ok}"

@@ -6,19 +6,29 @@ magnitude (zeros only at the tail). ``u = 2**-p`` is the unit roundoff of the co
 dtype. Leading dimensions broadcast like torch's elementwise ops. Operands with
 different ``nc`` give the larger ``nc``.
 
-Every kernel picks one of three paths, always in this order:
+Every kernel picks one of these paths, in this order:
 
 1. ``nc == 1``: the plain torch op, bitwise identical to it.
-2. *Wide engine* (``engine_dtype``): when the whole ``nc * p``-bit value fits in a wider
+2. ``nc == 2`` mul and ``mul_float`` in float32/float64 where ``addcmul`` is a fused
+   multiply-add (:func:`eft.has_fused_addcmul`): the double-word FMA algorithms, nine
+   resp. six elementwise kernels.
+3. *Wide engine* (``engine_dtype``): when the whole ``nc * p``-bit value fits in a wider
    native dtype with at least 2 guard bits (float16/bfloat16 ``nc = 2`` in float32;
    float32 ``nc = 2``, float16 ``nc <= 4``, bfloat16 ``nc <= 5`` in float64), operations
    *without cancellation* (mul, div, sqrt and the transcendental functions) are computed
    once in the engine dtype and split back into components. Their relative error is at
    most a few engine ulps, i.e. below ``u^nc``. Additions never take this path: a wide
    sum of operands that cancel has no relative bound.
-3. Expansion algorithms built on the error-free transformations of :mod:`eft`:
+4. Expansion algorithms built on the error-free transformations of :mod:`eft`:
    double-word algorithms for ``nc == 2`` (Joldes, Muller, Popescu, ACM TOMS 2017) and
-   merge-and-renormalise algorithms for any ``nc``.
+   merge-and-renormalise algorithms for any ``nc`` (for ``nc == 3`` products the terms
+   are pre-summed by order so that only four, already ordered, are renormalised).
+
+Eager cost model (measured on CPU): every elementwise kernel is about one memory pass,
+so the kernels keep their count low, reuse temporaries with in-place / ``out=`` ops,
+write results straight into the planar output buffer, and test for inf/NaN with one
+reduction (``isfinite`` and ``where`` are slow elementwise kernels on CPU) before taking
+a special-value path.
 
 The paper's operator names map here as follows: Grow-ExpN (MC + T) is :func:`add_float`,
 ScalingN (MC × T) is :func:`mul_float`, DivN (T / MC) is :func:`rdiv_float`, Add-MCN,
@@ -41,7 +51,6 @@ from .eft import (
     has_fused_addcmul,
     pack,
     renormalize,
-    sort_by_magnitude,
     two_prod,
     two_sum,
     unpack,
@@ -106,17 +115,23 @@ def to_engine(x: torch.Tensor, engine: torch.dtype) -> torch.Tensor:
     """Sum the components of ``x`` into the engine dtype, smallest first.
 
     Bound: relative error <= ``nc * 2^-p_engine`` (no cancellation in a normalised
-    expansion).
+    expansion). The sign of a zero value is kept (its leading component's sign).
     """
     comps = unpack(x)
     if len(comps) == 1:
         return comps[0].to(engine)
-    total = comps[-1].to(engine)
-    for c in reversed(comps[1:-1]):
-        total = total + c.to(engine)
-    lead = comps[0].to(engine)
-    # lead == 0 means the whole value is a (signed) zero: keep its sign.
-    return torch.where(lead == 0, lead, lead + total)
+    total = _engine_sum(comps, engine)
+    # A zero value: lead + tail loses the sign of a -0 lead; copy the lead's sign (for a
+    # nonzero value the sum already has it, |tail| < |lead|).
+    return total.copysign_(comps[0])
+
+
+def _engine_sum(comps: list[torch.Tensor], engine: torch.dtype) -> torch.Tensor:
+    """``sum(comps)`` in the engine dtype, smallest first, in one fresh buffer (no sign fix)."""
+    total = comps[-1].to(engine, copy=True)
+    for c in reversed(comps[:-1]):
+        total.add_(c.to(engine))
+    return total
 
 
 def from_engine(z: torch.Tensor, dtype: torch.dtype, nc: int) -> torch.Tensor:
@@ -124,19 +139,49 @@ def from_engine(z: torch.Tensor, dtype: torch.dtype, nc: int) -> torch.Tensor:
 
     Each remainder ``z - c_0 - ... - c_k`` is exact in the engine dtype, so the result is
     the expansion of ``z`` truncated after ``nc`` roundings: error <= ``u^nc |z|`` (plus
-    gradual underflow of the tail components of small float16 values).
+    gradual underflow of the tail components of small float16 values). Non-finite
+    leading components (also from overflow of the conversion) get a zero tail.
     """
-    comps = []
-    rest = z
-    for k in range(nc):
-        c = rest.to(dtype)
-        comps.append(c)
-        if k + 1 < nc:
-            rest = rest - c.to(z.dtype)
+    return _split_engine(z, dtype, nc, scratch=False)
+
+
+def _split_engine(z: torch.Tensor, dtype: torch.dtype, nc: int, *, scratch: bool,
+                  sign: torch.Tensor | None = None) -> torch.Tensor:
+    """:func:`from_engine` into a planar buffer; ``scratch=True`` lets it overwrite ``z``.
+
+    ``sign``: a tensor whose sign the leading component takes (``copysign``), for
+    kernels whose engine value may have lost the sign of a zero.
+    """
+    buf = torch.empty((nc, *z.shape), dtype=dtype, device=z.device)
+    buf[0].copy_(z)
+    if sign is not None:
+        torch.copysign(buf[0], sign, out=buf[0])
     if nc > 1:
-        finite = torch.isfinite(comps[0])
-        comps[1:] = [torch.where(finite, c, 0.0) for c in comps[1:]]
-    return pack(comps)
+        back = torch.empty_like(z)
+        rest = z if scratch else None
+        for k in range(1, nc):
+            back.copy_(buf[k - 1])
+            rest = torch.sub(z, back) if rest is None else rest.sub_(back)
+            buf[k].copy_(rest)
+        if not _all_finite(buf[0]):
+            buf[1:] = torch.where(torch.isfinite(buf[0]), buf[1:], 0.0)
+    return buf.movedim(0, -1)
+
+
+def _in_place(op, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """``op(a, b)`` written over ``a`` (a temporary of the caller) when the shapes allow."""
+    if a.shape == torch.broadcast_shapes(a.shape, b.shape):
+        return op(a, b, out=a)
+    return op(a, b)
+
+
+def _all_finite(t: torch.Tensor) -> bool:
+    """Whether every element of ``t`` is finite, by one read-only reduction.
+
+    A finite sum means every element is finite (an inf or NaN anywhere makes the sum
+    non-finite); a sum that overflows takes the exact elementwise test.
+    """
+    return bool(torch.isfinite(t.sum())) or bool(torch.isfinite(t).all())
 
 
 def from_float(b: torch.Tensor, nc: int) -> torch.Tensor:
@@ -170,36 +215,94 @@ def add(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     sum is kept until one final truncation, bound ``u^nc`` (+ the rare
     second rounding), tested <= 8.
 
-    Relative bound holds with cancellation (``x + (-x + tiny)``) too.
+    Relative bound holds with cancellation (``x + (-x + tiny)``) too. The sign of a zero
+    result follows IEEE addition of the values (``-0 + -0 = -0``).
     """
+    return _add_sub(x, y, subtract=False)
+
+
+def _add_sub(x: torch.Tensor, y: torch.Tensor, *, subtract: bool) -> torch.Tensor:
     x, y, nc = _common(x, y)
     if nc == 1:
-        return x + y
+        return x - y if subtract else x + y
     if nc == 2:
         xh, xl = unpack(x)
         yh, yl = unpack(y)
-        sh, sl = two_sum(xh, yh)
-        th, tl = two_sum(xl, yl)
-        vh, vl = fast_two_sum(sh, sl + th)
-        zh, zl = fast_two_sum(vh, tl + vl)
-        return _finish2(zh, zl, sh)
-    return _guard(renormalize(_merge(unpack(x), unpack(y)), nc, presorted=True), x[..., 0] + y[..., 0])
+        return _add2(xh, xl, yh, yl, subtract)
+    if subtract:
+        y = -y
+    return _guard(renormalize(_merge(unpack(x), unpack(y)), nc), x[..., 0] + y[..., 0])
+
+
+def _negated_two_sum(a: torch.Tensor, b: torch.Tensor, subtract: bool = False):
+    """TwoSum of ``a + b`` (``a - b`` with ``subtract``) returning ``(s, -e)``.
+
+    The same six roundings as :func:`eft.two_sum`, each negated where that lets it run
+    in place on a temporary (``fl(-v) = -fl(v)`` exactly): three fresh buffers instead
+    of six. A zero error is ``+0``, which keeps the sign of zero sums downstream.
+    """
+    s = torch.sub(a, b) if subtract else torch.add(a, b)
+    bb = s - a  # ~ b
+    ne = s - bb  # ~ a
+    ne.sub_(a)
+    if subtract:
+        bb.add_(b)
+    else:
+        bb.sub_(b)
+    ne.add_(bb)  # (a' - a) + (b' - b) = -e
+    return s, ne, bb
+
+
+def _add2(xh, xl, yh, yl, subtract: bool = False) -> torch.Tensor:
+    """AccurateDWPlusDW (Joldes, Muller, Popescu 2017, Algorithm 6) in place.
+
+    ``(sh, sl) = TwoSum(xh, yh)``, ``(th, tl) = TwoSum(xl, yl)``, ``c = sl + th``,
+    ``(vh, vl) = FastTwoSum(sh, c)``, ``w = tl + vl``, ``(zh, zl) = FastTwoSum(vh, w)``:
+    20 roundings, all of them those of the published algorithm up to exact negations
+    (error terms are carried negated so that every step can overwrite a temporary). Five
+    temporaries and the planar output buffer; ``y`` enters negated with ``subtract``.
+    """
+    sh, n_sl, scratch = _negated_two_sum(xh, yh, subtract)
+    th = torch.sub(xl, yl) if subtract else torch.add(xl, yl)
+    torch.sub(th, xl, out=scratch)
+    n_tl = th - scratch
+    n_tl.sub_(xl)
+    if subtract:
+        scratch.add_(yl)
+    else:
+        scratch.sub_(yl)
+    n_tl.add_(scratch)  # -tl
+    n_c = n_sl.sub_(th)  # -(sl + th)
+    vh = torch.sub(sh, n_c, out=th)  # sh + c
+    torch.sub(vh, sh, out=scratch)  # exact
+    n_vl = n_c.add_(scratch)  # -(c - (vh - sh))
+    n_w = n_tl.add_(n_vl)  # -(tl + vl)
+    buf = torch.empty((2, *sh.shape), dtype=sh.dtype, device=sh.device)
+    zh = torch.sub(vh, n_w, out=buf[0])
+    torch.sub(vh, zh, out=scratch)
+    torch.sub(scratch, n_w, out=buf[1])  # w - (zh - vh)
+    return _finish2(buf, lambda: xh - yh if subtract else xh + yh)
 
 
 def _merge(a: list[torch.Tensor], b: list[torch.Tensor]) -> list[torch.Tensor]:
-    """Merge two magnitude-sorted term lists into one (sorting network on the union)."""
+    """The union of two term lists, broadcast to one shape (``renormalize`` sorts it)."""
     a, b = torch.broadcast_tensors(*a), torch.broadcast_tensors(*b)
     shape = torch.broadcast_shapes(a[0].shape, b[0].shape)
-    terms = [t.expand(shape) for t in list(a) + list(b)]
-    return sort_by_magnitude(terms)
+    return [t.expand(shape) for t in list(a) + list(b)]
 
 
-def _finish2(hi: torch.Tensor, lo: torch.Tensor, naive: torch.Tensor) -> torch.Tensor:
-    """Pack a double-word result; see :func:`_guard` for the non-finite cases."""
-    # One read-only reduction: a finite sum means every element is finite (an inf or
-    # NaN anywhere makes the sum non-finite; an overflowing sum just takes the slow path).
-    if bool(torch.isfinite(hi.sum())) or bool(torch.isfinite(hi).all()):
-        return pack([hi, lo])
+def _finish2(buf: torch.Tensor, naive) -> torch.Tensor:
+    """Return a double-word result from its planar buffer ``(2, *shape)``.
+
+    The all-finite case costs one read-only reduction. Otherwise (overflow, inf or NaN
+    operands: the error terms are NaN) the leading component is replaced by the plain
+    result ``naive()`` of the op on the leading components where that is not finite, and
+    non-finite leading components get a zero tail, as :func:`_guard` does.
+    """
+    hi, lo = buf[0], buf[1]
+    if _all_finite(hi):
+        return buf.movedim(0, -1)
+    naive = naive()
     hi = torch.where(torch.isfinite(naive), hi, naive)
     return pack([hi, torch.where(torch.isfinite(hi), lo, 0.0)])
 
@@ -213,7 +316,7 @@ def _guard(result: torch.Tensor, naive: torch.Tensor) -> torch.Tensor:
     reduction and no extra elementwise pass.
     """
     lead = result[..., 0]
-    if bool(torch.isfinite(lead).all()) and bool(torch.isfinite(naive).all()):
+    if _all_finite(lead) and _all_finite(naive):
         return result
     naive = naive.expand(lead.shape)
     fallback = from_float(naive, result.shape[-1])
@@ -233,8 +336,8 @@ def neg(x: torch.Tensor) -> torch.Tensor:
 
 
 def sub(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-    """``x - y``; same algorithm and bound as :func:`add`."""
-    return add(x, -y)
+    """``x - y``; same algorithm and bound as :func:`add` (``y`` enters negated)."""
+    return _add_sub(x, y, subtract=True)
 
 
 def add_float(x: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
@@ -247,11 +350,17 @@ def add_float(x: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     if nc == 1:
         return x + b.unsqueeze(-1)
     if nc == 2:
+        # DWPlusFP (JMP 2017, Algorithm 4): (sh, sl) = TwoSum(xh, b), v = xl + sl,
+        # (zh, zl) = FastTwoSum(sh, v); errors carried negated as in _add2.
         xh, xl = unpack(x)
-        sh, sl = two_sum(xh, b)
-        zh, zl = fast_two_sum(sh, xl + sl)
-        return _finish2(zh, zl, sh)
-    return _guard(renormalize(_merge(unpack(x), [b]), nc, presorted=True), x[..., 0] + b)
+        sh, n_v, scratch = _negated_two_sum(xh, b)
+        n_v.sub_(xl)  # -(sl + xl)
+        buf = torch.empty((2, *sh.shape), dtype=sh.dtype, device=sh.device)
+        zh = torch.sub(sh, n_v, out=buf[0])
+        torch.sub(sh, zh, out=scratch)
+        torch.sub(scratch, n_v, out=buf[1])
+        return _finish2(buf, lambda: xh + b)
+    return _guard(renormalize(_merge(unpack(x), [b]), nc), x[..., 0] + b)
 
 
 # --------------------------------------------------------------------- multiplication
@@ -260,31 +369,97 @@ def add_float(x: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
 def mul(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     """Mul-MCN: ``x * y`` for two component tensors.
 
-    Wide engine where available (bound ~``2^-(p_engine - 2)``, far below ``u^nc``).
-    ``nc == 2`` otherwise (float64): DWTimesDW3 with a fused multiply-add where the
-    device has one, DWTimesDW1 otherwise (Joldes–Muller–Popescu 2017, Algorithms 12 and
-    10; published bounds below ``7u^2``).
+    ``nc == 2`` with a fused multiply-add (float32/float64 where :func:`has_fused_addcmul`
+    measured one): DWTimesDW3 (Joldes-Muller-Popescu 2017, Algorithm 12, bound ``4u^2``).
+    Otherwise the wide engine where available (bound ~``2^-(p_engine - 2)``, far below
+    ``u^nc``); ``nc == 2`` without either: DWTimesDW1 (Algorithm 10, bound ``7u^2``).
     ``nc >= 3``: all exact products ``x_i y_j`` with ``i + j < nc`` (TwoProd), the
     plain products of order ``nc``, renormalised: tested <= 8 ``u^nc``.
     """
     x, y, nc = _common(x, y)
     if nc == 1:
         return x * y
+    xs, ys = unpack(x), unpack(y)
+    if nc == 2 and _dw_fma(x):
+        return _mul2_fma(*xs, *ys)
     engine = engine_dtype(x.dtype, nc)
     if engine is not None:
-        return from_engine(to_engine(x, engine) * to_engine(y, engine), x.dtype, nc)
-    xs, ys = unpack(x), unpack(y)
+        z = _in_place(torch.mul, _engine_sum(xs, engine), _engine_sum(ys, engine))
+        return _split_engine(z, x.dtype, nc, scratch=True, sign=xs[0] * ys[0])
     if nc == 2:
+        # DWTimesDW1
         ch, cl1 = two_prod(xs[0], ys[0])
-        if has_fused_addcmul(x.device.type, x.dtype):
-            # DWTimesDW3: cl2 = fma(xl, yh, fma(xh, yl, xl * yl))
-            cl2 = torch.addcmul(torch.addcmul(xs[1] * ys[1], xs[0], ys[1]), xs[1], ys[0])
-        else:
-            # DWTimesDW1
-            cl2 = xs[0] * ys[1] + xs[1] * ys[0]
+        cl2 = xs[0] * ys[1] + xs[1] * ys[0]
         zh, zl = fast_two_sum(ch, cl1 + cl2)
-        return _finish2(zh, zl, ch)
+        return _finish2(torch.stack([zh, zl]), lambda: ch)
+    if nc == 3 and _dw_fma(x):
+        return _guard(renormalize(_product_terms3(xs, ys), 3, presorted=True), xs[0] * ys[0])
     return _guard(renormalize(_product_terms(xs, ys, nc), nc), xs[0] * ys[0])
+
+
+def _product_terms3(xs: list[torch.Tensor], ys: list[torch.Tensor]) -> list[torch.Tensor]:
+    """Triple-word product as four terms ordered by magnitude, exact up to order-4 terms.
+
+    Every product of order ``i + j <= 2`` is split exactly by an FMA (TwoProd); order 1
+    (``x0 y1``, ``x1 y0`` and the error of ``x0 y0``) and order 2 (the errors of order 1,
+    the products of order 2 and the errors of summing order 1) are summed by TwoSum
+    chains whose errors move one order down; order 3 (errors of order-2 products and of
+    the order-2 sums, ``x1 y2 + x2 y1``) is summed plainly, its rounding being of order
+    4. The result ``[p00, level1, level2, level3]`` has no cancellation between levels
+    (a product), so it is ordered as :func:`renormalize` with ``presorted`` needs. Bound:
+    ``u^3`` from the truncation plus a few ``u^4``, tested <= 8 ``u^3``.
+    """
+    x0, x1, x2 = xs
+    y0, y1, y2 = ys
+
+    def split_product(a, b):
+        p = a * b
+        return p, torch.addcmul(p, a, b, value=-1)  # (p, -e), exact
+
+    p00, n00 = split_product(x0, y0)
+    p01, n01 = split_product(x0, y1)
+    p10, n10 = split_product(x1, y0)
+    level3 = x1 * y2
+    level3.addcmul_(x2, y1)
+    # order 1: p01 + p10 - n00
+    a1, nb1, _ = _negated_two_sum(p01, p10)
+    c1, nd1, _ = _negated_two_sum(a1, n00, subtract=True)
+    # order 2: -nb1 - nd1 - n01 - n10 + x0 y2 + x1 y1 + x2 y0
+    terms2 = [split_product(x0, y2), split_product(x1, y1), split_product(x2, y0)]
+    s2 = terms2[0][0]
+    for p, n in terms2[1:]:
+        s2, ne, _ = _negated_two_sum(s2, p)
+        level3.sub_(ne).sub_(n)
+    level3.sub_(terms2[0][1])
+    for n in (nb1, nd1, n01, n10):
+        s2, ne, _ = _negated_two_sum(s2, n, subtract=True)
+        level3.sub_(ne)
+    return [p00, c1, s2, level3]
+
+
+def _dw_fma(x: torch.Tensor) -> bool:
+    """Whether the double-word FMA kernels apply: float32/float64 with a fused addcmul."""
+    return x.dtype in (torch.float32, torch.float64) and has_fused_addcmul(x.device.type, x.dtype)
+
+
+def _mul2_fma(xh, xl, yh, yl) -> torch.Tensor:
+    """DWTimesDW3 with FMAs (``addcmul``): nine roundings, the error terms carried negated.
+
+    ``ch = xh yh``, ``-cl1 = fma(-xh, yh, ch)`` (exact), ``cl2 = fma(xl, yh, fma(xh, yl,
+    xl yl))``, ``zh = ch - (-cl1 - cl2)``, ``zl`` by FastTwoSum. For an exact zero
+    product ``-cl1`` is ``+0``, so ``zh`` keeps the sign of ``ch`` (``-0 * 1 = -0``).
+    """
+    cl2 = xl * yl
+    cl2.addcmul_(xh, yl)
+    cl2.addcmul_(xl, yh)
+    ch = xh * yh
+    n_cl3 = torch.addcmul(ch, xh, yh, value=-1)  # -cl1, exact
+    n_cl3.sub_(cl2)  # -(cl1 + cl2)
+    buf = torch.empty((2, *ch.shape), dtype=ch.dtype, device=ch.device)
+    zh = torch.sub(ch, n_cl3, out=buf[0])
+    torch.sub(ch, zh, out=ch)  # -(zh - ch), exact
+    torch.sub(ch, n_cl3, out=buf[1])
+    return _finish2(buf, lambda: xh * yh)
 
 
 def _product_terms(xs: list[torch.Tensor], ys: list[torch.Tensor], nc: int) -> list[torch.Tensor]:
@@ -315,26 +490,60 @@ def _product_terms(xs: list[torch.Tensor], ys: list[torch.Tensor], nc: int) -> l
 def mul_float(x: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     """ScalingN: ``x * b`` for a component tensor and a plain tensor of its dtype.
 
-    Wide engine where available; ``nc == 2``: DWTimesFP3 (FMA) / DWTimesFP1, bounds
-    ``2u^2`` / ``1.5u^2 + 4u^3``; ``nc >= 3``: exact products renormalised.
+    ``nc == 2`` with a fused multiply-add: DWTimesFP3 (bound ``2u^2``); otherwise the
+    wide engine where available, ``nc == 2``: DWTimesFP1 (bound ``1.5u^2 + 4u^3``);
+    ``nc >= 3``: exact products renormalised.
     """
     nc = x.shape[-1]
     if nc == 1:
         return x * b.unsqueeze(-1)
+    xs = unpack(x)
+    if nc == 2 and _dw_fma(x):
+        # DWTimesFP3 (JMP 2017, Algorithm 9): ch = xh b, cl3 = fma(xl, b, fma(xh, b, -ch)),
+        # (zh, zl) = FastTwoSum(ch, cl3); cl3 carried negated.
+        xh, xl = xs
+        ch = xh * b
+        n_cl3 = torch.addcmul(ch, xh, b, value=-1)
+        n_cl3.addcmul_(xl, b, value=-1)
+        buf = torch.empty((2, *ch.shape), dtype=ch.dtype, device=ch.device)
+        zh = torch.sub(ch, n_cl3, out=buf[0])
+        torch.sub(ch, zh, out=ch)
+        torch.sub(ch, n_cl3, out=buf[1])
+        return _finish2(buf, lambda: xh * b)
     engine = engine_dtype(x.dtype, nc)
     if engine is not None:
-        return from_engine(to_engine(x, engine) * b.to(engine), x.dtype, nc)
-    xs = unpack(x)
+        z = _in_place(torch.mul, _engine_sum(xs, engine), b)
+        return _split_engine(z, x.dtype, nc, scratch=True, sign=xs[0] * b)
     if nc == 2:
         ch, cl1 = two_prod(xs[0], b)
         zh, zl = fast_two_sum(ch, cl1 + xs[1] * b)
-        return _finish2(zh, zl, ch)
+        return _finish2(torch.stack([zh, zl]), lambda: ch)
+    if nc == 3 and _dw_fma(x):
+        return _guard(renormalize(_scaled_terms3(xs, b), 3, presorted=True), xs[0] * b)
     terms: list[torch.Tensor] = []
     for i, xi in enumerate(xs[:-1]):
         p, e = two_prod(xi, b)
         terms += [p, e]
     terms.append(xs[-1] * b)
     return _guard(renormalize(terms, nc), xs[0] * b)
+
+
+def _scaled_terms3(xs: list[torch.Tensor], b: torch.Tensor) -> list[torch.Tensor]:
+    """``x * b`` for a triple-word ``x`` as four magnitude-ordered terms (as
+    :func:`_product_terms3`): the products ``x_i b`` split exactly by FMAs, order 1 and
+    order 2 summed by TwoSums, order 3 (the error of ``x2 b`` and of those sums) plainly."""
+    x0, x1, x2 = xs
+    p0 = x0 * b
+    n0 = torch.addcmul(p0, x0, b, value=-1)  # -e0
+    p1 = x1 * b
+    n1 = torch.addcmul(p1, x1, b, value=-1)
+    p2 = x2 * b
+    level3 = torch.addcmul(p2, x2, b, value=-1)  # -e2, negated below
+    c1, nd1, _ = _negated_two_sum(p1, n0, subtract=True)  # p1 + e0
+    s2, nf, _ = _negated_two_sum(p2, n1, subtract=True)  # p2 + e1
+    s2, ng, _ = _negated_two_sum(s2, nd1, subtract=True)  # + d1
+    level3.add_(nf).add_(ng).neg_()
+    return [p0, c1, s2, level3]
 
 
 def square(x: torch.Tensor) -> torch.Tensor:
@@ -358,30 +567,33 @@ def div(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         return x / y
     engine = engine_dtype(x.dtype, nc)
     if engine is not None:
-        return from_engine(to_engine(x, engine) / to_engine(y, engine), x.dtype, nc)
+        xs, ys = unpack(x), unpack(y)
+        z = _in_place(torch.div, _engine_sum(xs, engine), _engine_sum(ys, engine))
+        return _split_engine(z, x.dtype, nc, scratch=True, sign=xs[0] / ys[0])
     return _long_division(x, y, nc)
 
 
 def _long_division(x: torch.Tensor, y: torch.Tensor, nc: int) -> torch.Tensor:
     if nc == 2:
         return _div2(x, y)
-    wide = nc + 1
-    r, yw = pad(x, wide), pad(y, wide)
-    y0 = yw[..., 0]
+    # Long division with nc + 1 quotient digits; the remainders need only nc components:
+    # each is formed by an accurate subtraction, relative error u^nc of |r_k| <= |x|.
+    x, y = torch.broadcast_tensors(x, y)
+    r = x
+    y0 = y[..., 0]
     digits = []
-    for k in range(wide):
+    for k in range(nc + 1):
         q = r[..., 0] / y0
         digits.append(q)
-        if k + 1 < wide:
-            r = sub(r, mul_float(yw, q))
-    digits = torch.broadcast_tensors(*digits)
-    quotient = renormalize(list(digits), nc, presorted=True)
+        if k < nc:
+            r = sub(r, mul_float(y, q))
+    quotient = renormalize(digits, nc, presorted=True)
     # Division by zero and inf/NaN operands: the plain quotient of the leading parts.
     x0 = x[..., 0]
     q0 = digits[0]
-    regular = torch.isfinite(x0) & torch.isfinite(y0) & (y0 != 0) & torch.isfinite(q0)
-    if bool(regular.all()):
+    if _all_finite(quotient) and _all_finite(q0):
         return quotient
+    regular = torch.isfinite(x0) & torch.isfinite(y0) & (y0 != 0) & torch.isfinite(q0)
     return torch.where(regular.unsqueeze(-1), quotient, from_float(x0 / y0, nc).expand_as(quotient))
 
 
@@ -402,9 +614,11 @@ def _div2(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     q3 = r[..., 0] / yh
     qh, ql = fast_two_sum(q1, q2)
     out = add_float(pack([qh, ql]), q3)
-    regular = torch.isfinite(q1) & torch.isfinite(x[..., 0]) & (yh != 0) & torch.isfinite(yh)
-    if bool(regular.all()):
+    # Division by zero, inf/NaN operands and overflow all make q1 or the result non-finite
+    # (an infinite y gives q1 = 0 but a NaN remainder): then the plain quotient q1.
+    if _all_finite(out[..., 0]) and _all_finite(q1):
         return out
+    regular = torch.isfinite(q1) & torch.isfinite(x[..., 0]) & (yh != 0) & torch.isfinite(yh)
     return torch.where(regular.unsqueeze(-1), out, from_float(q1, 2))
 
 
@@ -415,7 +629,9 @@ def div_float(x: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
         return x / b.unsqueeze(-1)
     engine = engine_dtype(x.dtype, nc)
     if engine is not None:
-        return from_engine(to_engine(x, engine) / b.to(engine), x.dtype, nc)
+        xs = unpack(x)
+        z = _in_place(torch.div, _engine_sum(xs, engine), b)
+        return _split_engine(z, x.dtype, nc, scratch=True, sign=xs[0] / b)
     return _long_division(x, from_float(b, nc), nc)
 
 
@@ -426,7 +642,9 @@ def rdiv_float(b: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
         return b.unsqueeze(-1) / x
     engine = engine_dtype(x.dtype, nc)
     if engine is not None:
-        return from_engine(b.to(engine) / to_engine(x, engine), x.dtype, nc)
+        xs = unpack(x)
+        z = b.to(engine) / _engine_sum(xs, engine)
+        return _split_engine(z, x.dtype, nc, scratch=True, sign=b / xs[0])
     return _long_division(from_float(b, nc), x, nc)
 
 
@@ -453,10 +671,18 @@ def sqrt(x: torch.Tensor) -> torch.Tensor:
         return torch.sqrt(x)
     engine = engine_dtype(x.dtype, nc)
     if engine is not None:
-        return from_engine(torch.sqrt(to_engine(x, engine)), x.dtype, nc)
+        xs = unpack(x)
+        z = _engine_sum(xs, engine).sqrt_()
+        return _split_engine(z, x.dtype, nc, scratch=True, sign=xs[0])
     if nc == 2:
         return _sqrt2(x)
     x0 = x[..., 0]
+    if _no_scaling_needed(x0, nc):
+        s = from_float(torch.sqrt(x0), nc)
+        r = 0.5 / s[..., 0]
+        for _ in range(nc):
+            s = add_float(s, sub(x, square(s))[..., 0] * r)
+        return s
     regular = (x0 > 0) & torch.isfinite(x0)
     # Scale by an even power of two 2^(-2k) (exactly, in two steps of 2^-k) so that the
     # squares of the iteration neither overflow nor underflow; sqrt scales by 2^k.
@@ -475,6 +701,19 @@ def sqrt(x: torch.Tensor) -> torch.Tensor:
     return torch.where(regular.unsqueeze(-1), out, from_float(torch.sqrt(x0), nc))
 
 
+def _no_scaling_needed(x0: torch.Tensor, nc: int) -> bool:
+    """Whether every leading component is positive, finite and so far from both ends of
+    the exponent range that the squares in the square-root iterations cannot overflow
+    and the error terms that matter (down to ``u^(nc+1) |x|``) are normal numbers. Costs
+    one reduction; otherwise the caller scales by an even power of two."""
+    if x0.numel() == 0:
+        return False
+    fi = torch.finfo(x0.dtype)
+    lo, hi = torch.aminmax(x0)
+    margin = 2.0 ** ((nc + 1) * float_format(x0.dtype).p + 4)
+    return float(lo) >= fi.tiny * margin and float(hi) <= fi.max / 16
+
+
 def _sqrt2(x: torch.Tensor) -> torch.Tensor:
     """Double-word square root by one Karp–Markstein correction.
 
@@ -485,6 +724,14 @@ def _sqrt2(x: torch.Tensor) -> torch.Tensor:
     underflow are avoided by scaling ``x`` with an even power of two first (exact).
     """
     xh, xl = unpack(x)
+    if _no_scaling_needed(xh, 2):
+        # the common case: s^2 and its error term are normal numbers, no scaling
+        s = torch.sqrt(xh)
+        p, e = two_prod(s, s)
+        r = ((xh - p) - e) + xl
+        c = r.div_(s).mul_(0.5)  # r / (2 s), both steps exact scalings but the division
+        zh, zl = fast_two_sum(s, c)
+        return pack([zh, zl])
     regular = (xh > 0) & torch.isfinite(xh)
     k = torch.where(regular, torch.frexp(xh).exponent // 2, 0).to(x.dtype)
     down = torch.pow(2.0, -k)

@@ -862,12 +862,11 @@ def test_renormalize_output_overlaps(dtype, terms, nc):
     assert_normalised(r, f"{dtype} nc={nc}")
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: renormalize(terms, nc=1) sums naively from the "
-                   "last term, no u^1 bound: renormalize([[1, 2^-60, -1]], 1) gives 0, not 2^-60")
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=str)
 def test_renormalize_to_one_component_is_the_rounded_sum(dtype):
-    t = torch.tensor([[1.0, 2.0**-60, -1.0]], dtype=dtype)
-    assert eft.renormalize(t, 1)[0, 0].item() == 2.0**-60
+    """nc = 1 goes through the same exact VecSum as nc >= 2 (it used to sum naively)."""
+    t = torch.tensor([[1.0, 2.0**-60, -1.0], [2.0**-60, 1.0, -1.0]], dtype=dtype)
+    assert eft.renormalize(t, 1)[:, 0].tolist() == [2.0**-60] * 2
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
