@@ -288,7 +288,10 @@ def sort_by_magnitude(t: list[torch.Tensor]) -> list[torch.Tensor]:
 
 def _mask(op, a: torch.Tensor, b, like: torch.Tensor) -> torch.Tensor:
     """``op(a, b)`` (a comparison) as 0.0 / 1.0 in the floating dtype of ``like``."""
-    out = torch.empty(torch.broadcast_shapes(a.shape, like.shape), dtype=like.dtype, device=like.device)
+    if a.shape == like.shape:
+        out = torch.empty_like(like)
+    else:
+        out = torch.empty(torch.broadcast_shapes(a.shape, like.shape), dtype=like.dtype, device=like.device)
     return op(a, b, out=out)
 
 
