@@ -144,7 +144,7 @@ def parallel_graph(data: str, edges: int) -> Graph:
     return nouns_subset(wordnet_closure(None), edges)
 
 
-def parallel_rank(epochs: int, out: str, data: str, edges: int) -> None:
+def parallel_rank(epochs: int, out: str, data: str, edges: int, batch_size: int) -> None:
     """One rank of table 3 (started by torchrun-like environment variables)."""
     from hypermc.embed.distributed import init_from_env
 
@@ -157,19 +157,19 @@ def parallel_rank(epochs: int, out: str, data: str, edges: int) -> None:
 
     start_cpu = time.process_time()
     r = train(parallel_graph(data, edges), PoincareHalfspace(), dim=10, nc=2, dtype=torch.float64, epochs=epochs,
-              burnin=1, seed=0, progress=False, parallel=parallel, callback=callback)
+              burnin=1, seed=0, batch_size=batch_size, progress=False, parallel=parallel, callback=callback)
     cpu = [b - a for a, b in zip([start_cpu] + cpu[:-1], cpu)]
     if parallel is None or parallel.is_writer:
         with open(out, "w") as f:
             json.dump({"wall": [h["seconds"] for h in r.history], "cpu": cpu, "loss": r.history[-1]["loss"]}, f)
     if parallel is not None:
-        torch.distributed.destroy_process_group()
+        parallel.close()
 
 
 def parallel_table(args) -> None:
     what = "mammals" if args.parallel_data == "mammals" else f"nouns subset of {args.nouns_edges} edges"
     print(f"\n2 processes vs 1 (gloo, localhost, 1 thread per rank): {what}, 10-D halfspace nc=2, batch "
-          f"{DEFAULTS['batch_size']} (global), median of {args.parallel_epochs - 1} epochs")
+          f"{args.batch_size} (global), median of {args.parallel_epochs - 1} epochs")
     print(f"{'ranks':>6} {'s/epoch':>9} {'cpu s/epoch':>12} {'final loss':>12}")
     rows = {}
     for world in (1, 2):
@@ -179,7 +179,8 @@ def parallel_table(args) -> None:
                        OMP_NUM_THREADS="1")
             procs = [subprocess.Popen([sys.executable, __file__, "--parallel-rank", out,
                                        "--parallel-epochs", str(args.parallel_epochs),
-                                       "--parallel-data", args.parallel_data, "--nouns-edges", str(args.nouns_edges)],
+                                       "--parallel-data", args.parallel_data, "--nouns-edges", str(args.nouns_edges),
+                                       "--batch-size", str(args.batch_size)],
                                       env={**env, "RANK": str(r), "LOCAL_RANK": str(r)}) for r in range(world)]
             codes = [p.wait() for p in procs]
             if any(codes):
@@ -218,7 +219,7 @@ def main() -> None:
         print(json.dumps(rec))
         return
     if args.parallel_rank:
-        parallel_rank(args.parallel_epochs, args.parallel_rank, args.parallel_data, args.nouns_edges)
+        parallel_rank(args.parallel_epochs, args.parallel_rank, args.parallel_data, args.nouns_edges, args.batch_size)
         return
     if args.only in (None, "mammals"):
         mammals_table(args)

@@ -160,10 +160,14 @@ def _train(args) -> int:
         torch.set_num_threads(args.threads)
     parallel = init_from_env(timeout=args.dist_timeout, backend=args.backend)
     try:
-        return _train_run(args, parallel)
-    finally:
+        code = _train_run(args, parallel)
+    except BaseException:
         if parallel is not None:
             torch.distributed.destroy_process_group()
+        raise
+    if parallel is not None:
+        parallel.close()  # leave together: no rank tears gloo down under another
+    return code
 
 
 def _train_run(args, parallel) -> int:

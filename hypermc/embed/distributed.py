@@ -20,11 +20,12 @@ embedding table; the replicas stay **bit-identical**:
   loss sum)``; :meth:`DataParallel.reduce` all-gathers them and every rank sums them **in
   rank order** (rank 0's rows, then rank 1's, ...; one ``index_add_`` per rank, whose
   ids are unique), so every rank gets the same bits whichever rank it is. Every rank
-  then clips the same summed rows. **Update**: rank ``r`` applies the Riemannian update
-  in MC arithmetic to the ``r``-th share of the touched rows (:meth:`DataParallel.step`;
-  the MC retraction is about half of a nouns step, so replicating it would cap the
-  speedup), and the ranks all-gather the updated MC components: every replica then
-  holds the very bits one rank computed.
+  then keeps the summed rows of its share of the batch's rows (the ``r``-th contiguous
+  slice of the sorted union). **Update**: rank ``r`` clips and applies the Riemannian
+  update in MC arithmetic to its share only (:meth:`DataParallel.step`; the MC
+  retraction is about half of a nouns step, so replicating it would cap the speedup),
+  and the ranks all-gather the updated MC components: every replica then holds the
+  very bits one rank computed.
 * **Verification.** :meth:`DataParallel.start` and :meth:`DataParallel.check_replicas`
   (after every epoch) compare a SHA-256 digest of the MC components and the generator
   state across ranks and raise :class:`ReplicaMismatchError` on any difference.
@@ -33,7 +34,10 @@ The sum over ranks is in a different order than autograd's sum over a one-proces
 so a data-parallel run equals the one-process run up to rounding (the tests check the
 losses agree to float noise over a few epochs), not bitwise.
 
-Failures: every collective runs under the process group's timeout; a rank that dies
+Failures: the trainer's non-finite guard checks the rank's own share of the updated
+rows, so a bad update raises :class:`FloatingPointError` on the rank that computed it
+and the others stop at their next collective. Every collective runs under the process
+group's timeout; a rank that dies
 closes its sockets and the others fail at their next collective, a rank that stalls
 makes them fail after the timeout. Either way they raise :class:`DistributedError`
 naming the rank and the operation, instead of hanging. Only rank 0 writes checkpoints
@@ -178,6 +182,9 @@ class DataParallel:
         self.world_size = dist.get_world_size(group)
         backend = dist.get_backend(group)
         self.device = torch.device("cuda", torch.cuda.current_device()) if backend == "nccl" else torch.device("cpu")
+        # The last batch's sorted union of row ids and its split into shares (reduce -> step).
+        self._union = torch.empty(0, dtype=torch.int64)
+        self._bounds = [0] * (self.world_size + 1)
 
     def __repr__(self) -> str:
         return f"DataParallel(rank={self.rank}, world_size={self.world_size}, device={self.device})"
@@ -243,9 +250,12 @@ class DataParallel:
             loss_sum: 0-d tensor, this rank's sum of per-edge losses.
 
         Returns:
-            ``(ids, grad, loss_sum)``: the sorted union of all ranks' ids, the summed
-            gradient rows (rank order: rank 0 + rank 1 + ...), and the total loss sum
-            (float64, summed in rank order).
+            ``(ids, grad, loss_sum)``: this rank's share of the rows -- the ``rank``-th
+            of ``world_size`` contiguous slices of the sorted union of all ranks' ids --
+            their summed gradient rows (rank order: rank 0 + rank 1 + ...), and the
+            total loss sum (float64, summed in rank order, the same on every rank).
+            The trainer clips and updates only these rows; :meth:`step` then swaps the
+            updated rows of all shares.
 
         Raises:
             DistributedError: a collective failed (another rank died or stalled).
@@ -277,13 +287,19 @@ class DataParallel:
             id_list.append(buf[: c * 8].view(torch.int64))
             grad_list.append(buf[cap * 8 : cap * 8 + c * (row_bytes - 8)].view(grad.dtype).reshape(c, n))
         union, inv = torch.unique(torch.cat(id_list), return_inverse=True)
-        acc = torch.zeros(union.numel(), n, dtype=grad.dtype)
+        u = union.numel()
+        self._union = union
+        self._bounds = [u * r // w for r in range(w + 1)]
+        first, last = self._bounds[self.rank], self._bounds[self.rank + 1]
+        acc = torch.zeros(last - first, n, dtype=grad.dtype)
         lo = 0
-        for r in range(w):  # fixed rank order: the same bits on every rank
+        for r in range(w):  # fixed rank order: the same bits whichever rank sums a row
             c = counts[r]
-            acc.index_add_(0, inv[lo : lo + c], grad_list[r])
+            pos = inv[lo : lo + c]
+            keep = (pos >= first) & (pos < last)
+            acc.index_add_(0, pos[keep] - first, grad_list[r][keep])
             lo += c
-        return union.to(ids.device), acc.to(grad.device), total
+        return union[first:last].to(ids.device), acc.to(grad.device), total
 
     def sum(self, t: torch.Tensor) -> torch.Tensor:
         """Sum of every rank's ``t`` in rank order: the same bits on every rank.
@@ -305,37 +321,59 @@ class DataParallel:
         return {"reduce": self.sum, "shard": (self.rank, self.world_size)}
 
     def step(self, opt: torch.optim.Optimizer, comps: torch.Tensor, ids: torch.Tensor) -> None:
-        """Update the rows ``ids`` of the table (components ``comps``) on every rank.
+        """Update this rank's share ``ids`` (from :meth:`reduce`) and swap all shares.
 
-        Rank ``r`` updates the ``r``-th contiguous share of ``ids`` only (the MC retraction
-        is about half of a step's time on the nouns; the bits of ``opt.step(rows=share)``,
-        see :func:`_update_rows`), then the ranks
-        all-gather the updated MC components and write them into their tables: every
-        replica receives the very bits one rank computed. ``opt`` must keep no per-row
-        state (the trainer's plain :class:`~hypermc.optim.RiemannianSGD` keeps none);
-        the gradient buffer must hold the summed gradient of every row in ``ids``.
+        Rank ``r`` updates its share of the batch's rows only (the MC retraction is
+        about half of a step's time on the nouns; the bits of ``opt.step(rows=ids)``,
+        see :func:`_update_rows`), then the ranks all-gather the updated MC components
+        and write every share into their tables (components ``comps``): every replica
+        receives the very bits one rank computed. ``opt`` must keep no per-row state
+        (the trainer's plain :class:`~hypermc.optim.RiemannianSGD` keeps none); the
+        gradient buffer must hold the summed gradient of every row in ``ids``.
 
         Raises:
+            ValueError: ``ids`` is not the share returned by the last :meth:`reduce`.
             NotImplementedError: ``opt`` holds per-row state (momentum buffers would be
                 stale on the ranks that did not update a row).
             DistributedError: a collective failed.
         """
+        union, bounds, w = self._union, self._bounds, self.world_size
+        if ids.numel() != bounds[self.rank + 1] - bounds[self.rank]:
+            raise ValueError("DataParallel.step: ids must be the share returned by the last reduce")
         if any(len(s) for s in opt.state.values()):
             raise NotImplementedError(
                 "DataParallel.step: the optimizer keeps per-row state (momentum?); sharded "
                 "updates need a stateless optimizer such as RiemannianSGD(momentum=0)"
             )
-        u, w = ids.numel(), self.world_size
-        bounds = [u * r // w for r in range(w + 1)]
         cap = max(bounds[r + 1] - bounds[r] for r in range(w))
-        mine = ids[bounds[self.rank] : bounds[self.rank + 1]]
-        if mine.numel():
-            _update_rows(opt, comps, mine)
+        if ids.numel():
+            _update_rows(opt, comps, ids)
         block = torch.zeros((cap, *comps.shape[1:]), dtype=comps.dtype)
-        block[: mine.numel()] = comps[mine]
+        block[: ids.numel()] = comps[ids]
         if cap:
             parts = self._all_gather(block, "row exchange")
-            comps[ids] = torch.cat([parts[r, : bounds[r + 1] - bounds[r]] for r in range(w)]).to(comps.device)
+            comps[union] = torch.cat([parts[r, : bounds[r + 1] - bounds[r]] for r in range(w)]).to(comps.device)
+
+    def close(self) -> None:
+        """Wait for every rank (a barrier), then destroy the default process group.
+
+        Tearing gloo down while another rank is still inside a collective can abort a
+        process at exit ("terminate called without an active exception"); the barrier
+        makes the ranks leave together. Call it on the success path only (after an
+        error, call ``torch.distributed.destroy_process_group()`` directly).
+
+        Raises:
+            DistributedError: the barrier failed (another rank died or stalled).
+        """
+        try:
+            dist.barrier(group=self.group)
+        except Exception as exc:
+            raise DistributedError(
+                f"data-parallel training, rank {self.rank} of {self.world_size}: the closing barrier failed "
+                f"({type(exc).__name__}); another rank probably died or stalled past the timeout"
+            ) from exc
+        finally:
+            dist.destroy_process_group()
 
     # ------------------------------------------------------------------ plumbing
 

@@ -60,6 +60,7 @@ def _worker(rank, world, port, out, graph_name, kwargs, die_at, stall=0.0, timeo
 
         r = train(_graph(graph_name), PoincareHalfspace(), parallel=parallel, callback=callback, **kwargs)
         result = {"components": r.embeddings.components, "history": r.history, "checkpoint": r.checkpoint}
+        parallel.close()
     except Exception as exc:  # reported to the test through the file
         result = {"error": f"{type(exc).__name__}: {exc}"}
     finally:
@@ -199,6 +200,8 @@ def test_reduce_sums_in_rank_order(tmp_path):
         grad = torch.randn(3, 4, dtype=F64, generator=torch.Generator().manual_seed(0))
         u, gsum, loss = p.reduce(ids, grad, torch.tensor(1.25, dtype=F64))
         assert u.tolist() == [1, 3, 5] and torch.equal(gsum, grad[[1, 2, 0]]) and float(loss) == 1.25
+        with pytest.raises(ValueError, match="the share returned by the last reduce"):
+            p.step(None, torch.zeros(6, 4, 1, dtype=F64), u[:2])
         u, gsum, loss = p.reduce(ids[:0], grad[:0], torch.tensor(0.0, dtype=F64))
         assert u.numel() == 0 and gsum.shape == (0, 4)
     finally:
