@@ -380,6 +380,18 @@ def _all_finite(t: torch.Tensor) -> bool:
     return bool(torch.isfinite(t.sum())) or bool(torch.isfinite(t).all())
 
 
+def _vecsum(t: list[torch.Tensor]) -> list[torch.Tensor]:
+    """VecSum (bottom-up chain of TwoSums): ``e[0]`` is the rounded running sum, ``e[1:]``
+    the exact errors; ``sum(e) == sum(t)`` exactly for finite terms."""
+    m = len(t)
+    s = t[m - 1]
+    e: list[torch.Tensor] = [s] * m
+    for i in range(m - 2, -1, -1):
+        s, e[i + 1] = two_sum(t[i], s)
+    e[0] = s
+    return e
+
+
 def _distill_finite(t: list[torch.Tensor], nc: int) -> list[torch.Tensor]:
     """:func:`_distill` with arithmetic selects (finite terms; same roundings).
 
@@ -388,12 +400,8 @@ def _distill_finite(t: list[torch.Tensor], nc: int) -> list[torch.Tensor]:
     carried sum is ``eps_new + (1 - emit) * r`` (``eps_new == 0`` where nothing is
     emitted).
     """
-    m = len(t)
-    s = t[m - 1]
-    e: list[torch.Tensor] = [s] * m
-    for i in range(m - 2, -1, -1):
-        s, e[i + 1] = two_sum(t[i], s)
-    e[0] = s
+    e = _vecsum(t)
+    m, s = len(e), e[0]
     out: list[torch.Tensor | None] = [None] * nc
     j = torch.zeros_like(s)
     eps = e[0]
@@ -413,12 +421,8 @@ def _distill_finite(t: list[torch.Tensor], nc: int) -> list[torch.Tensor]:
 
 def _distill(t: list[torch.Tensor], nc: int) -> list[torch.Tensor]:
     """One VecSum + top-down compaction pass; returns ``nc`` components (see renormalize)."""
-    m = len(t)
-    s = t[m - 1]
-    e: list[torch.Tensor] = [s] * m
-    for i in range(m - 2, -1, -1):
-        s, e[i + 1] = two_sum(t[i], s)
-    e[0] = s
+    e = _vecsum(t)
+    m, s = len(e), e[0]
     zero = torch.zeros_like(s)
     out = [zero] * nc
     j = torch.zeros(s.shape, dtype=torch.int8, device=s.device)
