@@ -1007,6 +1007,13 @@ def _op_roll(func, a, shifts, dims=()):
 def _op_index_put(func, a, indices, values, accumulate=False, unsafe=False):
     indices = list(indices)
     nc = _nc_of(a, values)
+    if func is not aten.index_put.default and not accumulate:
+        # In place: write only the indexed slots of a's components (no copy of the whole
+        # table); values with more components are rounded to a.nc, as _inplace_assign does.
+        vals = _as_components(values, a, nc)
+        vals = renormalize(vals, a.nc) if nc > a.nc else arith.pad(vals, a.nc)
+        a._components.index_put_(indices, vals)
+        return a
     base = arith.pad(a._components, nc)
     vals = _as_components(values, a, nc)
     if accumulate:

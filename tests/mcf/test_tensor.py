@@ -493,6 +493,23 @@ def test_setitem_with_mc_plain_and_scalar_values():
     assert exact(x).tolist() == [5 + Fraction(1e-20), 7, Fraction(0.1), 7, Fraction(1, 4)]
 
 
+def test_setitem_rows_in_place_rounds_wider_values_and_writes_through_views():
+    """Row writes go straight into the components: other rows, aliases and views see the
+    change; values with more components are rounded to the target's nc."""
+    x = mcv([1.0, 2.0, 3.0, 4.0], 2, f64)
+    alias = x.detach()
+    view = x[1:]
+    comps = x.components
+    wide = hm.mc(1.0, nc=3, dtype=f64) + 2.0**-60 + 2.0**-120  # the last term is below nc=2
+    x[torch.tensor([0, 2])] = wide
+    assert x.components.data_ptr() == comps.data_ptr()
+    assert exact(x).tolist() == [1 + Fraction(2) ** -60, 2, 1 + Fraction(2) ** -60, 4]
+    assert exact(alias).tolist() == exact(x).tolist()
+    assert exact(view).tolist() == exact(x)[1:].tolist()
+    view[torch.tensor([2])] = hm.mc(0.5, nc=2, dtype=f64)  # through a view into x[3]
+    assert exact(x)[3] == Fraction(1, 2)
+    assert_normalised(x)
+
 def test_to_device_and_dtype():
     x = _base_mc(nc=3, dtype=f32)
     assert x.to("cpu") is x or (exact(x.to("cpu")) == exact(x)).all()
