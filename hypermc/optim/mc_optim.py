@@ -79,6 +79,30 @@ def _check_lr(lr: float | torch.Tensor) -> None:
         raise ValueError(f"Invalid learning rate: {lr} (lr must be >= 0)")
 
 
+def check_sgd_args(momentum: float, dampening: float, weight_decay: float, nesterov: bool) -> None:
+    """Hyperparameter checks shared by the SGD optimizers (MC and Riemannian)."""
+    if momentum < 0.0:
+        raise ValueError(f"Invalid momentum value: {momentum} (momentum must be >= 0)")
+    if weight_decay < 0.0:
+        raise ValueError(f"Invalid weight_decay value: {weight_decay} (weight_decay must be >= 0)")
+    if nesterov and (momentum <= 0 or dampening != 0):
+        raise ValueError("Nesterov momentum requires a momentum and zero dampening")
+
+
+def check_adam_args(betas, eps: float, weight_decay: float) -> None:
+    """Hyperparameter checks shared by the Adam optimizers (MC and Riemannian)."""
+    if not 0.0 <= eps:
+        raise ValueError(f"Invalid epsilon value: {eps} (eps must be >= 0)")
+    if len(betas) != 2:
+        raise ValueError(f"betas must be a pair (beta1, beta2); got {betas!r}")
+    if not 0.0 <= betas[0] < 1.0:
+        raise ValueError(f"Invalid beta parameter at index 0: {betas[0]} (must be in [0, 1))")
+    if not 0.0 <= betas[1] < 1.0:
+        raise ValueError(f"Invalid beta parameter at index 1: {betas[1]} (must be in [0, 1))")
+    if not 0.0 <= weight_decay:
+        raise ValueError(f"Invalid weight_decay value: {weight_decay} (weight_decay must be >= 0)")
+
+
 # --------------------------------------------------------------------------------- SGD
 
 
@@ -166,12 +190,7 @@ class MCSGD(Optimizer):
         maximize: bool = False,
     ) -> None:
         _check_lr(lr)
-        if momentum < 0.0:
-            raise ValueError(f"Invalid momentum value: {momentum} (momentum must be >= 0)")
-        if weight_decay < 0.0:
-            raise ValueError(f"Invalid weight_decay value: {weight_decay} (weight_decay must be >= 0)")
-        if nesterov and (momentum <= 0 or dampening != 0):
-            raise ValueError("Nesterov momentum requires a momentum and zero dampening")
+        check_sgd_args(momentum, dampening, weight_decay, nesterov)
         defaults = dict(
             lr=lr, momentum=momentum, dampening=dampening, weight_decay=weight_decay, nesterov=nesterov, maximize=maximize
         )
@@ -311,16 +330,7 @@ class MCAdam(Optimizer):
         maximize: bool = False,
     ) -> None:
         _check_lr(lr)
-        if not 0.0 <= eps:
-            raise ValueError(f"Invalid epsilon value: {eps} (eps must be >= 0)")
-        if len(betas) != 2:
-            raise ValueError(f"betas must be a pair (beta1, beta2); got {betas!r}")
-        if not 0.0 <= betas[0] < 1.0:
-            raise ValueError(f"Invalid beta parameter at index 0: {betas[0]} (must be in [0, 1))")
-        if not 0.0 <= betas[1] < 1.0:
-            raise ValueError(f"Invalid beta parameter at index 1: {betas[1]} (must be in [0, 1))")
-        if not 0.0 <= weight_decay:
-            raise ValueError(f"Invalid weight_decay value: {weight_decay} (weight_decay must be >= 0)")
+        check_adam_args(betas, eps, weight_decay)
         betas = (float(betas[0]), float(betas[1]))
         defaults = dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay, amsgrad=amsgrad, maximize=maximize)
         super().__init__(params, defaults)

@@ -35,6 +35,7 @@ from ..manifolds.base import Manifold
 from ..manifolds.euclidean import Euclidean
 from ..manifolds.parameter import manifold_of
 from ..mcf.tensor import MCTensor
+from .mc_optim import check_adam_args, check_sgd_args
 
 __all__ = ["RiemannianSGD", "RiemannianAdam", "riemannian_sgd", "riemannian_adam"]
 
@@ -49,11 +50,6 @@ def _check_lr(lr: float) -> None:
         raise TypeError("lr must be a Python float for the Riemannian optimizers; got a Tensor")
     if not 0.0 <= lr:
         raise ValueError(f"Invalid learning rate: {lr} (lr must be >= 0)")
-
-
-def _check_weight_decay(weight_decay: float) -> None:
-    if not 0.0 <= weight_decay:
-        raise ValueError(f"Invalid weight_decay value: {weight_decay} (weight_decay must be >= 0)")
 
 
 def _check_grad(param: torch.Tensor, grad: torch.Tensor) -> None:
@@ -249,11 +245,7 @@ class RiemannianSGD(_RiemannianOptimizer):
         sparse_rows: bool = False,
     ) -> None:
         _check_lr(lr)
-        if momentum < 0.0:
-            raise ValueError(f"Invalid momentum value: {momentum} (momentum must be >= 0)")
-        _check_weight_decay(weight_decay)
-        if nesterov and (momentum <= 0 or dampening != 0):
-            raise ValueError("Nesterov momentum requires a momentum and zero dampening")
+        check_sgd_args(momentum, dampening, weight_decay, nesterov)
         defaults = dict(
             lr=lr, momentum=momentum, dampening=dampening, weight_decay=weight_decay,
             nesterov=nesterov, retraction=retraction, sparse_rows=sparse_rows,
@@ -387,13 +379,7 @@ class RiemannianAdam(_RiemannianOptimizer):
         sparse_rows: bool = False,
     ) -> None:
         _check_lr(lr)
-        if not 0.0 <= eps:
-            raise ValueError(f"Invalid epsilon value: {eps} (eps must be >= 0)")
-        if not 0.0 <= betas[0] < 1.0:
-            raise ValueError(f"Invalid beta parameter at index 0: {betas[0]} (must be in [0, 1))")
-        if not 0.0 <= betas[1] < 1.0:
-            raise ValueError(f"Invalid beta parameter at index 1: {betas[1]} (must be in [0, 1))")
-        _check_weight_decay(weight_decay)
+        check_adam_args(betas, eps, weight_decay)
         defaults = dict(
             lr=lr, betas=betas, eps=eps, weight_decay=weight_decay, amsgrad=amsgrad,
             retraction=retraction, sparse_rows=sparse_rows,
