@@ -188,6 +188,13 @@ def _progress(epochs: int, label: str, quiet: bool):
     return tqdm(range(epochs), desc=label, leave=False)
 
 
+class Squeeze(nn.Module):
+    """(N, 1) logits -> (N,) (binary classifiers)."""
+
+    def forward(self, x):
+        return x.squeeze(-1)
+
+
 def full_batch(x: torch.Tensor, y: torch.Tensor):
     return lambda epoch: [(x, y)]
 
@@ -227,6 +234,41 @@ def within_1pct(value: float, reference: float | None) -> str:
     if reference is None:
         return "n/a"
     return "yes" if abs(value - reference) <= 0.01 * abs(reference) else "no"
+
+
+def classification_report(
+    results: list[Result],
+    evaluate: Callable[[Result, torch.Tensor, torch.Tensor], tuple[float, float]],
+    data: tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor],
+    title: str,
+    plot_path: str | None,
+    plot_title: str,
+) -> None:
+    """Print the table of a classification experiment and plot its loss curves.
+
+    ``evaluate(result, x, y)`` returns ``(loss, accuracy)`` of the result's float64
+    weights; ``data`` is ``(x_train, x_test, y_train, y_test)`` in float64.
+    """
+    xtr, xte, ytr, yte = data
+    ref = next((evaluate(r, xtr, ytr)[0] for r in results if r.method.key == REFERENCE), None)
+    rows = []
+    for r in results:
+        train_loss, _ = evaluate(r, xtr, ytr)
+        _, test_acc = evaluate(r, xte, yte)
+        rows.append(
+            {
+                "method": r.method.label,
+                "final train loss (fp64 eval)": f"{train_loss:.6e}",
+                "vs torch fp32": rel_diff(train_loss, ref),
+                "within 1 %": within_1pct(train_loss, ref),
+                "test acc": f"{test_acc * 100:.2f} %",
+                "own loss (last epoch)": f"{r.curve[-1]:.6e}",
+                "ms/epoch": f"{r.seconds_per_epoch * 1e3:.2f}",
+            }
+        )
+    print(table(title, rows, list(rows[0])))
+    print()
+    plot({r.method.label: r.curve for r in results}, plot_path, plot_title)
 
 
 def plot(curves: dict[str, list[float]], path: str | None, title: str) -> None:

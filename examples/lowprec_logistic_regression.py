@@ -62,43 +62,18 @@ def run(name: str, args, methods: list[C.Method]) -> None:
             loss_fn = F.binary_cross_entropy_with_logits
         C.copy_parameters(model, init)
         batches = C.full_batch(xtr.to(m.dtype), ytr.to(m.dtype))
-        results.append(C.train(m, nn.Sequential(model, _Squeeze()), opt, loss_fn, batches, epochs, args.loss_scale, args.quiet))
+        results.append(C.train(m, nn.Sequential(model, C.Squeeze()), opt, loss_fn, batches, epochs, args.loss_scale, args.quiet))
 
     def evaluate(r: C.Result, x: torch.Tensor, y: torch.Tensor):
         z = (x @ r.params64[0].T).squeeze(-1) + r.params64[1]
         return F.binary_cross_entropy_with_logits(z, y).item(), ((z > 0).to(C.f64) == y).to(C.f64).mean().item()
 
-    ref = next((evaluate(r, xtr, ytr)[0] for r in results if r.method.key == C.REFERENCE), None)
-    rows = []
-    for r in results:
-        train_loss, _ = evaluate(r, xtr, ytr)
-        _, test_acc = evaluate(r, xte, yte)
-        rows.append(
-            {
-                "method": r.method.label,
-                "final train loss (fp64 eval)": f"{train_loss:.6e}",
-                "vs torch fp32": C.rel_diff(train_loss, ref),
-                "within 1 %": C.within_1pct(train_loss, ref),
-                "test acc": f"{test_acc * 100:.2f} %",
-                "own loss (last epoch)": f"{r.curve[-1]:.6e}",
-                "ms/epoch": f"{r.seconds_per_epoch * 1e3:.2f}",
-            }
-        )
     title = (
         f"Logistic regression, {name} ({xtr.shape[0]} train / {xte.shape[0]} test): lr {lr:g}, "
         f"momentum {momentum:g}, {epochs} epochs, seed {args.seed}"
     )
-    print(C.table(title, rows, list(rows[0])))
-    print()
     plot_path = args.plot.replace(".png", f"_{name}.png") if args.plot else None
-    C.plot({r.method.label: r.curve for r in results}, plot_path, f"Logistic regression ({name})")
-
-
-class _Squeeze(nn.Module):
-    """(N, 1) logits -> (N,)."""
-
-    def forward(self, x):
-        return x.squeeze(-1)
+    C.classification_report(results, evaluate, (xtr, xte, ytr, yte), title, plot_path, f"Logistic regression ({name})")
 
 
 def main() -> None:

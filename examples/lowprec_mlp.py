@@ -99,7 +99,7 @@ def run(name: str, args) -> None:
         x = xtr.to(m.dtype)
         y = ytr.to(m.dtype) if binary else ytr
         batches = C.full_batch(x, y) if cfg["batch"] is None else C.mini_batches(x, y, cfg["batch"], args.seed)
-        net = nn.Sequential(model, _Squeeze()) if binary else model
+        net = nn.Sequential(model, C.Squeeze()) if binary else model
         results.append(C.train(m, net, opt, loss, batches, epochs, args.loss_scale, args.quiet))
 
     def evaluate(r: C.Result, x, y):
@@ -112,38 +112,13 @@ def run(name: str, args) -> None:
             return torch_loss(z, y).item(), ((z > 0).to(C.f64) == y).to(C.f64).mean().item()
         return torch_loss(z, y).item(), (z.argmax(1) == y).to(C.f64).mean().item()
 
-    ref = next((evaluate(r, xtr, ytr)[0] for r in results if r.method.key == C.REFERENCE), None)
-    rows = []
-    for r in results:
-        train_loss, _ = evaluate(r, xtr, ytr)
-        _, test_acc = evaluate(r, xte, yte)
-        rows.append(
-            {
-                "method": r.method.label,
-                "final train loss (fp64 eval)": f"{train_loss:.6e}",
-                "vs torch fp32": C.rel_diff(train_loss, ref),
-                "within 1 %": C.within_1pct(train_loss, ref),
-                "test acc": f"{test_acc * 100:.2f} %",
-                "own loss (last epoch)": f"{r.curve[-1]:.6e}",
-                "ms/epoch": f"{r.seconds_per_epoch * 1e3:.1f}",
-            }
-        )
     batch = "full batch" if cfg["batch"] is None else f"batch {cfg['batch']}"
     title = (
         f"MLP {'-'.join(map(str, sizes))}, {name} ({xtr.shape[0]} train / {xte.shape[0]} test): lr {cfg['lr']:g}, "
         f"momentum {cfg['momentum']:g}, {batch}, {epochs} epochs, seed {args.seed}, between MC layers: {args.between}"
     )
-    print(C.table(title, rows, list(rows[0])))
-    print()
     plot_path = args.plot.replace(".png", f"_{name}.png") if args.plot else None
-    C.plot({r.method.label: r.curve for r in results}, plot_path, f"MLP ({name})")
-
-
-class _Squeeze(nn.Module):
-    """(N, 1) logits -> (N,)."""
-
-    def forward(self, x):
-        return x.squeeze(-1)
+    C.classification_report(results, evaluate, (xtr, xte, ytr, yte), title, plot_path, f"MLP ({name})")
 
 
 def main() -> None:

@@ -79,6 +79,14 @@ def _check_lr(lr: float | torch.Tensor) -> None:
         raise ValueError(f"Invalid learning rate: {lr} (lr must be >= 0)")
 
 
+def closure_loss(closure: Callable[[], torch.Tensor] | None) -> torch.Tensor | None:
+    """The loss ``closure()`` returns, evaluated with gradients enabled (``None`` without one)."""
+    if closure is None:
+        return None
+    with torch.enable_grad():
+        return closure()
+
+
 def check_sgd_args(momentum: float, dampening: float, weight_decay: float, nesterov: bool) -> None:
     """Hyperparameter checks shared by the SGD optimizers (MC and Riemannian)."""
     if momentum < 0.0:
@@ -199,10 +207,7 @@ class MCSGD(Optimizer):
     @torch.no_grad()
     def step(self, closure: Callable[[], torch.Tensor] | None = None) -> torch.Tensor | None:
         """Perform one update; ``closure`` re-evaluates the model and returns the loss."""
-        loss = None
-        if closure is not None:
-            with torch.enable_grad():
-                loss = closure()
+        loss = closure_loss(closure)
         for group in self.param_groups:
             params, grads, bufs = [], [], []
             for p in group["params"]:
@@ -338,10 +343,7 @@ class MCAdam(Optimizer):
     @torch.no_grad()
     def step(self, closure: Callable[[], torch.Tensor] | None = None) -> torch.Tensor | None:
         """Perform one update; ``closure`` re-evaluates the model and returns the loss."""
-        loss = None
-        if closure is not None:
-            with torch.enable_grad():
-                loss = closure()
+        loss = closure_loss(closure)
         for group in self.param_groups:
             params, grads, exp_avgs, exp_avg_sqs, max_sqs, steps = [], [], [], [], [], []
             for p in group["params"]:
