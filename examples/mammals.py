@@ -53,6 +53,12 @@ def _fmt(values: list[float], digits: int) -> str:
     return f"{mean:.{digits}f} ± {statistics.stdev(values):.{digits}f}"
 
 
+def _schedule(args) -> str:
+    if args.lr_schedule == "constant":
+        return "constant"
+    return f"linear to {args.lr * args.lr_end_mult:g}"
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--rows", nargs="+", default=["plain64", "1", "2"],
@@ -65,6 +71,10 @@ def main() -> None:
     p.add_argument("--batch-size", type=int, default=DEFAULTS["batch_size"])
     p.add_argument("--negatives", type=int, default=DEFAULTS["negatives"])
     p.add_argument("--burnin", type=int, default=DEFAULTS["burnin"])
+    p.add_argument("--scale", type=float, default=DEFAULTS["scale"], help="logits are -scale * distance")
+    p.add_argument("--lr-schedule", default=DEFAULTS["lr_schedule"], choices=["constant", "linear"])
+    p.add_argument("--lr-end-mult", type=float, default=DEFAULTS["lr_end_mult"],
+                   help="final lr factor of the linear schedule (>1 ramps up)")
     p.add_argument("--plot", default="mammals.png", help="PNG path ('' for none); needs matplotlib")
     p.add_argument("--threads", type=int, default=1,
                    help="torch.set_num_threads (default 1: the batches are small, and extra threads "
@@ -76,8 +86,8 @@ def main() -> None:
     graph = load_mammals()
     manifold = MANIFOLDS[args.manifold]()
     print(f"mammals: {graph.num_nodes} nodes, {graph.num_edges} edges; {args.manifold} dim {args.dim}; "
-          f"{args.epochs} epochs, lr {args.lr}, batch {args.batch_size}, {args.negatives} negatives, "
-          f"burn-in {args.burnin}; seeds {args.seeds}", flush=True)
+          f"{args.epochs} epochs, lr {args.lr} ({_schedule(args)}), batch {args.batch_size}, "
+          f"{args.negatives} negatives, burn-in {args.burnin}, scale {args.scale}; seeds {args.seeds}", flush=True)
     header = f"{'manifold':<10} {'dim':>3} {'dtype':<8} {'nc':>5} {'MAP':>17} {'MR':>17} {'seconds':>9}"
     lines = []
     last = None
@@ -88,6 +98,7 @@ def main() -> None:
             start = time.perf_counter()
             result = train(graph, manifold, dim=args.dim, nc=nc, dtype=dtype, epochs=args.epochs, lr=args.lr,
                            batch_size=args.batch_size, negatives=args.negatives, burnin=args.burnin,
+                           scale=args.scale, lr_schedule=args.lr_schedule, lr_end_mult=args.lr_end_mult,
                            seed=seed, progress=False)
             metrics = evaluate(manifold, result.embeddings, graph.edges)
             maps.append(metrics["map"])

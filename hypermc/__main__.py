@@ -100,7 +100,7 @@ def _parser() -> argparse.ArgumentParser:
                    help="bound on one row's step (hyperbolic units); 0 for none")
     t.add_argument("--lr-schedule", default=DEFAULTS["lr_schedule"], choices=["constant", "linear"])
     t.add_argument("--lr-end-mult", type=float, default=DEFAULTS["lr_end_mult"],
-                   help="final lr factor of the linear schedule")
+                   help="final lr factor of the linear schedule (<1 decays, >1 ramps up)")
     t.add_argument("--expmap", action="store_true", help="update with expmap instead of the retraction")
     t.add_argument("--checkpoint-every", type=int, default=None)
     t.add_argument("--resume", default=None, help="checkpoint to continue from")

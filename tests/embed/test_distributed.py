@@ -26,7 +26,8 @@ from tests.embed.helpers import tree_closure
 
 F64 = torch.float64
 #: Mammals, 3 epochs (the first in burn-in), 10-D halfspace in MC nc=2.
-KW = dict(dim=10, nc=2, dtype=F64, batch_size=256, negatives=20, burnin=1, lr=5.0, seed=7, progress=False)
+KW = dict(dim=10, nc=2, dtype=F64, batch_size=256, negatives=20, burnin=1, lr=5.0, lr_schedule="constant", seed=7,
+          progress=False)
 #: Seconds a collective waits for a dead or stalled rank in these tests.
 TIMEOUT = 20.0
 

@@ -13,7 +13,8 @@ from hypermc.manifolds import Euclidean, Lorentz, PoincareBall, PoincareHalfspac
 from tests.embed.helpers import tree_closure
 
 F64 = torch.float64
-TOY = dict(lr=30.0, batch_size=8, negatives=50, burnin=2, max_step=0.3, lr_schedule="linear", progress=False)
+TOY = dict(lr=30.0, batch_size=8, negatives=50, burnin=2, max_step=0.3, lr_schedule="linear", lr_end_mult=0.01,
+           scale=1.0, progress=False)
 
 
 @pytest.mark.parametrize("nc", [2, None])
