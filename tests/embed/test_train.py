@@ -8,7 +8,7 @@ import torch
 
 import hypermc as hm
 from hypermc.embed import evaluate, load_checkpoint, train
-from hypermc.embed.train import CHECKPOINT_NAME
+from hypermc.embed.train import CHECKPOINT_NAME, DEFAULTS, epoch_lr
 from hypermc.manifolds import Euclidean, Lorentz, PoincareBall, PoincareHalfspace
 from tests.embed.helpers import tree_closure
 
@@ -33,6 +33,26 @@ def test_toy_tree_is_reconstructed(nc):
     assert r.history[0]["lr"] == pytest.approx(0.3) and r.history[2]["lr"] == 30.0
     assert r.history[-1]["lr"] == pytest.approx(0.3)  # linear decay to lr * lr_end_mult
     assert r.history[-1]["loss"] < r.history[0]["loss"]
+
+
+def test_linear_schedule_ramps_up_with_end_mult_above_one():
+    cfg = {**DEFAULTS, "epochs": 1000}
+    assert cfg["lr_schedule"] == "linear" and cfg["lr_end_mult"] > 1  # the tuned mammals default
+    lrs = [epoch_lr(cfg, e) for e in range(1000)]
+    assert lrs[:20] == [cfg["lr"] * cfg["burnin_lr_mult"]] * 20
+    assert lrs[20] == cfg["lr"] and lrs[-1] == pytest.approx(cfg["lr"] * cfg["lr_end_mult"], rel=1e-15)
+    assert all(a < b for a, b in zip(lrs[20:], lrs[21:]))  # strictly rising after burn-in
+    half = {**cfg, "lr_end_mult": 0.5}
+    assert epoch_lr(half, 999) == pytest.approx(cfg["lr"] * 0.5) and epoch_lr(half, 500) < cfg["lr"]
+
+
+def test_toy_tree_with_library_defaults():
+    """The tuned defaults (scale 0.5, ramped lr) also reconstruct a small tree."""
+    g = tree_closure(2, 3)
+    M = PoincareHalfspace()
+    r = train(g, M, dim=2, nc=2, dtype=F64, epochs=100, seed=0, batch_size=8, progress=False)
+    res = evaluate(M, r.embeddings, g.edges)
+    assert res["map"] == 1.0 and res["mean_rank"] == 1.0
 
 
 @pytest.mark.parametrize(
