@@ -6,7 +6,7 @@ component MC float64 coordinates, evaluates reconstruction MAP and mean rank, an
 a table. With matplotlib installed it also writes a PNG of the last 2-D embedding in the
 half-space (height on a log scale) and, converted in MC arithmetic, in the Poincaré ball.
 
-The defaults finish in about 3 minutes on an idle 2-core CPU (500 epochs per row: MAP ≈ 0.96,
+The defaults finish in about 2 minutes on an idle 2-core CPU (500 epochs per row: MAP ≈ 0.96,
 mean rank ≈ 1.17 at seed 0; the 1000-epoch table is in the README). The paper's setting --
 1000 epochs, 50 negatives, 20 burn-in epochs -- is ``--epochs 1000``; the trainer's
 defaults (batch 512, distance scale 0.5, lr ramped linearly from 10 to 80 after burn-in)
@@ -18,7 +18,7 @@ and its 5-D ball row from the last usage line below with ``--epochs 1000 --seeds
 
 Usage::
 
-    python examples/mammals.py                               # about 3 minutes (idle machine)
+    python examples/mammals.py                               # about 2 minutes (idle machine)
     python examples/mammals.py --rows 2 3 --epochs 1000 --seeds 0 1 2
     python examples/mammals.py --manifold ball --dim 5 --rows plain64 --lr 5 --lr-end-mult 10 --scale 1
 """

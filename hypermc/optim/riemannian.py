@@ -35,7 +35,7 @@ from ..manifolds.base import Manifold
 from ..manifolds.euclidean import Euclidean
 from ..manifolds.parameter import manifold_of
 from ..mcf.tensor import MCTensor
-from .mc_optim import check_adam_args, check_sgd_args, closure_loss
+from .mc_optim import check_adam_args, check_sgd_args
 
 __all__ = ["RiemannianSGD", "RiemannianAdam", "riemannian_sgd", "riemannian_adam"]
 
@@ -115,22 +115,6 @@ def _put(target: torch.Tensor, value, rows) -> None:
 # --------------------------------------------------------------------------------- SGD
 
 
-def _updates(params, grads, manifolds, rows):
-    """Per parameter to update: ``(index, param, manifold, rows, x, grad)``.
-
-    Checks each gradient, skips parameters whose row selection is empty, and gives the
-    (selected rows of the) point and gradient.
-    """
-    rows = rows if rows is not None else [None] * len(params)
-    for i, param in enumerate(params):
-        grad = grads[i]
-        _check_grad(param, grad)
-        r = rows[i]
-        if r is not None and r.numel() == 0:
-            continue
-        yield i, param, manifolds[i] or _EUCLIDEAN, r, _take(param.detach(), r), _take(grad, r)
-
-
 def riemannian_sgd(
     params: list[torch.Tensor],
     grads: list[torch.Tensor],
@@ -164,7 +148,15 @@ def riemannian_sgd(
         manifolds: one manifold per parameter (``None``: Euclidean).
         rows: one entry per parameter: ``None`` (dense) or row indices to update.
     """
-    for i, param, manifold, r, x, g in _updates(params, grads, manifolds, rows):
+    rows = rows if rows is not None else [None] * len(params)
+    for i, param in enumerate(params):
+        grad = grads[i]
+        _check_grad(param, grad)
+        manifold = manifolds[i] or _EUCLIDEAN
+        r = rows[i]
+        if r is not None and r.numel() == 0:
+            continue
+        x, g = _take(param.detach(), r), _take(grad, r)
         if weight_decay != 0:
             g = g + weight_decay * x
         rgrad = manifold.egrad2rgrad(x, g)
@@ -199,6 +191,12 @@ class _RiemannianOptimizer(Optimizer):
             row_list.append(_rows_of(p, p.grad, group["sparse_rows"], rows))
         return params, grads, manifolds, row_list
 
+    @staticmethod
+    def _closure_loss(closure):
+        if closure is None:
+            return None
+        with torch.enable_grad():
+            return closure()
 
 
 class RiemannianSGD(_RiemannianOptimizer):
@@ -263,7 +261,7 @@ class RiemannianSGD(_RiemannianOptimizer):
             rows: explicit row indices for the groups with ``sparse_rows=True``
                 (default: the rows with a non-zero gradient).
         """
-        loss = closure_loss(closure)
+        loss = self._closure_loss(closure)
         for group in self.param_groups:
             params, grads, manifolds, row_list = self._group_lists(group, rows)
             bufs = [self.state[p].get("momentum_buffer") for p in params]
@@ -314,9 +312,17 @@ def riemannian_adam(
     ``exp_avgs``, ``exp_avg_sqs``, ``max_exp_avg_sqs`` (amsgrad) and ``state_steps``
     are the parameter's state tensors, updated in place.
     """
-    for i, param, manifold, r, x, g in _updates(params, grads, manifolds, rows):
+    rows = rows if rows is not None else [None] * len(params)
+    for i, param in enumerate(params):
+        grad = grads[i]
+        _check_grad(param, grad)
+        manifold = manifolds[i] or _EUCLIDEAN
+        r = rows[i]
+        if r is not None and r.numel() == 0:
+            continue
         state_steps[i] += 1
         t = float(state_steps[i])
+        x, g = _take(param.detach(), r), _take(grad, r)
         if weight_decay != 0:
             g = g + weight_decay * x
         rgrad = manifold.egrad2rgrad(x, g)
@@ -396,7 +402,7 @@ class RiemannianAdam(_RiemannianOptimizer):
     @torch.no_grad()
     def step(self, closure: Callable[[], torch.Tensor] | None = None, *, rows: torch.Tensor | None = None):
         """Perform one update (``closure`` and ``rows`` as in :meth:`RiemannianSGD.step`)."""
-        loss = closure_loss(closure)
+        loss = self._closure_loss(closure)
         for group in self.param_groups:
             params, grads, manifolds, row_list = self._group_lists(group, rows)
             states = [self._init_state(p, group) for p in params]
