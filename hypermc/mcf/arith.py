@@ -373,8 +373,12 @@ def mul(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     measured one): DWTimesDW3 (Joldes-Muller-Popescu 2017, Algorithm 12, bound ``4u^2``).
     Otherwise the wide engine where available (bound ~``2^-(p_engine - 2)``, far below
     ``u^nc``); ``nc == 2`` without either: DWTimesDW1 (Algorithm 10, bound ``7u^2``).
-    ``nc >= 3``: all exact products ``x_i y_j`` with ``i + j < nc`` (TwoProd), the
-    plain products of order ``nc``, renormalised: tested <= 8 ``u^nc``.
+    ``nc >= 3`` with a fused multiply-add: the products summed order by order
+    (:func:`_product_levels`, ``nc + 1`` ordered terms) and renormalised without a sort;
+    otherwise all exact products ``x_i y_j`` with ``i + j < nc`` (TwoProd) and the plain
+    products of order ``nc``, sorted and renormalised. Bound ``u^nc`` (truncation) plus
+    ``O(nc^2 u^(nc+1))``, tested <= 8 ``u^nc`` (bulk random, Fractions, and products
+    whose orders cancel).
     """
     x, y, nc = _common(x, y)
     if nc == 1:
@@ -392,49 +396,60 @@ def mul(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         cl2 = xs[0] * ys[1] + xs[1] * ys[0]
         zh, zl = fast_two_sum(ch, cl1 + cl2)
         return _finish2(torch.stack([zh, zl]), lambda: ch)
-    if nc == 3 and _dw_fma(x):
-        return _guard(renormalize(_product_terms3(xs, ys), 3, presorted=True), xs[0] * ys[0])
+    if _dw_fma(x):
+        return _guard(renormalize(_product_levels(xs, ys, nc), nc, presorted=True), xs[0] * ys[0])
     return _guard(renormalize(_product_terms(xs, ys, nc), nc), xs[0] * ys[0])
 
 
-def _product_terms3(xs: list[torch.Tensor], ys: list[torch.Tensor]) -> list[torch.Tensor]:
-    """Triple-word product as four terms ordered by magnitude, exact up to order-4 terms.
+def _product_levels(xs: list[torch.Tensor], ys: list[torch.Tensor], nc: int) -> list[torch.Tensor]:
+    """Product of two ``nc``-word expansions as ``nc + 1`` terms, one per order, with FMAs.
 
-    Every product of order ``i + j <= 2`` is split exactly by an FMA (TwoProd); order 1
-    (``x0 y1``, ``x1 y0`` and the error of ``x0 y0``) and order 2 (the errors of order 1,
-    the products of order 2 and the errors of summing order 1) are summed by TwoSum
-    chains whose errors move one order down; order 3 (errors of order-2 products and of
-    the order-2 sums, ``x1 y2 + x2 y1``) is summed plainly, its rounding being of order
-    4. The result ``[p00, level1, level2, level3]`` has no cancellation between levels
-    (a product), so it is ordered as :func:`renormalize` with ``presorted`` needs. Bound:
-    ``u^3`` from the truncation plus a few ``u^4``, tested <= 8 ``u^3``.
+    Every product ``x_i y_j`` of order ``k = i + j < nc`` is split exactly by an FMA
+    (``p``, ``e`` with ``p + e = x_i y_j``; ``e`` is of order ``k + 1``). Level ``k``
+    (``1 <= k < nc``) collects the products of order ``k``, the product errors of order
+    ``k - 1`` and the TwoSum errors of level ``k - 1``, and is summed by a TwoSum chain
+    whose errors move to level ``k + 1``; level ``nc`` (the products of order ``nc`` and the
+    errors reaching it) is summed plainly, its rounding being of order ``nc + 1``. Dropped:
+    products of order ``> nc`` and the errors of order-``nc`` products (order ``nc + 1``).
+    So ``sum(levels)`` differs from ``x y`` by ``O(nc^2 u^(nc+1)) |x y|``; a product
+    has no cancellation between orders, so the levels are ordered as
+    :func:`renormalize` with ``presorted`` needs (adjacent levels may overlap). Errors are
+    carried negated (``addcmul(p, a, b, value=-1) = -e`` exactly) so that the TwoSums run
+    in place. Bound with the final truncation: ``u^nc`` plus a few ``u^(nc+1)``, tested
+    <= ``BOUNDS['mul']`` ``u^nc`` (``tests/mcf/test_arith.py``).
     """
-    x0, x1, x2 = xs
-    y0, y1, y2 = ys
-
-    def split_product(a, b):
-        p = a * b
-        return p, torch.addcmul(p, a, b, value=-1)  # (p, -e), exact
-
-    p00, n00 = split_product(x0, y0)
-    p01, n01 = split_product(x0, y1)
-    p10, n10 = split_product(x1, y0)
-    level3 = x1 * y2
-    level3.addcmul_(x2, y1)
-    # order 1: p01 + p10 - n00
-    a1, nb1, _ = _negated_two_sum(p01, p10)
-    c1, nd1, _ = _negated_two_sum(a1, n00, subtract=True)
-    # order 2: -nb1 - nd1 - n01 - n10 + x0 y2 + x1 y1 + x2 y0
-    terms2 = [split_product(x0, y2), split_product(x1, y1), split_product(x2, y0)]
-    s2 = terms2[0][0]
-    for p, n in terms2[1:]:
-        s2, ne, _ = _negated_two_sum(s2, p)
-        level3.sub_(ne).sub_(n)
-    level3.sub_(terms2[0][1])
-    for n in (nb1, nd1, n01, n10):
-        s2, ne, _ = _negated_two_sum(s2, n, subtract=True)
-        level3.sub_(ne)
-    return [p00, c1, s2, level3]
+    # levels[k]: (tensor, negated) pairs of order k
+    levels: list[list[tuple[torch.Tensor, bool]]] = [[] for _ in range(nc + 1)]
+    for k in range(nc):
+        for i in range(k + 1):
+            j = k - i
+            if i < len(xs) and j < len(ys):
+                p = xs[i] * ys[j]
+                levels[k].append((p, False))
+                levels[k + 1].append((torch.addcmul(p, xs[i], ys[j], value=-1), True))
+    last = None
+    for i in range(1, nc):
+        j = nc - i
+        if i < len(xs) and j < len(ys):
+            last = xs[i] * ys[j] if last is None else last.addcmul_(xs[i], ys[j])
+    out = [levels[0][0][0]]
+    for k in range(1, nc):
+        # start the chain from a product (not negated): errors of order k - 1 come first
+        terms = sorted(levels[k], key=lambda term: term[1])
+        s = terms[0][0]
+        for t, negated in terms[1:]:
+            s, ne, _ = _negated_two_sum(s, t, subtract=negated)
+            levels[k + 1].append((ne, True))
+        out.append(s)
+    for t, negated in levels[nc]:
+        if last is None:
+            last = -t if negated else t.clone()
+        elif negated:
+            last.sub_(t)
+        else:
+            last.add_(t)
+    out.append(last)
+    return out
 
 
 def _dw_fma(x: torch.Tensor) -> bool:
@@ -530,7 +545,7 @@ def mul_float(x: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
 
 def _scaled_terms3(xs: list[torch.Tensor], b: torch.Tensor) -> list[torch.Tensor]:
     """``x * b`` for a triple-word ``x`` as four magnitude-ordered terms (as
-    :func:`_product_terms3`): the products ``x_i b`` split exactly by FMAs, order 1 and
+    :func:`_product_levels`): the products ``x_i b`` split exactly by FMAs, order 1 and
     order 2 summed by TwoSums, order 3 (the error of ``x2 b`` and of those sums) plainly."""
     x0, x1, x2 = xs
     p0 = x0 * b

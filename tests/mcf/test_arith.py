@@ -340,6 +340,26 @@ def test_cancellation(op, dtype, nc, data):
     assert_normalised(z, "cancellation", overlap=OVERLAP)
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=str)
+@pytest.mark.parametrize("nc", [3, 4])
+def test_mul_with_cancelling_orders(dtype, nc, rng):
+    """Products whose order-k partial sums cancel: ``y = (x0, -x1, +-x2, +-x3)`` makes
+    ``x0 y1 + x1 y0 = 0`` exactly and the higher orders cancel partly, so the per-order
+    levels of the product kernel are far from decreasing; the bound still holds."""
+    lo, hi = operand_range("mul", dtype, nc)
+    x = random_expansions(N_BULK, dtype, nc, lo, hi, rng)
+    signs = torch.where(torch.rand((N_BULK, nc), generator=rng) < 0.5, -1.0, 1.0).to(dtype)
+    signs[:, 0], signs[:, 1] = 1.0, -1.0
+    y = x * signs
+    # and half of them with y1 off by one ulp of x1 (near, not exact, cancellation)
+    half = torch.arange(N_BULK) % 2 == 0
+    y[:, 1] = torch.where(half, torch.nextafter(y[:, 1], torch.zeros_like(y[:, 1])), y[:, 1])
+    z = arith.mul(x, y)
+    assert_normalised(z, f"mul cancelling orders {dtype} nc={nc}", overlap=OVERLAP)
+    units = bulk_rel_err_units("mul", x, y, z, dtype, nc)
+    assert float(units.max()) <= BOUNDS["mul"], f"{float(units.max()):.3g} u^{nc}"
+
+
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
 @pytest.mark.parametrize("nc", [2, 3, 4])
 def test_exact_cancellation_gives_zero(dtype, nc, rng):
