@@ -47,6 +47,7 @@ import torch
 
 from .eft import (
     fast_two_sum,
+    merge_by_magnitude,
     float_format,
     has_fused_addcmul,
     pack,
@@ -211,9 +212,10 @@ def add(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     """Add-MCN: ``x + y`` for two component tensors.
 
     ``nc == 2``: AccurateDWPlusDW (20 flops), proven bound ``3u^2 + 13u^3``.
-    ``nc >= 3``: merge the ``2 nc`` components by magnitude and renormalise; the exact
-    sum is kept until one final truncation, bound ``u^nc`` (+ the rare
-    second rounding), tested <= 8.
+    ``nc >= 3``: merge the two ordered component lists by magnitude
+    (:func:`eft.merge_by_magnitude`, a merge network, not a sort) and renormalise; the
+    exact sum is kept until one final truncation, bound ``u^nc`` (+ the rare second
+    rounding), tested <= 8.
 
     Relative bound holds with cancellation (``x + (-x + tiny)``) too. The sign of a zero
     result follows IEEE addition of the values (``-0 + -0 = -0``).
@@ -231,7 +233,17 @@ def _add_sub(x: torch.Tensor, y: torch.Tensor, *, subtract: bool) -> torch.Tenso
         return _add2(xh, xl, yh, yl, subtract)
     if subtract:
         y = -y
-    return _guard(renormalize(_merge(unpack(x), unpack(y)), nc), x[..., 0] + y[..., 0])
+    xs, ys = unpack(x), unpack(y)
+    out = renormalize(merge_by_magnitude(*_broadcast_lists(xs, ys)), nc, presorted=True)
+    if not _all_finite(out[..., 0]):
+        # overflowing selects or non-finite terms: the order-independent path
+        out = renormalize(_merge(xs, ys), nc)
+    return _guard(out, x[..., 0] + y[..., 0])
+
+
+def _broadcast_lists(a: list[torch.Tensor], b: list[torch.Tensor]):
+    shape = torch.broadcast_shapes(a[0].shape, b[0].shape)
+    return [t.expand(shape) for t in a], [t.expand(shape) for t in b]
 
 
 def _negated_two_sum(a: torch.Tensor, b: torch.Tensor, subtract: bool = False):

@@ -286,6 +286,50 @@ def sort_by_magnitude(t: list[torch.Tensor]) -> list[torch.Tensor]:
     return t
 
 
+@functools.cache
+def _merge_network(h: int) -> tuple[tuple[int, int], ...]:
+    """Batcher's odd-even merge of wires ``[0, h)`` and ``[h, 2h)`` (``h`` a power of 2),
+    each already sorted: the last stage of :func:`_sorting_network` for ``2h`` wires."""
+    pairs = []
+    k = h
+    while k >= 1:
+        for j in range(k % h, 2 * h - k, 2 * k):
+            for i in range(min(k, 2 * h - j - k)):
+                a, b = i + j, i + j + k
+                if a // (2 * h) == b // (2 * h):
+                    pairs.append((a, b))
+        k //= 2
+    return tuple(pairs)
+
+
+def merge_by_magnitude(a: list[torch.Tensor], b: list[torch.Tensor]) -> list[torch.Tensor]:
+    """Merge two lists of finite terms, each ordered by non-increasing magnitude, into one.
+
+    Batcher's odd-even merge network with arithmetic selects (as
+    :func:`_sort_by_magnitude_finite`): lists shorter than a power of two are padded with
+    absent wires that compare below everything, so their compare-exchanges are resolved
+    when the network is built and cost nothing. ``O(n log n)`` compare-exchanges instead of
+    the ``O(n log^2 n)`` of a sort. Zero terms may lose their sign. Precondition: ``a`` and ``b`` ordered by magnitude (a
+    normalised expansion is), all terms of one shape; terms whose selects overflow
+    (``|b - a|`` not finite) may turn to NaN, which callers detect.
+    """
+    h = 1
+    while h < max(len(a), len(b)):
+        h *= 2
+    wires: list[torch.Tensor | None] = list(a) + [None] * (h - len(a)) + list(b) + [None] * (h - len(b))
+    mag: list[torch.Tensor | None] = [None if t is None else t.abs() for t in wires]
+    for i, j in _merge_network(h):
+        if wires[j] is None:
+            continue
+        if wires[i] is None:  # absent compares below everything: a fixed swap
+            wires[i], wires[j], mag[i], mag[j] = wires[j], None, mag[j], None
+            continue
+        swap = _mask(torch.lt, mag[i], mag[j], wires[i])
+        wires[i], wires[j] = torch.lerp(wires[i], wires[j], swap), torch.lerp(wires[j], wires[i], swap)
+        mag[i], mag[j] = torch.maximum(mag[i], mag[j]), torch.minimum(mag[i], mag[j])
+    return [t for t in wires if t is not None]
+
+
 def _mask(op, a: torch.Tensor, b, like: torch.Tensor) -> torch.Tensor:
     """``op(a, b)`` (a comparison) as 0.0 / 1.0 in the floating dtype of ``like``."""
     if a.shape == like.shape:

@@ -771,3 +771,21 @@ def test_abs_sign_neg_are_exact(dtype, nc, rng):
     n = arith.neg(x)
     assert components_to_fraction(n).tolist() == [-v for v in xf]
     assert math.isnan(arith.sign(_mc([NAN], dtype, nc)).item())
+
+
+@pytest.mark.parametrize("nc", [3, 4])
+def test_add_near_overflow_with_opposite_signs(nc, rng):
+    """Operands near the top of the range with opposite signs: ``y0 - x0`` overflows, so
+    the merge network's arithmetic selects fail and the kernel must take its exact
+    fallback; the sum is finite and within the bound."""
+    dtype = torch.float64
+    _, _, emax = float_format(dtype)
+    x = random_expansions(2000, dtype, nc, emax - 2, emax - 1, rng).abs()
+    y = -random_expansions(2000, dtype, nc, emax - 2, emax - 1, rng).abs()
+    z = arith.add(x, y)
+    assert bool(torch.isfinite(z).all())
+    assert_normalised(z, "near-overflow add", overlap=OVERLAP)
+    nonzero = (components_to_fraction(x) + components_to_fraction(y)) != 0
+    assert bool(nonzero.all())
+    units = bulk_rel_err_units("add", x, y, z, dtype, nc)
+    assert float(units.max()) <= BOUNDS["add"], f"{float(units.max()):.3g} u^{nc}"

@@ -909,3 +909,33 @@ def test_pack_unpack_round_trip():
 def test_float_format_rejects_other_dtypes():
     with pytest.raises(TypeError, match="component dtype must be one of"):
         eft.float_format(torch.int32)
+
+
+@pytest.mark.parametrize("la", [1, 2, 3, 4, 5])
+@pytest.mark.parametrize("lb", [1, 2, 3, 4, 5])
+def test_merge_by_magnitude_is_a_merge(la, lb):
+    """Two magnitude-ordered lists (ties, zeros, signs, subnormals) merge into a
+    magnitude-ordered permutation of their union, element by element (the sign of zero
+    terms is not kept: arithmetic selects, as in the sorting network)."""
+    gen = torch.Generator().manual_seed(la * 10 + lb)
+    n = 4000
+    pool = torch.tensor([0.0, -0.0, 5e-324, -1e-310, 1.0, -1.0, 0.5, 3.0, -3.0, 1e300, -2e-300],
+                        dtype=torch.float64)
+
+    def ordered(length):
+        raw = torch.where(torch.rand((n, length), generator=gen) < 0.3,
+                          pool[torch.randint(len(pool), (n, length), generator=gen)],
+                          torch.randn((n, length), generator=gen, dtype=torch.float64)
+                          * torch.exp2(torch.randint(-60, 60, (n, length), generator=gen).double()))
+        idx = raw.abs().argsort(dim=-1, descending=True, stable=True)
+        return list(raw.gather(-1, idx).unbind(-1))
+
+    a, b = ordered(la), ordered(lb)
+    got = torch.stack(eft.merge_by_magnitude(a, b), -1)
+    assert got.shape == (n, la + lb)
+    mags = got.abs()
+    assert bool((mags[:, :-1] >= mags[:, 1:]).all()), "not ordered by magnitude"
+    union = torch.stack(a + b, -1)
+    # same multiset: compare the sorted bit patterns, zeros made +0
+    key = lambda t: (t + 0.0).view(torch.int64).sort(-1).values  # noqa: E731
+    assert torch.equal(key(got), key(union))
