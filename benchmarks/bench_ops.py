@@ -1,13 +1,18 @@
 """Benchmark: elementwise multi-component kernels vs the native op of the component dtype.
 
 For add, mul, div, sqrt (``hypermc.mcf.arith``) and exp, log (``hypermc.mcf.elementary``,
-when that module exists), float32 and float64 components, nc = 1, 2, 3 and two sizes
-(1000x1000 and 4M elements), it times in the same run
+when that module exists), float32 and float64 components, nc = 1, 2, 3, 4 and two sizes
+(1000x1000 and 4M elements; ``--sizes`` also takes ``RxC`` or a count such as ``16M``) on
+the CPU or ``--device cuda``, it times in the same run
 
 * *native*: the torch op on plain tensors of the component dtype (``a + b``, ``torch.exp(a)``);
 * *MC*: the kernel on component tensors of shape ``(*size, nc)`` in the library's own
   layout (``eft.pack``: a planar buffer viewed as ``(*size, nc)``, which is what every
-  kernel returns).
+  kernel returns);
+* *ref*: the original MCTensor algorithms (Grow-ExpN / ScalingN / Renormalize, see
+  ``benchmarks/mctensor_reference.py``, a re-implementation written for this project) on
+  the same values in their ``(*size, nc)`` layout, for add, mul and div (``-`` elsewhere:
+  the original has no MC sqrt/exp/log). The column ``vs ref`` is MC time / ref time.
 
 Native and MC calls alternate after a warm-up, so a change of machine load affects both;
 the table shows the medians of the wall-clock times, their ratio, and the issue's target
@@ -37,10 +42,28 @@ from collections.abc import Callable
 
 import torch
 
+try:  # run as a script (benchmarks/ on sys.path) or as a module
+    import mctensor_reference as mcref
+except ImportError:  # pragma: no cover
+    from benchmarks import mctensor_reference as mcref
 from hypermc.mcf import arith
 from hypermc.mcf.eft import float_format, pack
 
 SIZES: dict[str, tuple[int, ...]] = {"1000x1000": (1000, 1000), "4M": (4_000_000,)}
+
+
+def parse_size(name: str) -> tuple[int, ...]:
+    """``1000x1000`` -> (1000, 1000); ``4M`` -> (4000000,); ``65536`` -> (65536,)."""
+    if name in SIZES:
+        return SIZES[name]
+    try:
+        if "x" in name:
+            return tuple(int(s) for s in name.split("x"))
+        scale = {"K": 1_000, "M": 1_000_000}.get(name[-1:], 1)
+        return (int(name[:-1] if scale > 1 else name) * scale,)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"size: expected RxC, a count or a count with K/M suffix; got {name!r}") from None
 DTYPES = {"float32": torch.float32, "float64": torch.float64}
 ARITH_OPS = ["add", "mul", "div", "sqrt"]
 ELEMENTARY_OPS = ["exp", "log"]
@@ -56,7 +79,7 @@ def elementary_module():
 
 
 def random_mc(shape: tuple[int, ...], nc: int, dtype: torch.dtype, gen: torch.Generator,
-              *, low: float, high: float) -> torch.Tensor:
+              *, low: float, high: float, device: str = "cpu") -> torch.Tensor:
     """Normalised expansions with full tails, leading parts uniform in [low, high).
 
     Component k+1 is component k times a random factor in [0.1, 0.45) * 2^-(p+1), so it
@@ -69,11 +92,11 @@ def random_mc(shape: tuple[int, ...], nc: int, dtype: torch.dtype, gen: torch.Ge
         f = torch.rand(shape, generator=gen, dtype=torch.float64) * 0.35 + 0.1
         sign = torch.where(torch.rand(shape, generator=gen) < 0.5, -1.0, 1.0).to(torch.float64)
         comps.append((comps[-1].to(torch.float64) * f * sign * 2.0 ** -(p + 1)).to(dtype))
-    return pack(comps)
+    return pack([c.to(device) for c in comps])
 
 
-def make_case(op: str, shape, nc, dtype, gen, el) -> tuple[Callable[[], object], Callable[[], object]]:
-    """(native call, MC call) for one op."""
+def make_case(op: str, shape, nc, dtype, gen, el, device: str = "cpu"):
+    """(native call, MC call, reference call or ``None``) for one op."""
     if op == "log":
         low, high = 0.5, 4.0
     elif op == "exp":
@@ -82,8 +105,8 @@ def make_case(op: str, shape, nc, dtype, gen, el) -> tuple[Callable[[], object],
         low, high = 0.25, 4.0
     else:
         low, high = 1.0, 2.0
-    x = random_mc(shape, nc, dtype, gen, low=low, high=high)
-    y = random_mc(shape, nc, dtype, gen, low=low, high=high)
+    x = random_mc(shape, nc, dtype, gen, low=low, high=high, device=device)
+    y = random_mc(shape, nc, dtype, gen, low=low, high=high, device=device)
     a, b = x[..., 0].contiguous(), y[..., 0].contiguous()
     native = {
         "add": lambda: a + b,
@@ -101,7 +124,10 @@ def make_case(op: str, shape, nc, dtype, gen, el) -> tuple[Callable[[], object],
         "exp": lambda: el.exp(x),
         "log": lambda: el.log(x),
     }[op]
-    return native, mc
+    xr, yr = x.contiguous(), y.contiguous()  # the original's layout
+    ref = {"add": lambda: mcref.add(xr, yr), "mul": lambda: mcref.mul(xr, yr),
+           "div": lambda: mcref.div(xr, yr)}.get(op)
+    return native, mc, ref
 
 
 def count_kernels(fn: Callable[[], object], numel: int) -> int:
@@ -128,30 +154,37 @@ def count_kernels(fn: Callable[[], object], numel: int) -> int:
 
 
 def measure(native: Callable, mc: Callable, repeats: int, warmup: int,
-            budget: float) -> dict[str, float]:
-    """Medians of alternating native / MC calls (wall clock and process CPU time).
+            budget: float, ref: Callable | None = None) -> dict[str, float]:
+    """Medians of alternating native / MC (/ reference) calls (wall clock and process CPU
+    time); device work is synchronised (``torch.cuda.synchronize``) inside each timing.
 
     After the warm-up, the number of repeats is cut (to no fewer than 3) so that one
     case takes about ``budget`` seconds: the 3-component kernels take seconds per call.
     """
+    sync = torch.cuda.synchronize if torch.cuda.is_available() else (lambda: None)
+    calls = [("native", native), ("mc", mc)] + ([("ref", ref)] if ref is not None else [])
     t0 = time.perf_counter()
     for _ in range(max(warmup, 1)):
-        native()
-        mc()
+        for _, fn in calls:
+            fn()
+        sync()
     per_call = (time.perf_counter() - t0) / max(warmup, 1)
     repeats = max(3, min(repeats, int(budget / max(per_call, 1e-9))))
-    wall = {"native": [], "mc": []}
-    cpu = {"native": [], "mc": []}
+    wall = {name: [] for name, _ in calls}
+    cpu = {name: [] for name, _ in calls}
     for _ in range(repeats):
-        for name, fn in (("native", native), ("mc", mc)):
+        for name, fn in calls:
+            sync()
             t0, c0 = time.perf_counter(), time.process_time()
             fn()
+            sync()
             wall[name].append(time.perf_counter() - t0)
             cpu[name].append(time.process_time() - c0)
     med = {k: statistics.median(v) for k, v in wall.items()}
     cmed = {k: statistics.median(v) for k, v in cpu.items()}
     return {"native": med["native"], "mc": med["mc"], "ratio": med["mc"] / med["native"],
-            "cpu_ratio": cmed["mc"] / max(cmed["native"], 1e-9), "repeats": repeats}
+            "ref": med.get("ref"), "cpu_ratio": cmed["mc"] / max(cmed["native"], 1e-9),
+            "repeats": repeats}
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -160,8 +193,11 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--ops", nargs="+", default=all_ops, choices=ARITH_OPS + ELEMENTARY_OPS)
     parser.add_argument("--dtypes", nargs="+", default=list(DTYPES), choices=list(DTYPES))
-    parser.add_argument("--nc", nargs="+", type=int, default=[1, 2, 3])
-    parser.add_argument("--sizes", nargs="+", default=list(SIZES), choices=list(SIZES))
+    parser.add_argument("--nc", nargs="+", type=int, default=[1, 2, 3, 4])
+    parser.add_argument("--sizes", nargs="+", default=list(SIZES), type=str,
+                        help="1000x1000, 4M, or any RxC / count / count with K or M suffix")
+    parser.add_argument("--device", default="cpu", help="cpu or cuda (timings synchronised)")
+    parser.add_argument("--no-ref", action="store_true", help="skip the MCTensor reference")
     parser.add_argument("--repeats", type=int, default=15)
     parser.add_argument("--warmup", type=int, default=3)
     parser.add_argument("--budget", type=float, default=20.0,
@@ -173,6 +209,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--quick", action="store_true", help="5 repeats, 1000x1000 only")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
+    for s in args.sizes:
+        parse_size(s)  # validate before any timing
     if args.quick:
         args.repeats, args.warmup, args.sizes = 5, 1, ["1000x1000"]
     if args.threads is not None:
@@ -185,7 +223,10 @@ def main(argv: list[str] | None = None) -> None:
     if el is None:
         print("exp/log skipped: hypermc.mcf.elementary does not exist yet")
     ops = [op for op in args.ops if op in all_ops]
-    head = f"{'op':<5} {'dtype':<8} {'nc':>2} {'size':<10} {'native':>9} {'MC':>10} {'ratio':>8}"
+    print(f"device {args.device}; ref = original MCTensor algorithms "
+          "(benchmarks/mctensor_reference.py), vs ref = MC / ref")
+    head = (f"{'op':<5} {'dtype':<8} {'nc':>2} {'size':<10} {'native':>9} {'MC':>10} {'ratio':>8}"
+            f" {'ref':>10} {'ref ratio':>9} {'vs ref':>7}")
     head += f" {'cpu ratio':>9}" if args.cpu_time else ""
     head += f" {'kernels':>7}" if args.count_ops else ""
     head += "  target (fp32 nc=2)"
@@ -196,20 +237,27 @@ def main(argv: list[str] | None = None) -> None:
             dtype = DTYPES[dname]
             for nc in args.nc:
                 for sname in args.sizes:
-                    native, mc = make_case(op, SIZES[sname], nc, dtype, gen, el)
-                    r = measure(native, mc, args.repeats, args.warmup, args.budget)
+                    native, mc, ref = make_case(op, parse_size(sname), nc, dtype, gen, el,
+                                                args.device)
+                    r = measure(native, mc, args.repeats, args.warmup, args.budget,
+                                None if args.no_ref else ref)
                     line = (f"{op:<5} {dname:<8} {nc:>2} {sname:<10} {r['native'] * 1e3:>9.3f} "
                             f"{r['mc'] * 1e3:>10.3f} {r['ratio']:>7.1f}x")
+                    if r["ref"] is None:
+                        line += f" {'-':>10} {'-':>9} {'-':>7}"
+                    else:
+                        line += (f" {r['ref'] * 1e3:>10.3f} {r['ref'] / r['native']:>8.1f}x"
+                                 f" {r['mc'] / r['ref']:>6.2f}x")
                     if args.cpu_time:
                         line += f" {r['cpu_ratio']:>8.1f}x"
                     if args.count_ops:
-                        small_native, small_mc = make_case(op, (4096,), nc, dtype, gen, el)
+                        _, small_mc, _ = make_case(op, (4096,), nc, dtype, gen, el, args.device)
                         line += f" {count_kernels(small_mc, 4096):>7d}"
                     if dtype == torch.float32 and nc == 2 and op in TARGETS:
                         ok = "ok" if r["ratio"] <= TARGETS[op] else "MISSED"
                         line += f"  <= {TARGETS[op]}x {ok}"
                     print(line, flush=True)
-                    del native, mc
+                    del native, mc, ref
 
 
 if __name__ == "__main__":
