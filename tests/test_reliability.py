@@ -118,3 +118,44 @@ def test_mc_int_that_nc_cannot_hold_raises(value, nc, dtype):
 def test_mc_small_ints_unchanged():
     assert hm.mc([1, 2, 3], nc=2).dtype == torch.get_default_dtype()
     assert hm.mc(2**53, nc=1, dtype=torch.float64).components.tolist() == [float(2**53)]
+
+
+# ------------------------------------------------------------------ evaluate validation
+
+
+def _tree():
+    edges = torch.tensor([[1, 0], [2, 0], [3, 1]], dtype=torch.int64)
+    return edges
+
+
+@pytest.mark.parametrize(
+    "M,corrupt,reason",
+    [
+        (PoincareBall(), lambda e: e.__setitem__((2, 0), 3.0), "outside the ball"),
+        (PoincareHalfspace(), lambda e: e.__setitem__((2, -1), -0.5), "outside the halfspace"),
+        (Lorentz(), lambda e: e.__setitem__((2, 0), -e[2, 0]), "lower sheet"),
+    ],
+    ids=["ball", "halfspace", "lorentz"],
+)
+def test_evaluate_refuses_off_manifold_points(M, corrupt, reason):
+    from hypermc.embed import evaluate
+
+    emb = M.random(4, 2, nc=1, dtype=torch.float64).approx().clone()
+    assert evaluate(M, emb, _tree())["map"] <= 1.0
+    corrupt(emb)
+    with pytest.raises(ValueError, match=rf"embeddings are not points of .*{reason}"):
+        evaluate(M, emb, _tree())
+
+
+def test_evaluate_refuses_nan_and_self_loops():
+    from hypermc.embed import evaluate
+
+    M = PoincareBall()
+    emb = M.random(4, 2, nc=2, dtype=torch.float64)
+    loops = torch.tensor([[1, 0], [2, 2], [3, 1]], dtype=torch.int64)
+    with pytest.raises(ValueError, match=r"1 self-loops \(first: row 1, node 2\)"):
+        evaluate(M, emb, loops)
+    bad = emb.approx().clone()
+    bad[3, 1] = float("nan")
+    with pytest.raises(ValueError, match=r"inf or NaN in 1 rows \(first: row 3\)"):
+        evaluate(M, bad, _tree())
