@@ -41,8 +41,10 @@ def load_edges(
           (case-insensitive); ``True``/``False`` force the choice.
         * Columns: two (names) or three (names and a weight); every row must have the
           same number as the first row. Weights are parsed with ``float`` and must be
-          finite. Fields are stripped of surrounding whitespace; blank lines are
-          skipped.
+          finite and >= 0. Fields are stripped of surrounding whitespace (whitespace
+          next to a delimiter or at the line end is padding); a name indented at the
+          start of a line (``" a"``) that also appears as ``"a"`` is refused rather
+          than merged. Blank lines are skipped.
         * A row repeating an earlier ``(child, parent)`` pair with the same weight is
           dropped (the first occurrence is kept); with a different weight it is an
           error.
@@ -60,7 +62,8 @@ def load_edges(
     Raises:
         FileNotFoundError: if ``path`` does not exist.
         ValueError: naming the file and line of the first malformed row: wrong number of
-            columns, an empty name, a weight that is not a finite number, a self-loop
+            columns, an empty name, a weight that is not a finite number or is negative,
+            two whitespace-variant spellings of a name, a non-UTF-8 file, a self-loop
             (child equal to parent: refused, not skipped), or a duplicate edge with a
             conflicting weight.
 
@@ -78,10 +81,16 @@ def load_edges(
         raise TypeError(f"load_edges: header must be None or a bool, got {header!r}")
     path = os.fspath(path)
     with open(path, encoding="utf-8-sig", newline="") as f:
-        if delimiter is None:
-            delimiter = _detect_delimiter(f)
-            f.seek(0)
-        return _parse(path, _rows(f, delimiter), header)
+        try:
+            if delimiter is None:
+                delimiter = _detect_delimiter(f)
+                f.seek(0)
+            return _parse(path, _rows(f, delimiter), header)
+        except UnicodeDecodeError as exc:
+            raise ValueError(
+                f"load_edges: {path} is not UTF-8 text (byte {exc.object[exc.start:exc.start + 1]!r} "
+                f"at offset {exc.start} of a read block: {exc.reason}); re-encode it as UTF-8"
+            ) from None
 
 
 def save_edges(graph: Graph, path: str | os.PathLike[str], *, delimiter: str = ",") -> None:
@@ -113,12 +122,12 @@ def _detect_delimiter(f) -> str:
 
 
 def _rows(f, delimiter: str) -> Iterator[tuple[int, list[str]]]:
-    """Yield ``(line number, stripped fields)`` for every non-blank row."""
+    """Yield ``(line number, stripped fields, spellings of the two names)`` per non-blank row."""
     if delimiter == " ":
         for number, line in enumerate(f, start=1):
             fields = line.split()
             if fields:
-                yield number, fields
+                yield number, fields, fields[:2]
         return
     reader = csv.reader(f, delimiter=delimiter, strict=True)
     while True:
@@ -130,7 +139,10 @@ def _rows(f, delimiter: str) -> Iterator[tuple[int, list[str]]]:
             raise ValueError(f"line {reader.line_num}: {exc}") from None
         if not row or (len(row) == 1 and not row[0].strip()):
             continue
-        yield reader.line_num, [field.strip() for field in row]
+        # leading whitespace of a line is kept in the spelling; whitespace around a
+        # delimiter and at the line end is padding
+        spellings = [field.rstrip() if i == 0 else field.strip() for i, field in enumerate(row[:2])]
+        yield reader.line_num, [field.strip() for field in row], spellings
 
 
 def _parse(path: str, rows: Iterator[tuple[int, list[str]]], header: bool | None) -> Graph:
@@ -139,9 +151,10 @@ def _parse(path: str, rows: Iterator[tuple[int, list[str]]], header: bool | None
     pairs: list[tuple[str, str]] = []
     weights: list[float] = []
     seen: dict[tuple[str, str], tuple[int, float | None]] = {}
+    spelled: dict[str, tuple[str, int]] = {}
     ncols = None
     try:
-        for number, fields in rows:
+        for number, fields, spellings in rows:
             if ncols is None:  # first row: header or first edge
                 ncols = len(fields)
                 if ncols not in (2, 3):
@@ -166,6 +179,14 @@ def _parse(path: str, rows: Iterator[tuple[int, list[str]]], header: bool | None
                     f"{where}, line {number}: self-loop {child!r} -> {parent!r}; "
                     "self-loops are refused (remove the row)"
                 )
+            for name, raw in zip((child, parent), spellings):
+                first_raw, first_line = spelled.setdefault(name, (raw, number))
+                if first_raw != raw:
+                    raise ValueError(
+                        f"{where}, line {number}: node name {raw!r} differs from {first_raw!r} "
+                        f"(line {first_line}) only in surrounding whitespace; names are "
+                        "stripped, so they would merge silently: fix the file"
+                    )
             weight = _parse_weight(fields[2], where, number) if ncols == 3 else None
             key = (child, parent)
             if key in seen:
@@ -197,6 +218,10 @@ def _parse_weight(text: str, where: str, number: int) -> float:
     if not math.isfinite(weight):
         raise ValueError(
             f"{where}, line {number}: {WEIGHT_COLUMN} {text!r} is not a finite number"
+        )
+    if weight < 0:
+        raise ValueError(
+            f"{where}, line {number}: {WEIGHT_COLUMN} {text!r} is negative; weights must be >= 0"
         )
     return weight
 

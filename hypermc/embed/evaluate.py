@@ -81,9 +81,22 @@ def _validate(manifold, embeddings, edges, chunk_size, sample, memory_budget):
     n = embeddings.shape[0]
     if edges.numel() and (int(edges.min()) < 0 or int(edges.max()) >= n):
         raise ValueError(f"evaluate: edge ids must lie in [0, {n}) (one row of embeddings per node)")
+    loops = edges[:, 0] == edges[:, 1]
+    if bool(loops.any()):
+        i = int(loops.nonzero()[0, 0])
+        raise ValueError(
+            f"evaluate: edges hold {int(loops.sum())} self-loops (first: row {i}, node "
+            f"{int(edges[i, 0])}); a node is not its own neighbour: remove them"
+        )
     _check_positive_int("chunk_size", chunk_size)
     _check_positive_int("sample", sample)
     _check_positive_int("memory_budget", memory_budget)
+    # Membership, once per call at the boundary (inf/NaN is reported by evaluate with
+    # the row; check_point would only say "contains inf or NaN").
+    if bool(torch.isfinite(components_of(embeddings.detach())).all()):
+        ok, reason = manifold.check_point(embeddings.detach())
+        if not ok:
+            raise ValueError(f"evaluate: embeddings are not points of {manifold!r}: {reason}")
 
 
 def evaluate(
@@ -122,8 +135,10 @@ def evaluate(
         ``"k of n"``), ``seed``, ``chunk_size``, ``seconds``.
 
     Raises:
-        TypeError, ValueError: bad arguments (the message names the argument), or
-            embeddings with inf/NaN (ValueError naming the first bad row).
+        TypeError, ValueError: bad arguments (the message names the argument),
+            embeddings with inf/NaN (ValueError naming the first bad row), embeddings
+            off the manifold (``manifold.check_point`` fails), or self-loops in
+            ``edges`` (refused, not skipped: they would count a distance 0 "neighbour").
 
     Example:
         >>> evaluate(PoincareHalfspace(), result.embeddings, graph.edges)["map"]

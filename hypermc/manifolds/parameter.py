@@ -69,11 +69,41 @@ class ManifoldParameter(nn.Parameter, metaclass=_ManifoldParameterMeta):
         return result
 
     def __reduce_ex__(self, proto):
-        return _rebuild_manifold_parameter, (self.data, self.manifold, self.requires_grad)
+        return _rebuild_manifold_parameter, (self.data, manifold_state(self.manifold), self.requires_grad)
+
+
+def manifold_state(manifold: Manifold) -> tuple[str, float]:
+    """``(class name, curvature)``: what pickling stores for a parameter's manifold.
+
+    Plain strings and floats, so ``torch.load(weights_only=True)`` can read it back.
+    """
+    return type(manifold).__name__, float(manifold.curvature)
+
+
+def manifold_from_state(state) -> Manifold:
+    """Inverse of :func:`manifold_state`.
+
+    Raises:
+        ValueError: unknown class name or a bad curvature in ``state``.
+    """
+    from . import Euclidean, Lorentz, PoincareBall, PoincareHalfspace
+
+    classes = {c.__name__: c for c in (PoincareBall, PoincareHalfspace, Lorentz, Euclidean)}
+    if not (isinstance(state, tuple) and len(state) == 2 and state[0] in classes):
+        raise ValueError(
+            f"pickled ManifoldParameter: manifold state must be (one of {sorted(classes)}, curvature); got {state!r}"
+        )
+    name, curvature = state
+    return classes[name]() if name == "Euclidean" else classes[name](curvature=curvature)
 
 
 def _rebuild_manifold_parameter(data, manifold, requires_grad):
+    if not isinstance(manifold, Manifold):  # older pickles stored the object itself
+        manifold = manifold_from_state(manifold)
     return ManifoldParameter(data, manifold=manifold, requires_grad=requires_grad)
+
+
+torch.serialization.add_safe_globals([_rebuild_manifold_parameter])
 
 
 def manifold_of(p: torch.Tensor) -> Manifold | None:

@@ -233,6 +233,14 @@ class MCTensor(torch.Tensor):
         return MCTensor(inner_tensors["_components"])
 
     def __reduce_ex__(self, protocol):
+        # a ManifoldParameter holding an MCTensor is the MCTensor itself with a
+        # ``manifold`` attribute: store the manifold as plain (class name, curvature)
+        # so that pickle and torch.load(weights_only=True) give the parameter back
+        manifold = getattr(self, "manifold", None)
+        if manifold is not None:
+            from ..manifolds.parameter import manifold_state
+
+            return (_rebuild_mctensor, (self._components.detach(), self.requires_grad, manifold_state(manifold)))
         return (_rebuild_mctensor, (self._components.detach(), self.requires_grad))
 
     def __repr__(self, *, tensor_contents=None) -> str:
@@ -263,8 +271,13 @@ class MCTensor(torch.Tensor):
         return impl(func, *args, **kwargs)
 
 
-def _rebuild_mctensor(components: torch.Tensor, requires_grad: bool) -> MCTensor:
-    return MCTensor(components, requires_grad=requires_grad)
+def _rebuild_mctensor(components: torch.Tensor, requires_grad: bool, manifold_state=None) -> MCTensor:
+    t = MCTensor(components, requires_grad=requires_grad)
+    if manifold_state is None:
+        return t
+    from ..manifolds.parameter import ManifoldParameter, manifold_from_state
+
+    return ManifoldParameter(t.detach(), manifold=manifold_from_state(manifold_state), requires_grad=requires_grad)
 
 
 # torch.load(weights_only=True) accepts MCTensors: the rebuild function only wraps a
@@ -326,6 +339,8 @@ def mc(data: Any, nc: int = 2, dtype: torch.dtype | None = None, *, device=None,
         if out.nc > nc:
             out = MCTensor(renormalize(out._components, nc))
         return out.requires_grad_(requires_grad)
+    if _big_ints(data, nc, dtype or torch.get_default_dtype()):
+        return _exact_ints(data, nc, dtype or torch.get_default_dtype(), device).requires_grad_(requires_grad)
     if _is_exotic(data):
         return from_mpmath(data, nc=nc, dtype=dtype or torch.get_default_dtype(), device=device).requires_grad_(
             requires_grad
@@ -340,6 +355,52 @@ def mc(data: Any, nc: int = 2, dtype: torch.dtype | None = None, *, device=None,
     if device is not None:
         t = t.to(device)
     return MCTensor(_components_of_value(t, dtype, nc), requires_grad=requires_grad)
+
+
+def _leaves(data: Any):
+    """Scalars of a (nested) list/tuple, or ``data`` itself."""
+    if isinstance(data, (list, tuple)):
+        for d in data:
+            yield from _leaves(d)
+    else:
+        yield data
+
+
+def _check_mc_input(data: Any) -> None:
+    """Refuse ``None`` and complex values (they would become NaN / lose the imaginary part)."""
+    if isinstance(data, torch.Tensor) and not isinstance(data, MCTensor) and data.is_complex():
+        raise TypeError(f"mc: data must be real; got a complex tensor of dtype {data.dtype}")
+    if isinstance(data, np.ndarray) and np.iscomplexobj(data):
+        raise TypeError(f"mc: data must be real; got a complex numpy array of dtype {data.dtype}")
+    if isinstance(data, (list, tuple)) or data is None or isinstance(data, (complex, np.complexfloating)):
+        for v in _leaves(data):
+            if v is None:
+                raise TypeError("mc: data must be numbers; got None (expected a float, int, Tensor or nested list)")
+            if isinstance(v, (complex, np.complexfloating)):
+                raise TypeError(f"mc: data must be real; got the complex value {v!r}")
+
+
+def _big_ints(data: Any, nc: int, dtype: torch.dtype) -> bool:
+    """Whether ``data`` holds Python ints a float of ``dtype`` cannot hold exactly."""
+    _check_mc_input(data)
+    if isinstance(data, (list, tuple, int)) and not isinstance(data, bool):
+        limit = 2 ** float_format(dtype).p
+        return any(isinstance(v, int) and not isinstance(v, bool) and abs(v) > limit for v in _leaves(data))
+    return False
+
+
+def _exact_ints(data: Any, nc: int, dtype: torch.dtype, device) -> MCTensor:
+    """Python ints split exactly into ``nc`` components, or a ValueError naming the value."""
+    out = from_mpmath(data, nc=nc, dtype=dtype, device=device)
+    comps = out._components.reshape(-1, nc).cpu().tolist()
+    for v, cs in zip(_leaves(data), comps):
+        exact = all(math.isfinite(c) for c in cs) and sum(Fraction(c) for c in cs) == v
+        if not exact:
+            raise ValueError(
+                f"mc: the int {v} does not fit exactly in nc={nc} components of {dtype}; "
+                f"use a larger nc (or pass float({v}) to round on purpose)"
+            )
+    return out
 
 
 def _is_exotic(data: Any) -> bool:
@@ -393,7 +454,10 @@ def from_mpmath(values: Any, nc: int = 2, dtype: torch.dtype = torch.float64, *,
 
 def _to_mpf(v: Any, prec: int) -> mpmath.mpf:
     """Exact mpf for numbers/mpf; strings and Fractions rounded at ``prec`` bits."""
-    if isinstance(v, (mpmath.mpf, float, int)):
+    if isinstance(v, int):  # mpf(int) rounds to the working precision: make it exact
+        with mpmath.workprec(max(v.bit_length(), 1) + 1):
+            return mpmath.mpf(v)
+    if isinstance(v, (mpmath.mpf, float)):
         return mpmath.mpf(v) if not isinstance(v, mpmath.mpf) else v
     with mpmath.workprec(prec):
         if isinstance(v, Fraction):

@@ -123,7 +123,7 @@ def test_empty_file_is_an_empty_graph(tmp_path: Path) -> None:
 @pytest.mark.parametrize("delimiter", [",", "\t"])
 def test_save_load_round_trip(tmp_path: Path, delimiter: str) -> None:
     pairs = [("a,b", "c"), ('say "hi"', "c"), ("x\ty", "c"), ("o'neil.n.01", "c")]
-    weights = [0.1, 1 / 3, -2.5e-300, 7.0]
+    weights = [0.1, 1 / 3, 2.5e-300, 7.0]
     g = Graph.from_pairs(pairs, weights)
     path = tmp_path / "out.csv"
     save_edges(g, path, delimiter=delimiter)
@@ -140,3 +140,27 @@ def test_save_edges_writes_sorted_rows_with_header(tmp_path: Path) -> None:
     assert path.read_bytes() == b"child,parent\ncanine,mammal\ndog,canine\ndog,mammal\n"
     with pytest.raises(TypeError, match="graph must be a Graph"):
         save_edges(PAIRS, path)  # type: ignore[arg-type]
+
+
+def test_negative_weight_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "neg.csv"
+    path.write_text("child,parent,weight\na,b,1.0\nc,b,-0.5\n")
+    with pytest.raises(ValueError, match=rf"{re.escape(str(path))}, line 3: weight '-0.5' is negative"):
+        load_edges(path)
+
+
+def test_indented_name_does_not_merge(tmp_path: Path) -> None:
+    path = tmp_path / "ws.csv"
+    path.write_text("a,b\n a,c\n")
+    with pytest.raises(ValueError, match=r"line 2: node name ' a' differs from 'a' \(line 1\)"):
+        load_edges(path)
+    padded = tmp_path / "padded.csv"
+    padded.write_text("a, b\nb , c\n")  # whitespace next to a delimiter is padding
+    assert load_edges(padded).num_nodes == 3
+
+
+def test_non_utf8_file_names_the_file(tmp_path: Path) -> None:
+    path = tmp_path / "latin1.csv"
+    path.write_bytes("caf\u00e9,b\n".encode("latin-1"))
+    with pytest.raises(ValueError, match=rf"{re.escape(str(path))} is not UTF-8 text"):
+        load_edges(path)

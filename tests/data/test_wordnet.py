@@ -16,12 +16,15 @@ import sys
 import zipfile
 from pathlib import Path
 
-import nltk
 import pytest
 import torch
 
-import hypermc.data.wordnet as wordnet
-from hypermc.data import Graph, WordNetNotFoundError, load_edges, load_mammals, wordnet_closure
+# nltk is an optional dependency (not in the test extra): skip the module, not fail
+# collection, where it is missing
+nltk = pytest.importorskip("nltk")
+
+import hypermc.data.wordnet as wordnet  # noqa: E402
+from hypermc.data import Graph, WordNetNotFoundError, load_edges, load_mammals, wordnet_closure  # noqa: E402
 
 NOT_FOUND = "WordNet 3.0 not found: apt-get install wordnet-base wordnet-sense-index"
 REPO = Path(__file__).resolve().parents[2]

@@ -1,0 +1,161 @@
+"""Issue 18: bad input gets a clear error or an exact result; nothing is lost on save/load.
+
+Each test reproduces a failure observed before the fix (a ManifoldParameter that lost its
+manifold when pickled, ``mc(None)`` giving NaN, ``mc(2**53 + 1)`` silently rounded, complex
+input dropping its imaginary part).
+"""
+
+from __future__ import annotations
+
+import io
+import pickle
+from fractions import Fraction
+
+import pytest
+import torch
+
+import hypermc as hm
+import hypermc
+import hypermc.optim
+from hypermc.manifolds import Euclidean, Lorentz, PoincareBall, PoincareHalfspace, manifold_of
+
+MANIFOLDS = [PoincareBall(curvature=-2.0), PoincareHalfspace(curvature=-0.5), Lorentz(curvature=-3.0), Euclidean()]
+
+
+def _points(M, nc):
+    if nc is None:
+        return M.random(5, 3, nc=1, dtype=torch.float64).approx()
+    return M.random(5, 3, nc=nc, dtype=torch.float32)
+
+
+def _roundtrips(p):
+    yield "pickle", pickle.loads(pickle.dumps(p))
+    for weights_only in (False, True):
+        buf = io.BytesIO()
+        torch.save({"p": p}, buf)
+        buf.seek(0)
+        yield f"torch.load(weights_only={weights_only})", torch.load(buf, weights_only=weights_only)["p"]
+
+
+@pytest.mark.parametrize("M", MANIFOLDS, ids=repr)
+@pytest.mark.parametrize("nc", [None, 1, 3], ids=lambda n: "plain" if n is None else f"nc{n}")
+def test_manifold_parameter_roundtrips_with_manifold(M, nc):
+    p = hm.ManifoldParameter(_points(M, nc), manifold=M)
+    for how, q in _roundtrips(p):
+        assert isinstance(q, hm.ManifoldParameter), how
+        assert q.manifold == M and type(q.manifold) is type(M), how
+        assert q.manifold.curvature == M.curvature, how
+        assert q.dtype == p.dtype and q.requires_grad, how
+        if nc is None:
+            assert torch.equal(q.data, p.data), how
+        else:
+            assert q.nc == nc and torch.equal(q.components, p.components), how
+
+
+def test_roundtripped_parameter_takes_riemannian_steps():
+    M = PoincareBall()
+    p = hm.ManifoldParameter(M.random(4, 2, nc=2, dtype=torch.float64), manifold=M)
+    q = pickle.loads(pickle.dumps(p))
+    opt = hypermc.optim.RiemannianSGD([q], lr=0.1)
+    assert manifold_of(opt.param_groups[0]["params"][0]) == M
+
+
+def test_plain_mctensor_pickles_without_manifold():
+    x = hm.mc([1.0, 2.0], nc=2, dtype=torch.float64)
+    y = pickle.loads(pickle.dumps(x))
+    assert type(y) is hm.MCTensor and getattr(y, "manifold", None) is None
+    assert torch.equal(y.components, x.components)
+
+
+def test_bad_manifold_state_is_refused():
+    from hypermc.manifolds.parameter import manifold_from_state
+
+    with pytest.raises(ValueError, match="manifold state must be"):
+        manifold_from_state(("Sphere", -1.0))
+
+
+# ------------------------------------------------------------------ mc() construction
+
+
+@pytest.mark.parametrize("data", [None, [1.0, None], [[None]]])
+def test_mc_refuses_none(data):
+    with pytest.raises(TypeError, match="got None"):
+        hm.mc(data, nc=2, dtype=torch.float64)
+
+
+@pytest.mark.parametrize("data", [1 + 2j, [1.0, 2j], torch.tensor([1j]), __import__("numpy").array([1j])])
+def test_mc_refuses_complex(data):
+    with pytest.raises(TypeError, match="must be real"):
+        hm.mc(data, nc=2, dtype=torch.float64)
+
+
+@pytest.mark.parametrize(
+    "value,nc,dtype",
+    [
+        (2**53 + 1, 2, torch.float64),
+        (-(2**60) - 3, 2, torch.float64),
+        ([2**53 + 1, 3, -(2**70) + 1], 2, torch.float64),
+        (2**30 + 1, 2, torch.float32),
+        (2**200 + 2**100 + 1, 3, torch.float64),
+        (2**24 + 1, 2, torch.float32),
+        (2**200 + 1, 2, torch.float64),
+    ],
+)
+def test_mc_big_ints_are_split_exactly(value, nc, dtype):
+    x = hm.mc(value, nc=nc, dtype=dtype)
+    values = value if isinstance(value, list) else [value]
+    comps = x.components.reshape(-1, nc).tolist()
+    for v, cs in zip(values, comps):
+        assert sum(Fraction(c) for c in cs) == v
+
+
+@pytest.mark.parametrize("value,nc,dtype", [(2**53 + 1, 1, torch.float64), (int("10" * 60, 2), 2, torch.float64), (int("10" * 30, 2), 2, torch.float32)])
+def test_mc_int_that_nc_cannot_hold_raises(value, nc, dtype):
+    with pytest.raises(ValueError, match=rf"int {value} does not fit exactly in nc={nc}"):
+        hm.mc(value, nc=nc, dtype=dtype)
+
+
+def test_mc_small_ints_unchanged():
+    assert hm.mc([1, 2, 3], nc=2).dtype == torch.get_default_dtype()
+    assert hm.mc(2**53, nc=1, dtype=torch.float64).components.tolist() == [float(2**53)]
+
+
+# ------------------------------------------------------------------ evaluate validation
+
+
+def _tree():
+    edges = torch.tensor([[1, 0], [2, 0], [3, 1]], dtype=torch.int64)
+    return edges
+
+
+@pytest.mark.parametrize(
+    "M,corrupt,reason",
+    [
+        (PoincareBall(), lambda e: e.__setitem__((2, 0), 3.0), "outside the ball"),
+        (PoincareHalfspace(), lambda e: e.__setitem__((2, -1), -0.5), "outside the halfspace"),
+        (Lorentz(), lambda e: e.__setitem__((2, 0), -e[2, 0]), "lower sheet"),
+    ],
+    ids=["ball", "halfspace", "lorentz"],
+)
+def test_evaluate_refuses_off_manifold_points(M, corrupt, reason):
+    from hypermc.embed import evaluate
+
+    emb = M.random(4, 2, nc=1, dtype=torch.float64).approx().clone()
+    assert evaluate(M, emb, _tree())["map"] <= 1.0
+    corrupt(emb)
+    with pytest.raises(ValueError, match=rf"embeddings are not points of .*{reason}"):
+        evaluate(M, emb, _tree())
+
+
+def test_evaluate_refuses_nan_and_self_loops():
+    from hypermc.embed import evaluate
+
+    M = PoincareBall()
+    emb = M.random(4, 2, nc=2, dtype=torch.float64)
+    loops = torch.tensor([[1, 0], [2, 2], [3, 1]], dtype=torch.int64)
+    with pytest.raises(ValueError, match=r"1 self-loops \(first: row 1, node 2\)"):
+        evaluate(M, emb, loops)
+    bad = emb.approx().clone()
+    bad[3, 1] = float("nan")
+    with pytest.raises(ValueError, match=r"inf or NaN in 1 rows \(first: row 3\)"):
+        evaluate(M, bad, _tree())
