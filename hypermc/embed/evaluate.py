@@ -56,6 +56,11 @@ BYTES_PER_CANDIDATE = 40
 #: Coordinates (pairs x coordinates) per distance tile: ~2 MB per float64 temporary,
 #: the size that ran fastest on a 2-core CPU (16k pairs of 10-D points).
 TILE_ELEMENTS = 1 << 18
+#: Coordinates per distance tile on CUDA (256 MB per float64 temporary): GPU kernels
+#: need large tiles, the CPU size would launch ~10^5 tiny kernels per nouns chunk.
+CUDA_TILE_ELEMENTS = 1 << 25
+#: Default memory budget (bytes) of one chunk on CUDA.
+DEFAULT_CUDA_MEMORY_BUDGET = 4 * 2**30
 #: Sources per distance tile (the tile then spans ``TILE_ELEMENTS // (32 n)`` nodes).
 TILE_SOURCES = 32
 
@@ -110,7 +115,8 @@ def evaluate(
             replacement with ``seed`` (all of them if ``sample`` >= their number).
         seed: seed of the sample.
         memory_budget: bytes for one chunk's ``chunk x N`` tensors (default
-            :data:`DEFAULT_MEMORY_BUDGET`); ignored when ``chunk_size`` is given.
+            :data:`DEFAULT_MEMORY_BUDGET`, :data:`DEFAULT_CUDA_MEMORY_BUDGET` on CUDA);
+            ignored when ``chunk_size`` is given.
         reduce: for a sharded evaluation (data-parallel ranks): a function that sums a
             float64 vector of partial sums over the shards, identically everywhere.
         shard: ``(index, count)``: evaluate only every ``count``-th chunk of sources,
@@ -158,7 +164,8 @@ def evaluate(
         gen = torch.Generator().manual_seed(int(seed))
         sources = sources[torch.randperm(total, generator=gen)[:sample].to(dev)].sort().values
     if chunk_size is None:
-        budget = DEFAULT_MEMORY_BUDGET if memory_budget is None else memory_budget
+        default = DEFAULT_CUDA_MEMORY_BUDGET if dev.type == "cuda" else DEFAULT_MEMORY_BUDGET
+        budget = default if memory_budget is None else memory_budget
         chunk_size = max(1, budget // (BYTES_PER_CANDIDATE * max(n, 1)))
     # CSR of the positives: edges sorted by source (keys are sorted).
     counts = torch.bincount(src_all, minlength=n)
@@ -201,8 +208,9 @@ def _distances(manifold, rows, src, cache):
     """``(S, N)`` distances of the sources ``src`` to every node, tile by tile."""
     n = rows.shape[0]
     out = torch.empty(src.numel(), n, dtype=rows.dtype, device=rows.device)
-    sb = min(TILE_SOURCES, src.numel())
-    nb = max(1, TILE_ELEMENTS // (sb * rows.shape[1]))
+    tile = CUDA_TILE_ELEMENTS if rows.device.type == "cuda" else TILE_ELEMENTS
+    sb = src.numel() if rows.device.type == "cuda" else min(TILE_SOURCES, src.numel())
+    nb = max(1, tile // (sb * rows.shape[1]))
     for i in range(0, src.numel(), sb):
         ia = src[i : i + sb].unsqueeze(1)
         for j in range(0, n, nb):

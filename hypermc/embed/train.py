@@ -542,9 +542,11 @@ class _State:
             if self.parallel is not None:  # every rank gets the same summed rows
                 ids, g, loss_sum = self.parallel.reduce(ids, g, loss_sum)
                 rows = self.comps[ids]
-            if self.fast:
-                self._fast_step(ids, rows, g)
-                return self._check_finite(epoch, ids, rows, loss_sum, n_masked)
+            if self.fast:  # checked before it is written: the table stays finite
+                new = self._fast_step(rows, g)
+                self._raise_if_not_finite(epoch, ids, new)
+                self.comps[ids] = new
+                return float(loss_sum), n_masked
             g = self._clip(rows[..., 0].contiguous(), g)
             self.grad_comps[ids] = 0
             self.grad_comps[ids, ..., 0] = g
@@ -557,26 +559,33 @@ class _State:
 
     def _check_finite(self, epoch, ids, rows, loss_sum, n_masked) -> tuple[float, int]:
         """Raise (restoring ``rows``) if an update wrote a non-finite coordinate."""
-        new = self.comps[ids]
+        try:
+            self._raise_if_not_finite(epoch, ids, self.comps[ids])
+        except FloatingPointError:
+            self.comps[ids] = rows  # keep the table finite for inspection
+            raise
+        return float(loss_sum), n_masked
+
+    def _raise_if_not_finite(self, epoch: int, ids: torch.Tensor, new: torch.Tensor) -> None:
+        """FloatingPointError naming the nodes if a row of ``new`` is not finite."""
         finite = torch.isfinite(new).reshape(ids.numel(), -1).all(dim=1)
         if not bool(finite.all()):
             bad_ids = ids[~finite]
-            self.comps[ids] = rows  # keep the table finite for inspection
             names = [self.graph.names[i] for i in bad_ids[:5].tolist()]
             raise FloatingPointError(
                 f"train: non-finite coordinates after an update in epoch {epoch + 1} for "
                 f"{bad_ids.numel()} nodes, e.g. {names}; lower lr or use more components"
             )
-        return float(loss_sum), n_masked
 
-    def _fast_step(self, ids: torch.Tensor, rows: torch.Tensor, g: torch.Tensor) -> None:
-        """The fast update (``train(fast=True)``): step in the component dtype, one MC move."""
+    def _fast_step(self, rows: torch.Tensor, g: torch.Tensor) -> torch.Tensor:
+        """The fast update (``train(fast=True)``): step in the component dtype, one MC move;
+        returns the new components of ``rows``."""
         x0 = rows[..., 0].contiguous()
         lr = self.opt.param_groups[0]["lr"]
         rgrad = self.manifold.egrad2rgrad(x0, g)
         u = rgrad * (-lr * self._clip_factor(x0, rgrad, lr)).unsqueeze(-1)
         x = MCTensor(rows) if self.config["nc"] is not None else x0
-        self.comps[ids] = components_of(fast_retr_rows(self.manifold, x, u))
+        return components_of(fast_retr_rows(self.manifold, x, u))
 
     def _clip_factor(self, x: torch.Tensor, rgrad: torch.Tensor, lr: float) -> torch.Tensor:
         """Per-row factor ``min(1, max_step / (lr |rgrad|_x))`` (1 without ``max_step``)."""

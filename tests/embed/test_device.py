@@ -18,7 +18,7 @@ import hypermc as hm
 from hypermc.embed import evaluate, load_checkpoint, train
 from hypermc.embed.sampler import AliasTable, NegativeSampler
 from hypermc.embed.train import CHECKPOINT_NAME, fast_retr_rows, resolve_device
-from hypermc.manifolds import Lorentz, PoincareBall, PoincareHalfspace
+from hypermc.manifolds import Euclidean, Lorentz, PoincareBall, PoincareHalfspace
 from tests.embed.helpers import tree_closure
 from tests.oracle import assert_within, components_to_fraction
 
@@ -216,3 +216,13 @@ def test_cuda_sampler_and_random_points():
     assert x.components.device.type == "cuda"
     o = PoincareHalfspace().origin(5, 3, nc=2, dtype=F64, device="cuda")
     assert o.components.device.type == "cuda"
+
+
+@pytest.mark.parametrize("fast", [False, True])
+def test_guard_refuses_an_overflowing_step(fast):
+    """A step of lr 1e308 overflows: both update paths refuse it, naming epoch and nodes."""
+    match = r"non-finite coordinates after an update in epoch 1 for \d+ nodes, e\.g\. \['r"
+    g = tree_closure(2, 3)
+    kw = {k: v for k, v in TOY.items() if k not in ("lr", "max_step", "burnin", "scale")}
+    with pytest.raises(FloatingPointError, match=match):
+        train(g, Euclidean(), dim=2, nc=2, epochs=1, lr=1e308, max_step=None, burnin=0, scale=1e3, fast=fast, **kw)
