@@ -22,12 +22,20 @@ Three tables:
    also the CPU seconds per epoch of rank 0, which is what an idle machine would turn
    into wall time (on a loaded machine the wall-clock speedup is not meaningful).
 
+4. **devices** (``--only devices``): seconds per epoch of 10-D halfspace training on
+   mammals (full epochs) and nouns (the edge subset of ``--nouns-edges``, extrapolated
+   to the full epoch as in table 2; ``--nouns-edges 0``: full epochs) at nc 1/2/3, with
+   the full MC optimizer step and with the fast update (``train(fast=True)``), on each
+   device of ``--devices`` (``cuda`` is skipped, and says so, without a GPU). The
+   median of the epochs after the first; the ratio column is off / fast.
+
 Usage::
 
     python benchmarks/bench_embed.py                       # all three tables
     python benchmarks/bench_embed.py --only mammals --nc 1 2 --epochs 20 --threads 2
     python benchmarks/bench_embed.py --only nouns --nouns-edges 20000
     python benchmarks/bench_embed.py --only parallel --parallel-epochs 6
+    python benchmarks/bench_embed.py --only devices --devices cpu cuda --threads 2
 """
 
 from __future__ import annotations
@@ -195,9 +203,49 @@ def parallel_table(args) -> None:
           f"(load average now {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores)")
 
 
+def _nouns_graph(csv_path: str | None) -> Graph:
+    if csv_path:
+        from hypermc.data import load_edges
+
+        return load_edges(csv_path)
+    from hypermc.data import wordnet_closure
+
+    return wordnet_closure(None)
+
+
+def devices_table(args) -> None:
+    """Table 4: CPU / CUDA epoch times, fast update off and on."""
+    nouns = _nouns_graph(args.nouns_csv)
+    sub = nouns if args.nouns_edges <= 0 else nouns_subset(nouns, args.nouns_edges)
+    data = [("mammals", load_mammals(), 1.0), ("nouns", sub, nouns.num_edges / sub.num_edges)]
+    print(f"\ndevices: 10-D halfspace, float64, batch {args.batch_size}, {DEFAULTS['negatives']} negatives, "
+          f"threads {torch.get_num_threads()}, median of {args.epochs - 1} epochs after the first; nouns on "
+          f"{sub.num_edges} of {nouns.num_edges} edges, "
+          f"{'full epochs' if sub is nouns else 'EXTRAPOLATED to the full epoch'}")
+    print(f"{'device':>6} {'data':>8} {'nc':>3} {'off s/epoch':>12} {'fast s/epoch':>13} {'off/fast':>9}")
+    for device in args.devices:
+        if device == "cuda" and not torch.cuda.is_available():
+            print(f"{device:>6}  skipped: CUDA is not available on this machine", flush=True)
+            continue
+        for name, graph, factor in data:
+            for nc in (1, 2, 3):
+                med = {}
+                for fast in (False, True):
+                    r = train(graph, PoincareHalfspace(), dim=10, nc=nc, dtype=torch.float64, epochs=args.epochs,
+                              batch_size=args.batch_size, burnin=1, seed=0, progress=False, device=device,
+                              fast=fast)
+                    med[fast] = statistics.median(h["seconds"] for h in r.history[1:]) * factor
+                print(f"{device:>6} {name:>8} {nc:>3} {med[False]:12.3f} {med[True]:13.3f} "
+                      f"{med[False] / med[True]:9.2f}", flush=True)
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--only", choices=["mammals", "nouns", "parallel"], default=None, help="run one table")
+    p.add_argument("--only", choices=["mammals", "nouns", "parallel", "devices"], default=None,
+                   help="run one table")
+    p.add_argument("--devices", nargs="+", default=["cpu", "cuda"], choices=["cpu", "cuda"],
+                   help="devices: where to time the epochs")
+    p.add_argument("--nouns-csv", default=None, help="nouns closure CSV (default: built from WordNet)")
     p.add_argument("--nc", nargs="+", default=["plain", "1", "2", "3"], help="mammals: component counts")
     p.add_argument("--epochs", type=int, default=8, help="mammals: epochs per setting (the first is dropped)")
     p.add_argument("--dtype", default="float64", choices=["float64", "float32"])
@@ -227,6 +275,8 @@ def main() -> None:
         nouns_table(args)
     if args.only in (None, "parallel"):
         parallel_table(args)
+    if args.only in (None, "devices"):
+        devices_table(args)
 
 
 if __name__ == "__main__":

@@ -108,6 +108,10 @@ def _parser() -> argparse.ArgumentParser:
     t.add_argument("--eval-memory-mb", type=_positive_int, default=None,
                    help="memory budget of one evaluation chunk (MiB)")
     t.add_argument("--threads", type=int, default=None, help="torch.set_num_threads")
+    t.add_argument("--device", default="cpu", choices=["cpu", "cuda", "auto"],
+                   help="where training and evaluation run (auto: cuda when available)")
+    t.add_argument("--fast", action="store_true",
+                   help="fast update: Riemannian step in the component dtype, one exact MC move")
     t.add_argument("--quiet", action="store_true", help="no progress bar")
     t.add_argument("--backend", default=None, choices=["gloo", "nccl"],
                    help="torch.distributed backend under torchrun (default: nccl with CUDA, else gloo)")
@@ -121,6 +125,7 @@ def _parser() -> argparse.ArgumentParser:
     e.add_argument("--chunk-size", type=int, default=None)
     e.add_argument("--memory-mb", type=_positive_int, default=None, help="memory budget of one chunk (MiB)")
     e.add_argument("--threads", type=int, default=None)
+    e.add_argument("--device", default="cpu", choices=["cpu", "cuda", "auto"], help="where the chunks are computed")
     return p
 
 
@@ -186,11 +191,11 @@ def _train_run(args, parallel) -> int:
         max_step=args.max_step or None, retraction=not args.expmap, lr_schedule=args.lr_schedule,
         lr_end_mult=args.lr_end_mult,
         checkpoint_dir=args.out, checkpoint_every=args.checkpoint_every, resume=args.resume,
-        progress=progress, parallel=parallel,
+        progress=progress, parallel=parallel, device=args.device, fast=args.fast,
     )
     sharded = {} if parallel is None else parallel.evaluate_kwargs()
     metrics = evaluate(manifold, result.embeddings, graph.edges, sample=args.eval_sample, seed=args.seed,
-                       memory_budget=_mib(args.eval_memory_mb), **sharded)
+                       memory_budget=_mib(args.eval_memory_mb), device=args.device, **sharded)
     if not writer:
         return 0
     record = {
@@ -224,7 +229,7 @@ def _eval(args) -> int:
     ckpt = load_checkpoint(args.checkpoint)
     graph = ckpt["graph"]
     metrics = evaluate(ckpt["manifold"], ckpt["embeddings"], graph.edges, sample=args.sample, seed=args.seed,
-                       chunk_size=args.chunk_size, memory_budget=_mib(args.memory_mb))
+                       chunk_size=args.chunk_size, memory_budget=_mib(args.memory_mb), device=args.device)
     history = ckpt["history"]
     record = {
         "map": metrics["map"],

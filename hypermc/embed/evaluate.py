@@ -56,6 +56,11 @@ BYTES_PER_CANDIDATE = 40
 #: Coordinates (pairs x coordinates) per distance tile: ~2 MB per float64 temporary,
 #: the size that ran fastest on a 2-core CPU (16k pairs of 10-D points).
 TILE_ELEMENTS = 1 << 18
+#: Coordinates per distance tile on CUDA (256 MB per float64 temporary): GPU kernels
+#: need large tiles, the CPU size would launch ~10^5 tiny kernels per nouns chunk.
+CUDA_TILE_ELEMENTS = 1 << 25
+#: Default memory budget (bytes) of one chunk on CUDA.
+DEFAULT_CUDA_MEMORY_BUDGET = 4 * 2**30
 #: Sources per distance tile (the tile then spans ``TILE_ELEMENTS // (32 n)`` nodes).
 TILE_SOURCES = 32
 
@@ -110,6 +115,7 @@ def evaluate(
     memory_budget: int | None = None,
     reduce: Callable[[torch.Tensor], torch.Tensor] | None = None,
     shard: tuple[int, int] = (0, 1),
+    device: str | torch.device | None = None,
 ) -> dict:
     """Reconstruction MAP and mean rank (semantics in the module docstring).
 
@@ -122,11 +128,17 @@ def evaluate(
             replacement with ``seed`` (all of them if ``sample`` >= their number).
         seed: seed of the sample.
         memory_budget: bytes for one chunk's ``chunk x N`` tensors (default
-            :data:`DEFAULT_MEMORY_BUDGET`); ignored when ``chunk_size`` is given.
+            :data:`DEFAULT_MEMORY_BUDGET`, :data:`DEFAULT_CUDA_MEMORY_BUDGET` on CUDA);
+            ignored when ``chunk_size`` is given.
         reduce: for a sharded evaluation (data-parallel ranks): a function that sums a
             float64 vector of partial sums over the shards, identically everywhere.
         shard: ``(index, count)``: evaluate only every ``count``-th chunk of sources,
             starting at ``index`` (with ``reduce``; the default is everything).
+        device: where the chunks are computed (``"cpu"``, ``"cuda"``, ``"auto"``, a
+            ``torch.device``); ``None``: the device of ``embeddings``. The embeddings
+            and edges are copied there; the sample of sources is drawn on the CPU, so
+            it is the same on every device. The memory budget then bounds the device
+            memory of one chunk.
 
     Returns:
         dict with ``map``, ``mean_rank`` (floats), ``num_sources`` and ``num_edges``
@@ -146,9 +158,13 @@ def evaluate(
         '1000 of 82115'
     """
     _validate(manifold, embeddings, edges, chunk_size, sample, memory_budget)
+    from .train import resolve_device
+
+    dev = embeddings.device if device is None else resolve_device(device, "evaluate")
     start = time.perf_counter()
     n = embeddings.shape[0]
-    rows = components_of(embeddings.detach())
+    rows = components_of(embeddings.detach()).to(dev)
+    edges = edges.to(dev)
     bad = ~torch.isfinite(rows).reshape(n, -1).all(dim=1)
     if bool(bad.any()):
         raise ValueError(
@@ -161,17 +177,18 @@ def evaluate(
     total = int(sources.numel())
     if sample is not None and sample < total:
         gen = torch.Generator().manual_seed(int(seed))
-        sources = sources[torch.randperm(total, generator=gen)[:sample]].sort().values
+        sources = sources[torch.randperm(total, generator=gen)[:sample].to(dev)].sort().values
     if chunk_size is None:
-        budget = DEFAULT_MEMORY_BUDGET if memory_budget is None else memory_budget
+        default = DEFAULT_CUDA_MEMORY_BUDGET if dev.type == "cuda" else DEFAULT_MEMORY_BUDGET
+        budget = default if memory_budget is None else memory_budget
         chunk_size = max(1, budget // (BYTES_PER_CANDIDATE * max(n, 1)))
     # CSR of the positives: edges sorted by source (keys are sorted).
     counts = torch.bincount(src_all, minlength=n)
-    offsets = torch.zeros(n + 1, dtype=torch.int64)
+    offsets = torch.zeros(n + 1, dtype=torch.int64, device=dev)
     offsets[1:] = torch.cumsum(counts, 0)
 
     # Partial sums: average precisions, ranks, evaluated edges.
-    sums = torch.zeros(3, dtype=torch.float64)
+    sums = torch.zeros(3, dtype=torch.float64, device=dev)
     cache: dict = {}  # per-row quantities shared by the chunks
     index, count = shard
     with torch.no_grad():
@@ -180,7 +197,10 @@ def evaluate(
                 continue
             src = sources[lo : lo + chunk_size]
             ap, ranks = _chunk(manifold, rows, src, offsets, counts, dst_all, cache)
-            sums += torch.stack([ap.sum(), ranks.sum(), torch.tensor(ranks.numel())]).to(torch.float64)
+            sums[0] += ap.sum()
+            sums[1] += ranks.sum()
+            sums[2] += ranks.numel()
+    sums = sums.cpu()
     if reduce is not None:
         sums = reduce(sums)
     ap_sum, rank_sum, num_edges = float(sums[0]), float(sums[1]), int(sums[2])
@@ -202,13 +222,14 @@ def evaluate(
 def _distances(manifold, rows, src, cache):
     """``(S, N)`` distances of the sources ``src`` to every node, tile by tile."""
     n = rows.shape[0]
-    out = torch.empty(src.numel(), n, dtype=rows.dtype)
-    sb = min(TILE_SOURCES, src.numel())
-    nb = max(1, TILE_ELEMENTS // (sb * rows.shape[1]))
+    out = torch.empty(src.numel(), n, dtype=rows.dtype, device=rows.device)
+    tile = CUDA_TILE_ELEMENTS if rows.device.type == "cuda" else TILE_ELEMENTS
+    sb = src.numel() if rows.device.type == "cuda" else min(TILE_SOURCES, src.numel())
+    nb = max(1, tile // (sb * rows.shape[1]))
     for i in range(0, src.numel(), sb):
         ia = src[i : i + sb].unsqueeze(1)
         for j in range(0, n, nb):
-            ib = torch.arange(j, min(n, j + nb)).unsqueeze(0)
+            ib = torch.arange(j, min(n, j + nb), device=rows.device).unsqueeze(0)
             out[i : i + sb, j : j + nb] = batch_distance(manifold, rows, ia, ib, cache=cache)
     return out
 
@@ -217,14 +238,14 @@ def _chunk(manifold, rows, src, offsets, counts, dst_all, cache):
     """Average precision per source and the ranks of all positives of a chunk."""
     s = src.numel()
     d = _distances(manifold, rows, src, cache)  # (S, N)
-    row = torch.arange(s).unsqueeze(1)
+    row = torch.arange(s, device=d.device).unsqueeze(1)
     # Positives of each source, padded to the longest list: (S, P) ids and mask.
     cnt = counts[src]
     p = int(cnt.max())
-    slot = torch.arange(p).unsqueeze(0)
+    slot = torch.arange(p, device=d.device).unsqueeze(0)
     valid = slot < cnt.unsqueeze(1)
     pos = dst_all[(offsets[src].unsqueeze(1) + slot).clamp_max(dst_all.numel() - 1)]
-    inf = torch.tensor(math.inf, dtype=d.dtype)
+    inf = torch.tensor(math.inf, dtype=d.dtype, device=d.device)
     # Sorted positive distances, padding at +inf (after every finite distance).
     pos_sorted = torch.where(valid, d[row, pos], inf).sort(dim=1).values.contiguous()
     # For every node w: #positives with d <= d_w (right) and < d_w (left). Node w is

@@ -41,6 +41,8 @@ class AliasTable:
 
     Args:
         weights: ``(N,)`` non-negative finite weights, not all zero (need not sum to 1).
+            The table is built on the CPU and stored on ``weights.device``, where
+            :meth:`sample` draws (with a generator on that device).
 
     Raises:
         ValueError: if ``weights`` is empty, negative, non-finite or all zero.
@@ -52,7 +54,8 @@ class AliasTable:
     """
 
     def __init__(self, weights: torch.Tensor):
-        w = torch.as_tensor(weights, dtype=torch.float64).reshape(-1)
+        device = weights.device if isinstance(weights, torch.Tensor) else torch.device("cpu")
+        w = torch.as_tensor(weights, dtype=torch.float64).reshape(-1).cpu()
         if w.numel() == 0:
             raise ValueError("AliasTable: weights must not be empty")
         if not bool(torch.isfinite(w).all()) or bool((w < 0).any()):
@@ -75,9 +78,9 @@ class AliasTable:
         for i in small + large:  # leftovers are 1 up to rounding
             prob[i] = 1.0
         #: ``(N,)`` float64 acceptance probability of each bucket.
-        self.prob = torch.tensor(prob, dtype=torch.float64)
+        self.prob = torch.tensor(prob, dtype=torch.float64, device=device)
         #: ``(N,)`` int64 alias of each bucket.
-        self.alias = torch.tensor(alias, dtype=torch.int64)
+        self.alias = torch.tensor(alias, dtype=torch.int64, device=device)
 
     def __len__(self) -> int:
         return self.prob.numel()
@@ -90,8 +93,9 @@ class AliasTable:
 
     def sample(self, shape: tuple[int, ...], *, generator: torch.Generator | None = None) -> torch.Tensor:
         """Draw indices of the given shape (int64)."""
-        bucket = torch.randint(len(self), shape, generator=generator)
-        coin = torch.rand(shape, dtype=torch.float64, generator=generator)
+        device = self.prob.device
+        bucket = torch.randint(len(self), shape, generator=generator, device=device)
+        coin = torch.rand(shape, dtype=torch.float64, generator=generator, device=device)
         return torch.where(coin < self.prob[bucket], bucket, self.alias[bucket])
 
 
@@ -115,6 +119,9 @@ class NegativeSampler:
         negatives: candidates per positive edge.
         weights: optional ``(E,)`` edge weights (for the burn-in counts).
         max_rounds: redraw rounds for rejected candidates before they are masked.
+
+    Every table (edge keys, alias table) lives on ``edges.device``; draws happen there,
+    so the generator passed to :meth:`sample` must be on that device.
 
     Raises:
         ValueError: on a bad ``negatives``, ``max_rounds`` or edge tensor.
@@ -148,7 +155,7 @@ class NegativeSampler:
         """Elementwise membership of ``(src, dst)`` in the edge set (broadcasting)."""
         key = src * self.num_nodes + dst
         if self.keys.numel() == 0:
-            return torch.zeros(key.shape, dtype=torch.bool)
+            return torch.zeros(key.shape, dtype=torch.bool, device=key.device)
         pos = torch.searchsorted(self.keys, key).clamp_(max=self.keys.numel() - 1)
         return self.keys[pos] == key
 
@@ -156,7 +163,7 @@ class NegativeSampler:
         """Raw candidates (no rejection): unigram^0.75 in burn-in, else uniform."""
         if burnin:
             return self.unigram.sample(shape, generator=generator)
-        return torch.randint(self.num_nodes, shape, generator=generator)
+        return torch.randint(self.num_nodes, shape, generator=generator, device=self.keys.device)
 
     def sample(
         self, src: torch.Tensor, *, generator: torch.Generator | None = None, burnin: bool = False

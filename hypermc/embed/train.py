@@ -58,7 +58,7 @@ from ..optim.riemannian import RiemannianSGD
 from .distance import SUPPORTED, batch_distance, components_of
 from .sampler import MAX_ROUNDS, NegativeSampler
 
-__all__ = ["train", "epoch_lr", "TrainResult", "load_checkpoint", "manifold_from_config", "CHECKPOINT_NAME", "DEFAULTS"]
+__all__ = ["train", "epoch_lr", "resolve_device", "fast_retr_rows", "TrainResult", "load_checkpoint", "manifold_from_config", "CHECKPOINT_NAME", "DEFAULTS"]
 
 #: File name of the checkpoint inside ``checkpoint_dir`` (overwritten each time).
 CHECKPOINT_NAME = "checkpoint.pt"
@@ -92,7 +92,7 @@ DEFAULTS: dict[str, Any] = {
 TRAJECTORY_KEYS = (
     "manifold", "curvature", "dim", "nc", "dtype", "lr", "batch_size", "negatives", "burnin",
     "burnin_lr_mult", "scale", "seed", "init_std", "retraction", "max_rounds", "max_step",
-    "lr_schedule", "lr_end_mult", "graph_checksum",
+    "lr_schedule", "lr_end_mult", "graph_checksum", "fast",
 )
 
 
@@ -207,6 +207,8 @@ def train(
     progress: bool = True,
     callback: Callable[[int, dict, torch.Tensor], Any] | None = None,
     parallel: Any | None = None,
+    device: str | torch.device | None = "cpu",
+    fast: bool = False,
 ) -> TrainResult:
     """Train an embedding of ``graph`` on ``manifold`` (method in the module docstring).
 
@@ -253,6 +255,21 @@ def train(
             training on ``torch.distributed`` (every rank calls ``train`` with the same
             arguments; only rank 0 writes checkpoints and shows progress). ``None``:
             one process.
+        device: where the table, the sampler tables, the generator and every batch
+            live: ``"cpu"`` (default), ``"cuda"``, ``"cuda:1"``, a ``torch.device``, or
+            ``"auto"`` (CUDA when available, else CPU). The random streams of a CPU
+            and a CUDA generator differ, so the same seed gives different runs on
+            the two device types, and a run resumes only on the device type it was
+            started on (ValueError otherwise; the embeddings of any checkpoint load
+            anywhere with :func:`load_checkpoint`).
+        fast: the fast update (see :func:`fast_retr_rows`): the Riemannian gradient,
+            the step clipping and the step ``u = -lr rgrad`` are computed in the
+            component dtype from the leading component of each row (their rounding
+            only perturbs the learning rate by ``O(u)``), then the coordinates are
+            moved by ``u`` with one MC retraction (``x + u`` in MC; the halfspace
+            height multiplied in MC by the rounded ``exp(u_n / x_n)``), so the points
+            keep their ``u^nc`` accuracy. Needs ``retraction=True`` and one process
+            (``parallel=None``); ``False`` (default): the full MC optimizer step.
 
     Returns:
         :class:`TrainResult`.
@@ -273,6 +290,13 @@ def train(
         raise ValueError("train: checkpoint_every needs a checkpoint_dir to write checkpoint.pt into")
     if parallel is not None:
         parallel.check(graph, batch_size)
+    device = resolve_device(device, "train")
+    if not isinstance(fast, bool):
+        raise TypeError(f"train: fast must be a bool; got {type(fast).__name__}")
+    if fast and not retraction:
+        raise ValueError("train: fast=True needs retraction=True (the fast update is a retraction); got retraction=False")
+    if fast and parallel is not None:
+        raise ValueError("train: fast=True runs in one process only; got a parallel=DataParallel")
     n_coord = dim + 1 if isinstance(manifold, Lorentz) else dim
     config = {
         "manifold": manifold_name(manifold),
@@ -297,9 +321,12 @@ def train(
         "graph_checksum": graph.checksum(),
         "num_nodes": graph.num_nodes,
         "num_edges": graph.num_edges,
+        "device_type": device.type,
+        "fast": fast,
     }
-    gen = torch.Generator().manual_seed(int(seed))
-    table = manifold.random(graph.num_nodes, n_coord, std=init_std, nc=nc, dtype=dtype, generator=gen)
+    gen = torch.Generator(device=device).manual_seed(int(seed))
+    table = manifold.random(graph.num_nodes, n_coord, std=init_std, nc=nc, dtype=dtype, device=device,
+                            generator=gen)
     table = ManifoldParameter(table, manifold=manifold, requires_grad=False)
     opt = RiemannianSGD([table], lr=lr, retraction=retraction, sparse_rows=True)
     history: list[dict] = []
@@ -307,6 +334,13 @@ def train(
     if resume is not None:
         ckpt = load_checkpoint(resume)
         _check_resume(ckpt["config"], config, resume)
+        saved_type = ckpt["config"].get("device_type", "cpu")
+        if saved_type != device.type:
+            raise ValueError(
+                f"train: cannot resume from {os.fspath(resume)!r}: it was written by a run on {saved_type!r} "
+                f"but device is {str(device)!r}; the {saved_type} random stream cannot be continued on "
+                f"{device.type}: pass device={saved_type!r} (load_checkpoint reads its embeddings anywhere)"
+            )
         comps = components_of(table)
         comps.copy_(ckpt["components"].reshape(comps.shape))
         opt.load_state_dict(ckpt["optimizer"])
@@ -314,7 +348,8 @@ def train(
         history = list(ckpt["history"])
         start_epoch = int(ckpt["epoch"])
 
-    sampler = NegativeSampler(graph.edges, graph.num_nodes, negatives=negatives, weights=graph.weights,
+    sampler = NegativeSampler(graph.edges.to(device), graph.num_nodes, negatives=negatives,
+                              weights=None if graph.weights is None else graph.weights.to(device),
                               max_rounds=max_rounds)
     state = _State(graph, manifold, table, opt, sampler, gen, config, parallel)
     writer = parallel is None or parallel.is_writer
@@ -357,6 +392,52 @@ def train(
     )
 
 
+def resolve_device(device: Any, where: str) -> torch.device:
+    """``device`` as a ``torch.device`` (``"auto"``: CUDA when available, else CPU).
+
+    Raises:
+        TypeError: not a str or ``torch.device``.
+        ValueError: an unknown device string, or CUDA asked for but not available.
+    """
+    if device is None:
+        return torch.device("cpu")
+    if isinstance(device, str) and device == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if not isinstance(device, (str, torch.device)):
+        raise TypeError(f"{where}: device must be a str, a torch.device or 'auto'; got {type(device).__name__}")
+    try:
+        dev = torch.device(device)
+    except RuntimeError as exc:
+        raise ValueError(f"{where}: device must be 'cpu', 'cuda', 'cuda:N' or 'auto'; got {device!r}") from exc
+    if dev.type == "cuda" and not torch.cuda.is_available():
+        raise ValueError(f"{where}: device is {str(dev)!r} but CUDA is not available; use device='cpu' or 'auto'")
+    if dev.type not in ("cpu", "cuda"):
+        raise ValueError(f"{where}: device must be 'cpu', 'cuda', 'cuda:N' or 'auto'; got {device!r}")
+    return dev
+
+
+def fast_retr_rows(manifold: Manifold, x: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
+    """Move MC points ``x`` by a plain step ``u`` with the manifold's retraction.
+
+    Precondition: ``x`` an ``(R, n)`` MCTensor (or plain Tensor) of points, ``u`` a plain
+    ``(R, n)`` tangent step in the component dtype. The halfspace retraction
+    ``(x_bar + u_bar, x_n exp(u_n / x_n))`` takes the factor ``exp(u_n / x_n)`` rounded in
+    the component dtype from the leading component of ``x_n`` (a relative perturbation
+    of the step of ``O(u)``, not of the point); the other models use their retraction
+    ``projx(x + u)`` with the plain ``u``. Bound: the new coordinates are the MC sum /
+    product of ``x`` and the plain operand, with the MC error of one addition or
+    multiplication (``O(u^nc)`` relative to the coordinate, ``tests/conftest.py``).
+    Reference: Nickel & Kiela (2017), the retraction of :mod:`hypermc.manifolds`.
+    """
+    if isinstance(manifold, PoincareHalfspace):
+        t0 = components_of(x)[..., -1:, 0]
+        factor = torch.exp(u[..., -1:] / t0)
+        head = x[..., :-1] + u[..., :-1]
+        tail = x[..., -1:] * factor
+        return manifold.projx(torch.cat([head, tail], dim=-1))
+    return manifold.retr(x, u)
+
+
 def epoch_lr(config: dict, epoch: int) -> float:
     """Learning rate of the 0-based ``epoch`` of a run with this ``config``.
 
@@ -395,6 +476,9 @@ class _State:
         self.gen = gen
         self.config = config
         self.parallel = parallel
+        self.device = table.device
+        self.edges = graph.edges.to(self.device)
+        self.fast = bool(config.get("fast", False))
         # Dense gradient buffer of the row-sparse optimizer; only the batch's rows are
         # ever non-zero (written before and cleared after each step).
         self.grad = torch.zeros_like(table.detach())
@@ -405,9 +489,9 @@ class _State:
         start = time.perf_counter()
         for group in self.opt.param_groups:
             group["lr"] = lr
-        edges = self.graph.edges
+        edges = self.edges
         batch = self.config["batch_size"]
-        order = torch.randperm(edges.shape[0], generator=self.gen)
+        order = torch.randperm(edges.shape[0], generator=self.gen, device=self.device)
         total = 0.0
         masked = 0
         for lo in range(0, edges.shape[0], batch):
@@ -458,6 +542,11 @@ class _State:
             if self.parallel is not None:  # every rank gets the same summed rows
                 ids, g, loss_sum = self.parallel.reduce(ids, g, loss_sum)
                 rows = self.comps[ids]
+            if self.fast:  # checked before it is written: the table stays finite
+                new = self._fast_step(rows, g)
+                self._raise_if_not_finite(epoch, ids, new)
+                self.comps[ids] = new
+                return float(loss_sum), n_masked
             g = self._clip(rows[..., 0].contiguous(), g)
             self.grad_comps[ids] = 0
             self.grad_comps[ids, ..., 0] = g
@@ -466,27 +555,52 @@ class _State:
             else:  # each rank updates a share of the rows, then they swap the results
                 self.parallel.step(self.opt, self.comps, ids)
             self.grad_comps[ids] = 0
-            new = self.comps[ids]
-            finite = torch.isfinite(new).reshape(ids.numel(), -1).all(dim=1)
-            if not bool(finite.all()):
-                bad_ids = ids[~finite]
-                self.comps[ids] = rows  # keep the table finite for inspection
-                names = [self.graph.names[i] for i in bad_ids[:5].tolist()]
-                raise FloatingPointError(
-                    f"train: non-finite coordinates after an update in epoch {epoch + 1} for "
-                    f"{bad_ids.numel()} nodes, e.g. {names}; lower lr or use more components"
-                )
+        return self._check_finite(epoch, ids, rows, loss_sum, n_masked)
+
+    def _check_finite(self, epoch, ids, rows, loss_sum, n_masked) -> tuple[float, int]:
+        """Raise (restoring ``rows``) if an update wrote a non-finite coordinate."""
+        try:
+            self._raise_if_not_finite(epoch, ids, self.comps[ids])
+        except FloatingPointError:
+            self.comps[ids] = rows  # keep the table finite for inspection
+            raise
         return float(loss_sum), n_masked
+
+    def _raise_if_not_finite(self, epoch: int, ids: torch.Tensor, new: torch.Tensor) -> None:
+        """FloatingPointError naming the nodes if a row of ``new`` is not finite."""
+        finite = torch.isfinite(new).reshape(ids.numel(), -1).all(dim=1)
+        if not bool(finite.all()):
+            bad_ids = ids[~finite]
+            names = [self.graph.names[i] for i in bad_ids[:5].tolist()]
+            raise FloatingPointError(
+                f"train: non-finite coordinates after an update in epoch {epoch + 1} for "
+                f"{bad_ids.numel()} nodes, e.g. {names}; lower lr or use more components"
+            )
+
+    def _fast_step(self, rows: torch.Tensor, g: torch.Tensor) -> torch.Tensor:
+        """The fast update (``train(fast=True)``): step in the component dtype, one MC move;
+        returns the new components of ``rows``."""
+        x0 = rows[..., 0].contiguous()
+        lr = self.opt.param_groups[0]["lr"]
+        rgrad = self.manifold.egrad2rgrad(x0, g)
+        u = rgrad * (-lr * self._clip_factor(x0, rgrad, lr)).unsqueeze(-1)
+        x = MCTensor(rows) if self.config["nc"] is not None else x0
+        return components_of(fast_retr_rows(self.manifold, x, u))
+
+    def _clip_factor(self, x: torch.Tensor, rgrad: torch.Tensor, lr: float) -> torch.Tensor:
+        """Per-row factor ``min(1, max_step / (lr |rgrad|_x))`` (1 without ``max_step``)."""
+        max_step = self.config["max_step"]
+        if max_step is None:
+            return torch.ones(x.shape[:-1], dtype=x.dtype, device=x.device)
+        step = self.manifold.norm(x, rgrad) * lr
+        return torch.clamp(max_step / step, max=1.0).nan_to_num(1.0)
 
     def _clip(self, x: torch.Tensor, g: torch.Tensor) -> torch.Tensor:
         """Scale gradient rows whose step ``lr |rgrad|_x`` would exceed ``max_step``."""
-        max_step = self.config["max_step"]
-        if max_step is None:
+        if self.config["max_step"] is None:
             return g
         lr = self.opt.param_groups[0]["lr"]
-        step = self.manifold.norm(x, self.manifold.egrad2rgrad(x, g)) * lr
-        factor = torch.clamp(max_step / step, max=1.0).nan_to_num(1.0)
-        return g * factor.unsqueeze(-1)
+        return g * self._clip_factor(x, self.manifold.egrad2rgrad(x, g), lr).unsqueeze(-1)
 
     def _edge_names(self, pairs: torch.Tensor) -> list[tuple[str, str]]:
         names = self.graph.names
