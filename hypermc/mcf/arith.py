@@ -519,7 +519,9 @@ def mul_float(x: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
 
     ``nc == 2`` with a fused multiply-add: DWTimesFP3 (bound ``2u^2``); otherwise the
     wide engine where available, ``nc == 2``: DWTimesFP1 (bound ``1.5u^2 + 4u^3``);
-    ``nc >= 3``: exact products renormalised.
+    ``nc >= 3`` with a fused multiply-add: :func:`_product_levels` of ``x`` and ``(b)``
+    renormalised without a sort, otherwise exact products sorted and renormalised (bound
+    as :func:`mul`).
     """
     nc = x.shape[-1]
     if nc == 1:
@@ -545,32 +547,15 @@ def mul_float(x: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
         ch, cl1 = two_prod(xs[0], b)
         zh, zl = fast_two_sum(ch, cl1 + xs[1] * b)
         return _finish2(torch.stack([zh, zl]), lambda: ch)
-    if nc == 3 and _dw_fma(x):
-        return _guard(renormalize(_scaled_terms3(xs, b), 3, presorted=True), xs[0] * b)
+    if _dw_fma(x):
+        # the product levels of x and the one-component expansion (b)
+        return _guard(renormalize(_product_levels(xs, [b], nc), nc, presorted=True), xs[0] * b)
     terms: list[torch.Tensor] = []
     for i, xi in enumerate(xs[:-1]):
         p, e = two_prod(xi, b)
         terms += [p, e]
     terms.append(xs[-1] * b)
     return _guard(renormalize(terms, nc), xs[0] * b)
-
-
-def _scaled_terms3(xs: list[torch.Tensor], b: torch.Tensor) -> list[torch.Tensor]:
-    """``x * b`` for a triple-word ``x`` as four magnitude-ordered terms (as
-    :func:`_product_levels`): the products ``x_i b`` split exactly by FMAs, order 1 and
-    order 2 summed by TwoSums, order 3 (the error of ``x2 b`` and of those sums) plainly."""
-    x0, x1, x2 = xs
-    p0 = x0 * b
-    n0 = torch.addcmul(p0, x0, b, value=-1)  # -e0
-    p1 = x1 * b
-    n1 = torch.addcmul(p1, x1, b, value=-1)
-    p2 = x2 * b
-    level3 = torch.addcmul(p2, x2, b, value=-1)  # -e2, negated below
-    c1, nd1, _ = _negated_two_sum(p1, n0, subtract=True)  # p1 + e0
-    s2, nf, _ = _negated_two_sum(p2, n1, subtract=True)  # p2 + e1
-    s2, ng, _ = _negated_two_sum(s2, nd1, subtract=True)  # + d1
-    level3.add_(nf).add_(ng).neg_()
-    return [p0, c1, s2, level3]
 
 
 def square(x: torch.Tensor) -> torch.Tensor:
