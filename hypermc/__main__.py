@@ -262,6 +262,8 @@ def _check_out(args, writer: bool) -> None:
         return
     try:
         out.mkdir(parents=True, exist_ok=True)
+        for stale in (CHECKPOINT_NAME + ".tmp", "metrics.json.tmp"):  # left by a crashed run
+            (out / stale).unlink(missing_ok=True)
         probe = out / ".hypermc-write-test.tmp"
         probe.write_bytes(b"")
         probe.unlink()

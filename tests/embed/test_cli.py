@@ -126,8 +126,9 @@ def test_cli_refuses_bad_flags_and_overwrites(tmp_path, capsys, monkeypatch):
     assert "already holds a run" in err and "--force" in err and "Traceback" not in err
     assert len(err.strip().splitlines()) == 1
     assert (run / "checkpoint.pt").read_bytes() == before
+    (run / "checkpoint.pt.tmp").write_bytes(b"half a checkpoint from a crash")
     assert main(base + ["--force", "--seed", "3"]) == 0
-    assert not list(run.glob("*.tmp"))
+    assert not list(run.glob("*.tmp"))  # the stale temporary file is removed
     monkeypatch.setenv("HYPERMC_DEBUG", "1")
     with pytest.raises(ValueError, match="already holds a run"):
         main(base)
