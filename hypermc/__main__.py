@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -83,7 +84,7 @@ def _parser() -> argparse.ArgumentParser:
     t = sub.add_parser("train", help="train an embedding; last stdout line is a JSON object")
     t.add_argument("--data", default="mammals", help="mammals, mammals-legacy, nouns, or a CSV/TSV edge list")
     t.add_argument("--manifold", default="halfspace", choices=["halfspace", "ball", "lorentz", "euclidean"])
-    t.add_argument("--curvature", type=float, default=-1.0)
+    t.add_argument("--curvature", type=float, default=None, help="K < 0 (default -1); not for euclidean")
     t.add_argument("--dim", type=int, default=2)
     t.add_argument("--nc", type=_nc, default=2, help="components per coordinate, or 'plain'")
     t.add_argument("--dtype", default="float64", choices=sorted(DTYPES))
@@ -104,10 +105,11 @@ def _parser() -> argparse.ArgumentParser:
     t.add_argument("--expmap", action="store_true", help="update with expmap instead of the retraction")
     t.add_argument("--checkpoint-every", type=int, default=None)
     t.add_argument("--resume", default=None, help="checkpoint to continue from")
+    t.add_argument("--force", action="store_true", help="overwrite an existing run in --out")
     t.add_argument("--eval-sample", type=int, default=None, help="evaluate only this many source nodes")
     t.add_argument("--eval-memory-mb", type=_positive_int, default=None,
                    help="memory budget of one evaluation chunk (MiB)")
-    t.add_argument("--threads", type=int, default=None, help="torch.set_num_threads")
+    t.add_argument("--threads", type=_positive_int, default=None, help="torch.set_num_threads (>= 1)")
     t.add_argument("--device", default="cpu", choices=["cpu", "cuda", "auto"],
                    help="where training and evaluation run (auto: cuda when available)")
     t.add_argument("--fast", action="store_true",
@@ -124,7 +126,7 @@ def _parser() -> argparse.ArgumentParser:
     e.add_argument("--seed", type=int, default=0, help="seed of --sample")
     e.add_argument("--chunk-size", type=int, default=None)
     e.add_argument("--memory-mb", type=_positive_int, default=None, help="memory budget of one chunk (MiB)")
-    e.add_argument("--threads", type=int, default=None)
+    e.add_argument("--threads", type=_positive_int, default=None, help="torch.set_num_threads (>= 1)")
     e.add_argument("--device", default="cpu", choices=["cpu", "cuda", "auto"], help="where the chunks are computed")
     return p
 
@@ -180,8 +182,9 @@ def _train_run(args, parallel) -> int:
     from .embed.train import MANIFOLDS
 
     graph = _load_graph(args.data)
+    _check_out(args, parallel is None or parallel.is_writer)
     cls = MANIFOLDS[args.manifold]
-    manifold = cls() if args.manifold == "euclidean" else cls(curvature=args.curvature)
+    manifold = cls() if args.manifold == "euclidean" else cls(curvature=-1.0 if args.curvature is None else args.curvature)
     writer = parallel is None or parallel.is_writer
     progress = not args.quiet and sys.stderr.isatty() and writer
     result = train(
@@ -216,7 +219,9 @@ def _train_run(args, parallel) -> int:
     }
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    (out / "metrics.json").write_text(json.dumps(record, sort_keys=True, indent=1) + "\n")
+    tmp = out / "metrics.json.tmp"  # atomic: a crash leaves the old metrics.json or the new one
+    tmp.write_text(json.dumps(record, sort_keys=True, indent=1) + "\n")
+    os.replace(tmp, out / "metrics.json")
     _emit(record)
     return 0
 
@@ -247,10 +252,50 @@ def _eval(args) -> int:
     return 0
 
 
+def _check_out(args, writer: bool) -> None:
+    """``--out``: refuse to overwrite a run without ``--resume``/``--force``; must be writable."""
+    from .embed.train import CHECKPOINT_NAME
+
+    out = Path(args.out)
+    existing = [name for name in (CHECKPOINT_NAME, "metrics.json") if (out / name).exists()]
+    if existing and args.resume is None and not args.force:
+        raise ValueError(
+            f"--out {args.out} already holds a run ({', '.join(existing)}); pass --resume "
+            f"{out / CHECKPOINT_NAME} to continue it or --force to overwrite it"
+        )
+    if not writer:
+        return
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        for stale in (CHECKPOINT_NAME + ".tmp", "metrics.json.tmp"):  # left by a crashed run
+            (out / stale).unlink(missing_ok=True)
+        probe = out / ".hypermc-write-test.tmp"
+        probe.write_bytes(b"")
+        probe.unlink()
+    except OSError as exc:
+        raise ValueError(f"--out {args.out} is not a writable directory: {exc.strerror or exc}") from None
+
+
 def main(argv: list[str] | None = None) -> int:
-    """Run the command line with ``argv`` (default ``sys.argv[1:]``); returns the exit code."""
-    args = _parser().parse_args(argv)
-    return {"closure": _closure, "train": _train, "eval": _eval}[args.command](args)
+    """Run the command line with ``argv`` (default ``sys.argv[1:]``); returns the exit code.
+
+    Errors print one line ``hypermc: error: ...`` to stderr and return 2 (argument
+    errors exit 2 through argparse). Set ``HYPERMC_DEBUG=1`` to get the traceback
+    instead (for reporting bugs).
+    """
+    parser = _parser()
+    args = parser.parse_args(argv)
+    if args.command == "train" and args.manifold == "euclidean" and args.curvature is not None:
+        parser.error(f"--curvature {args.curvature:g} given with --manifold euclidean (which is flat; drop it)")
+    try:
+        return {"closure": _closure, "train": _train, "eval": _eval}[args.command](args)
+    except Exception as exc:
+        if os.environ.get("HYPERMC_DEBUG"):
+            raise
+        message = " ".join(str(exc).split()) or type(exc).__name__
+        print(f"hypermc: error: {message} ({type(exc).__name__}; HYPERMC_DEBUG=1 shows the traceback)",
+              file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

@@ -159,3 +159,15 @@ def test_evaluate_refuses_nan_and_self_loops():
     bad[3, 1] = float("nan")
     with pytest.raises(ValueError, match=r"inf or NaN in 1 rows \(first: row 3\)"):
         evaluate(M, bad, _tree())
+
+
+@pytest.mark.parametrize("rows", [[-1], [0, 4], [5]])
+def test_optimizer_rows_out_of_range_are_refused(rows):
+    M = PoincareBall()
+    p = hm.ManifoldParameter(M.random(4, 2, nc=2, dtype=torch.float64), manifold=M)
+    opt = hypermc.optim.RiemannianSGD([p], lr=0.1, sparse_rows=True)
+    p.grad = hm.MCTensor(torch.zeros_like(p.components))
+    before = p.components.clone()
+    with pytest.raises(ValueError, match=r"rows must lie in \[0, 4\)"):
+        opt.step(rows=torch.tensor(rows))
+    assert torch.equal(p.components, before)

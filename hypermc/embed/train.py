@@ -41,6 +41,7 @@ baselines.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import math
 import os
 import time
@@ -63,7 +64,9 @@ __all__ = ["train", "epoch_lr", "resolve_device", "fast_retr_rows", "TrainResult
 #: File name of the checkpoint inside ``checkpoint_dir`` (overwritten each time).
 CHECKPOINT_NAME = "checkpoint.pt"
 #: Format tag stored in every checkpoint.
-CHECKPOINT_FORMAT = "hypermc.embed.checkpoint/1"
+CHECKPOINT_FORMAT = "hypermc.embed.checkpoint/2"
+#: format 1 had no content hash; it is still read (unchecked: there is nothing to check)
+_UNHASHED_FORMATS = ("hypermc.embed.checkpoint/1",)
 #: Standard deviation (hyperbolic units, Riemannian coordinates at the origin) of the
 #: initial points: small, so that training starts near the origin as in the paper.
 DEFAULT_INIT_STD = 1e-3
@@ -626,9 +629,43 @@ def save_checkpoint(path: str | os.PathLike[str], state: _State, epoch: int, his
         "edges": state.graph.edges.clone(),
         "weights": None if state.graph.weights is None else state.graph.weights.clone(),
     }
+    payload["sha256"] = _content_hash(payload)
+    # a fixed temporary name next to the target: a crash leaves at most this one file,
+    # which the next save overwrites (reuses); the CLI removes it before a run
     tmp = path.with_name(path.name + ".tmp")
-    torch.save(payload, tmp)
-    os.replace(tmp, path)
+    try:
+        torch.save(payload, tmp)
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+def _content_hash(obj, h=None) -> str:
+    """SHA-256 of a checkpoint payload's contents (tensor bytes, dtypes, shapes, values).
+
+    Independent of the zip/pickle layout, so it checks what is loaded, not how it was
+    stored; the ``sha256`` entry itself is left out.
+    """
+    top = h is None
+    h = hashlib.sha256() if top else h
+    if isinstance(obj, torch.Tensor):
+        t = obj.detach().cpu().contiguous()
+        h.update(f"T{t.dtype}{tuple(t.shape)}".encode())
+        h.update(t.reshape(-1).view(torch.uint8).numpy().tobytes() if t.numel() else b"")
+    elif isinstance(obj, dict):
+        keys = [key for key in obj if not (top and key == "sha256")]
+        h.update(b"D%d" % len(keys))
+        for key in keys:
+            h.update(repr(key).encode())
+            _content_hash(obj[key], h)
+    elif isinstance(obj, (list, tuple)):
+        h.update(b"L%d" % len(obj))
+        for item in obj:
+            _content_hash(item, h)
+    else:
+        h.update(repr(obj).encode())
+    return h.hexdigest() if top else ""
 
 
 def load_checkpoint(path: str | os.PathLike[str]) -> dict:
@@ -640,14 +677,32 @@ def load_checkpoint(path: str | os.PathLike[str]) -> dict:
         ``weights``, and ``embeddings`` / ``manifold`` / ``graph`` rebuilt from them.
 
     Raises:
-        ValueError: not a hypermc embedding checkpoint.
+        FileNotFoundError: no file at ``path``.
+        ValueError: naming the file: not a hypermc embedding checkpoint, unreadable
+            (truncated or corrupt), content hash mismatch (a changed bit), or tensors whose
+            dtype / shape / nc disagree with the stored config.
     """
-    ckpt = torch.load(path, map_location="cpu", weights_only=True)
-    if not isinstance(ckpt, dict) or ckpt.get("format") != CHECKPOINT_FORMAT:
+    name = os.fspath(path)
+    if not os.path.exists(name):
+        raise FileNotFoundError(f"load_checkpoint: no checkpoint at {name!r}")
+    try:
+        ckpt = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as exc:  # zip/pickle errors of a truncated or corrupt file
         raise ValueError(
-            f"{os.fspath(path)!r} is not a hypermc embedding checkpoint (expected format "
+            f"load_checkpoint: {name!r} is unreadable (truncated or corrupt?): {type(exc).__name__}: "
+            f"{' '.join(str(exc).split())[:300]}"
+        ) from None
+    if not isinstance(ckpt, dict) or ckpt.get("format") not in (CHECKPOINT_FORMAT, *_UNHASHED_FORMATS):
+        raise ValueError(
+            f"{name!r} is not a hypermc embedding checkpoint (expected format "
             f"{CHECKPOINT_FORMAT!r}); pass the checkpoint.pt written by train"
         )
+    if ckpt["format"] == CHECKPOINT_FORMAT and ckpt.get("sha256") != _content_hash(ckpt):
+        raise ValueError(
+            f"load_checkpoint: {name!r} is corrupt: its content hash does not match the stored "
+            "sha256 (a changed bit); use an intact copy"
+        )
+    _check_checkpoint_tensors(ckpt, name)
     comps = ckpt["components"]
     if comps.dim() == 2:
         comps = comps.unsqueeze(-1)
@@ -658,12 +713,46 @@ def load_checkpoint(path: str | os.PathLike[str]) -> dict:
     return ckpt
 
 
+def _check_checkpoint_tensors(ckpt: dict, name: str) -> None:
+    """dtypes, shapes and nc of a checkpoint's tensors against its config."""
+    config = ckpt.get("config")
+    comps, edges, names = ckpt.get("components"), ckpt.get("edges"), ckpt.get("names")
+
+    def bad(what: str) -> ValueError:
+        return ValueError(f"load_checkpoint: {name!r}: {what}")
+
+    if not isinstance(config, dict) or not isinstance(names, list):
+        raise bad("config must be a dict and names a list")
+    want = getattr(torch, str(config.get("dtype")), None)
+    if not isinstance(comps, torch.Tensor) or comps.dtype != want:
+        raise bad(f"components must be a {config.get('dtype')} tensor (config dtype); got "
+                  f"{getattr(comps, 'dtype', type(comps).__name__)}")
+    nc = config.get("nc")
+    shape = tuple(comps.shape)
+    ok_nc = (comps.dim() == 2) if nc is None else (comps.dim() == 3 and shape[-1] == nc) or (comps.dim() == 2 and nc == 1)
+    if not ok_nc or shape[0] != len(names):
+        raise bad(f"components of shape {shape} do not fit {len(names)} nodes with nc={nc}")
+    if not isinstance(edges, torch.Tensor) or edges.dtype != torch.int64 or edges.dim() != 2 or edges.shape[1] != 2:
+        raise bad(f"edges must be an (E, 2) int64 tensor; got {getattr(edges, 'dtype', None)} "
+                  f"{tuple(getattr(edges, 'shape', ()))}")
+    weights = ckpt.get("weights")
+    if weights is not None and (not isinstance(weights, torch.Tensor) or not weights.is_floating_point()
+                                or tuple(weights.shape) != (edges.shape[0],)):
+        raise bad(f"weights must be None or a float tensor of shape ({edges.shape[0]},)")
+
+
+# Trajectory keys added after checkpoints were first written, with the value every older
+# checkpoint was trained with (a checkpoint without "fast" used the exact update).
+_LATER_KEYS = {"fast": False}
+
+
 def _check_resume(saved: dict, current: dict, path) -> None:
     keys = TRAJECTORY_KEYS + (("epochs",) if current["lr_schedule"] != "constant" else ())
     for key in keys:
-        if saved.get(key) != current.get(key):
+        was = saved.get(key, _LATER_KEYS.get(key))
+        if was != current.get(key):
             raise ValueError(
-                f"train: cannot resume from {os.fspath(path)!r}: {key} is {saved.get(key)!r} in the "
+                f"train: cannot resume from {os.fspath(path)!r}: {key} is {was!r} in the "
                 f"checkpoint but {current.get(key)!r} now; pass the checkpoint's settings (only "
                 "epochs may change, and only with lr_schedule='constant')"
             )

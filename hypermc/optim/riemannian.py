@@ -97,6 +97,12 @@ def _rows_of(param: torch.Tensor, grad: torch.Tensor, sparse: bool, rows: torch.
     rows = torch.as_tensor(rows, device=param.device)
     if rows.dtype not in (torch.int32, torch.int64) or rows.dim() != 1:
         raise TypeError(f"rows must be a 1-d integer tensor of row indices; got {rows.dtype} {tuple(rows.shape)}")
+    n = param.shape[0]
+    if rows.numel() and (int(rows.min()) < 0 or int(rows.max()) >= n):  # no wrap-around of -1
+        raise ValueError(
+            f"rows must lie in [0, {n}) (rows of the parameter); got values from {int(rows.min())} "
+            f"to {int(rows.max())}"
+        )
     return torch.unique(rows)
 
 

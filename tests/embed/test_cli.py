@@ -104,3 +104,47 @@ def test_torchrun_two_ranks(tmp_path):
     assert main([*args, "--out", str(tmp_path / "one"), "--quiet"]) == 0
     one = json.loads((tmp_path / "one" / "metrics.json").read_text())
     assert rec["final_loss"] == pytest.approx(one["final_loss"], rel=1e-9)
+
+
+def test_cli_refuses_bad_flags_and_overwrites(tmp_path, capsys, monkeypatch):
+    csv = tmp_path / "toy.csv"
+    tree_closure(1, 2).to_csv(csv)
+    run = tmp_path / "run"
+    base = ["train", "--data", str(csv), "--epochs", "1", "--out", str(run), "--quiet"]
+    for bad in (["--threads", "0"], ["--threads", "-2"]):
+        with pytest.raises(SystemExit):
+            main(base + bad)
+        assert "must be a positive int" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(base + ["--manifold", "euclidean", "--curvature", "-2"])
+    assert "--curvature -2 given with --manifold euclidean" in capsys.readouterr().err
+    assert main(base) == 0
+    capsys.readouterr()
+    before = (run / "checkpoint.pt").read_bytes()
+    assert main(base) == 2  # a second run over the first is refused, one line, exit 2
+    err = capsys.readouterr().err
+    assert "already holds a run" in err and "--force" in err and "Traceback" not in err
+    assert len(err.strip().splitlines()) == 1
+    assert (run / "checkpoint.pt").read_bytes() == before
+    (run / "checkpoint.pt.tmp").write_bytes(b"half a checkpoint from a crash")
+    assert main(base + ["--force", "--seed", "3"]) == 0
+    assert not list(run.glob("*.tmp"))  # the stale temporary file is removed
+    monkeypatch.setenv("HYPERMC_DEBUG", "1")
+    with pytest.raises(ValueError, match="already holds a run"):
+        main(base)
+
+
+def test_cli_out_not_writable(tmp_path, capsys):
+    csv = tmp_path / "toy.csv"
+    tree_closure(1, 2).to_csv(csv)
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    code = main(["train", "--data", str(csv), "--epochs", "1", "--out", str(blocker / "run"), "--quiet"])
+    assert code == 2
+    assert "is not a writable directory" in capsys.readouterr().err
+
+
+def test_cli_eval_of_missing_checkpoint_is_one_line(tmp_path, capsys):
+    assert main(["eval", str(tmp_path / "nope.pt")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("hypermc: error:") and "nope.pt" in err and len(err.strip().splitlines()) == 1

@@ -3,12 +3,14 @@ argument checks."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 import torch
 
 import hypermc as hm
 from hypermc.embed import evaluate, load_checkpoint, train
-from hypermc.embed.train import CHECKPOINT_NAME, DEFAULTS, epoch_lr
+from hypermc.embed.train import CHECKPOINT_NAME, DEFAULTS, _content_hash, epoch_lr
 from hypermc.manifolds import Euclidean, Lorentz, PoincareBall, PoincareHalfspace
 from tests.embed.helpers import tree_closure
 
@@ -118,6 +120,7 @@ def test_nan_guard_names_epoch_and_node(tmp_path):
     path = tmp_path / CHECKPOINT_NAME
     raw = torch.load(path, weights_only=True)
     raw["components"][g.node_id("r01"), 0, 0] = float("nan")
+    raw["sha256"] = _content_hash(raw)  # a consistent (re-hashed) checkpoint holding a NaN
     torch.save(raw, path)
     with pytest.raises(FloatingPointError, match=r"epoch 3 .*'r01'"):
         train(g, M, epochs=4, resume=path, **kw)
@@ -146,3 +149,55 @@ def test_bad_graph_and_manifold():
         train([("a", "b")], PoincareHalfspace(), epochs=1)
     with pytest.raises(TypeError, match="manifold must be one of"):
         train(tree_closure(1, 2), object(), epochs=1)
+
+
+def _saved_run(tmp_path):
+    g = tree_closure(2, 2)
+    kw = dict(dim=2, nc=2, dtype=F64, seed=0, **TOY)
+    train(g, PoincareHalfspace(), epochs=2, checkpoint_dir=tmp_path, **kw)
+    return tmp_path / CHECKPOINT_NAME
+
+
+def test_checkpoint_flipped_bit_is_detected(tmp_path):
+    path = _saved_run(tmp_path)
+    raw = torch.load(path, weights_only=True)
+    flipped = raw["components"].view(torch.int64)
+    flipped[0, 0, 1] ^= 1  # one bit of one component
+    torch.save(raw, path)
+    with pytest.raises(ValueError, match=r"checkpoint.pt' is corrupt: its content hash does not match"):
+        load_checkpoint(path)
+
+
+def test_truncated_checkpoint_names_the_file(tmp_path):
+    path = _saved_run(tmp_path)
+    data = path.read_bytes()
+    path.write_bytes(data[: len(data) // 2])
+    with pytest.raises(ValueError, match=rf"{re.escape(repr(str(path)))} is unreadable"):
+        load_checkpoint(path)
+    with pytest.raises(FileNotFoundError, match="no checkpoint at"):
+        load_checkpoint(tmp_path / "missing.pt")
+
+
+@pytest.mark.parametrize(
+    "edit,what",
+    [
+        (lambda r: r.__setitem__("components", r["components"].to(torch.int64)), "components must be a float64"),
+        (lambda r: r.__setitem__("components", r["components"][..., :1].clone()), r"do not fit .* nc=2"),
+        (lambda r: r.__setitem__("components", r["components"][:-1].clone()), r"do not fit"),
+        (lambda r: r.__setitem__("edges", r["edges"].to(torch.float64)), "edges must be an"),
+    ],
+    ids=["int64-components", "wrong-nc", "wrong-rows", "float-edges"],
+)
+def test_checkpoint_tensors_checked_against_config(tmp_path, edit, what):
+    path = _saved_run(tmp_path)
+    raw = torch.load(path, weights_only=True)
+    edit(raw)
+    raw["sha256"] = _content_hash(raw)  # consistent hash: the header check must catch it
+    torch.save(raw, path)
+    with pytest.raises(ValueError, match=what):
+        load_checkpoint(path)
+
+
+def test_no_tmp_left_after_save(tmp_path):
+    path = _saved_run(tmp_path)
+    assert path.exists() and not list(tmp_path.glob("*.tmp"))
