@@ -30,7 +30,12 @@ stored as multi-component floats:
   one ``torch.Generator`` seeded with ``seed``. A checkpoint holds the MC components,
   the optimizer state, the generator state, the epoch and the configuration;
   ``resume`` continues bit-identically to a run that was never interrupted (same torch
-  build and thread count).
+  build, thread count and device type; a run resumes only on the device type it was
+  started on, since CPU and CUDA generators draw different streams).
+* Devices and the fast update: ``device=`` puts the table, the sampler tables, the
+  generator and every batch on one device; ``fast=True`` computes the Riemannian step in
+  the component dtype and moves the MC points with one MC retraction
+  (:func:`fast_retr_rows`; docs/training.md).
 * Safety: a non-finite loss or updated row raises :class:`FloatingPointError` naming
   the epoch and the nodes, before the bad values are written into the table.
 

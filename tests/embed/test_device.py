@@ -7,6 +7,7 @@ marked ``cuda`` (skipped without a GPU) train, evaluate and checkpoint on CUDA.
 
 from __future__ import annotations
 
+import json
 from fractions import Fraction
 
 import pytest
@@ -226,3 +227,21 @@ def test_guard_refuses_an_overflowing_step(fast):
     kw = {k: v for k, v in TOY.items() if k not in ("lr", "max_step", "burnin", "scale")}
     with pytest.raises(FloatingPointError, match=match):
         train(g, Euclidean(), dim=2, nc=2, epochs=1, lr=1e308, max_step=None, burnin=0, scale=1e3, fast=fast, **kw)
+
+
+def test_cli_device_and_fast_flags(tmp_path, capsys):
+    from hypermc.__main__ import main
+
+    csv = tmp_path / "toy.csv"
+    tree_closure(2, 2).to_csv(csv)
+    run = tmp_path / "run"
+    assert main(["train", "--data", str(csv), "--dim", "2", "--nc", "2", "--epochs", "3", "--out", str(run),
+                 "--batch-size", "8", "--burnin", "1", "--device", "cpu", "--fast", "--quiet"]) == 0
+    rec = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert rec["fast"] is True and rec["device_type"] == "cpu"
+    assert main(["eval", str(run / "checkpoint.pt"), "--device", "cpu"]) == 0
+    ev = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert (ev["map"], ev["mean_rank"]) == (rec["map"], rec["mean_rank"])
+    with pytest.raises(SystemExit):
+        main(["train", "--data", str(csv), "--device", "tpu", "--out", str(run)])
+    assert "invalid choice: 'tpu'" in capsys.readouterr().err
