@@ -46,6 +46,8 @@ from __future__ import annotations
 import torch
 
 from .eft import (
+    all_finite,
+    all_true,
     fast_two_sum,
     merge_by_magnitude,
     float_format,
@@ -176,13 +178,7 @@ def _in_place(op, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     return op(a, b)
 
 
-def _all_finite(t: torch.Tensor) -> bool:
-    """Whether every element of ``t`` is finite, by one read-only reduction.
-
-    A finite sum means every element is finite (an inf or NaN anywhere makes the sum
-    non-finite); a sum that overflows takes the exact elementwise test.
-    """
-    return bool(torch.isfinite(t.sum())) or bool(torch.isfinite(t).all())
+_all_finite = all_finite
 
 
 def from_float(b: torch.Tensor, nc: int) -> torch.Tensor:
@@ -755,7 +751,7 @@ def _sqrt2(x: torch.Tensor) -> torch.Tensor:
     zh, zl = fast_two_sum(s, c)
     up = 1.0 / down
     out = pack([zh * up, zl * up])
-    if bool(regular.all()):
+    if all_true(regular):
         return out
     return torch.where(regular.unsqueeze(-1), out, from_float(torch.sqrt(x[..., 0]), 2))
 

@@ -169,9 +169,13 @@ def two_prod_dekker(a: torch.Tensor, b: torch.Tensor) -> tuple[torch.Tensor, tor
     return p, e
 
 
-@functools.cache
 def has_fused_addcmul(device_type: str, dtype: torch.dtype) -> bool:
     """Probe once per (device type, dtype) whether ``torch.addcmul(c, a, b)`` is fused.
+
+    The probe runs on real tensors even when called while ``torch.compile`` traces an
+    MC op (all dispatch modes, fake-tensor mode included, are suspended for it), so the
+    answer never depends on tracing and no graph break or data-dependent guard occurs.
+    CPU float32/float64 are probed at import of this module.
 
     A fused multiply-add computes ``c + a * b`` with one rounding; then
     ``addcmul(-p, a, b)`` is the exact error of ``p = fl(a * b)``. PyTorch does not
@@ -181,7 +185,27 @@ def has_fused_addcmul(device_type: str, dtype: torch.dtype) -> bool:
     ``addcmul(p, a, b, value=-1)`` (the negated error) and the in-place ``addcmul_``, on
     a length with a scalar tail after the vectorised part, on strided operands and with
     a broadcast operand.
+
+    While ``torch.compile`` traces (see :func:`tracing`) the answer is ``False``:
+    compilers lower ``addcmul`` to a separate multiply and add (Inductor's C++ code is
+    built with ``-ffp-contract=off``), so the error term would be rounded. The kernels
+    then use Dekker's product or the wider-dtype product, in which every product is
+    exact, so they stay error-free whether or not a backend contracts ``a * b + c``.
     """
+    if tracing():
+        return False
+    return _probe_fused_addcmul(device_type, dtype)
+
+
+@functools.cache
+def _probe_fused_addcmul(device_type: str, dtype: torch.dtype) -> bool:
+    from torch.utils._python_dispatch import _disable_current_modes
+
+    with _disable_current_modes(), torch._C._DisableTorchDispatch():
+        return _measure_fused_addcmul(device_type, dtype)
+
+
+def _measure_fused_addcmul(device_type: str, dtype: torch.dtype) -> bool:
     gen = torch.Generator().manual_seed(20261121)
     n = 4096 + 7  # a vectorised body and a scalar tail
     a = torch.rand(n, generator=gen, dtype=torch.float64) + 0.5
@@ -396,7 +420,7 @@ def renormalize(
     fast = _sort_by_magnitude_finite(t) if not presorted else list(torch.broadcast_tensors(*t))
     first = _distill_finite(fast, min(nc + 1, len(t)))
     out = pack(_distill_finite(first, nc))
-    if _all_finite(out) and _all_finite(first[0]):
+    if all_finite(out) and all_finite(first[0]):
         return out
     if nc == 1:
         total = t[-1]
@@ -409,7 +433,7 @@ def renormalize(
     out = pack(_distill(first, nc))
     # Non-finite sums: the TwoSum errors are NaN; keep the plain sum instead.
     naive = first[0]
-    if bool(torch.isfinite(out[..., 0]).all()) and bool(torch.isfinite(naive).all()):
+    if all_finite(out[..., 0]) and all_finite(naive):
         return out
     plain = t[0]
     for term in t[1:]:
@@ -418,9 +442,40 @@ def renormalize(
     return _clean_nonfinite(pack([lead] + unpack(out)[1:]))
 
 
-def _all_finite(t: torch.Tensor) -> bool:
+def tracing() -> bool:
+    """Whether a ``torch.compile``/export trace is running (Dynamo or AOT dispatch tracing)."""
+    if torch.compiler.is_compiling():
+        return True
+    from torch._guards import detect_fake_mode
+
+    return detect_fake_mode() is not None
+
+
+def is_traced(t: torch.Tensor) -> bool:
+    """Whether ``t`` is a symbolic tensor of a ``torch.compile``/export trace.
+
+    Kernels take a fast path after a data-dependent check (``all_finite``) in eager
+    mode; a trace cannot branch on data, so there they take the general ``where``-based
+    path, which gives the same values (it is the path eager takes for non-finite data).
+    """
+    if torch.compiler.is_compiling():
+        return True
+    from torch._subclasses.fake_tensor import is_fake
+
+    return is_fake(t)
+
+
+def all_true(mask: torch.Tensor) -> bool:
+    """``bool(mask.all())`` in eager mode; ``False`` while tracing (see :func:`is_traced`)."""
+    return not is_traced(mask) and bool(mask.all())
+
+
+def all_finite(t: torch.Tensor) -> bool:
     """Whether every element of ``t`` is finite, by one read-only reduction (a sum that
-    overflows falls back to the elementwise test)."""
+    overflows falls back to the elementwise test); ``False`` while tracing, so callers
+    take their general path (see :func:`is_traced`)."""
+    if is_traced(t):
+        return False
     return bool(torch.isfinite(t.sum())) or bool(torch.isfinite(t).all())
 
 
@@ -490,3 +545,9 @@ def _clean_nonfinite(c: torch.Tensor) -> torch.Tensor:
     comps = unpack(c)
     finite = torch.isfinite(comps[0])
     return pack([comps[0]] + [torch.where(finite, ci, 0.0) for ci in comps[1:]])
+
+
+# Resolve the CPU probes now, outside any tracing (see :func:`has_fused_addcmul`).
+for _dtype in (torch.float32, torch.float64):
+    has_fused_addcmul("cpu", _dtype)
+del _dtype

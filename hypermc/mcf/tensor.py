@@ -36,6 +36,7 @@ import torch
 from torch.utils._python_dispatch import return_and_correct_aliasing
 
 from . import arith
+from .compile import check_traceable
 from .eft import float_format, pack, renormalize, two_sum, unpack
 
 __all__ = ["MCTensor", "mc", "from_mpmath", "implements"]
@@ -268,6 +269,10 @@ class MCTensor(torch.Tensor):
                 f"MCTensor does not support the aten op {func}; open an issue if you need "
                 "it (no silent fallback to the leading component is done)"
             )
+        for a in args:
+            if isinstance(a, MCTensor):
+                check_traceable(func, a._components)
+                break
         return impl(func, *args, **kwargs)
 
 
@@ -485,6 +490,8 @@ def _round_to_format(v: mpmath.mpf, p: int, info: torch.finfo) -> float:
 
 
 def _format(x: MCTensor) -> str:
+    if type(x._components) is not torch.Tensor:  # fake/functional while tracing: no values
+        return f"MCTensor(shape={tuple(x.shape)}, nc={x.nc}, dtype={x.dtype}, traced)"
     digits = max(1, math.ceil(x.nc * float_format(x.dtype).p * math.log10(2)) + 1)
     if x.numel() > 64:
         body = f"approx={x.approx()!r}"
