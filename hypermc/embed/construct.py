@@ -205,6 +205,13 @@ def embed_tree(graph: Any, manifold: Any = None, *, dim: int = 2, nc: int | str 
     max_depth = int(depth.max())
     bits = bits_needed(tau, max_depth, dtype)
     need = components_needed(tau, max_depth, dtype)
+    radius = tau * max_depth
+    lim = -math.log(torch.finfo(dtype).tiny) - 2
+    if radius > lim:
+        raise ValueError(
+            f"tau={tau:.6g} at tree depth {max_depth} puts nodes at hyperbolic radius {radius:.4g}, "
+            f"where 1 - |x|^2 ~ e^-{radius:.4g} is below the smallest {dtype} ({lim:.4g} max); "
+            f"use a smaller tau / larger epsilon")
     if nc == "auto":
         nc = need
     elif isinstance(nc, bool) or not isinstance(nc, int) or nc < 1:

@@ -107,3 +107,8 @@ def test_bad_arguments():
         embed_tree(g, tau=1.0, nc=0)
     with pytest.raises(ValueError, match="pairs: expected 'all'"):
         distortion(embed_tree(g, tau=1.0)["embeddings"], g, pairs=0)
+
+
+def test_radius_beyond_the_exponent_range_is_refused():
+    with pytest.raises(ValueError, match="hyperbolic radius .* below the smallest"):
+        embed_tree(_path(10), tau=80.0)
