@@ -11,12 +11,18 @@ Library functions only: no printing, no argument parsing (the CLI is
 ``python -m hypermc``).
 """
 
+from .construct import bits_needed, components_needed, distortion, embed_tree, spanning_tree
 from .distance import batch_distance
 from .evaluate import evaluate
 from .sampler import AliasTable, NegativeSampler
 from .train import TrainResult, load_checkpoint, train
 
 __all__ = [
+    "embed_tree",
+    "distortion",
+    "spanning_tree",
+    "bits_needed",
+    "components_needed",
     "train",
     "evaluate",
     "TrainResult",

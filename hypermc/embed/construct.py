@@ -1,0 +1,348 @@
+"""Combinatorial (Sarkar-style) tree embeddings in MC arithmetic.
+
+Parent choice: for a DAG given as ``(child, parent)`` edges (e.g. a WordNet transitive
+closure), each node keeps the out-neighbour with the most out-neighbours of its own (ties:
+smallest id). In a transitive closure that neighbour is a direct parent of the transitive
+reduction: an ancestor ``b`` strictly between the node and ``a`` would have more ancestors
+than ``a``.
+
+Placement (Poincare ball, curvature -1): the root sits at the origin; a node ``v`` at ``x_v``
+whose parent, seen from ``v`` (after the Mobius map ``z -> (-x_v) (+) z`` that sends ``v``
+to 0), lies in direction ``d``, puts its ``k`` children at ``x_v (+) t u_j`` with
+``t = tanh(tau / 2)`` (so every tree edge has hyperbolic length ``tau``) and ``u_j`` the
+directions ``1..k`` of a well-spread set of ``k + 1`` unit vectors whose direction 0 is
+rotated (Householder reflection) onto ``d``. 2-D: equally spaced angles. dim > 2: a prefix
+of a greedy farthest-point ordering of a scrambled-free Sobol point set on the sphere, so
+every prefix is well spread (a deterministic low-coherence set, not random). One vectorised
+pass per tree level.
+
+Precision: a node at hyperbolic radius ``r`` has ``1 - |x|^2 = sech^2(r / 2) >= e^{-r}``,
+so resolving it to ``p`` bits takes ``r log2(e) + p`` bits of the coordinates; ``r`` is at
+most ``tau * depth``. :func:`bits_needed` returns that plus a guard of 8 bits, and
+:func:`components_needed` divides by the component precision ``p``.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+import torch
+
+from ..mcf import MCTensor, mc
+
+__all__ = ["spanning_tree", "bits_needed", "components_needed", "tau_for_epsilon", "embed_tree",
+           "distortion"]
+
+_GUARD_BITS = 8
+
+
+def _precision(dtype: torch.dtype) -> int:
+    if dtype not in (torch.float64, torch.float32):
+        raise TypeError(f"dtype: expected torch.float64 or torch.float32, got {dtype}")
+    return 53 if dtype == torch.float64 else 24
+
+
+def bits_needed(tau: float, depth: int, dtype: torch.dtype = torch.float64) -> int:
+    """Bits of coordinate precision that keep ``p`` bits of ``1 - |x|^2`` at every node.
+
+    Args:
+        tau: hyperbolic edge length (> 0).
+        depth: tree depth (edges on the longest root-to-leaf path, >= 0).
+        dtype: component dtype (its precision ``p`` is the target).
+
+    Returns:
+        ``ceil(tau * depth * log2(e)) + p + 8``.
+    """
+    if not (isinstance(tau, (int, float)) and math.isfinite(tau) and tau > 0):
+        raise ValueError(f"tau: expected a finite float > 0, got {tau!r}")
+    if isinstance(depth, bool) or not isinstance(depth, int) or depth < 0:
+        raise ValueError(f"depth: expected an int >= 0, got {depth!r}")
+    return math.ceil(tau * depth * math.log2(math.e)) + _precision(dtype) + _GUARD_BITS
+
+
+def components_needed(tau: float, depth: int, dtype: torch.dtype = torch.float64) -> int:
+    """Smallest ``nc`` whose ``nc * p`` bits cover :func:`bits_needed`."""
+    return math.ceil(bits_needed(tau, depth, dtype) / _precision(dtype))
+
+
+def spanning_tree(graph: Any) -> tuple[torch.Tensor, torch.Tensor]:
+    """Parent of every node (``-1`` for roots) and its depth, by the rule in the module doc.
+
+    Args:
+        graph: a :class:`hypermc.data.Graph` (edges ``(child, parent)``, acyclic).
+
+    Returns:
+        ``(parent, depth)``: int64 tensors of length ``graph.num_nodes``.
+
+    Raises:
+        ValueError: the graph has a cycle.
+    """
+    n = graph.num_nodes
+    edges = graph.edges
+    out_deg = torch.bincount(edges[:, 0], minlength=n) if edges.numel() else torch.zeros(n, dtype=torch.int64)
+    parent = torch.full((n,), -1, dtype=torch.int64)
+    if edges.numel():
+        c, p = edges[:, 0], edges[:, 1]
+        key = out_deg[p] * (n + 1) + (n - p)  # more ancestors first, then smaller id
+        best = torch.full((n,), -1, dtype=torch.int64).scatter_reduce(0, c, key, reduce="amax")
+        win = key == best[c]
+        parent[c[win]] = p[win]  # keys are unique per child, so one winner each
+    depth = torch.full((n,), -1, dtype=torch.int64)
+    depth[parent < 0] = 0
+    for _ in range(n + 1):
+        todo = depth < 0
+        if not bool(todo.any()):
+            break
+        ready = todo & (depth[parent.clamp(min=0)] >= 0)
+        if not bool(ready.any()):
+            break
+        depth[ready] = depth[parent[ready]] + 1
+    if bool((depth < 0).any()):
+        bad = int(torch.nonzero(depth < 0)[0])
+        raise ValueError(f"graph: node {graph.names[bad]!r} is on a cycle; expected an acyclic graph")
+    return parent, depth
+
+
+def _directions(dim: int, count: int) -> torch.Tensor:
+    """Greedy farthest-point ordering (first point e_1) of a Sobol set on S^{dim-1}."""
+    pool_n = max(4096, 64 * count)
+    eng = torch.quasirandom.SobolEngine(dim, scramble=False)
+    u = eng.draw(pool_n + 1, dtype=torch.float64)[1:].clamp(1e-9, 1 - 1e-9)
+    g = torch.special.ndtri(u)
+    gn = g.norm(dim=1, keepdim=True)
+    keep = gn.squeeze(1) > 1e-6  # the Sobol centre (1/2, ..., 1/2) maps to 0
+    pool = g[keep] / gn[keep]
+    out = torch.zeros(count, dim, dtype=torch.float64)
+    out[0, 0] = 1.0
+    best = pool @ out[0]
+    for i in range(1, count):
+        j = int(torch.argmin(best))
+        out[i] = pool[j]
+        best = torch.maximum(best, pool @ pool[j])
+    return out
+
+
+def tau_for_epsilon(epsilon: float, min_angle: float) -> float:
+    """``tau = 2 (1 + eps) / eps * log(1 / sin(min_angle / 2))``.
+
+    Two geodesics of lengths ``a, b`` leaving a node at angle ``alpha`` end at distance
+    ``a + b + 2 log sin(alpha / 2)`` (up to ``O(e^{-min(a, b)})``), so a tree path of ``k``
+    edges shrinks by at most ``2 (k - 1) log(1 / sin(alpha / 2))``; this ``tau`` keeps that
+    below a fraction ``eps / (1 + eps)`` of ``k tau``.
+    """
+    if not (isinstance(epsilon, (int, float)) and math.isfinite(epsilon) and epsilon > 0):
+        raise ValueError(f"epsilon: expected a finite float > 0, got {epsilon!r}")
+    nu = max(-math.log(math.sin(min_angle / 2)), 0.0)
+    return max(2.0 * (1.0 + epsilon) / epsilon * nu, 1.0)
+
+
+def _mobius_add(x: MCTensor, y: MCTensor) -> MCTensor:
+    xy = (x * y).sum(-1, keepdim=True)
+    x2 = (x * x).sum(-1, keepdim=True)
+    y2 = (y * y).sum(-1, keepdim=True)
+    num = (1 + 2 * xy + y2) * x + (1 - x2) * y
+    den = 1 + 2 * xy + x2 * y2
+    return num / den
+
+
+def embed_tree(graph: Any, manifold: Any = None, *, dim: int = 2, nc: int | str = "auto",
+               dtype: torch.dtype = torch.float64, epsilon: float | None = None,
+               tau: float | None = None) -> dict:
+    """Embed the spanning tree of ``graph`` with every edge of hyperbolic length ``tau``.
+
+    Args:
+        graph: :class:`hypermc.data.Graph` (a DAG, e.g. a transitive closure).
+        manifold: ``PoincareBall`` (default), ``PoincareHalfspace`` or ``Lorentz``; the
+            construction runs in the ball and is converted by :mod:`hypermc.manifolds.convert`.
+        dim: ball / halfspace dimension (>= 2).
+        nc: components, or ``"auto"`` for :func:`components_needed`.
+        dtype: component dtype.
+        epsilon: target distortion ``1 + epsilon`` (sets ``tau`` via :func:`tau_for_epsilon`).
+        tau: the edge length (exactly one of ``epsilon`` / ``tau``).
+
+    Returns:
+        dict with ``embeddings`` (MCTensor ``(N, dim)`` or ``(N, dim + 1)`` for Lorentz),
+        ``tau``, ``nc``, ``bits_needed``, ``depth``, ``parent``, ``tree_edges``.
+
+    Raises:
+        ValueError: bad arguments, several roots, or an explicit ``nc`` too small (the
+            message names the ``nc`` needed).
+    """
+    from ..manifolds import Lorentz, PoincareBall, PoincareHalfspace
+    from ..manifolds import convert
+
+    if manifold is None:
+        manifold = PoincareBall()
+    if not isinstance(manifold, (PoincareBall, PoincareHalfspace, Lorentz)):
+        raise TypeError(f"manifold: expected PoincareBall, PoincareHalfspace or Lorentz, got {type(manifold).__name__}")
+    if isinstance(dim, bool) or not isinstance(dim, int) or dim < 2:
+        raise ValueError(f"dim: expected an int >= 2, got {dim!r}")
+    if (epsilon is None) == (tau is None):
+        raise ValueError(f"pass exactly one of epsilon / tau; got epsilon={epsilon!r}, tau={tau!r}")
+    p = _precision(dtype)
+    parent, depth = spanning_tree(graph)
+    n = graph.num_nodes
+    roots = torch.nonzero(parent < 0).flatten()
+    if roots.numel() != 1:
+        raise ValueError(f"graph: expected exactly one root (a node without parents), found {roots.numel()}")
+    nchild = torch.bincount(parent[parent >= 0], minlength=n)
+    slots = nchild + (parent >= 0).long()  # directions needed per node (children + parent)
+    max_slots = int(slots.max()) if n > 1 else 1
+    if dim == 2:
+        min_angle = 2 * math.pi / max(max_slots, 2)
+        table = None
+    else:
+        table = _directions(dim, max(max_slots, 2))
+        cos = (table @ table.T).fill_diagonal_(-1.0)
+        min_angle = float(torch.arccos(cos.max().clamp(-1, 1)))
+    if tau is None:
+        tau = tau_for_epsilon(epsilon, min_angle)
+    elif not (isinstance(tau, (int, float)) and math.isfinite(tau) and tau > 0):
+        raise ValueError(f"tau: expected a finite float > 0, got {tau!r}")
+    tau = float(tau)
+    max_depth = int(depth.max())
+    bits = bits_needed(tau, max_depth, dtype)
+    need = components_needed(tau, max_depth, dtype)
+    radius = tau * max_depth
+    lim = -math.log(torch.finfo(dtype).tiny) - 2
+    if radius > lim:
+        raise ValueError(
+            f"tau={tau:.6g} at tree depth {max_depth} puts nodes at hyperbolic radius {radius:.4g}, "
+            f"where 1 - |x|^2 ~ e^-{radius:.4g} is below the smallest {dtype} ({lim:.4g} max); "
+            f"use a smaller tau / larger epsilon")
+    if nc == "auto":
+        nc = need
+    elif isinstance(nc, bool) or not isinstance(nc, int) or nc < 1:
+        raise ValueError(f"nc: expected an int >= 1 or 'auto', got {nc!r}")
+    elif nc < need:
+        raise ValueError(
+            f"nc={nc} gives {nc * p} bits but tau={tau:.6g} at tree depth {max_depth} needs "
+            f"{bits} bits (nodes reach 1 - |x|^2 ~ e^-{tau * max_depth:.4g}); pass nc={need} or nc='auto'")
+
+    comps = torch.zeros(n, dim, nc, dtype=dtype)
+    e = math.exp(-tau)
+    t = (1 - mc(torch.tensor(e, dtype=dtype), nc=nc)) / (1 + mc(torch.tensor(e, dtype=dtype), nc=nc))
+    # rank of each node among its siblings
+    order = torch.argsort(parent * (n + 1) + torch.arange(n), stable=True)
+    rank = torch.zeros(n, dtype=torch.int64)
+    sorted_par = parent[order]
+    first = torch.ones(n, dtype=torch.bool)
+    first[1:] = sorted_par[1:] != sorted_par[:-1]
+    start = torch.cummax(torch.where(first, torch.arange(n), torch.zeros(n, dtype=torch.int64)), 0).values
+    rank[order] = torch.arange(n) - start
+    for level in range(1, max_depth + 1):
+        kids = torch.nonzero(depth == level).flatten()
+        par = parent[kids]
+        xv = MCTensor(comps[par])
+        gp = parent[par]
+        has_gp = gp >= 0
+        dvec = torch.zeros(kids.numel(), dim, dtype=torch.float64)
+        dvec[:, 0] = 1.0
+        if bool(has_gp.any()):
+            y = _mobius_add(-xv[has_gp], MCTensor(comps[gp[has_gp]]))
+            ya = y.approx().to(torch.float64)
+            dvec[has_gp] = ya / ya.norm(dim=-1, keepdim=True)
+        j = rank[kids] + has_gp.long()  # slot 0 is the parent's direction
+        m = slots[par].to(torch.float64)
+        if dim == 2:
+            ang = 2 * math.pi * j.to(torch.float64) / m
+            base = torch.stack([torch.cos(ang), torch.sin(ang)], dim=-1)
+        else:
+            base = table[j]
+        w = torch.zeros_like(dvec)
+        w[:, 0] = 1.0
+        w = w - dvec
+        wn = w.norm(dim=-1, keepdim=True)
+        w = torch.where(wn > 0, w / wn.clamp(min=1e-300), torch.zeros_like(w))
+        u = base - 2 * w * (base * w).sum(-1, keepdim=True)
+        um = mc(u.to(dtype), nc=nc)
+        um = um / torch.sqrt((um * um).sum(-1, keepdim=True))
+        child = _mobius_add(xv, t * um)
+        comps[kids] = child.components
+    emb = MCTensor(comps)
+    if isinstance(manifold, PoincareHalfspace):
+        emb = convert.ball_to_halfspace(emb)
+    elif isinstance(manifold, Lorentz):
+        emb = convert.ball_to_lorentz(emb)
+    kids = torch.nonzero(parent >= 0).flatten()
+    return {"embeddings": emb, "tau": tau, "nc": nc, "bits_needed": bits, "depth": max_depth,
+            "parent": parent, "tree_edges": torch.stack([kids, parent[kids]], dim=1),
+            "min_angle": min_angle}
+
+
+def _ball_of(emb: torch.Tensor, manifold: Any) -> MCTensor:
+    from ..manifolds import Lorentz, PoincareHalfspace, convert
+    if not isinstance(emb, MCTensor):
+        emb = mc(emb, nc=1)
+    if isinstance(manifold, PoincareHalfspace):
+        return convert.halfspace_to_ball(emb)
+    if isinstance(manifold, Lorentz):
+        return convert.lorentz_to_ball(emb)
+    return emb
+
+
+def _pair_dist(x: MCTensor, a: MCTensor, i: torch.Tensor, j: torch.Tensor) -> torch.Tensor:
+    diff = x[i] - x[j]
+    q = 2 * (diff * diff).sum(-1) / (a[i] * a[j])
+    qa = q.approx().to(torch.float64)
+    return torch.log1p(qa + torch.sqrt(qa * (qa + 2)))
+
+
+def distortion(emb: torch.Tensor, graph: Any, manifold: Any = None, *, pairs: str | int = "all",
+               tau: float | None = None, seed: int = 0, chunk: int = 200_000) -> dict:
+    """Average and worst-case distortion of ``emb`` against spanning-tree distances.
+
+    ``D_avg`` is the mean over pairs of ``|d_H / (s d_T) - 1|`` with ``s = tau`` (or, when
+    ``tau`` is None, the mean ratio ``d_H / d_T``); ``D_wc = max(d_H / d_T) / min(d_H / d_T)``.
+    Hyperbolic distances use ``acosh(1 + 2|x - y|^2 / ((1 - |x|^2)(1 - |y|^2)))`` with the
+    argument formed in MC (exact for points near the boundary), then float64 ``acosh``.
+
+    Args:
+        emb: embeddings (MCTensor) in ``manifold``'s model.
+        graph: the graph (its spanning tree defines ``d_T``).
+        manifold: as for :func:`embed_tree` (default ball).
+        pairs: ``"all"`` or the number of sampled source nodes (each against all nodes).
+        tau: the scale ``s`` (``embed_tree``'s ``tau``).
+        seed: seed of the source sample.
+        chunk: pairs per MC chunk.
+
+    Returns:
+        dict with ``d_avg``, ``d_wc``, ``num_pairs``, ``sampled_sources`` (None or "k of n").
+    """
+    from scipy.sparse import coo_matrix
+    from scipy.sparse.csgraph import shortest_path
+
+    if pairs != "all" and (isinstance(pairs, bool) or not isinstance(pairs, int) or pairs < 1):
+        raise ValueError(f"pairs: expected 'all' or an int >= 1, got {pairs!r}")
+    parent, _ = spanning_tree(graph)
+    n = graph.num_nodes
+    kids = np.nonzero(parent.numpy() >= 0)[0]
+    adj = coo_matrix((np.ones(kids.size), (kids, parent.numpy()[kids])), shape=(n, n))
+    if pairs == "all" or pairs >= n:
+        sources = np.arange(n)
+        sampled = None
+    else:
+        rng = np.random.default_rng(seed)
+        sources = np.sort(rng.choice(n, size=pairs, replace=False))
+        sampled = f"{pairs} of {n}"
+    dt = shortest_path(adj, directed=False, unweighted=True, indices=sources)
+    x = _ball_of(emb, manifold)
+    a = 1 - (x * x).sum(-1)
+    si, sj = np.nonzero(dt > 0)
+    src = sources[si]
+    keep = src < sj if sampled is None else np.ones(src.size, dtype=bool)
+    src, sj, dtv = src[keep], sj[keep], dt[si[keep], sj[keep]]
+    ratios = []
+    for s in range(0, src.size, chunk):
+        i = torch.from_numpy(src[s:s + chunk])
+        j = torch.from_numpy(sj[s:s + chunk])
+        dh = _pair_dist(x, a, i, j)
+        ratios.append(dh / torch.from_numpy(dtv[s:s + chunk]))
+    r = torch.cat(ratios)
+    if not bool(torch.isfinite(r).all()):
+        raise ValueError("emb: non-finite hyperbolic distances (points on or outside the boundary)")
+    scale = float(r.mean()) if tau is None else float(tau)
+    return {"d_avg": float((r / scale - 1).abs().mean()), "d_wc": float(r.max() / r.min()),
+            "num_pairs": int(r.numel()), "sampled_sources": sampled}
