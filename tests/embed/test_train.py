@@ -111,6 +111,25 @@ def test_resume_is_bit_identical(tmp_path, schedule):
             train(g, M, epochs=6, resume=path, **kw)
 
 
+def test_checkpoint_without_fast_key_resumes_as_exact_update(tmp_path):
+    """Checkpoints written before ``fast`` existed were trained with the exact update."""
+    g = tree_closure(2, 2)
+    M = PoincareHalfspace()
+    kw = dict(dim=2, nc=2, dtype=F64, seed=3, **TOY)
+    full = train(g, M, epochs=3, **kw)
+    with pytest.raises(_Interrupt):
+        train(g, M, epochs=3, checkpoint_dir=tmp_path, checkpoint_every=1, callback=_stop_after(1), **kw)
+    path = tmp_path / CHECKPOINT_NAME
+    raw = torch.load(path, weights_only=True)
+    del raw["config"]["fast"]
+    raw["sha256"] = _content_hash(raw)
+    torch.save(raw, path)
+    resumed = train(g, M, epochs=3, resume=path, **kw)
+    assert torch.equal(resumed.embeddings.components, full.embeddings.components)
+    with pytest.raises(ValueError, match="fast is False in the checkpoint but True now"):
+        train(g, M, epochs=3, resume=path, **{**kw, "fast": True})
+
+
 def test_nan_guard_names_epoch_and_node(tmp_path):
     g = tree_closure(2, 2)
     M = PoincareHalfspace()
