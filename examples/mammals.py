@@ -7,10 +7,10 @@ a table. With matplotlib installed it also writes a PNG of the last 2-D embeddin
 half-space (height on a log scale) and, converted in MC arithmetic, in the Poincaré ball.
 
 The defaults finish in about 2 minutes on an idle 2-core CPU (500 epochs per row: MAP ≈ 0.96,
-mean rank ≈ 1.17 at seed 0; the 1000-epoch table is in the README). The paper's setting --
+mean rank ≈ 1.18 at seed 0; the 1000-epoch table is in README.md and docs/embeddings.md). The paper's setting --
 1000 epochs, 50 negatives, 20 burn-in epochs -- is ``--epochs 1000``; the trainer's
 defaults (batch 512, distance scale 0.5, lr ramped linearly from 10 to 80 after burn-in)
-are tuned for it. The README table comes from::
+are tuned for it. The README and docs/embeddings.md table comes from::
 
     python examples/mammals.py --epochs 1000 --seeds 0 1 2 --rows plain32 plain64 1 2 3
 

@@ -22,7 +22,7 @@ Precision and range
 Everything is computed in MC arithmetic when the inputs are :class:`~hypermc.MCTensor`
 s (plain Tensors behave as ``nc = 1``); gradients through every method are MCTensors.
 Each model's *MC range* is the hyperbolic radius up to which stored points resolve
-hyperbolic lengths below ~1e-6 — see each class docstring and the README table.
+hyperbolic lengths below ~1e-6 — see each class docstring and the MC range table in docs/manifolds.md.
 
 Methods (geoopt vocabulary, identical in every model): ``dist``, ``expmap``,
 ``logmap``, ``expmap0``, ``logmap0``, ``retr``, ``projx``, ``proju``,

@@ -1,7 +1,7 @@
 """Geometric laws of each model at radii up to its MC range (float64, nc = 2).
 
 Tolerances are hyperbolic lengths (or relative values) of 1e-6 — the MC range is
-defined as the radius up to which stored points resolve 1e-6 (README table) — and the
+defined as the radius up to which stored points resolve 1e-6 (docs/manifolds.md table) — and the
 radii below are chosen inside it: ball and halfspace up to 55, Lorentz up to 25.
 Tangent vectors have random directions and hyperbolic lengths <= 1 ("local" laws).
 

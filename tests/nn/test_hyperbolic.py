@@ -1,5 +1,5 @@
 """Tests of the hyperbolic graph layers (hypermc.nn.hyperbolic), the link-prediction
-example's training function and metrics, and the README's "Hyperbolic GNN layers" snippet."""
+example's training function and metrics, and the "Hyperbolic GNN layers" snippet of docs/gnn.md."""
 
 from __future__ import annotations
 
@@ -340,14 +340,14 @@ def test_example_training_smoke(seed):
     assert 0.0 <= mc["test_roc"] <= 1.0 and mc["loss"] == mc["loss"]
 
 
-# -------------------------------------------------------------- README snippet
+# -------------------------------------------------------------- docs snippet
 
 
-def test_readme_snippet_runs(capsys):
-    text = (ROOT / "README.md").read_text()
-    section = text.split("## Hyperbolic GNN layers", 1)[1].split("\n## ", 1)[0]
+def test_docs_snippet_runs(capsys):
+    text = (ROOT / "docs" / "gnn.md").read_text()
+    section = text.split("# Hyperbolic GNN layers", 1)[1].split("\n## ", 1)[0]
     blocks = re.findall(r"```python\n(.*?)```", section, flags=re.S)
-    assert blocks, "the README section has no python block"
-    exec(compile(blocks[0], "README.md", "exec"), {})
+    assert blocks, "the docs/gnn.md section has no python block"
+    exec(compile(blocks[0], "docs/gnn.md", "exec"), {})
     out = capsys.readouterr().out
     assert "(True, None)" in out and "nan" not in out.lower()
