@@ -171,3 +171,96 @@ def test_optimizer_rows_out_of_range_are_refused(rows):
     with pytest.raises(ValueError, match=r"rows must lie in \[0, 4\)"):
         opt.step(rows=torch.tensor(rows))
     assert torch.equal(p.components, before)
+
+
+# ------------------------------------------------ membership check of the entry points
+
+#: One off-manifold point per model and the condition the error must name.
+OFF = [
+    (PoincareBall(curvature=-2.0), [0.9, 0.2, 0.1], "outside the ball"),
+    (PoincareHalfspace(curvature=-0.5), [0.3, 0.1, -1e-300], "outside the halfspace"),
+    (Lorentz(curvature=-3.0), [1.0, 1.0, 0.0], "off the hyperboloid"),
+    (Lorentz(), [-1.0, 0.0, 0.0], "lower sheet"),
+]
+CALLS = {
+    "dist": lambda M, bad, good, **kw: M.dist(bad, good, **kw),
+    "dist-y": lambda M, bad, good, **kw: M.dist(good, bad, **kw),
+    "dist0": lambda M, bad, good, **kw: M.dist0(bad, **kw),
+    "expmap": lambda M, bad, good, **kw: M.expmap(bad, good * 0, **kw),
+    "logmap": lambda M, bad, good, **kw: M.logmap(bad, good, **kw),
+    "logmap-y": lambda M, bad, good, **kw: M.logmap(good, bad, **kw),
+    "logmap0": lambda M, bad, good, **kw: M.logmap0(bad, **kw),
+}
+
+
+@pytest.mark.parametrize("nc", [None, 2], ids=["plain", "nc2"])
+@pytest.mark.parametrize("call", list(CALLS), ids=str)
+@pytest.mark.parametrize("M,bad,reason", OFF, ids=["ball", "halfspace", "lorentz", "lorentz-sheet"])
+def test_entry_points_refuse_off_manifold_points(M, bad, reason, call, nc):
+    """Before: finite garbage (ball dist NaN, Lorentz dist 0.96 for a point off the
+    hyperboloid). Now a ValueError naming the method, argument and condition."""
+    good = M.random(2, 3, nc=nc, dtype=torch.float64, generator=torch.Generator().manual_seed(1))
+    bad_x = good.clone()  # only the second point is off
+    if nc:
+        bad_x.components[1] = hm.mc(torch.tensor(bad, dtype=torch.float64), nc=nc).components
+    else:
+        bad_x[1] = torch.tensor(bad, dtype=torch.float64)
+    method = call.split("-")[0]
+    arg = "y" if call.endswith("-y") or method == "logmap0" else "x"
+    with pytest.raises(ValueError, match=rf"{type(M).__name__}\.{method}: {arg} is not a point .*{reason}.* "
+                                         rf"\(1 of 2 points; first at index \(1,\)\).*check=False"):
+        CALLS[call](M, bad_x, good)
+    CALLS[call](M, bad_x, good, check=False)  # the documented opt-out computes anyway
+    CALLS[call](M, good, good)  # points on the manifold pass
+
+
+@pytest.mark.parametrize("M", MANIFOLDS, ids=repr)
+def test_entry_points_refuse_nan(M):
+    x = M.random(3, 3, nc=2, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
+    bad = hm.mc(x.approx().clone(), nc=2)
+    bad.components[2, 0, 1] = float("nan")
+    with pytest.raises(ValueError, match=rf"{type(M).__name__}\.dist: y is not a point .*contains inf or NaN"):
+        M.dist(x, bad)
+
+
+@pytest.mark.parametrize("M", [PoincareHalfspace(), Lorentz(), Euclidean()], ids=repr)
+def test_check_is_skipped_while_tracing_without_graph_breaks(M):
+    """Under torch.compile the check is skipped (documented rule): fullgraph=True proves
+    it adds no graph break or data-dependent branch; values equal eager's, and an
+    off-manifold input is not refused inside the trace. (Only ``dist``/``dist0``: the
+    ball kernels and the maps of the other models have data-dependent branches of their
+    own, and curvature != -1 calls mpmath, which fullgraph refuses with or without the
+    check.)"""
+    torch._dynamo.reset()
+    x = M.random(4, 3, nc=None, dtype=torch.float64, generator=torch.Generator().manual_seed(2))
+    y = M.random(4, 3, nc=None, dtype=torch.float64, generator=torch.Generator().manual_seed(3))
+
+    def f(a, b):
+        return M.dist(a, b) + M.dist0(a)
+
+    g = torch.compile(f, fullgraph=True, backend="aot_eager")
+    assert torch.equal(g(x, y), f(x, y))
+    if not isinstance(M, Euclidean):
+        off = x.clone()
+        off[..., -1 if isinstance(M, PoincareHalfspace) else 0] *= -1
+        with pytest.raises(ValueError, match="is not a point"):
+            f(off, y)
+        g(off, y)  # traced: not checked
+    torch._dynamo.reset()
+
+
+def test_train_refuses_an_off_manifold_checkpoint(tmp_path):
+    from hypermc.data.graph import Graph
+    from hypermc.embed import train
+    from hypermc.embed.train import _content_hash
+
+    g = Graph.from_pairs([("a", "b"), ("b", "c"), ("c", "d")])
+    kw = dict(manifold=PoincareBall(), dim=2, nc=2, epochs=2, burnin=0, batch_size=2, negatives=2, seed=0)
+    train(g, checkpoint_dir=tmp_path, **kw)
+    ck = torch.load(tmp_path / "checkpoint.pt", weights_only=True)
+    ck["components"][1, 0, 0] = 5.0  # node b outside the unit ball
+    del ck["sha256"]
+    ck["sha256"] = _content_hash(ck)
+    torch.save(ck, tmp_path / "bad.pt")
+    with pytest.raises(ValueError, match=r"bad\.pt' holds points off PoincareBall.*outside the ball\) \(1 of 4"):
+        train(g, resume=tmp_path / "bad.pt", **kw)

@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 import hypermc as hm
 from hypermc.embed import evaluate, load_checkpoint, train
 from hypermc.embed.sampler import AliasTable, NegativeSampler
-from hypermc.embed.train import CHECKPOINT_NAME, fast_retr_rows, resolve_device
+from hypermc.embed.train import CHECKPOINT_NAME, _content_hash, fast_retr_rows, resolve_device
 from hypermc.manifolds import Euclidean, Lorentz, PoincareBall, PoincareHalfspace
 from tests.embed.helpers import tree_closure
 from tests.oracle import assert_within, components_to_fraction
@@ -98,6 +98,7 @@ def test_resume_on_another_device_type_is_refused(tmp_path):
     path = tmp_path / CHECKPOINT_NAME
     ckpt = torch.load(path, weights_only=True)
     ckpt["config"]["device_type"] = "cuda"  # as written by a run on a GPU
+    ckpt["sha256"] = _content_hash(ckpt)  # a consistent file, not a corrupt one
     torch.save(ckpt, path)
     loaded = load_checkpoint(path)  # the embeddings load anywhere
     assert loaded["embeddings"].device.type == "cpu"
