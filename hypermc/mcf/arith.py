@@ -43,6 +43,8 @@ tail.
 
 from __future__ import annotations
 
+import math
+
 import torch
 
 from .eft import (
@@ -567,8 +569,13 @@ def div(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
 
     Wide engine where available. Otherwise long division carried at ``nc + 1``
     components: ``q_k = r_k[0] / y[0]``, ``r_{k+1} = r_k - q_k y`` for ``nc + 1`` digits,
-    then the digits are renormalised. Tested <= 8 ``u^nc``. Division by zero gives
-    ±inf or NaN like torch.
+    then the digits are renormalised, on operands scaled by powers of two to leading
+    exponent 0 (:func:`_long_division`), so no remainder overflows or underflows.
+    Bound: <= 8 ``u^nc`` (tested, also next to the overflow threshold and for tiny
+    operands) wherever the quotient's components are normal numbers; a quotient beyond
+    the largest float is ±inf (zero tail); one below the normal range is rounded once
+    per component to the subnormal spacing. Precondition: ``nc p < -emin`` (float64:
+    nc <= 19). Division by zero gives ±inf or NaN like torch.
     """
     x, y, nc = _common(x, y)
     if nc == 1:
@@ -582,11 +589,42 @@ def div(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
 
 
 def _long_division(x: torch.Tensor, y: torch.Tensor, nc: int) -> torch.Tensor:
-    if nc == 2:
-        return _div2(x, y)
+    """``x / y`` by long division on operands scaled to leading exponent 0.
+
+    ``x`` and ``y`` are multiplied by powers of two that bring their leading components
+    into ``[0.5, 1)`` (exact), divided there (:func:`_div2`, :func:`_long_division_scaled`)
+    and the quotient is scaled back once. Unscaled, the remainder products ``q_k y``
+    overflow for operands near the top of the range (``mc(finfo.max) / 3`` gave NaN:
+    the Veltkamp split of ``q_k`` overflows) and the digits underflow for tiny ones.
+    Precondition: ``nc p`` below the exponent range (``nc p < -emin``: the last digit
+    ``~ u^nc`` of the scaled quotient stays normal). Bound: as :func:`div` wherever the
+    quotient's components are normal; a quotient below the normal range loses its low
+    bits to the subnormal spacing (one rounding per component), one above it is
+    ``±inf`` with a zero tail.
+    """
+    x, y = torch.broadcast_tensors(x, y)
+    ex = torch.frexp(x[..., 0]).exponent  # 0 for 0, inf and NaN: those stay as they are
+    ey = torch.frexp(y[..., 0]).exponent
+    xs, ys = _scale2(x, -ex), _scale2(y, -ey)
+    q = _div2(xs, ys) if nc == 2 else _long_division_scaled(xs, ys, nc)
+    return _zero_tail_of_nonfinite(_scale2(q, ex - ey))
+
+
+def _scale2(x: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
+    """``x * 2^k`` per point (``k`` int, shape of ``x[..., 0]``) in three steps of at
+    most ``2^(emax - 1)`` each, so ``k`` may span the whole exponent range. The largest
+    step comes last: a result that ends below the normal range is rounded once."""
+    bound = math.frexp(torch.finfo(x.dtype).max)[1] - 2
+    last = k.clamp(-bound, bound)
+    mid = (k - last).clamp(-bound, bound)
+    for step in (k - last - mid, mid, last):
+        x = torch.ldexp(x, step.unsqueeze(-1))
+    return x
+
+
+def _long_division_scaled(x: torch.Tensor, y: torch.Tensor, nc: int) -> torch.Tensor:
     # Long division with nc + 1 quotient digits; the remainders need only nc components:
     # each is formed by an accurate subtraction, relative error u^nc of |r_k| <= |x|.
-    x, y = torch.broadcast_tensors(x, y)
     r = x
     y0 = y[..., 0]
     digits = []
