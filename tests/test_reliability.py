@@ -264,3 +264,130 @@ def test_train_refuses_an_off_manifold_checkpoint(tmp_path):
     torch.save(ck, tmp_path / "bad.pt")
     with pytest.raises(ValueError, match=r"bad\.pt' holds points off PoincareBall.*outside the ball\) \(1 of 4"):
         train(g, resume=tmp_path / "bad.pt", **kw)
+
+
+# ------------------------------------------------------------------ fault injection
+
+#: Child process of the fault-injection test: the CLI ``train`` with one fault armed.
+#: ``park`` writes the marker file and sleeps until the test kills the process, so the
+#: kill always lands at the same point (no timing race): ``epoch:E:B`` parks at batch B
+#: of epoch E (mid-epoch); ``save:N`` parks inside the N-th ``torch.save`` after writing
+#: the first half of the file (a crash in the middle of writing a checkpoint).
+_DRIVER = r'''
+import io, os, sys, time
+import torch
+from hypermc import __main__ as cli
+import hypermc.embed.train  # noqa: F401  (the module, not the function of the package)
+T = sys.modules["hypermc.embed.train"]
+
+mode, marker, argv = sys.argv[1], sys.argv[2], sys.argv[3:]
+
+def park():
+    open(marker, "w").close()
+    time.sleep(300)
+    sys.exit(99)  # not killed: the test fails on the exit code
+
+if mode.startswith("epoch:"):
+    epoch, batch = (int(v) for v in mode.split(":")[1:])
+    step, seen = T._State.step, [0]
+    def step_then_park(self, e, *args):
+        if e + 1 == epoch:
+            seen[0] += 1
+            if seen[0] == batch:
+                park()
+        return step(self, e, *args)
+    T._State.step = step_then_park
+elif mode.startswith("save:"):
+    nth, save, calls = int(mode.split(":")[1]), torch.save, [0]
+    def half_save(obj, f, *args, **kwargs):
+        calls[0] += 1
+        if calls[0] == nth:
+            buf = io.BytesIO()
+            save(obj, buf, *args, **kwargs)
+            with open(f, "wb") as fh:
+                fh.write(buf.getvalue()[: len(buf.getvalue()) // 2])
+                fh.flush()
+                os.fsync(fh.fileno())
+            park()
+        return save(obj, f, *args, **kwargs)
+    torch.save = half_save
+sys.exit(cli.main(argv))
+'''
+
+
+def _train_child(tmp_path, mode, out, *extra, kill=None):
+    """Run the driver; with ``kill``, wait for its marker and send that signal."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+    from pathlib import Path
+
+    driver = tmp_path / "driver.py"
+    driver.write_text(_DRIVER)
+    edges = tmp_path / "tree.csv"
+    if not edges.exists():
+        from hypermc.data import save_edges
+        from tests.embed.helpers import tree_closure
+
+        save_edges(tree_closure(2, 3), edges)
+    marker = tmp_path / f"parked-{mode.replace(':', '-')}"
+    cmd = [sys.executable, str(driver), mode, str(marker), "train", "--data", str(edges), "--out", str(out),
+           "--manifold", "halfspace", "--dim", "2", "--nc", "2", "--epochs", "6", "--burnin", "2",
+           "--batch-size", "4", "--negatives", "3", "--seed", "3", "--checkpoint-every", "1",
+           "--threads", "1", "--quiet", *extra]
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[1]), HYPERMC_DEBUG="1")
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    if kill is None:
+        out_text, _ = proc.communicate(timeout=120)
+        assert proc.returncode == 0, out_text
+        return
+    deadline = time.monotonic() + 120
+    while not marker.exists():
+        assert proc.poll() is None, f"the child exited before the fault point: {proc.communicate()[0]}"
+        assert time.monotonic() < deadline, "the child never reached the fault point"
+        time.sleep(0.02)
+    proc.send_signal(kill)
+    proc.communicate(timeout=60)
+    assert proc.returncode == -kill, proc.returncode
+    assert kill in (signal.SIGKILL, signal.SIGTERM)
+
+
+def _final_state(path):
+    ck = torch.load(path, weights_only=True)
+    return ck["epoch"], ck["components"], ck["optimizer"], ck["generator"], [
+        {k: v for k, v in h.items() if k != "seconds"} for h in ck["history"]]
+
+
+def test_killed_training_resumes_bit_for_bit_and_never_leaves_a_half_checkpoint(tmp_path):
+    """Kill (SIGKILL) training in the middle of epoch 4, resume, kill again in the middle
+    of writing the epoch-4 checkpoint, resume again: the final embedding, optimizer and
+    generator state equal an uninterrupted run's bit for bit, and after each kill the
+    last complete checkpoint loads (hash checked)."""
+    import signal
+
+    from hypermc.embed.train import CHECKPOINT_NAME, load_checkpoint
+
+    straight, broken = tmp_path / "straight", tmp_path / "broken"
+    _train_child(tmp_path, "none", straight)
+    ckpt = broken / CHECKPOINT_NAME
+
+    _train_child(tmp_path, "epoch:4:3", broken, kill=signal.SIGKILL)  # batch 3 of 6
+    assert load_checkpoint(ckpt)["epoch"] == 3
+    assert sorted(p.name for p in broken.iterdir()) == [CHECKPOINT_NAME]
+
+    _train_child(tmp_path, "save:1", broken, "--resume", str(ckpt), kill=signal.SIGTERM)
+    tmp = broken / (CHECKPOINT_NAME + ".tmp")
+    assert tmp.exists() and 0 < tmp.stat().st_size < ckpt.stat().st_size  # really half-written
+    assert load_checkpoint(ckpt)["epoch"] == 3  # the previous checkpoint is intact
+    with pytest.raises(ValueError, match=r"checkpoint\.pt\.tmp' is unreadable"):
+        load_checkpoint(tmp)
+
+    _train_child(tmp_path, "none", broken, "--resume", str(ckpt))
+    assert not tmp.exists()  # the stale half file was removed
+    want, got = _final_state(straight / CHECKPOINT_NAME), _final_state(ckpt)
+    assert want[0] == got[0] == 6
+    assert torch.equal(want[1], got[1]), "embeddings differ from the uninterrupted run"
+    assert torch.equal(want[3], got[3]) and want[4] == got[4]
+    assert repr(want[2]) == repr(got[2])
