@@ -4,6 +4,7 @@ manifold membership, across exponent ranges and the pinned special values of
 
 from __future__ import annotations
 
+import math
 import pickle
 from fractions import Fraction
 
@@ -16,7 +17,7 @@ from hypothesis import strategies as st
 
 import hypermc as hm
 from hypermc.manifolds import Lorentz, PoincareBall, PoincareHalfspace
-from tests.oracle import assert_within, components_to_mpf, expansions, floats_of
+from tests.oracle import assert_within, components_to_fraction, components_to_mpf, expansions, floats_of
 
 F64 = torch.float64
 
@@ -86,3 +87,97 @@ def test_random_points_are_members_and_pickle(M, seed, n, nc):
         bad[0, 0] = -bad[0, 0]
     ok, reason = M.check_point(bad)
     assert not ok and "first at index (0,)" in reason
+
+
+# ----------------------------------------------- division at the ends of the exponent range
+
+_MAX = Fraction(torch.finfo(F64).max)
+
+#: (x exponents, y exponents) of the leading components: quotients next to the overflow
+#: threshold (some overflow), huge / huge and tiny / tiny (moderate quotients whose
+#: remainder products overflowed or underflowed before the operands were scaled), and
+#: quotients below the normal range.
+_DIV_REGIMES = {
+    "top-binade": ((1023, 1023), (-3, 30)),
+    "near-overflow": ((1000, 1023), (-3, 30)),
+    "huge-by-huge": ((1015, 1023), (1015, 1023)),
+    "tiny-by-tiny": ((-1022, -950), (-1022, -950)),
+    "underflowing": ((-1000, -700), (300, 400)),
+}
+
+
+def _check_quotient(q, x, y, nc, what):
+    """Each entry of ``q`` (components) is within the div bound of the exact quotient of
+    the stored operands; ±inf with a zero tail where that quotient exceeds the largest
+    double; below the normal range (tail subnormal) within the bound plus one subnormal
+    rounding per component (the rules of :func:`hypermc.mcf.arith.div`)."""
+    exact = (components_to_fraction(x) / components_to_fraction(y)).reshape(-1)
+    comps = (q.components if isinstance(q, hm.MCTensor) else q).reshape(-1, nc)
+    over = np.array([abs(e) > _MAX for e in exact], dtype=bool)
+    inf = ~torch.isfinite(comps[:, 0]).numpy()
+    for i in np.flatnonzero(over & inf):  # overflow: ±inf, zero tail
+        assert float(comps[i, 0]) == (float("inf") if exact[i] > 0 else float("-inf")), what
+        assert comps[i, 1:].eq(0).all(), f"{what}: tail of an overflowed quotient {comps[i].tolist()}"
+    # below the normal range the tail cannot hold u^nc: one rounding to the subnormal
+    # spacing per component is allowed on top of the bound (arith.div's rule)
+    low = np.array([abs(e) < Fraction(2) ** (-1022 + 53 * nc) for e in exact], dtype=bool)
+    floor = nc * Fraction(2) ** -1075
+    for i in np.flatnonzero(low):
+        got = sum(Fraction(float(c)) for c in comps[i].tolist())
+        assert abs(got - exact[i]) <= 8 * Fraction(2) ** (-53 * nc) * abs(exact[i]) + floor, (what, i)
+    keep = torch.from_numpy(~(over & inf) & ~low)
+    with mpmath.workprec(4200):
+        refs = [mpmath.mpf(e.numerator) / e.denominator for e in exact[keep.numpy()]]
+    if refs:
+        assert_within(comps[keep], refs, F64, nc, "div", msg=what)
+
+
+@settings(max_examples=40, deadline=None)
+@given(data=st.data(), nc=st.sampled_from([2, 3]), regime=st.sampled_from(list(_DIV_REGIMES)))
+def test_div_at_the_ends_of_the_range(data, nc, regime):
+    """Before: ``mc(finfo.max) / 3`` was NaN (the split inside the remainder product
+    overflowed) and tiny / tiny lost the tail to underflow; now within 8 u^nc."""
+    (xlo, xhi), (ylo, yhi) = _DIV_REGIMES[regime]
+    x = data.draw(expansions(F64, nc, min_exp=xlo, max_exp=xhi, shape=(32,)))
+    y = data.draw(expansions(F64, nc, min_exp=ylo, max_exp=yhi, shape=(32,)))
+    _check_quotient(hm.MCTensor(x) / hm.MCTensor(y), x, y, nc, f"{regime} div")
+    # the float-operand paths (div_float, rdiv_float) share the long division
+    b = y[..., :1].clone()
+    _check_quotient(hm.MCTensor(x) / b[..., 0], x, torch.nn.functional.pad(b, (0, nc - 1)), nc, "div_float")
+    b = x[..., :1].clone()
+    _check_quotient(b[..., 0] / hm.MCTensor(y), torch.nn.functional.pad(b, (0, nc - 1)), y, nc, "rdiv_float")
+
+
+@pytest.mark.parametrize("nc", [2, 3])
+@pytest.mark.parametrize(
+    "num, den",
+    [
+        (float(_MAX), 3.0), (-float(_MAX), 3.0), (float(_MAX), float(_MAX) / 3), (float(_MAX), 1.5),
+        (float(_MAX), -0.75), (2.0**-1000, 3.0 * 2.0**-1000), (float(_MAX), 2.0**-60),
+        (7 * 2.0**-1074, 3.0 * 2.0**-1074), (1.0, float(_MAX)),
+    ],
+    ids=["max/3", "-max/3", "max/(max/3)", "max/1.5", "max/-0.75", "tiny/tiny", "overflow",
+         "subnormal/subnormal", "1/max"],
+)
+def test_div_pinned_extremes(num, den, nc):
+    """Pinned: the issue's ``mc(finfo.max) / 3`` and its neighbours; ``max / 2^-60``
+    overflows to inf with a zero tail."""
+    x = hm.mc(torch.tensor([num], dtype=F64), nc=nc)
+    y = hm.mc(torch.tensor([den], dtype=F64), nc=nc)
+    _check_quotient(x / y, x.components, y.components, nc, f"{num!r} / {den!r}")
+    assert bool(torch.isfinite((x / y).components[..., 0]).all()) == math.isfinite(num / den)
+
+
+@settings(max_examples=30, deadline=None)
+@given(data=st.data(), nc=st.sampled_from([2, 3]))
+def test_mul_and_sqrt_next_to_the_overflow_threshold(data, nc):
+    """mul and sqrt keep their bounds with operands in the top binades (checked together
+    with the division fix; they needed no change)."""
+    x = data.draw(expansions(F64, nc, min_exp=1000, max_exp=1023, shape=(32,)))
+    y = data.draw(expansions(F64, nc, min_exp=-24, max_exp=-1, shape=(32,)))
+    xa, yb = components_to_mpf(x), components_to_mpf(y)
+    with mpmath.workprec(4200):
+        exact_mul = [p * q for p, q in zip(xa, yb)]
+        exact_sqrt = [mpmath.sqrt(abs(p)) for p in xa]
+    assert_within(hm.MCTensor(x) * hm.MCTensor(y), exact_mul, F64, nc, "mul")
+    assert_within(hm.MCTensor(x).abs().sqrt(), exact_sqrt, F64, nc, "sqrt")

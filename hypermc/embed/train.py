@@ -355,6 +355,10 @@ def train(
         gen.set_state(ckpt["generator"])
         history = list(ckpt["history"])
         start_epoch = int(ckpt["epoch"])
+    ok, reason = manifold.check_point(table.detach())  # the initial table, once
+    if not ok:
+        where = f"the checkpoint {os.fspath(resume)!r}" if resume is not None else "the initial table"
+        raise ValueError(f"train: {where} holds points off {manifold!r}: {reason}")
 
     sampler = NegativeSampler(graph.edges.to(device), graph.num_nodes, negatives=negatives,
                               weights=None if graph.weights is None else graph.weights.to(device),

@@ -42,24 +42,28 @@ class PoincareBall(Manifold):
     name = "ball"
     min_dim = 1
 
-    def dist(self, x, y, *, keepdim: bool = False):
-        """Distance; see :func:`.math.ball.dist` (formula, laws, accuracy)."""
+    def dist(self, x, y, *, keepdim: bool = False, check: bool = True):
+        """Distance; see :func:`.math.ball.dist` (formula, laws, accuracy). ``check``: see :mod:`.base`."""
         self._check("dist", x=x, y=y)
+        self._check_on("dist", check, x=x, y=y)
         return self._keep(B.dist(x, y, self.c), keepdim)
 
-    def dist0(self, x, *, keepdim: bool = False):
-        """Distance from the origin; see :func:`.math.ball.dist0`."""
+    def dist0(self, x, *, keepdim: bool = False, check: bool = True):
+        """Distance from the origin; see :func:`.math.ball.dist0`. ``check``: see :mod:`.base`."""
         self._check("dist0", x=x)
+        self._check_on("dist0", check, x=x)
         return self._keep(B.dist0(x, self.c), keepdim)
 
-    def expmap(self, x, u):
-        """Exponential map; see :func:`.math.ball.expmap`."""
+    def expmap(self, x, u, *, check: bool = True):
+        """Exponential map; see :func:`.math.ball.expmap`. ``check``: see :mod:`.base`."""
         self._check("expmap", x=x, u=u)
+        self._check_on("expmap", check, x=x)
         return self._edge(B.expmap(x, u, self.c))
 
-    def logmap(self, x, y):
-        """Logarithmic map; see :func:`.math.ball.logmap`."""
+    def logmap(self, x, y, *, check: bool = True):
+        """Logarithmic map; see :func:`.math.ball.logmap`. ``check``: see :mod:`.base`."""
         self._check("logmap", x=x, y=y)
+        self._check_on("logmap", check, x=x, y=y)
         return B.logmap(x, y, self.c)
 
     def expmap0(self, u):
@@ -67,9 +71,10 @@ class PoincareBall(Manifold):
         self._check("expmap0", u=u)
         return self._edge(B.expmap0(u, self.c))
 
-    def logmap0(self, y):
-        """``logmap(0, y)``; see :func:`.math.ball.logmap0`."""
+    def logmap0(self, y, *, check: bool = True):
+        """``logmap(0, y)``; see :func:`.math.ball.logmap0`. ``check``: see :mod:`.base`."""
         self._check("logmap0", y=y)
+        self._check_on("logmap0", check, y=y)
         return B.logmap0(y, self.c)
 
     def retr(self, x, u):

@@ -29,6 +29,21 @@ Methods (geoopt vocabulary, identical in every model): ``dist``, ``expmap``,
 ``egrad2rgrad``, ``inner``, ``norm``, ``transp``, ``random``, ``origin``,
 ``check_point``. Points are ``x, y``, tangent vectors ``u, v``; the point dimension is
 the last one and leading dimensions broadcast.
+
+Membership check (``check=``)
+-----------------------------
+``dist``, ``dist0``, ``expmap``, ``logmap`` and ``logmap0`` take a keyword ``check``
+(default ``True``): their point arguments must pass :meth:`Manifold.check_point`
+(finite, inside the ball / ``x_n > 0`` / on the upper hyperboloid within its
+tolerance), else ``ValueError`` naming the method, the argument and the violated
+condition — off-manifold points would otherwise give finite garbage. The check is one
+pass over the points and one host sync per argument. Rules:
+
+* ``check=False`` skips it: for inner loops whose points are known good (the
+  optimizers' steps, the trainer, ``evaluate`` after its one check of the table).
+* While ``torch.compile``/export traces (:func:`hypermc.mcf.eft.tracing`) the check
+  is skipped: it would need a data-dependent branch (a graph break or a host sync).
+  Check the inputs eagerly (``check_point``) before calling a compiled function.
 """
 
 from __future__ import annotations
@@ -39,6 +54,7 @@ from typing import Any
 
 import torch
 
+from ..mcf import eft
 from ..mcf.tensor import MCTensor, mc
 from .math import common
 
@@ -138,6 +154,21 @@ class Manifold:
             raise ValueError(
                 f"{type(self).__name__}.{fname}: the leading (batch) dimensions do not broadcast: {desc}"
             ) from None
+
+    def _check_on(self, fname: str, check: bool, **points) -> None:
+        """The membership check of the public entry points (``check=``, see the module
+        docstring): ``ValueError`` unless every argument passes :meth:`check_point`.
+        Skipped with ``check=False`` and while ``torch.compile`` traces."""
+        if not check or eft.tracing():
+            return
+        with torch.no_grad():
+            for name, x in points.items():
+                ok, reason = self.check_point(x)
+                if not ok:
+                    raise ValueError(
+                        f"{type(self).__name__}.{fname}: {name} is not a point of {self!r}: {reason}; "
+                        f"project it (projx) or pass check=False to skip this check"
+                    )
 
     @staticmethod
     def _keep(out, keepdim: bool):

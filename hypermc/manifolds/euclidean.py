@@ -22,24 +22,28 @@ class Euclidean(Manifold):
         self.c = 0.0
         self.curvature = 0.0
 
-    def dist(self, x, y, *, keepdim: bool = False):
-        """``|x - y|``."""
+    def dist(self, x, y, *, keepdim: bool = False, check: bool = True):
+        """``|x - y|``. ``check``: see :mod:`.base`."""
         self._check("dist", x=x, y=y)
+        self._check_on("dist", check, x=x, y=y)
         return common.norm(x - y, keepdim=keepdim)
 
-    def dist0(self, x, *, keepdim: bool = False):
-        """``|x|``."""
+    def dist0(self, x, *, keepdim: bool = False, check: bool = True):
+        """``|x|``. ``check``: see :mod:`.base`."""
         self._check("dist0", x=x)
+        self._check_on("dist0", check, x=x)
         return common.norm(x, keepdim=keepdim)
 
-    def expmap(self, x, u):
-        """``x + u``."""
+    def expmap(self, x, u, *, check: bool = True):
+        """``x + u``. ``check``: see :mod:`.base`."""
         self._check("expmap", x=x, u=u)
+        self._check_on("expmap", check, x=x)
         return x + u
 
-    def logmap(self, x, y):
-        """``y - x``."""
+    def logmap(self, x, y, *, check: bool = True):
+        """``y - x``. ``check``: see :mod:`.base`."""
         self._check("logmap", x=x, y=y)
+        self._check_on("logmap", check, x=x, y=y)
         return y - x
 
     def expmap0(self, u):
@@ -47,9 +51,10 @@ class Euclidean(Manifold):
         self._check("expmap0", u=u)
         return u
 
-    def logmap0(self, y):
-        """``y``."""
+    def logmap0(self, y, *, check: bool = True):
+        """``y``. ``check``: see :mod:`.base`."""
         self._check("logmap0", y=y)
+        self._check_on("logmap0", check, y=y)
         return y
 
     def retr(self, x, u):

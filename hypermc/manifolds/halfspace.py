@@ -38,24 +38,28 @@ class PoincareHalfspace(Manifold):
     name = "halfspace"
     min_dim = 1
 
-    def dist(self, x, y, *, keepdim: bool = False):
-        """Distance; see :func:`.math.halfspace.dist` (formula, laws, accuracy)."""
+    def dist(self, x, y, *, keepdim: bool = False, check: bool = True):
+        """Distance; see :func:`.math.halfspace.dist` (formula, laws, accuracy). ``check``: see :mod:`.base`."""
         self._check("dist", x=x, y=y)
+        self._check_on("dist", check, x=x, y=y)
         return self._keep(H.dist(x, y, self.c), keepdim)
 
-    def dist0(self, x, *, keepdim: bool = False):
-        """Distance from the origin ``(0, ..., 0, 1)``."""
+    def dist0(self, x, *, keepdim: bool = False, check: bool = True):
+        """Distance from the origin ``(0, ..., 0, 1)``. ``check``: see :mod:`.base`."""
         self._check("dist0", x=x)
+        self._check_on("dist0", check, x=x)
         return self._keep(H.dist(self._origin_like(x), x, self.c), keepdim)
 
-    def expmap(self, x, u):
-        """Exponential map; see :func:`.math.halfspace.expmap`."""
+    def expmap(self, x, u, *, check: bool = True):
+        """Exponential map; see :func:`.math.halfspace.expmap`. ``check``: see :mod:`.base`."""
         self._check("expmap", x=x, u=u)
+        self._check_on("expmap", check, x=x)
         return H.projx(H.expmap(x, u))
 
-    def logmap(self, x, y):
-        """Logarithmic map; see :func:`.math.halfspace.logmap`."""
+    def logmap(self, x, y, *, check: bool = True):
+        """Logarithmic map; see :func:`.math.halfspace.logmap`. ``check``: see :mod:`.base`."""
         self._check("logmap", x=x, y=y)
+        self._check_on("logmap", check, x=x, y=y)
         return H.logmap(x, y)
 
     def expmap0(self, u):
@@ -63,9 +67,10 @@ class PoincareHalfspace(Manifold):
         self._check("expmap0", u=u)
         return H.projx(H.expmap(self._origin_like(u), u))
 
-    def logmap0(self, y):
-        """``logmap(origin, y)``."""
+    def logmap0(self, y, *, check: bool = True):
+        """``logmap(origin, y)``. ``check``: see :mod:`.base`."""
         self._check("logmap0", y=y)
+        self._check_on("logmap0", check, y=y)
         return H.logmap(self._origin_like(y), y)
 
     def retr(self, x, u):

@@ -36,24 +36,28 @@ class Lorentz(Manifold):
     name = "lorentz"
     min_dim = 2
 
-    def dist(self, x, y, *, keepdim: bool = False):
-        """Distance; see :func:`.math.lorentz.dist` (formula, laws, accuracy)."""
+    def dist(self, x, y, *, keepdim: bool = False, check: bool = True):
+        """Distance; see :func:`.math.lorentz.dist` (formula, laws, accuracy). ``check``: see :mod:`.base`."""
         self._check("dist", x=x, y=y)
+        self._check_on("dist", check, x=x, y=y)
         return self._keep(L.dist(x, y, self.c), keepdim)
 
-    def dist0(self, x, *, keepdim: bool = False):
-        """Distance from the origin ``asinh(sqrt(c)|x_bar|) / sqrt(c)``."""
+    def dist0(self, x, *, keepdim: bool = False, check: bool = True):
+        """Distance from the origin ``asinh(sqrt(c)|x_bar|) / sqrt(c)``. ``check``: see :mod:`.base`."""
         self._check("dist0", x=x)
+        self._check_on("dist0", check, x=x)
         return self._keep(L.dist0(x, self.c), keepdim)
 
-    def expmap(self, x, u):
-        """Exponential map; see :func:`.math.lorentz.expmap`."""
+    def expmap(self, x, u, *, check: bool = True):
+        """Exponential map; see :func:`.math.lorentz.expmap`. ``check``: see :mod:`.base`."""
         self._check("expmap", x=x, u=u)
+        self._check_on("expmap", check, x=x)
         return L.expmap(x, u, self.c)
 
-    def logmap(self, x, y):
-        """Logarithmic map; see :func:`.math.lorentz.logmap`."""
+    def logmap(self, x, y, *, check: bool = True):
+        """Logarithmic map; see :func:`.math.lorentz.logmap`. ``check``: see :mod:`.base`."""
         self._check("logmap", x=x, y=y)
+        self._check_on("logmap", check, x=x, y=y)
         return L.logmap(x, y, self.c)
 
     def expmap0(self, u):
@@ -61,9 +65,10 @@ class Lorentz(Manifold):
         self._check("expmap0", u=u)
         return L.expmap0(u, self.c)
 
-    def logmap0(self, y):
-        """``logmap(origin, y)``; see :func:`.math.lorentz.logmap0`."""
+    def logmap0(self, y, *, check: bool = True):
+        """``logmap(origin, y)``; see :func:`.math.lorentz.logmap0`. ``check``: see :mod:`.base`."""
         self._check("logmap0", y=y)
+        self._check_on("logmap0", check, y=y)
         return L.logmap0(y, self.c)
 
     def retr(self, x, u):

@@ -43,6 +43,8 @@ tail.
 
 from __future__ import annotations
 
+import math
+
 import torch
 
 from .eft import (
@@ -213,8 +215,10 @@ def add(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     exact sum is kept until one final truncation, bound ``u^nc`` (+ the rare second
     rounding), tested <= 8.
 
-    Relative bound holds with cancellation (``x + (-x + tiny)``) too. The sign of a zero
-    result follows IEEE addition of the values (``-0 + -0 = -0``).
+    Relative bound holds with cancellation (``x + (-x + tiny)``) too. For ``nc <= 2`` the
+    sign of a zero result follows IEEE addition of the values (``-0 + -0 = -0``); for
+    ``nc >= 3`` a zero result is ``+0`` (the renormalisation rebuilds zeros as ``+0``;
+    strict xfail ``test_signed_zeros_nc3``).
     """
     return _add_sub(x, y, subtract=False)
 
@@ -386,7 +390,8 @@ def mul(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     otherwise all exact products ``x_i y_j`` with ``i + j < nc`` (TwoProd) and the plain
     products of order ``nc``, sorted and renormalised. Bound ``u^nc`` (truncation) plus
     ``O(nc^2 u^(nc+1))``, tested <= 8 ``u^nc`` (bulk random, Fractions, and products
-    whose orders cancel).
+    whose orders cancel). A zero product keeps its IEEE sign for ``nc <= 2`` only; for
+    ``nc >= 3`` it is ``+0`` (strict xfail ``test_signed_zeros_nc3``).
     """
     x, y, nc = _common(x, y)
     if nc == 1:
@@ -567,8 +572,13 @@ def div(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
 
     Wide engine where available. Otherwise long division carried at ``nc + 1``
     components: ``q_k = r_k[0] / y[0]``, ``r_{k+1} = r_k - q_k y`` for ``nc + 1`` digits,
-    then the digits are renormalised. Tested <= 8 ``u^nc``. Division by zero gives
-    ±inf or NaN like torch.
+    then the digits are renormalised, on operands scaled by powers of two to leading
+    exponent 0 (:func:`_long_division`), so no remainder overflows or underflows.
+    Bound: <= 8 ``u^nc`` (tested, also next to the overflow threshold and for tiny
+    operands) wherever the quotient's components are normal numbers; a quotient beyond
+    the largest float is ±inf (zero tail); one below the normal range is rounded once
+    per component to the subnormal spacing. Precondition: ``nc p < -emin`` (float64:
+    nc <= 19). Division by zero gives ±inf or NaN like torch.
     """
     x, y, nc = _common(x, y)
     if nc == 1:
@@ -582,11 +592,42 @@ def div(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
 
 
 def _long_division(x: torch.Tensor, y: torch.Tensor, nc: int) -> torch.Tensor:
-    if nc == 2:
-        return _div2(x, y)
+    """``x / y`` by long division on operands scaled to leading exponent 0.
+
+    ``x`` and ``y`` are multiplied by powers of two that bring their leading components
+    into ``[0.5, 1)`` (exact), divided there (:func:`_div2`, :func:`_long_division_scaled`)
+    and the quotient is scaled back once. Unscaled, the remainder products ``q_k y``
+    overflow for operands near the top of the range (``mc(finfo.max) / 3`` gave NaN:
+    the Veltkamp split of ``q_k`` overflows) and the digits underflow for tiny ones.
+    Precondition: ``nc p`` below the exponent range (``nc p < -emin``: the last digit
+    ``~ u^nc`` of the scaled quotient stays normal). Bound: as :func:`div` wherever the
+    quotient's components are normal; a quotient below the normal range loses its low
+    bits to the subnormal spacing (one rounding per component), one above it is
+    ``±inf`` with a zero tail.
+    """
+    x, y = torch.broadcast_tensors(x, y)
+    ex = torch.frexp(x[..., 0]).exponent  # 0 for 0, inf and NaN: those stay as they are
+    ey = torch.frexp(y[..., 0]).exponent
+    xs, ys = _scale2(x, -ex), _scale2(y, -ey)
+    q = _div2(xs, ys) if nc == 2 else _long_division_scaled(xs, ys, nc)
+    return _zero_tail_of_nonfinite(_scale2(q, ex - ey))
+
+
+def _scale2(x: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
+    """``x * 2^k`` per point (``k`` int, shape of ``x[..., 0]``) in three steps of at
+    most ``2^(emax - 1)`` each, so ``k`` may span the whole exponent range. The largest
+    step comes last: a result that ends below the normal range is rounded once."""
+    bound = math.frexp(torch.finfo(x.dtype).max)[1] - 2
+    last = k.clamp(-bound, bound)
+    mid = (k - last).clamp(-bound, bound)
+    for step in (k - last - mid, mid, last):
+        x = torch.ldexp(x, step.unsqueeze(-1))
+    return x
+
+
+def _long_division_scaled(x: torch.Tensor, y: torch.Tensor, nc: int) -> torch.Tensor:
     # Long division with nc + 1 quotient digits; the remainders need only nc components:
     # each is formed by an accurate subtraction, relative error u^nc of |r_k| <= |x|.
-    x, y = torch.broadcast_tensors(x, y)
     r = x
     y0 = y[..., 0]
     digits = []
@@ -864,9 +905,11 @@ def clamp(
 def pow_int(x: torch.Tensor, n: int) -> torch.Tensor:
     """``x ** n`` for a Python int ``n`` by binary powering in MC arithmetic.
 
-    Each step is one :func:`mul` (or :func:`square`); the error grows like
-    ``(2 log2 |n|) * 8 u^nc``. Negative ``n`` takes the reciprocal at the end;
-    ``x ** 0 == 1`` (also for NaN, like torch).
+    Each step is one :func:`mul` (or :func:`square`), each within 8 ``u^nc``; a squaring
+    doubles the relative error already present, so the bound is
+    ``(|n| - 1 + [n < 0]) * 8 u^nc`` (tested), not ``2 log2 |n|`` steps' worth.
+    Negative ``n`` takes the reciprocal at the end; ``x ** 0 == 1`` (also for NaN, like
+    torch).
     """
     if n == 0:
         return from_float(torch.ones_like(x[..., 0]), x.shape[-1])

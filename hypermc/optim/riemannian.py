@@ -66,7 +66,8 @@ def _check_grad(param: torch.Tensor, grad: torch.Tensor) -> None:
 
 def _move(manifold: Manifold, x, u, retraction: bool):
     """The new point: ``projx(expmap(x, u))`` or ``projx(retr(x, u))`` (options handled here)."""
-    y = manifold.retr(x, u) if retraction else manifold.expmap(x, u)
+    # check=False: an inner loop over its own iterates (check the initial points once)
+    y = manifold.retr(x, u) if retraction else manifold.expmap(x, u, check=False)
     return manifold.projx(y)
 
 

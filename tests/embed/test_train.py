@@ -141,8 +141,17 @@ def test_nan_guard_names_epoch_and_node(tmp_path):
     raw["components"][g.node_id("r01"), 0, 0] = float("nan")
     raw["sha256"] = _content_hash(raw)  # a consistent (re-hashed) checkpoint holding a NaN
     torch.save(raw, path)
-    with pytest.raises(FloatingPointError, match=r"epoch 3 .*'r01'"):
+    # refused at the start (the initial table is checked once) ...
+    with pytest.raises(ValueError, match=r"checkpoint .* holds points off PoincareHalfspace.*inf or NaN"):
         train(g, M, epochs=4, resume=path, **kw)
+
+    # ... and a NaN that appears during training is caught by the guard of the epoch
+    def poison(epoch, stats, embeddings):
+        if epoch == 2:
+            embeddings.components[g.node_id("r01"), 0, 0] = float("nan")  # shares the table's storage
+
+    with pytest.raises(FloatingPointError, match=r"epoch 3 .*'r01'"):
+        train(g, M, epochs=4, callback=poison, **kw)
 
 
 @pytest.mark.parametrize(
