@@ -45,6 +45,7 @@ from __future__ import annotations
 
 import torch
 
+from . import fixed
 from .eft import (
     all_finite,
     all_true,
@@ -227,6 +228,26 @@ def _add_sub(x: torch.Tensor, y: torch.Tensor, *, subtract: bool) -> torch.Tenso
         xh, xl = unpack(x)
         yh, yl = unpack(y)
         return _add2(xh, xl, yh, yl, subtract)
+    if fixed.applies(x.dtype, nc):
+        return _add_fixed(x, y, subtract)
+    return _add_general(x, y, subtract)
+
+
+def _add_fixed(x: torch.Tensor, y: torch.Tensor, subtract: bool) -> torch.Tensor:
+    """``x ± y`` for nc = 3, 4 by the fixed network of :mod:`fixed` (checked; the
+    elements that fail the check go through :func:`_add_general`)."""
+    xs, ys = unpack(x), unpack(y)
+    if subtract:
+        ys = [-t for t in ys]
+    nc = len(xs)
+    out = fixed.renorm_levels(fixed.add_levels(xs, ys, nc), nc)
+    ok = fixed.normalised(out, torch.maximum(xs[0].abs(), ys[0].abs()))
+    return fixed.patch(out, ok, lambda a, b: _add_general(a, b, subtract), x, y)
+
+
+def _add_general(x: torch.Tensor, y: torch.Tensor, subtract: bool) -> torch.Tensor:
+    """``x ± y`` for nc >= 3: merge by magnitude and renormalise (any input)."""
+    nc = x.shape[-1]
     if subtract:
         y = -y
     xs, ys = unpack(x), unpack(y)
@@ -368,7 +389,18 @@ def add_float(x: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
         torch.sub(sh, zh, out=scratch)
         torch.sub(scratch, n_v, out=buf[1])
         return _finish2(buf, lambda: xh + b)
-    return _guard(renormalize(_merge(unpack(x), [b]), nc), x[..., 0] + b)
+    if fixed.applies(x.dtype, nc):
+        xs = unpack(x)
+        out = fixed.renorm_levels(fixed.add_levels(xs, [b], nc), nc)
+        ok = fixed.normalised(out, torch.maximum(xs[0].abs(), b.abs()))
+        return fixed.patch(out, ok, _add_float_general, x, b.unsqueeze(-1))
+    return _add_float_general(x, b.unsqueeze(-1))
+
+
+def _add_float_general(x: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """Grow-ExpN for nc >= 3 (``b`` of shape ``(*shape, 1)``): merge and renormalise."""
+    b = b[..., 0]
+    return _guard(renormalize(_merge(unpack(x), [b]), x.shape[-1]), x[..., 0] + b)
 
 
 # --------------------------------------------------------------------- multiplication
@@ -405,8 +437,19 @@ def mul(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         zh, zl = fast_two_sum(ch, cl1 + cl2)
         return _finish2(torch.stack([zh, zl]), lambda: ch)
     if _dw_fma(x):
-        return _guard(renormalize(_product_levels(xs, ys, nc), nc, presorted=True), xs[0] * ys[0])
+        if fixed.applies(x.dtype, nc):
+            out = fixed.renorm_levels(_product_levels(xs, ys, nc), nc)
+            return fixed.patch(out, fixed.normalised(out), _mul_general, x, y)
+        return _mul_general(x, y)
     return _guard(renormalize(_product_terms(xs, ys, nc), nc), xs[0] * ys[0])
+
+
+def _mul_general(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    """Mul-MCN for nc >= 3 with FMAs: product levels renormalised by the general kernel
+    (``y`` may have fewer components than ``x``)."""
+    xs, ys = unpack(x), unpack(y)
+    nc = len(xs)
+    return _guard(renormalize(_product_levels(xs, ys, nc), nc, presorted=True), xs[0] * ys[0])
 
 
 def _product_levels(xs: list[torch.Tensor], ys: list[torch.Tensor], nc: int) -> list[torch.Tensor]:
@@ -545,7 +588,10 @@ def mul_float(x: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
         return _finish2(torch.stack([zh, zl]), lambda: ch)
     if _dw_fma(x):
         # the product levels of x and the one-component expansion (b)
-        return _guard(renormalize(_product_levels(xs, [b], nc), nc, presorted=True), xs[0] * b)
+        if fixed.applies(x.dtype, nc):
+            out = fixed.renorm_levels(_product_levels(xs, [b], nc), nc)
+            return fixed.patch(out, fixed.normalised(out), _mul_general, x, b.unsqueeze(-1))
+        return _mul_general(x, b.unsqueeze(-1))
     terms: list[torch.Tensor] = []
     for i, xi in enumerate(xs[:-1]):
         p, e = two_prod(xi, b)
