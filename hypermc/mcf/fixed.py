@@ -91,7 +91,8 @@ def _sum_level(level: list[torch.Tensor], nxt: list[torch.Tensor] | None) -> tor
 
 
 def add_levels(xs: list[torch.Tensor], ys: list[torch.Tensor], nc: int) -> list[torch.Tensor]:
-    """``x + y`` as ``nc + 1`` levels (``len(ys) <= len(xs) == nc``; missing ``y_k`` are 0).
+    """``x + y`` as ``nc + 1`` levels (``len(xs) == nc``, ``len(ys) <= nc + 1``; missing
+    ``y_k`` are 0, a ``y_nc`` joins the plain last level).
 
     ``(s_k, e_k) = TwoSum(x_k, y_k)``; level 0 is ``s_0``, level ``k`` collects ``s_k``,
     ``e_(k-1)`` and the chain errors of level ``k - 1`` (TwoSum chain, exact), level ``nc``
@@ -114,6 +115,7 @@ def add_levels(xs: list[torch.Tensor], ys: list[torch.Tensor], nc: int) -> list[
             levels[k + 1].append(e)
         else:
             levels[k].append(xs[k])
+    levels[nc].extend(ys[nc:])
     out = []
     for k in range(nc + 1):
         out.append(_sum_level(levels[k], levels[k + 1] if k < nc else None))
