@@ -158,16 +158,18 @@ def normalised(c: torch.Tensor, bound: torch.Tensor | None = None) -> torch.Tens
     """Boolean mask: ``c`` is a normalised expansion with a non-zero, finite value.
 
     ``fl(c_k + c_(k+1)) == c_k`` for every ``k`` (so ``|c_(k+1)| <= ulp(c_k) / 2`` and no
-    zero is followed by a non-zero; NaN anywhere fails) and ``c_0 != 0``. With ``bound``
+    zero is followed by a non-zero; NaN anywhere fails) and ``0 < |c_0| <= max``. With ``bound``
     (the operand magnitude ``M`` of a sum), also ``|c_0| > 64 u M`` (no heavy cancellation).
     """
     comps = c.unbind(-1)
-    ok = comps[0] != 0
+    lead = comps[0].abs()
+    ok = lead <= torch.finfo(c.dtype).max  # finite (NaN compares false)
+    ok &= lead != 0
     for k in range(len(comps) - 1):
         ok &= (comps[k] + comps[k + 1]) == comps[k]
     if bound is not None:
         u = torch.finfo(c.dtype).eps / 2
-        ok &= comps[0].abs().mul_(1.0 / (CANCEL_FACTOR * u)) > bound
+        ok &= lead.mul_(1.0 / (CANCEL_FACTOR * u)) > bound
     return ok
 
 
