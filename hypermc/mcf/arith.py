@@ -47,6 +47,7 @@ import math
 
 import torch
 
+from . import fixed
 from .eft import (
     all_finite,
     all_true,
@@ -231,6 +232,26 @@ def _add_sub(x: torch.Tensor, y: torch.Tensor, *, subtract: bool) -> torch.Tenso
         xh, xl = unpack(x)
         yh, yl = unpack(y)
         return _add2(xh, xl, yh, yl, subtract)
+    if fixed.applies(x.dtype, nc):
+        return _add_fixed(x, y, subtract)
+    return _add_general(x, y, subtract)
+
+
+def _add_fixed(x: torch.Tensor, y: torch.Tensor, subtract: bool) -> torch.Tensor:
+    """``x ± y`` for nc = 3, 4 by the fixed network of :mod:`fixed` (checked; the
+    elements that fail the check go through :func:`_add_general`)."""
+    xs, ys = unpack(x), unpack(y)
+    if subtract:
+        ys = [-t for t in ys]
+    nc = len(xs)
+    out = fixed.renorm_levels(fixed.add_levels(xs, ys, nc), nc)
+    ok = fixed.normalised(out, torch.maximum(xs[0].abs(), ys[0].abs()))
+    return fixed.patch(out, ok, lambda a, b: _add_general(a, b, subtract), x, y)
+
+
+def _add_general(x: torch.Tensor, y: torch.Tensor, subtract: bool) -> torch.Tensor:
+    """``x ± y`` for nc >= 3: merge by magnitude and renormalise (any input)."""
+    nc = x.shape[-1]
     if subtract:
         y = -y
     xs, ys = unpack(x), unpack(y)
@@ -372,7 +393,18 @@ def add_float(x: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
         torch.sub(sh, zh, out=scratch)
         torch.sub(scratch, n_v, out=buf[1])
         return _finish2(buf, lambda: xh + b)
-    return _guard(renormalize(_merge(unpack(x), [b]), nc), x[..., 0] + b)
+    if fixed.applies(x.dtype, nc):
+        xs = unpack(x)
+        out = fixed.renorm_levels(fixed.add_levels(xs, [b], nc), nc)
+        ok = fixed.normalised(out, torch.maximum(xs[0].abs(), b.abs()))
+        return fixed.patch(out, ok, _add_float_general, x, b.unsqueeze(-1))
+    return _add_float_general(x, b.unsqueeze(-1))
+
+
+def _add_float_general(x: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """Grow-ExpN for nc >= 3 (``b`` of shape ``(*shape, 1)``): merge and renormalise."""
+    b = b[..., 0]
+    return _guard(renormalize(_merge(unpack(x), [b]), x.shape[-1]), x[..., 0] + b)
 
 
 # --------------------------------------------------------------------- multiplication
@@ -410,8 +442,19 @@ def mul(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         zh, zl = fast_two_sum(ch, cl1 + cl2)
         return _finish2(torch.stack([zh, zl]), lambda: ch)
     if _dw_fma(x):
-        return _guard(renormalize(_product_levels(xs, ys, nc), nc, presorted=True), xs[0] * ys[0])
+        if fixed.applies(x.dtype, nc):
+            out = fixed.renorm_levels(_product_levels(xs, ys, nc), nc)
+            return fixed.patch(out, fixed.normalised(out), _mul_general, x, y)
+        return _mul_general(x, y)
     return _guard(renormalize(_product_terms(xs, ys, nc), nc), xs[0] * ys[0])
+
+
+def _mul_general(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    """Mul-MCN for nc >= 3 with FMAs: product levels renormalised by the general kernel
+    (``y`` may have fewer components than ``x``)."""
+    xs, ys = unpack(x), unpack(y)
+    nc = len(xs)
+    return _guard(renormalize(_product_levels(xs, ys, nc), nc, presorted=True), xs[0] * ys[0])
 
 
 def _product_levels(xs: list[torch.Tensor], ys: list[torch.Tensor], nc: int) -> list[torch.Tensor]:
@@ -449,7 +492,10 @@ def _product_levels(xs: list[torch.Tensor], ys: list[torch.Tensor], nc: int) -> 
     for k in range(1, nc):
         # start the chain from a product (not negated): errors of order k - 1 come first
         terms = sorted(levels[k], key=lambda term: term[1])
-        s = terms[0][0]
+        if not terms:  # short operand lists (digit products of div/sqrt)
+            out.append(torch.zeros_like(out[0]))
+            continue
+        s = -terms[0][0] if terms[0][1] else terms[0][0]
         for t, negated in terms[1:]:
             s, ne, _ = _negated_two_sum(s, t, subtract=negated)
             levels[k + 1].append((ne, True))
@@ -461,7 +507,7 @@ def _product_levels(xs: list[torch.Tensor], ys: list[torch.Tensor], nc: int) -> 
             last.sub_(t)
         else:
             last.add_(t)
-    out.append(last)
+    out.append(last if last is not None else torch.zeros_like(out[0]))
     return out
 
 
@@ -550,7 +596,10 @@ def mul_float(x: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
         return _finish2(torch.stack([zh, zl]), lambda: ch)
     if _dw_fma(x):
         # the product levels of x and the one-component expansion (b)
-        return _guard(renormalize(_product_levels(xs, [b], nc), nc, presorted=True), xs[0] * b)
+        if fixed.applies(x.dtype, nc):
+            out = fixed.renorm_levels(_product_levels(xs, [b], nc), nc)
+            return fixed.patch(out, fixed.normalised(out), _mul_general, x, b.unsqueeze(-1))
+        return _mul_general(x, b.unsqueeze(-1))
     terms: list[torch.Tensor] = []
     for i, xi in enumerate(xs[:-1]):
         p, e = two_prod(xi, b)
@@ -626,6 +675,60 @@ def _scale2(x: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
 
 
 def _long_division_scaled(x: torch.Tensor, y: torch.Tensor, nc: int) -> torch.Tensor:
+    """``x / y`` for nc >= 3 on operands scaled by :func:`_long_division`: the fixed
+    networks (:func:`_div_fixed`) where they apply, else the general long division."""
+    if fixed.applies(x.dtype, nc) and _dw_fma(x):
+        return _div_fixed(x, y, nc)
+    return _long_division_general(x, y, nc)
+
+
+def _remainder_step(r: list[torch.Tensor], ys: list[torch.Tensor], q: torch.Tensor,
+                    nc: int, *, renormalise: bool = True):
+    """``r - q y`` by the fixed networks, without the fast-path check.
+
+    The product levels of ``y`` and ``-q`` (:func:`_product_levels`) are added to the
+    components of ``r`` level by level (:func:`fixed.add_levels`; the product's level
+    ``nc`` joins the plain last level) and renormalised by :func:`fixed.renorm_levels`.
+    All of it is exact except the plain sums of the last levels and the dropped products
+    of order ``> nc``: absolute error ``O(u^(nc+1)) (|r| + |q y|)`` whatever the
+    cancellation, which is what a remainder needs (its relative error is irrelevant; the
+    next digit corrects it). Without ``renormalise`` only the leading value
+    ``fl(sum of the levels)`` is returned (enough for a last digit).
+    """
+    levels = fixed.add_levels(r, _product_levels(ys, [-q], nc), nc)
+    if not renormalise:
+        lead = levels[-1]
+        for t in reversed(levels[:-1]):
+            lead = t + lead
+        return lead
+    return unpack(fixed.renorm_levels(levels, nc))
+
+
+def _div_fixed(x: torch.Tensor, y: torch.Tensor, nc: int) -> torch.Tensor:
+    """``x / y`` for nc = 3, 4 by long division on the fixed networks (checked).
+
+    Digits ``q_k = r_k[0] / y_0`` with ``r_0 = x``, ``r_(k+1) = r_k - q_k y``
+    (:func:`_remainder_step`, absolute error ``O(u^(nc+1) |x|)`` per step), ``nc + 1``
+    digits renormalised by :func:`fixed.renorm_levels`; each digit is good to about ``u``
+    relative and the next one corrects it, so the quotient is off by the truncation
+    ``u^nc`` plus ``O(u^(nc+1))``; tested <= 8 ``u^nc``. Elements whose result fails
+    :func:`fixed.normalised` (zero or non-finite quotients, division by zero, inf/NaN,
+    rare half-ulp ties) are recomputed by :func:`_long_division_general`.
+    """
+    xb, yb = torch.broadcast_tensors(x, y)
+    r, ys = unpack(xb), unpack(yb)
+    y0 = ys[0]
+    digits = []
+    for k in range(nc + 1):
+        q = r[0] / y0 if k < nc else r / y0
+        digits.append(q)
+        if k < nc:
+            r = _remainder_step(r, ys, q, nc, renormalise=k < nc - 1)
+    out = fixed.renorm_levels(digits, nc)
+    return fixed.patch(out, fixed.normalised(out), lambda a, b: _long_division_general(a, b, nc), x, y)
+
+
+def _long_division_general(x: torch.Tensor, y: torch.Tensor, nc: int) -> torch.Tensor:
     # Long division with nc + 1 quotient digits; the remainders need only nc components:
     # each is formed by an accurate subtraction, relative error u^nc of |r_k| <= |x|.
     r = x
@@ -725,6 +828,42 @@ def sqrt(x: torch.Tensor) -> torch.Tensor:
         return _split_engine(z, x.dtype, nc, scratch=True, sign=xs[0])
     if nc == 2:
         return _sqrt2(x)
+    if fixed.applies(x.dtype, nc) and _dw_fma(x) and _no_scaling_needed(x[..., 0], nc):
+        return _sqrt_fixed(x, nc)
+    return _sqrt_general(x, nc)
+
+
+def _sqrt_fixed(x: torch.Tensor, nc: int) -> torch.Tensor:
+    """Square root for nc = 3, 4 by digit-wise Newton (Karp–Markstein) on the fixed networks.
+
+    ``s_0 = sqrt(x_0)``, ``h = 1 / (2 s_0)``; with ``S_k = s_0 + d_1 + ... + d_k`` the
+    residual ``R_(k+1) = x - S_k^2`` is carried as ``R_(k+1) = R_k - d_k (2 S_(k-1) + d_k)``
+    (``R_1 = x - s_0^2``) by :func:`_remainder_step` (exact up to ``O(u^(nc+1)) |x|``) and
+    the next digit is ``d_(k+1) = R_(k+1)[0] h``: each digit is good to about ``2u``
+    relative and the next one corrects it. ``nc + 1`` digits renormalised by
+    :func:`fixed.renorm_levels`; bound ``u^nc + O(u^(nc+1))``, tested <= 8 ``u^nc``.
+    Precondition (checked by the caller with :func:`_no_scaling_needed`): every leading
+    component positive and far from both ends of the range. Elements failing
+    :func:`fixed.normalised` go through :func:`_sqrt_general`.
+    """
+    xs = unpack(x)
+    s0 = torch.sqrt(xs[0])
+    h = torch.reciprocal(s0).mul_(0.5)
+    twice = [s0 * 2]  # 2 S_(k-1) digit by digit (exact doubling)
+    digits = [s0]
+    r = _remainder_step(xs, [s0], s0, nc)
+    for k in range(1, nc + 1):
+        d = (r[0] if k < nc else r) * h
+        digits.append(d)
+        if k < nc:
+            r = _remainder_step(r, twice + [d], d, nc, renormalise=k < nc - 1)
+            twice.append(d * 2)
+    out = fixed.renorm_levels(digits, nc)
+    return fixed.patch(out, fixed.normalised(out), lambda a: _sqrt_general(a, nc), x)
+
+
+def _sqrt_general(x: torch.Tensor, nc: int) -> torch.Tensor:
+    """Square root for nc >= 3 by Newton on the general kernels (any input)."""
     x0 = x[..., 0]
     if _no_scaling_needed(x0, nc):
         s = from_float(torch.sqrt(x0), nc)
