@@ -112,3 +112,40 @@ def test_bad_arguments():
 def test_radius_beyond_the_exponent_range_is_refused():
     with pytest.raises(ValueError, match="hyperbolic radius .* below the smallest"):
         embed_tree(_path(10), tau=80.0)
+
+
+def _balanced(branching, depth):
+    """Balanced tree: node i > 0 has parent (i - 1) // branching."""
+    n = sum(branching ** k for k in range(depth + 1))
+    names = tuple(f"b{i:06d}" for i in range(n))
+    edges = torch.tensor([[i, (i - 1) // branching] for i in range(1, n)], dtype=torch.int64)
+    return Graph(names, edges)
+
+
+def test_deep_tree_gets_tree_neighbour_map_one():
+    # tau * depth = 60: far past float64 (needs nc >= 2); every tree neighbour must rank first
+    g = _balanced(3, 5)
+    r = embed_tree(g, dim=2, tau=12.0)
+    assert r["nc"] >= 2
+    d = distortion(r["embeddings"], g, tau=r["tau"])
+    assert d["tree_map"] == 1.0 and d["tree_mean_rank"] == 1.0
+    assert d["d_wc"] <= 2.0
+    # directed edges only (positives = the parent): the 3 children of an inner node sit
+    # at the same distance tau as its parent, so the evaluator must not score 1.0 there
+    from hypermc.embed import evaluate
+    directed = evaluate(PoincareBall(), r["embeddings"], r["tree_edges"])
+    assert directed["map"] < 0.9
+
+
+def test_closure_map_of_a_path_closure_is_one():
+    # the ancestors of node i are i-1, ..., 0 at distances tau, 2 tau, ...; node i's
+    # descendants are as close, so closure MAP is below 1 except at the leaf
+    g = _closure_of_path(6)
+    r = embed_tree(g, dim=2, tau=4.0)
+    d = distortion(r["embeddings"], g, tau=4.0)
+    assert d["tree_map"] == 1.0
+    # source i (1..6) has i ancestors and 6 - i descendants; AP(i) = mean over ancestors
+    # k = 1..i of k / (k + min(k, 6 - i))
+    want = sum(sum(k / (k + min(k, 6 - i)) for k in range(1, i + 1)) / i for i in range(1, 7)) / 6
+    assert d["closure_map"] == pytest.approx(want, abs=1e-12)
+    assert d["closure_sampled_sources"] is None
