@@ -34,7 +34,7 @@ from ..mcf import MCTensor, mc
 from .evaluate import evaluate
 
 __all__ = ["spanning_tree", "bits_needed", "components_needed", "tau_for_epsilon", "embed_tree",
-           "distortion"]
+           "distortion", "save_construction"]
 
 _GUARD_BITS = 8
 
@@ -178,6 +178,8 @@ def embed_tree(graph: Any, manifold: Any = None, *, dim: int = 2, nc: int | str 
         manifold = PoincareBall()
     if not isinstance(manifold, (PoincareBall, PoincareHalfspace, Lorentz)):
         raise TypeError(f"manifold: expected PoincareBall, PoincareHalfspace or Lorentz, got {type(manifold).__name__}")
+    if float(manifold.curvature) != -1.0:
+        raise ValueError(f"manifold: the construction is for curvature -1, got {float(manifold.curvature)!r}")
     if isinstance(dim, bool) or not isinstance(dim, int) or dim < 2:
         raise ValueError(f"dim: expected an int >= 2, got {dim!r}")
     if (epsilon is None) == (tau is None):
@@ -374,3 +376,64 @@ def distortion(emb: torch.Tensor, graph: Any, manifold: Any = None, *, pairs: st
 def _manifold_or_ball(manifold: Any) -> Any:
     from ..manifolds import PoincareBall
     return PoincareBall() if manifold is None else manifold
+
+
+def save_construction(path: Any, result: dict, graph: Any, manifold: Any = None, *,
+                      epsilon: float | None = None, seconds: float = 0.0) -> str:
+    """Write an :func:`embed_tree` result as a training checkpoint (format 2).
+
+    :func:`hypermc.embed.load_checkpoint` (and ``python -m hypermc eval``) read it like a
+    trained run at epoch 0 with an empty history; the config holds the construction's
+    ``tau``, ``epsilon``, ``bits_needed``, ``depth`` and ``construct_seconds``
+    (``method = "construct"``). The MC components are stored as they are.
+
+    Args:
+        path: the checkpoint file to write (atomically).
+        result: what :func:`embed_tree` returned for ``graph`` and ``manifold``.
+        graph: the embedded graph.
+        manifold: the manifold passed to :func:`embed_tree` (default ball).
+        epsilon: the ``epsilon`` passed to :func:`embed_tree`, if any (recorded only).
+        seconds: the construction time (recorded only).
+
+    Returns:
+        ``str(path)``.
+    """
+    from .train import CHECKPOINT_FORMAT, manifold_name, write_checkpoint
+
+    manifold = _manifold_or_ball(manifold)
+    emb = result["embeddings"]
+    if not isinstance(emb, MCTensor) or emb.shape[0] != graph.num_nodes:
+        raise ValueError(f"result: expected embed_tree's result for this graph ({graph.num_nodes} nodes), "
+                         f"got embeddings {type(emb).__name__} {tuple(emb.shape)}")
+    comps = emb.components
+    config = {
+        "method": "construct",
+        "manifold": manifold_name(manifold),
+        "curvature": float(manifold.curvature),
+        "dim": int(comps.shape[1]) - (1 if manifold_name(manifold) == "lorentz" else 0),
+        "nc": int(comps.shape[-1]),
+        "dtype": str(comps.dtype).removeprefix("torch."),
+        "epochs": 0,
+        "tau": float(result["tau"]),
+        "epsilon": None if epsilon is None else float(epsilon),
+        "bits_needed": int(result["bits_needed"]),
+        "depth": int(result["depth"]),
+        "construct_seconds": float(seconds),
+        "graph_checksum": graph.checksum(),
+        "num_nodes": graph.num_nodes,
+        "num_edges": graph.num_edges,
+    }
+    payload = {
+        "format": CHECKPOINT_FORMAT,
+        "epoch": 0,
+        "config": config,
+        "components": comps.detach().clone(),
+        "optimizer": {},
+        "generator": torch.Generator().get_state(),
+        "history": [],
+        "names": list(graph.names),
+        "edges": graph.edges.clone(),
+        "weights": None if graph.weights is None else graph.weights.clone(),
+    }
+    write_checkpoint(path, payload)
+    return str(path)
