@@ -1,4 +1,4 @@
-"""Command line: ``python -m hypermc closure|train|eval`` (argparse lives only here).
+"""Command line: ``python -m hypermc closure|train|eval|construct`` (argparse lives only here).
 
 ::
 
@@ -6,11 +6,13 @@
     python -m hypermc train --data mammals --manifold halfspace --dim 2 --nc 2 \\
         --dtype float64 --epochs 1000 --seed 0 --out runs/x
     python -m hypermc eval runs/x/checkpoint.pt
+    python -m hypermc construct --data mammals --manifold ball --dim 2 --epsilon 1 --nc auto --out runs/c
+    python -m hypermc train --data mammals --manifold ball --nc 4 --init-from runs/c --out runs/c2
     torchrun --nproc-per-node 2 -m hypermc train --data nouns --dim 10 --out runs/n
 
-``train`` and ``eval`` end their standard output with one JSON object on one line
-(``map``, ``mean_rank``, ``seconds`` and the settings); ``train`` also writes it to
-``<out>/metrics.json``. The progress bar goes to stderr and is off when stderr is not a
+``train``, ``eval`` and ``construct`` end their standard output with one JSON object on one line
+(``map``, ``mean_rank``, ``seconds`` and the settings); ``train`` and ``construct`` also
+write it to ``<out>/metrics.json``. The progress bar goes to stderr and is off when stderr is not a
 terminal or with ``--quiet``.
 
 Under ``torchrun`` (``WORLD_SIZE`` > 1) ``train`` is data-parallel
@@ -41,6 +43,16 @@ def _nc(text: str) -> int | None:
         raise argparse.ArgumentTypeError(f"--nc must be a positive int or 'plain'; got {text!r}") from None
     if value < 1:
         raise argparse.ArgumentTypeError(f"--nc must be a positive int or 'plain'; got {text!r}")
+    return value
+
+
+def _nc_auto(text: str) -> int | str:
+    """``construct --nc``: a positive int or ``auto``."""
+    if text.lower() == "auto":
+        return "auto"
+    value = _nc(text)
+    if value is None:
+        raise argparse.ArgumentTypeError(f"--nc must be a positive int or 'auto'; got {text!r}")
     return value
 
 
@@ -105,6 +117,8 @@ def _parser() -> argparse.ArgumentParser:
     t.add_argument("--expmap", action="store_true", help="update with expmap instead of the retraction")
     t.add_argument("--checkpoint-every", type=int, default=None)
     t.add_argument("--resume", default=None, help="checkpoint to continue from")
+    t.add_argument("--init-from", default=None,
+                   help="run directory (or checkpoint) whose embedding is the starting point, e.g. from construct")
     t.add_argument("--force", action="store_true", help="overwrite an existing run in --out")
     t.add_argument("--eval-sample", type=int, default=None, help="evaluate only this many source nodes")
     t.add_argument("--eval-memory-mb", type=_positive_int, default=None,
@@ -119,6 +133,24 @@ def _parser() -> argparse.ArgumentParser:
                    help="torch.distributed backend under torchrun (default: nccl with CUDA, else gloo)")
     t.add_argument("--dist-timeout", type=_positive_float, default=DEFAULT_TIMEOUT,
                    help="seconds a rank waits for the others before failing (under torchrun)")
+
+    k = sub.add_parser("construct", help="combinatorial tree embedding; last stdout line is a JSON object")
+    k.add_argument("--data", default="mammals", help="mammals, mammals-legacy, nouns, or a CSV/TSV edge list")
+    k.add_argument("--manifold", default="ball", choices=["ball", "halfspace", "lorentz"])
+    k.add_argument("--dim", type=int, default=2)
+    scale = k.add_mutually_exclusive_group(required=True)
+    scale.add_argument("--epsilon", type=_positive_float, help="target worst-case distortion 1 + epsilon")
+    scale.add_argument("--tau", type=_positive_float, help="hyperbolic length of every tree edge")
+    k.add_argument("--nc", type=_nc_auto, default="auto", help="components per coordinate, or 'auto'")
+    k.add_argument("--dtype", default="float64", choices=["float64", "float32"])
+    k.add_argument("--out", required=True, help="run directory (checkpoint.pt, metrics.json)")
+    k.add_argument("--force", action="store_true", help="overwrite an existing run in --out")
+    k.add_argument("--pairs", type=_positive_int, default=None,
+                   help="distortion over this many sampled source nodes (default: all pairs)")
+    k.add_argument("--eval-sample", type=_positive_int, default=None,
+                   help="closure MAP over this many sampled source nodes (default: all)")
+    k.add_argument("--seed", type=int, default=0, help="seed of --pairs / --eval-sample")
+    k.add_argument("--threads", type=_positive_int, default=None, help="torch.set_num_threads (>= 1)")
 
     e = sub.add_parser("eval", help="evaluate a checkpoint; last stdout line is a JSON object")
     e.add_argument("checkpoint")
@@ -186,6 +218,7 @@ def _train_run(args, parallel) -> int:
     cls = MANIFOLDS[args.manifold]
     manifold = cls() if args.manifold == "euclidean" else cls(curvature=-1.0 if args.curvature is None else args.curvature)
     writer = parallel is None or parallel.is_writer
+    init = None if args.init_from is None else _init_components(args, graph, manifold)
     progress = not args.quiet and sys.stderr.isatty() and writer
     result = train(
         graph, manifold, dim=args.dim, nc=args.nc, dtype=DTYPES[args.dtype], epochs=args.epochs,
@@ -194,7 +227,7 @@ def _train_run(args, parallel) -> int:
         max_step=args.max_step or None, retraction=not args.expmap, lr_schedule=args.lr_schedule,
         lr_end_mult=args.lr_end_mult,
         checkpoint_dir=args.out, checkpoint_every=args.checkpoint_every, resume=args.resume,
-        progress=progress, parallel=parallel, device=args.device, fast=args.fast,
+        progress=progress, parallel=parallel, device=args.device, fast=args.fast, init=init,
     )
     sharded = {} if parallel is None else parallel.evaluate_kwargs()
     metrics = evaluate(manifold, result.embeddings, graph.edges, sample=args.eval_sample, seed=args.seed,
@@ -217,11 +250,87 @@ def _train_run(args, parallel) -> int:
         "threads": torch.get_num_threads(),
         **{k: v for k, v in result.config.items() if k not in ("epochs",)},
     }
-    out = Path(args.out)
+    _write_metrics(args.out, record)
+    _emit(record)
+    return 0
+
+
+def _write_metrics(out_dir: str, record: dict) -> None:
+    out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     tmp = out / "metrics.json.tmp"  # atomic: a crash leaves the old metrics.json or the new one
     tmp.write_text(json.dumps(record, sort_keys=True, indent=1) + "\n")
     os.replace(tmp, out / "metrics.json")
+
+
+def _init_components(args, graph, manifold) -> torch.Tensor:
+    """``train --init-from``: the components of a saved run, checked against this run's settings."""
+    from .embed import load_checkpoint
+    from .embed.train import CHECKPOINT_NAME, manifold_name
+
+    path = Path(args.init_from)
+    ckpt = load_checkpoint(path / CHECKPOINT_NAME if path.is_dir() else path)
+    cfg = ckpt["config"]
+    if cfg.get("graph_checksum") != graph.checksum():
+        raise ValueError(f"--init-from {args.init_from}: its graph (sha256 {cfg.get('graph_checksum')}) is not "
+                         f"--data {args.data} (sha256 {graph.checksum()})")
+    have = (cfg["manifold"], cfg["dim"], cfg["nc"], cfg["dtype"], float(cfg["curvature"]))
+    want = (manifold_name(manifold), args.dim, args.nc, args.dtype, float(manifold.curvature))
+    if have != want:
+        raise ValueError(
+            f"--init-from {args.init_from} holds a {cfg['manifold']} embedding with dim {cfg['dim']}, nc "
+            f"{cfg['nc']}, dtype {cfg['dtype']}, curvature {cfg['curvature']}, but this run asks for "
+            f"{want[0]}, dim {args.dim}, nc {args.nc}, dtype {args.dtype}, curvature {want[4]}; pass "
+            f"--manifold {cfg['manifold']} --dim {cfg['dim']} --nc {cfg['nc'] or 'plain'} --dtype {cfg['dtype']}"
+        )
+    comps = ckpt["components"]
+    return comps[..., 0] if cfg["nc"] is None else comps
+
+
+def _construct(args) -> int:
+    import time
+
+    from .embed import distortion, embed_tree
+    from .embed.construct import save_construction
+    from .embed.train import CHECKPOINT_NAME, MANIFOLDS
+
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    graph = _load_graph(args.data)
+    _check_out(args, True, resumable=False)
+    manifold = MANIFOLDS[args.manifold]()
+    start = time.perf_counter()
+    result = embed_tree(graph, manifold, dim=args.dim, nc=args.nc, dtype=DTYPES[args.dtype],
+                        epsilon=args.epsilon, tau=args.tau)
+    seconds = time.perf_counter() - start
+    path = save_construction(Path(args.out) / CHECKPOINT_NAME, result, graph, manifold,
+                             epsilon=args.epsilon, seconds=seconds)
+    dist = distortion(result["embeddings"], graph, manifold, pairs=args.pairs or "all", tau=result["tau"],
+                      seed=args.seed, closure_sample=args.eval_sample)
+    record = {
+        "map": dist["closure_map"],
+        "mean_rank": dist["closure_mean_rank"],
+        "sampled_sources": dist["closure_sampled_sources"],
+        "tree_map": dist["tree_map"],
+        "tree_mean_rank": dist["tree_mean_rank"],
+        "d_avg": dist["d_avg"],
+        "d_wc": dist["d_wc"],
+        "distortion_pairs": dist["num_pairs"],
+        "distortion_sampled_sources": dist["sampled_sources"],
+        "seconds": seconds,
+        "data": args.data,
+        "manifold": args.manifold,
+        "dim": args.dim,
+        "nc": result["nc"],
+        "dtype": args.dtype,
+        "tau": result["tau"],
+        "epsilon": args.epsilon,
+        "bits_needed": result["bits_needed"],
+        "depth": result["depth"],
+        "checkpoint": path,
+        "threads": torch.get_num_threads(),
+    }
+    _write_metrics(args.out, record)
     _emit(record)
     return 0
 
@@ -252,17 +361,15 @@ def _eval(args) -> int:
     return 0
 
 
-def _check_out(args, writer: bool) -> None:
+def _check_out(args, writer: bool, resumable: bool = True) -> None:
     """``--out``: refuse to overwrite a run without ``--resume``/``--force``; must be writable."""
     from .embed.train import CHECKPOINT_NAME
 
     out = Path(args.out)
     existing = [name for name in (CHECKPOINT_NAME, "metrics.json") if (out / name).exists()]
-    if existing and args.resume is None and not args.force:
-        raise ValueError(
-            f"--out {args.out} already holds a run ({', '.join(existing)}); pass --resume "
-            f"{out / CHECKPOINT_NAME} to continue it or --force to overwrite it"
-        )
+    if existing and (not resumable or args.resume is None) and not args.force:
+        how = f"pass --resume {out / CHECKPOINT_NAME} to continue it or --force" if resumable else "pass --force"
+        raise ValueError(f"--out {args.out} already holds a run ({', '.join(existing)}); {how} to overwrite it")
     if not writer:
         return
     try:
@@ -288,7 +395,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "train" and args.manifold == "euclidean" and args.curvature is not None:
         parser.error(f"--curvature {args.curvature:g} given with --manifold euclidean (which is flat; drop it)")
     try:
-        return {"closure": _closure, "train": _train, "eval": _eval}[args.command](args)
+        return {"closure": _closure, "train": _train, "eval": _eval, "construct": _construct}[args.command](args)
     except Exception as exc:
         if os.environ.get("HYPERMC_DEBUG"):
             raise

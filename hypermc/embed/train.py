@@ -64,7 +64,7 @@ from ..optim.riemannian import RiemannianSGD
 from .distance import SUPPORTED, batch_distance, components_of
 from .sampler import MAX_ROUNDS, NegativeSampler
 
-__all__ = ["train", "epoch_lr", "resolve_device", "fast_retr_rows", "TrainResult", "load_checkpoint", "manifold_from_config", "CHECKPOINT_NAME", "DEFAULTS"]
+__all__ = ["train", "write_checkpoint", "epoch_lr", "resolve_device", "fast_retr_rows", "TrainResult", "load_checkpoint", "manifold_from_config", "CHECKPOINT_NAME", "DEFAULTS"]
 
 #: File name of the checkpoint inside ``checkpoint_dir`` (overwritten each time).
 CHECKPOINT_NAME = "checkpoint.pt"
@@ -100,7 +100,7 @@ DEFAULTS: dict[str, Any] = {
 TRAJECTORY_KEYS = (
     "manifold", "curvature", "dim", "nc", "dtype", "lr", "batch_size", "negatives", "burnin",
     "burnin_lr_mult", "scale", "seed", "init_std", "retraction", "max_rounds", "max_step",
-    "lr_schedule", "lr_end_mult", "graph_checksum", "fast",
+    "lr_schedule", "lr_end_mult", "graph_checksum", "fast", "init",
 )
 
 
@@ -217,6 +217,7 @@ def train(
     parallel: Any | None = None,
     device: str | torch.device | None = "cpu",
     fast: bool = False,
+    init: torch.Tensor | None = None,
 ) -> TrainResult:
     """Train an embedding of ``graph`` on ``manifold`` (method in the module docstring).
 
@@ -278,6 +279,10 @@ def train(
             height multiplied in MC by the rounded ``exp(u_n / x_n)``), so the points
             keep their ``u^nc`` accuracy. Needs ``retraction=True`` and one process
             (``parallel=None``); ``False`` (default): the full MC optimizer step.
+        init: start from these points instead of random ones: MC components
+            ``(N, n, nc)`` (``(N, n)`` for ``nc=None``) in ``dtype``, e.g. a
+            :func:`~hypermc.embed.embed_tree` construction; the config records their
+            content hash (``init``), so a resumed run must start from the same points.
 
     Returns:
         :class:`TrainResult`.
@@ -331,10 +336,13 @@ def train(
         "num_edges": graph.num_edges,
         "device_type": device.type,
         "fast": fast,
+        "init": None if init is None else _content_hash(init),
     }
     gen = torch.Generator(device=device).manual_seed(int(seed))
     table = manifold.random(graph.num_nodes, n_coord, std=init_std, nc=nc, dtype=dtype, device=device,
                             generator=gen)
+    if init is not None:
+        _load_init(table, init, manifold)
     table = ManifoldParameter(table, manifold=manifold, requires_grad=False)
     opt = RiemannianSGD([table], lr=lr, retraction=retraction, sparse_rows=True)
     history: list[dict] = []
@@ -619,13 +627,27 @@ class _State:
         return [(names[c], names[p]) for c, p in pairs[:5].tolist()]
 
 
+def _load_init(table: torch.Tensor, init: torch.Tensor, manifold: Manifold) -> None:
+    """Copy the ``init`` components into the fresh ``table`` (same shape, dtype, manifold)."""
+    comps = components_of(table)
+    want = tuple(comps.shape) if isinstance(table, MCTensor) else tuple(table.shape)
+    if not isinstance(init, torch.Tensor) or tuple(init.shape) != want or init.dtype != comps.dtype:
+        raise ValueError(
+            f"train: init must be a {comps.dtype} tensor of shape {want} (the components of the "
+            f"table: nodes, coordinates{', nc' if isinstance(table, MCTensor) else ''}); got "
+            f"{getattr(init, 'dtype', type(init).__name__)} {tuple(getattr(init, 'shape', ()))}"
+        )
+    comps.copy_(init.reshape(comps.shape).to(comps.device))
+    ok, reason = manifold.check_point(table)
+    if not ok:
+        raise ValueError(f"train: init is not a set of points of {manifold!r}: {reason}")
+
+
 # ------------------------------------------------------------------ checkpoints
 
 
 def save_checkpoint(path: str | os.PathLike[str], state: _State, epoch: int, history: list) -> None:
     """Write a checkpoint atomically (a temporary file, then a rename)."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
     payload = {
         "format": CHECKPOINT_FORMAT,
         "epoch": epoch,
@@ -638,6 +660,16 @@ def save_checkpoint(path: str | os.PathLike[str], state: _State, epoch: int, his
         "edges": state.graph.edges.clone(),
         "weights": None if state.graph.weights is None else state.graph.weights.clone(),
     }
+    write_checkpoint(path, payload)
+
+
+def write_checkpoint(path: str | os.PathLike[str], payload: dict) -> None:
+    """Write a format-2 checkpoint ``payload`` (the keys of :func:`save_checkpoint`) atomically.
+
+    Adds the content hash; the payload must already hold ``"format": CHECKPOINT_FORMAT``.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
     payload["sha256"] = _content_hash(payload)
     # a fixed temporary name next to the target: a crash leaves at most this one file,
     # which the next save overwrites (reuses); the CLI removes it before a run
@@ -752,7 +784,7 @@ def _check_checkpoint_tensors(ckpt: dict, name: str) -> None:
 
 # Trajectory keys added after checkpoints were first written, with the value every older
 # checkpoint was trained with (a checkpoint without "fast" used the exact update).
-_LATER_KEYS = {"fast": False}
+_LATER_KEYS = {"fast": False, "init": None}
 
 
 def _check_resume(saved: dict, current: dict, path) -> None:

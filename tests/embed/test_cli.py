@@ -148,3 +148,55 @@ def test_cli_eval_of_missing_checkpoint_is_one_line(tmp_path, capsys):
     assert main(["eval", str(tmp_path / "nope.pt")]) == 2
     err = capsys.readouterr().err
     assert err.startswith("hypermc: error:") and "nope.pt" in err and len(err.strip().splitlines()) == 1
+
+
+def test_construct_then_eval_then_refine(tmp_path, capsys):
+    from hypermc.embed import load_checkpoint
+
+    csv = tmp_path / "toy.csv"
+    tree_closure(3, 3).to_csv(csv)
+    run = tmp_path / "c"
+    assert main(["construct", "--data", str(csv), "--manifold", "ball", "--dim", "2", "--tau", "15",
+                 "--nc", "auto", "--out", str(run)]) == 0
+    rec = _last_json(capsys.readouterr().out)
+    assert rec["nc"] == 3 and rec["tau"] == 15.0 and rec["depth"] == 3 and rec["tree_map"] == 1.0
+    assert rec["d_wc"] <= 2.0 and 0 < rec["map"] <= 1
+    assert json.loads((run / "metrics.json").read_text()) == rec
+    ckpt = load_checkpoint(run / "checkpoint.pt")
+    assert ckpt["config"]["method"] == "construct" and ckpt["config"]["nc"] == 3 and ckpt["epoch"] == 0
+    # eval reads it as a normal checkpoint: the closure MAP is the same number
+    assert main(["eval", str(run / "checkpoint.pt")]) == 0
+    assert _last_json(capsys.readouterr().out)["map"] == rec["map"]
+    # an existing run is not overwritten without --force
+    assert main(["construct", "--data", str(csv), "--tau", "15", "--out", str(run)]) == 2
+    assert "already holds a run" in capsys.readouterr().err
+    assert main(["construct", "--data", str(csv), "--tau", "15", "--out", str(run), "--force"]) == 0
+    capsys.readouterr()
+    # nc too small: refused with the nc needed
+    assert main(["construct", "--data", str(csv), "--tau", "15", "--nc", "1", "--out", str(tmp_path / "x")]) == 2
+    assert "pass nc=3" in capsys.readouterr().err
+    # refine: the settings must match the constructed embedding
+    assert main(["train", "--data", str(csv), "--manifold", "ball", "--nc", "2", "--epochs", "1",
+                 "--init-from", str(run), "--out", str(tmp_path / "bad"), "--quiet"]) == 2
+    assert "--manifold ball --dim 2 --nc 3 --dtype float64" in capsys.readouterr().err
+    refined = tmp_path / "r"
+    assert main(["train", "--data", str(csv), "--manifold", "ball", "--nc", "3", "--epochs", "2",
+                 "--burnin", "0", "--lr", "0.01", "--batch-size", "8", "--init-from", str(run),
+                 "--out", str(refined), "--quiet"]) == 0
+    out = _last_json(capsys.readouterr().out)
+    assert out["init"] == load_checkpoint(refined / "checkpoint.pt")["config"]["init"] is not None
+    # started from the construction (radius ~45), not from a random point near the origin
+    comps = load_checkpoint(refined / "checkpoint.pt")["components"]
+    deficit = 1 - (comps.sum(-1) ** 2).sum(-1)
+    assert float(deficit.min()) < 1e-15
+
+
+def test_init_from_a_different_graph_is_refused(tmp_path, capsys):
+    a, b = tmp_path / "a.csv", tmp_path / "b.csv"
+    tree_closure(2, 2).to_csv(a)
+    tree_closure(2, 3).to_csv(b)
+    assert main(["construct", "--data", str(a), "--tau", "3", "--out", str(tmp_path / "c")]) == 0
+    capsys.readouterr()
+    assert main(["train", "--data", str(b), "--manifold", "ball", "--nc", "1", "--epochs", "1",
+                 "--init-from", str(tmp_path / "c"), "--out", str(tmp_path / "r"), "--quiet"]) == 2
+    assert "is not --data" in capsys.readouterr().err

@@ -112,3 +112,126 @@ def test_bad_arguments():
 def test_radius_beyond_the_exponent_range_is_refused():
     with pytest.raises(ValueError, match="hyperbolic radius .* below the smallest"):
         embed_tree(_path(10), tau=80.0)
+
+
+def _balanced(branching, depth):
+    """Balanced tree: node i > 0 has parent (i - 1) // branching."""
+    n = sum(branching ** k for k in range(depth + 1))
+    names = tuple(f"b{i:06d}" for i in range(n))
+    edges = torch.tensor([[i, (i - 1) // branching] for i in range(1, n)], dtype=torch.int64)
+    return Graph(names, edges)
+
+
+def test_deep_tree_gets_tree_neighbour_map_one():
+    # tau * depth = 60: far past float64 (needs nc >= 2); every tree neighbour must rank first
+    g = _balanced(3, 5)
+    r = embed_tree(g, dim=2, tau=12.0)
+    assert r["nc"] >= 2
+    d = distortion(r["embeddings"], g, tau=r["tau"])
+    assert d["tree_map"] == 1.0 and d["tree_mean_rank"] == 1.0
+    assert d["d_wc"] <= 2.0
+    # directed edges only (positives = the parent): the 3 children of an inner node sit
+    # at the same distance tau as its parent, so the evaluator must not score 1.0 there
+    from hypermc.embed import evaluate
+    directed = evaluate(PoincareBall(), r["embeddings"], r["tree_edges"])
+    assert directed["map"] < 0.9
+
+
+def test_closure_map_of_a_path_closure_is_one():
+    # the ancestors of node i are i-1, ..., 0 at distances tau, 2 tau, ...; node i's
+    # descendants are as close, so closure MAP is below 1 except at the leaf
+    g = _closure_of_path(6)
+    r = embed_tree(g, dim=2, tau=4.0)
+    d = distortion(r["embeddings"], g, tau=4.0)
+    assert d["tree_map"] == 1.0
+    # source i (1..6) has i ancestors and 6 - i descendants; AP(i) = mean over ancestors
+    # k = 1..i of k / (k + min(k, 6 - i))
+    want = sum(sum(k / (k + min(k, 6 - i)) for k in range(1, i + 1)) / i for i in range(1, 7)) / 6
+    assert d["closure_map"] == pytest.approx(want, abs=1e-12)
+    assert d["closure_sampled_sources"] is None
+
+
+def test_small_deep_tree_matches_the_mpmath_reference():
+    from tests.embed.construct_reference import ball_distance, reference_construction
+    from tests.oracle import components_to_mpf
+
+    g = _balanced(3, 4)  # 121 nodes, radius 48: needs nc = 3 in float64
+    r = embed_tree(g, dim=2, tau=12.0)
+    assert r["nc"] == 3
+    prec = r["nc"] * 53 + 60
+    ref = reference_construction(r["parent"].tolist(), 12.0, prec)
+    got = components_to_mpf(r["embeddings"].components)
+    # Compare distances, not positions: a rounding of an angle at the root by 2^-53 turns
+    # a whole subtree about the root, which moves a node at radius R by ~ sinh(R) 2^-53
+    # (> 1 hyperbolic unit at R = 48) but changes no distance inside the subtree.
+    rel = 0.0
+    for i in range(0, g.num_nodes, 3):
+        for j in range(i + 1, g.num_nodes):
+            want = ball_distance(ref[i], ref[j], prec)
+            have = ball_distance([got[i, 0], got[i, 1]], [got[j, 0], got[j, 1]], prec)
+            rel = max(rel, float(abs(have / want - 1)))
+    assert rel < 1e-12
+    d = distortion(r["embeddings"], g, tau=12.0)
+    assert d["tree_map"] == 1.0 and d["d_wc"] <= 2.0
+
+
+def test_distortion_of_a_star_matches_the_closed_form():
+    from tests.embed.construct_reference import ball_distance, reference_construction
+
+    k, tau = 6, 7.0
+    g = _star(k)
+    r = embed_tree(g, dim=2, tau=tau)
+    d = distortion(r["embeddings"], g, tau=tau)
+    mpmath.mp.prec = 200
+    t = mpmath.mpf(tau)
+    ratios = [t] * k  # root - leaf: exactly tau over one edge
+    for a in range(k):
+        for b in range(a + 1, k):
+            alpha = 2 * mpmath.pi * (b - a) / k  # leaves at angles 2 pi j / k
+            ratios.append(mpmath.acosh(mpmath.cosh(t) ** 2 - mpmath.sinh(t) ** 2 * mpmath.cos(alpha)) / 2)
+    d_avg = sum(abs(q / t - 1) for q in ratios) / len(ratios)
+    d_wc = max(ratios) / min(ratios)
+    assert d["num_pairs"] == len(ratios)
+    assert d["d_avg"] == pytest.approx(float(d_avg), rel=1e-12)
+    assert d["d_wc"] == pytest.approx(float(d_wc), rel=1e-12)
+    assert d["tree_map"] == 1.0
+
+
+def test_distortion_of_a_path_matches_the_closed_form():
+    # geodesic: every ratio is exactly tau, so D_avg = 0 and D_wc = 1; with tau=None the
+    # scale is the mean ratio (tau), and a wrong scale s gives D_avg = |tau / s - 1|
+    g = _path(8)
+    r = embed_tree(g, dim=2, tau=5.0)
+    assert distortion(r["embeddings"], g)["d_avg"] < 1e-12
+    d = distortion(r["embeddings"], g, tau=4.0)
+    assert d["d_avg"] == pytest.approx(0.25, rel=1e-12) and d["d_wc"] == pytest.approx(1.0, abs=1e-12)
+
+
+def test_big_tau_tree_round_trips_through_a_checkpoint(tmp_path):
+    from hypermc.embed import load_checkpoint
+    from hypermc.embed.construct import save_construction
+
+    g = _balanced(4, 4)
+    r = embed_tree(g, PoincareHalfspace(), dim=2, tau=20.0)  # radius 80, nc = 4
+    assert r["nc"] == 4
+    path = save_construction(tmp_path / "checkpoint.pt", r, g, PoincareHalfspace(), seconds=0.5)
+    ck = load_checkpoint(path)
+    assert torch.equal(ck["embeddings"].components, r["embeddings"].components)
+    assert ck["embeddings"].components[..., 1:].abs().max() > 0  # the tails are there
+    assert ck["config"]["tau"] == 20.0 and ck["config"]["nc"] == 4 and ck["config"]["manifold"] == "halfspace"
+    assert [ck["graph"].names, ck["graph"].edges.tolist()] == [g.names, g.edges.tolist()]
+    d0 = distortion(r["embeddings"], g, PoincareHalfspace(), tau=20.0)
+    d1 = distortion(ck["embeddings"], ck["graph"], ck["manifold"], tau=20.0)
+    assert d0 == d1 and d1["tree_map"] == 1.0
+
+
+def test_train_init_is_checked():
+    from hypermc.embed import train
+
+    g = _path(3)
+    with pytest.raises(ValueError, match=r"init must be a torch.float64 tensor of shape \(4, 2, 2\)"):
+        train(g, PoincareBall(), dim=2, nc=2, epochs=1, init=torch.zeros(4, 2, 3, dtype=torch.float64),
+              progress=False)
+    with pytest.raises(ValueError, match="init is not a set of points"):
+        train(g, PoincareBall(), dim=2, nc=2, epochs=1, init=torch.full((4, 2, 2), 2.0, dtype=torch.float64),
+              progress=False)
