@@ -55,6 +55,7 @@ from .eft import (
     merge_by_magnitude,
     float_format,
     has_fused_addcmul,
+    is_traced,
     pack,
     renormalize,
     two_prod,
@@ -894,7 +895,7 @@ def _no_scaling_needed(x0: torch.Tensor, nc: int) -> bool:
     the exponent range that the squares in the square-root iterations cannot overflow
     and the error terms that matter (down to ``u^(nc+1) |x|``) are normal numbers. Costs
     one reduction; otherwise the caller scales by an even power of two."""
-    if x0.numel() == 0:
+    if x0.numel() == 0 or is_traced(x0):
         return False
     fi = torch.finfo(x0.dtype)
     lo, hi = torch.aminmax(x0)

@@ -225,7 +225,17 @@ def _series_plan(p: int, nc: int) -> tuple[int, ...]:
 
 @functools.cache
 def _constants(dtype: torch.dtype, nc: int, device: torch.device) -> _Constants:
-    """Build the MC constants of ``(dtype, nc, device)`` with mpmath (once, cached)."""
+    """Build the MC constants of ``(dtype, nc, device)`` with mpmath (once, cached).
+
+    Built with every dispatch mode suspended: a first call while ``torch.compile``
+    traces (fake tensors) must still cache real tensors."""
+    from torch.utils._python_dispatch import _disable_current_modes
+
+    with _disable_current_modes(), torch._C._DisableTorchDispatch():
+        return _build_constants(dtype, nc, device)
+
+
+def _build_constants(dtype: torch.dtype, nc: int, device: torch.device) -> _Constants:
     import mpmath
 
     p = float_format(dtype).p

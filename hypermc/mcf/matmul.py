@@ -92,7 +92,7 @@ from typing import NamedTuple
 import torch
 
 from . import arith
-from .eft import float_format, unpack
+from .eft import float_format, is_traced, unpack
 
 __all__ = [
     "MATMUL_BOUND",
@@ -500,6 +500,22 @@ def _as_matrices(a: torch.Tensor, b: torch.Tensor):
 
 def _matmul(a, b, nc, engine, addend=None):
     a, b, squeeze_m, squeeze_n = _as_matrices(a, b)
+    if is_traced(a) or is_traced(b):
+        # Shapes only: torch.compile runs MC ops as opaque ops (hypermc.mcf.compile) whose
+        # fake implementation needs the result's metadata; the plan needs the data.
+        out = a.new_empty((*_out_shape(a, b), nc))
+        if addend is not None:
+            out = out + addend[..., :1]
+    else:
+        out = _matmul_planned(a, b, nc, engine, addend)
+    if squeeze_n:
+        out = out.squeeze(-2)
+    if squeeze_m:
+        out = out.squeeze(-2 if squeeze_n else -3)
+    return out
+
+
+def _matmul_planned(a, b, nc, engine, addend):
     pool = _Pool(a.device)
     with full_precision_gemm():
         plan, stats = _analyse(a, b, nc, engine, pool)
@@ -513,10 +529,6 @@ def _matmul(a, b, nc, engine, addend=None):
     pool.close()
     if stats.any_bad:
         out = _patch_nonfinite(out, a, b, stats, nc, addend)
-    if squeeze_n:
-        out = out.squeeze(-2)
-    if squeeze_m:
-        out = out.squeeze(-2 if squeeze_n else -3)
     return out
 
 

@@ -36,8 +36,8 @@ import torch
 from torch.utils._python_dispatch import return_and_correct_aliasing
 
 from . import arith
-from .compile import check_traceable
-from .eft import float_format, pack, renormalize, two_sum, unpack
+from .compile import call_opaque, code_version, is_opaque
+from .eft import float_format, is_traced, pack, renormalize, two_sum, unpack
 
 __all__ = ["MCTensor", "mc", "from_mpmath", "implements"]
 
@@ -233,6 +233,14 @@ class MCTensor(torch.Tensor):
     def __tensor_unflatten__(inner_tensors, ctx, outer_size, outer_stride):
         return MCTensor(inner_tensors["_components"])
 
+    def _stable_hash_for_caching(self) -> str:
+        """Key of this tensor in torch's compiled-graph caches: the components' metadata
+        and the hypermc kernels' code version (a cached graph holds the output layouts
+        and op specs of the kernels that traced it)."""
+        c = self._components
+        return (f"MCTensor({tuple(c.shape)}, {tuple(c.stride())}, {c.dtype}, {c.device.type}, "
+                f"{self.requires_grad}, hypermc {code_version()})")
+
     def __reduce_ex__(self, protocol):
         # a ManifoldParameter holding an MCTensor is the MCTensor itself with a
         # ``manifold`` attribute: store the manifold as plain (class name, curvature)
@@ -263,17 +271,33 @@ class MCTensor(torch.Tensor):
     @classmethod
     def __torch_dispatch__(cls, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
-        impl = _OPS.get(func) or _OPS.get(func.overloadpacket)
-        if impl is None:
-            raise NotImplementedError(
-                f"MCTensor does not support the aten op {func}; open an issue if you need "
-                "it (no silent fallback to the leading component is done)"
-            )
-        for a in args:
-            if isinstance(a, MCTensor):
-                check_traceable(func, a._components)
-                break
-        return impl(func, *args, **kwargs)
+        if _traced_operands(args) and is_opaque(func):
+            return call_opaque(func, args, kwargs)  # one opaque op (see hypermc.mcf.compile)
+        return dispatch_impl(func, args, kwargs)
+
+
+def dispatch_impl(func, args: tuple, kwargs: dict):
+    """Run the table's implementation of aten op ``func`` (what eager dispatch does)."""
+    impl = _OPS.get(func) or _OPS.get(func.overloadpacket)
+    if impl is None:
+        raise NotImplementedError(
+            f"MCTensor does not support the aten op {func}; open an issue if you need "
+            "it (no silent fallback to the leading component is done)"
+        )
+    return impl(func, *args, **kwargs)
+
+
+def _traced_operands(args: tuple) -> bool:
+    """Whether the first MC operand's components are symbolic (``torch.compile`` traces).
+
+    One type check in eager mode, where the components are plain tensors."""
+    for a in args:
+        if isinstance(a, (list, tuple)) and a:
+            a = a[0]
+        if isinstance(a, MCTensor):
+            c = a._components
+            return type(c) is not torch.Tensor and is_traced(c)
+    return False
 
 
 def _rebuild_mctensor(components: torch.Tensor, requires_grad: bool, manifold_state=None) -> MCTensor:
@@ -534,11 +558,11 @@ def _operand(a: Any, dtype: torch.dtype, nc: int, device) -> torch.Tensor | _Pla
             )
         return a._components
     if isinstance(a, numbers.Number):
-        t = torch.tensor(float(a), dtype=torch.float64, device=device)
+        t = torch.tensor(float(a), dtype=torch.float64)  # on the host: the test reads it
         fitted = t.to(dtype)
         if fitted.to(torch.float64) == t or not math.isfinite(float(a)):
-            return _Plain(fitted)
-        return arith.from_engine(t, dtype, nc)
+            return _Plain(fitted.to(device))
+        return arith.from_engine(t, dtype, nc).to(device)
     if isinstance(a, torch.Tensor):
         if a.is_floating_point():
             if a.dtype != dtype:

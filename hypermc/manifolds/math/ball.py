@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import torch
 
+from ...mcf.eft import all_true
 from . import common
 
 __all__ = [
@@ -258,7 +259,7 @@ def projx(x, c: float = 1.0, margin_bits: int = 8):
     eps = edge_deficit(x, margin_bits)
     dx = deficit(x, c, keepdim=True)
     bad = common.lead(dx) < eps / 2
-    if not bool(bad.any()):
+    if all_true(~bad):  # False while tracing: the general path, no data branch
         return x
     n = common.norm(x, keepdim=True)
     safe_n = torch.where(bad, n, torch.ones_like(n))

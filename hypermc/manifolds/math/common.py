@@ -28,8 +28,8 @@ import mpmath
 import torch
 
 from ...mcf import arith, reduce
-from ...mcf.eft import float_format, renormalize
-from ...mcf.tensor import MCTensor, from_mpmath
+from ...mcf.eft import all_true, float_format, renormalize
+from ...mcf.tensor import MCTensor, from_mpmath, implements
 
 __all__ = [
     "nc_of",
@@ -78,10 +78,31 @@ def nc_of(x) -> int:
 
 
 def lead(x) -> torch.Tensor:
-    """The leading component as a plain, detached tensor (for masks and scales only)."""
+    """The leading component as a plain, detached tensor (for masks and scales only).
+
+    While ``torch.compile`` traces, an MCTensor's components are not reachable from
+    Python for tensors made inside the graph, so the op ``hypermc::lead`` is used."""
     if isinstance(x, MCTensor):
+        if torch.compiler.is_compiling():
+            return torch.ops.hypermc.lead(x)
         return x.components[..., 0]
     return x.detach()
+
+
+@torch.library.custom_op("hypermc::lead", mutates_args=())
+def _lead_op(x: torch.Tensor) -> torch.Tensor:
+    """The leading component of ``x`` (a plain tensor is its own), as a new tensor."""
+    return x.detach().clone()
+
+
+@_lead_op.register_fake
+def _lead_op_fake(x: torch.Tensor) -> torch.Tensor:
+    return torch.empty_like(x)
+
+
+@implements(torch.ops.hypermc.lead.default)
+def _lead_mc(func, x):
+    return x.components[..., 0].clone()
 
 
 def unit_roundoff(x) -> float:
@@ -120,8 +141,42 @@ def scale_c(z, c: float, power: float = 1.0):
 
 def exponent(m: torch.Tensor) -> torch.Tensor:
     """Integer ``k`` with ``m 2^-k`` in ``[1/2, 1)`` for a plain ``m > 0``; 0 for 0, inf, NaN."""
+    if torch.compiler.is_compiling():
+        return torch.ops.hypermc.exponent(m)
+    return _exponent(m)
+
+
+def _exponent(m: torch.Tensor) -> torch.Tensor:
     _, e = torch.frexp(m)
     return torch.where(torch.isfinite(m) & (m != 0), e, torch.zeros_like(e))
+
+
+# torch.frexp as an opaque op while torch.compile traces: Inductor's vectorised CPU code
+# for frexp's int32 exponents does not compile (torch 2.13: no at::vec::convert from
+# VectorizedN<int32_t, 2>), so the exponent helpers are not traced into it.
+@torch.library.custom_op("hypermc::exponent", mutates_args=())
+def _exponent_op(m: torch.Tensor) -> torch.Tensor:
+    return _exponent(m)
+
+
+@_exponent_op.register_fake
+def _exponent_op_fake(m: torch.Tensor) -> torch.Tensor:
+    return torch.empty_like(m, dtype=torch.int32)
+
+
+@torch.library.custom_op("hypermc::pow2_like", mutates_args=())
+def _pow2_like_op(x0: torch.Tensor) -> torch.Tensor:
+    return _pow2_like(x0)
+
+
+@_pow2_like_op.register_fake
+def _pow2_like_op_fake(x0: torch.Tensor) -> torch.Tensor:
+    return torch.empty_like(x0)
+
+
+def _pow2_like(x0: torch.Tensor) -> torch.Tensor:
+    _, e = torch.frexp(x0)
+    return torch.ldexp(torch.ones_like(x0), -e)
 
 
 def ldexp(x, k: torch.Tensor):
@@ -147,8 +202,9 @@ def pow2_like(x) -> torch.Tensor:
     exact. Zero, inf and NaN give 1. Used to scale homogeneous formulas into range.
     """
     x0 = lead(x)
-    _, e = torch.frexp(x0)
-    return torch.ldexp(torch.ones_like(x0), -e)
+    if torch.compiler.is_compiling():
+        return torch.ops.hypermc.pow2_like(x0)
+    return _pow2_like(x0)
 
 
 # ----------------------------------------------------------------- vector algebra
@@ -222,7 +278,7 @@ def _regular(name: str, fn: Callable):
 
     def helper(z):
         small = lead(z).abs() < series_threshold(z)
-        if not bool(small.any()):
+        if all_true(~small):  # False while tracing: the general path, no data branch
             return fn(z)
         z_big = _where(small, torch.ones_like(z), z)
         z_small = _where(small, z, torch.zeros_like(z))
@@ -282,6 +338,38 @@ class _Deficit(torch.autograd.Function):
         return x * (grad.unsqueeze(-1) * (-2.0 * ctx.c)), None
 
 
+@torch.library.custom_op("hypermc::deficit", mutates_args=())
+def _deficit_op(x: torch.Tensor, c: float) -> torch.Tensor:
+    """``1 - c |x|^2`` as one op (used while ``torch.compile`` traces, where the
+    autograd.Function ``_Deficit`` cannot reach the components of graph-made
+    MCTensors). Plain tensors here; MCTensors through their dispatch table."""
+    return _deficit_components(x.detach().unsqueeze(-1), c)[..., 0].contiguous()
+
+
+@_deficit_op.register_fake
+def _deficit_op_fake(x: torch.Tensor, c: float) -> torch.Tensor:
+    return x.new_empty(x.shape[:-1])
+
+
+def _deficit_setup(ctx, inputs, output) -> None:
+    x, c = inputs
+    ctx.save_for_backward(x)
+    ctx.c = c
+
+
+def _deficit_backward(ctx, grad):
+    (x,) = ctx.saved_tensors
+    return x * (grad.unsqueeze(-1) * (-2.0 * ctx.c)), None
+
+
+_deficit_op.register_autograd(_deficit_backward, setup_context=_deficit_setup)
+
+
+@implements(torch.ops.hypermc.deficit.default)
+def _deficit_mc(func, x, c):
+    return MCTensor(_deficit_components(x.components, c))
+
+
 def deficit(x, c: float = 1.0, keepdim: bool = False):
     """``1 - c |x|^2`` along the last dim, formed from the components at ``nc + 1``.
 
@@ -298,7 +386,7 @@ def deficit(x, c: float = 1.0, keepdim: bool = False):
         c: ``-K > 0`` (Python float).
         keepdim: keep the reduced dim.
     """
-    d = _Deficit.apply(x, float(c))
+    d = torch.ops.hypermc.deficit(x, float(c)) if torch.compiler.is_compiling() else _Deficit.apply(x, float(c))
     return d.unsqueeze(-1) if keepdim else d
 
 

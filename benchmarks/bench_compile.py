@@ -1,0 +1,132 @@
+"""Benchmark: ``torch.compile`` on MC code vs eager MC and vs native torch, in one run.
+
+For a few functions (an elementwise expression, an exp/log chain, a Poincaré-ball
+distance), component dtypes float32/float64 and nc = 1..4, it times in the same run
+
+* *native eager* / *native compiled*: the function on plain tensors of the component
+  dtype, eagerly and under ``torch.compile`` (default Inductor backend);
+* *MC eager* / *MC compiled*: the function on MCTensors, eagerly and compiled (every MC
+  op is one opaque ``hypermc::mc_op`` call, see ``hypermc/mcf/compile.py``);
+
+and checks that the compiled MC result equals the eager one bit for bit (column
+``same``). It prints the medians, the ratios MC-compiled / native-compiled and
+MC-compiled / MC-eager, and the compile time of the MC function (first call).
+
+Usage::
+
+    python benchmarks/bench_compile.py                     # default table
+    python benchmarks/bench_compile.py --size 100000 --nc 2 3 --dtypes float64
+    python benchmarks/bench_compile.py --device cuda
+"""
+
+from __future__ import annotations
+
+import argparse
+import platform
+import statistics
+import time
+from collections.abc import Callable
+
+import torch
+
+import hypermc as hm
+from hypermc.manifolds import PoincareBall
+
+_BALL = PoincareBall()
+
+
+def _expr(x, y):
+    return x * y + x / (y * y + 1.0)
+
+
+def _exp_log(x, y):
+    return torch.log(torch.exp(y) + x * x + 1.0)
+
+
+def _ball_dist(x, y):
+    return _BALL.dist(x, y, check=False)
+
+
+FUNCTIONS: dict[str, Callable] = {"x*y+x/(y*y+1)": _expr, "log(exp(y)+x*x+1)": _exp_log, "ball dist": _ball_dist}
+
+
+def _operands(name: str, size: int, dtype: torch.dtype, device: str, gen: torch.Generator):
+    if name == "ball dist":
+        x = torch.rand(size // 4, 4, generator=gen, dtype=torch.float64) * 0.4
+        y = torch.rand(size // 4, 4, generator=gen, dtype=torch.float64) * 0.4
+    else:
+        x = torch.randn(size, generator=gen, dtype=torch.float64)
+        y = torch.randn(size, generator=gen, dtype=torch.float64)
+    return x.to(dtype=dtype, device=device), y.to(dtype=dtype, device=device)
+
+
+def _sync(device: str) -> None:
+    if device.startswith("cuda"):
+        torch.cuda.synchronize()
+
+
+def _median_time(fn: Callable, args, device: str, repeats: int) -> float:
+    fn(*args)
+    _sync(device)
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        fn(*args)
+        _sync(device)
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)
+
+
+def _same_bits(a, b) -> bool:
+    a, b = (t.components if isinstance(t, hm.MCTensor) else t for t in (a, b))
+    return bool(((a == b) | (a.isnan() & b.isnan())).all())
+
+
+def run(size: int, dtypes: list[torch.dtype], ncs: list[int], device: str, repeats: int) -> None:
+    print(f"torch {torch.__version__}, {platform.machine()} {platform.processor() or ''}, device {device}, "
+          f"threads {torch.get_num_threads()}, {size} elements, median of {repeats}")
+    header = (f"{'function':>18} {'dtype':>8} {'nc':>3} {'native ms':>10} {'nat.comp ms':>11} {'MC ms':>9} "
+              f"{'MC comp ms':>10} {'comp/nat.comp':>13} {'comp/eager':>10} {'compile s':>9} {'same':>5}")
+    print(header)
+    gen = torch.Generator().manual_seed(0)
+    for name, fn in FUNCTIONS.items():
+        for dtype in dtypes:
+            xs, ys = _operands(name, size, dtype, device, gen)
+            torch._dynamo.reset()
+            native_c = torch.compile(fn, fullgraph=True, dynamic=False)
+            t_native = _median_time(fn, (xs, ys), device, repeats)
+            t_native_c = _median_time(native_c, (xs, ys), device, repeats)
+            for nc in ncs:
+                x = hm.mc(xs, nc=nc, dtype=dtype)
+                y = hm.mc(ys, nc=nc, dtype=dtype)
+                torch._dynamo.reset()
+                mc_c = torch.compile(fn, fullgraph=True, dynamic=False)
+                t0 = time.perf_counter()
+                out_c = mc_c(x, y)
+                _sync(device)
+                t_compile = time.perf_counter() - t0
+                same = _same_bits(out_c, fn(x, y))
+                t_mc = _median_time(fn, (x, y), device, repeats)
+                t_mc_c = _median_time(mc_c, (x, y), device, repeats)
+                print(f"{name:>18} {str(dtype).removeprefix('torch.'):>8} {nc:>3} {t_native * 1e3:>10.3f} "
+                      f"{t_native_c * 1e3:>11.3f} {t_mc * 1e3:>9.2f} {t_mc_c * 1e3:>10.2f} "
+                      f"{t_mc_c / t_native_c:>12.1f}x {t_mc_c / t_mc:>9.2f}x {t_compile:>9.1f} {str(same):>5}",
+                      flush=True)
+
+
+def main(argv: list[str] | None = None) -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    p.add_argument("--size", type=int, default=100_000, help="elements per operand")
+    p.add_argument("--dtypes", nargs="+", default=["float32", "float64"], choices=["float32", "float64"])
+    p.add_argument("--nc", nargs="+", type=int, default=[1, 2, 3, 4])
+    p.add_argument("--device", default="cpu")
+    p.add_argument("--repeats", type=int, default=5)
+    p.add_argument("--threads", type=int, default=1, help="torch CPU threads")
+    args = p.parse_args(argv)
+    torch.set_num_threads(args.threads)
+    run(args.size, [getattr(torch, d) for d in args.dtypes], args.nc, args.device, args.repeats)
+
+
+if __name__ == "__main__":
+    main()
