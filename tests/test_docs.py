@@ -13,6 +13,9 @@ from pathlib import Path
 
 import pytest
 
+# torch's Inductor emits this while compiling (docs/numerics.md compiles MC code); not ours.
+pytestmark = pytest.mark.filterwarnings("ignore:`torch.jit.script_method` is deprecated:DeprecationWarning")
+
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")), ROOT / "benchmarks" / "README.md"]
 _BLOCK = re.compile(r"^```python\n(.*?)^```", re.S | re.M)
