@@ -226,7 +226,6 @@ def embed_tree(graph: Any, manifold: Any = None, *, dim: int = 2, nc: int | str 
 
     comps = torch.zeros(n, dim, nc, dtype=dtype)
     e = math.exp(-tau)
-    t = (1 - mc(torch.tensor(e, dtype=dtype), nc=nc)) / (1 + mc(torch.tensor(e, dtype=dtype), nc=nc))
     # rank of each node among its siblings
     order = torch.argsort(parent * (n + 1) + torch.arange(n), stable=True)
     rank = torch.zeros(n, dtype=torch.int64)
@@ -236,15 +235,20 @@ def embed_tree(graph: Any, manifold: Any = None, *, dim: int = 2, nc: int | str 
     start = torch.cummax(torch.where(first, torch.arange(n), torch.zeros(n, dtype=torch.int64)), 0).values
     rank[order] = torch.arange(n) - start
     for level in range(1, max_depth + 1):
+        # Level ``level`` is computed with the components its radius needs (the rule of
+        # bits_needed at depth ``level``), not all ``nc``: the parents are exact in it
+        # (they were rounded to fewer components), so every edge still has length tau
+        # to p bits, and shallow levels of a deep tree cost far less.
+        k = min(nc, components_needed(tau, level, dtype))
         kids = torch.nonzero(depth == level).flatten()
         par = parent[kids]
-        xv = MCTensor(comps[par])
+        xv = MCTensor(comps[par][..., :k])
         gp = parent[par]
         has_gp = gp >= 0
         dvec = torch.zeros(kids.numel(), dim, dtype=torch.float64)
         dvec[:, 0] = 1.0
         if bool(has_gp.any()):
-            y = _mobius_add(-xv[has_gp], MCTensor(comps[gp[has_gp]]))
+            y = _mobius_add(-xv[has_gp], MCTensor(comps[gp[has_gp]][..., :k]))
             ya = y.approx().to(torch.float64)
             dvec[has_gp] = ya / ya.norm(dim=-1, keepdim=True)
         j = rank[kids] + has_gp.long()  # slot 0 is the parent's direction
@@ -260,10 +264,12 @@ def embed_tree(graph: Any, manifold: Any = None, *, dim: int = 2, nc: int | str 
         wn = w.norm(dim=-1, keepdim=True)
         w = torch.where(wn > 0, w / wn.clamp(min=1e-300), torch.zeros_like(w))
         u = base - 2 * w * (base * w).sum(-1, keepdim=True)
-        um = mc(u.to(dtype), nc=nc)
+        um = mc(u.to(dtype), nc=k)
         um = um / torch.sqrt((um * um).sum(-1, keepdim=True))
+        et = mc(torch.tensor(e, dtype=dtype), nc=k)
+        t = (1 - et) / (1 + et)
         child = _mobius_add(xv, t * um)
-        comps[kids] = child.components
+        comps[kids, :, :k] = child.components
     emb = MCTensor(comps)
     if isinstance(manifold, PoincareHalfspace):
         emb = convert.ball_to_halfspace(emb)
@@ -286,11 +292,21 @@ def _ball_of(emb: torch.Tensor, manifold: Any) -> MCTensor:
     return emb
 
 
-def _pair_dist(x: MCTensor, a: MCTensor, i: torch.Tensor, j: torch.Tensor) -> torch.Tensor:
-    diff = x[i] - x[j]
-    q = 2 * (diff * diff).sum(-1) / (a[i] * a[j])
-    qa = q.approx().to(torch.float64)
-    return torch.log1p(qa + torch.sqrt(qa * (qa + 2)))
+def _pair_dist(comps: torch.Tensor, a: torch.Tensor, i: torch.Tensor, j: torch.Tensor) -> torch.Tensor:
+    """Float64 ball distances of the pairs ``(i, j)``: ``2 asinh(|x - y| / sqrt(a_x a_y))``.
+
+    ``comps``: the MC components ``(N, dim, nc)``; ``a``: ``1 - |x|^2`` per node, formed in
+    MC and rounded once (float64, ``(N,)``). The differences are rounded once from the
+    components (exact cancellation of the leading components); the rest is well
+    conditioned. The asinh form (not ``acosh(1 + q)``) never overflows: its argument is
+    at most ``2 / min(a)``, finite for every radius :func:`embed_tree` accepts, while
+    ``q^2`` overflows float64 once distances pass ~355.
+    """
+    from .distance import rounded_difference
+
+    diff = rounded_difference(comps[i], comps[j]).to(torch.float64)
+    num = diff.norm(dim=-1)
+    return 2 * torch.asinh(num / a[i].sqrt() / a[j].sqrt())
 
 
 def distortion(emb: torch.Tensor, graph: Any, manifold: Any = None, *, pairs: str | int = "all",
@@ -347,7 +363,8 @@ def distortion(emb: torch.Tensor, graph: Any, manifold: Any = None, *, pairs: st
         sampled = f"{pairs} of {n}"
     dt = shortest_path(adj, directed=False, unweighted=True, indices=sources)
     x = _ball_of(emb, manifold)
-    a = 1 - (x * x).sum(-1)
+    comps = x.components
+    a = (1 - (x * x).sum(-1)).approx().to(torch.float64)
     si, sj = np.nonzero(dt > 0)
     src = sources[si]
     keep = src < sj if sampled is None else np.ones(src.size, dtype=bool)
@@ -356,7 +373,7 @@ def distortion(emb: torch.Tensor, graph: Any, manifold: Any = None, *, pairs: st
     for s in range(0, src.size, chunk):
         i = torch.from_numpy(src[s:s + chunk])
         j = torch.from_numpy(sj[s:s + chunk])
-        dh = _pair_dist(x, a, i, j)
+        dh = _pair_dist(comps, a, i, j)
         ratios.append(dh / torch.from_numpy(dtv[s:s + chunk]))
     r = torch.cat(ratios)
     if not bool(torch.isfinite(r).all()):

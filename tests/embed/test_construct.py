@@ -55,7 +55,7 @@ def test_star_matches_closed_form_against_mpmath(k):
     g = _star(k)
     r = embed_tree(g, dim=2, tau=tau)
     x = r["embeddings"]
-    a = 1 - (x * x).sum(-1)
+    a = (1 - (x * x).sum(-1)).approx()
     mpmath.mp.prec = r["nc"] * 53 + 60
     t = mpmath.mpf(tau)
     for j in range(2, k + 1):
@@ -64,8 +64,25 @@ def test_star_matches_closed_form_against_mpmath(k):
         alpha = 2 * mpmath.pi * (j - 1) / k
         # hyperbolic law of cosines at the root
         ref = mpmath.acosh(mpmath.cosh(t) ** 2 - mpmath.sinh(t) ** 2 * mpmath.cos(alpha))
-        got = float(_pair_dist(x, a, i, jj)[0])
+        got = float(_pair_dist(x.components, a, i, jj)[0])
         assert abs(got - float(ref)) <= 1e-12 * float(ref)
+
+
+def test_distances_past_the_float64_square_range_stay_finite():
+    # leaf-leaf distances ~ 2 tau = 400: acosh(1 + q) with q ~ e^400 / 2 would need
+    # q^2 ~ e^800 (overflow); the construction's radius 200 is far inside the range
+    tau, k = 200.0, 3
+    g = _star(k)
+    r = embed_tree(g, dim=2, tau=tau)
+    d = distortion(r["embeddings"], g, tau=tau)
+    mpmath.mp.prec = 200
+    t = mpmath.mpf(tau)
+    leaf = mpmath.acosh(mpmath.cosh(t) ** 2 - mpmath.sinh(t) ** 2 * mpmath.cos(2 * mpmath.pi / k)) / 2
+    assert float(2 * leaf) > 355  # the leaf-leaf distance
+    ratios = [t] * k + [leaf] * (k * (k - 1) // 2)
+    assert d["d_avg"] == pytest.approx(float(sum(abs(q / t - 1) for q in ratios) / len(ratios)), rel=1e-12)
+    assert d["d_wc"] == pytest.approx(float(t / leaf), rel=1e-12)
+    assert d["tree_map"] == 1.0
 
 
 def test_too_small_nc_fails_loudly_naming_the_needed_nc():
