@@ -33,16 +33,29 @@ import torch
 from ..mcf import MCTensor, mc
 from .evaluate import evaluate
 
-__all__ = ["spanning_tree", "bits_needed", "components_needed", "tau_for_epsilon", "embed_tree",
-           "distortion", "save_construction"]
+__all__ = ["spanning_tree", "max_components", "bits_needed", "components_needed", "tau_for_epsilon", "max_tau", "embed_tree",
+           "fit_tau", "distortion", "save_construction"]
 
 _GUARD_BITS = 8
+#: Fraction of the exponent range a node's radius may use (see :func:`_radius_limit`).
+_RADIUS_FRACTION = 0.7
 
 
 def _precision(dtype: torch.dtype) -> int:
     if dtype not in (torch.float64, torch.float32):
         raise TypeError(f"dtype: expected torch.float64 or torch.float32, got {dtype}")
     return 53 if dtype == torch.float64 else 24
+
+
+def max_components(dtype: torch.dtype = torch.float64) -> int:
+    """Most components the MC kernels support for ``dtype``: ``nc p < -emin`` (float64: 19).
+
+    Beyond it the long division's remainders and the square root's scaling margins leave
+    the exponent range (``hypermc.mcf.arith.div``'s precondition).
+    """
+    p = _precision(dtype)
+    emin = -1022 if dtype == torch.float64 else -126
+    return (-emin - 1) // p
 
 
 def bits_needed(tau: float, depth: int, dtype: torch.dtype = torch.float64) -> int:
@@ -66,6 +79,41 @@ def bits_needed(tau: float, depth: int, dtype: torch.dtype = torch.float64) -> i
 def components_needed(tau: float, depth: int, dtype: torch.dtype = torch.float64) -> int:
     """Smallest ``nc`` whose ``nc * p`` bits cover :func:`bits_needed`."""
     return math.ceil(bits_needed(tau, depth, dtype) / _precision(dtype))
+
+
+def max_tau(depth: int, nc: int | None = None, dtype: torch.dtype = torch.float64) -> float:
+    """The largest ``tau`` that :func:`embed_tree` accepts for a tree of ``depth``.
+
+    Two bounds: the radius ``tau * depth`` (at most 70% of the exponent range
+    ``-log(tiny)``: 495.9 in float64, see ``_radius_limit``) and the precision (:func:`components_needed`
+    ``<= nc``, and ``nc <= max_components(dtype)``). ``0.0`` when ``nc`` cannot hold any ``tau``
+    (``nc = 1``: the ``p + 8`` bits of the rule exceed ``p`` even at radius 0).
+
+    Args:
+        depth: tree depth (>= 1).
+        nc: component count, or ``None`` for :func:`max_components`.
+        dtype: component dtype.
+    """
+    if isinstance(depth, bool) or not isinstance(depth, int) or depth < 1:
+        raise ValueError(f"depth: expected an int >= 1, got {depth!r}")
+    p = _precision(dtype)
+    hi = _radius_limit(dtype) / depth
+    nc = max_components(dtype) if nc is None else min(nc, max_components(dtype))
+    # ceil(tau depth log2 e) + p + guard <= nc p  <=>  tau depth log2 e <= nc p - p - guard
+    # (1 - 2^-40: so that the rounding of tau * depth * log2(e) cannot push the ceil over)
+    hi = min(hi, (nc * p - p - _GUARD_BITS) / (depth * math.log2(math.e)) * (1 - 2.0 ** -40))
+    return max(hi, 0.0)
+
+
+def _radius_limit(dtype: torch.dtype) -> float:
+    """Largest radius the construction accepts: 70% of the exponent range ``-log(tiny)``.
+
+    float64: 495.9 (1 - |x|^2 ~ e^-496); float32: 61.1. The full range (``1 - |x|^2`` a
+    normal number) is ~708 in float64, but the MC kernels lose ``1 - |x|^2`` well before:
+    measured on a path (every distance exactly ``k tau``), radius 520 is exact and 540 is
+    not (D_avg 0.05), at any ``nc``. The 70% keeps a margin below that.
+    """
+    return _RADIUS_FRACTION * -math.log(torch.finfo(dtype).tiny)
 
 
 def spanning_tree(graph: Any) -> tuple[torch.Tensor, torch.Tensor]:
@@ -209,16 +257,22 @@ def embed_tree(graph: Any, manifold: Any = None, *, dim: int = 2, nc: int | str 
     bits = bits_needed(tau, max_depth, dtype)
     need = components_needed(tau, max_depth, dtype)
     radius = tau * max_depth
-    lim = -math.log(torch.finfo(dtype).tiny) - 2
+    lim = _radius_limit(dtype)
     if radius > lim:
         raise ValueError(
             f"tau={tau:.6g} at tree depth {max_depth} puts nodes at hyperbolic radius {radius:.4g}, "
-            f"where 1 - |x|^2 ~ e^-{radius:.4g} is below the smallest {dtype} ({lim:.4g} max); "
+            f"where 1 - |x|^2 ~ e^-{radius:.4g}; the construction is exact up to radius {lim:.4g} in "
+            f"{dtype} (70% of its exponent range); use a smaller tau / larger epsilon")
+    top = max_components(dtype)
+    if need > top:
+        raise ValueError(
+            f"tau={tau:.6g} at tree depth {max_depth} needs {bits} bits (nc={need}), beyond the "
+            f"nc={top} that {dtype} MC arithmetic supports (nc * {p} bits below the exponent range); "
             f"use a smaller tau / larger epsilon")
     if nc == "auto":
         nc = need
-    elif isinstance(nc, bool) or not isinstance(nc, int) or nc < 1:
-        raise ValueError(f"nc: expected an int >= 1 or 'auto', got {nc!r}")
+    elif isinstance(nc, bool) or not isinstance(nc, int) or nc < 1 or nc > top:
+        raise ValueError(f"nc: expected an int in 1..{top} ({dtype}) or 'auto', got {nc!r}")
     elif nc < need:
         raise ValueError(
             f"nc={nc} gives {nc * p} bits but tau={tau:.6g} at tree depth {max_depth} needs "
@@ -281,6 +335,59 @@ def embed_tree(graph: Any, manifold: Any = None, *, dim: int = 2, nc: int | str 
             "min_angle": min_angle}
 
 
+def fit_tau(graph: Any, *, dim: int = 2, nc: int | str = "auto", dtype: torch.dtype = torch.float64,
+            steps: int = 4, pairs: int = 200, seed: int = 0) -> dict:
+    """The ``tau`` on a grid that minimises ``D_avg`` among those ``nc`` can hold.
+
+    Rule: ``tau_hi = max_tau(depth, nc)`` (``nc="auto"``: the exponent bound alone), grid
+    ``tau_hi * 2^(-k/2)`` for ``k = 0 .. steps - 1``; each is embedded (:func:`embed_tree`
+    with this ``nc``) and scored by :func:`distortion`'s ``D_avg`` (scale ``tau``) on
+    ``pairs`` sampled source nodes. A larger ``tau`` straightens every tree path (the
+    shortcut at a turn is ``2 log(1 / sin(alpha / 2))``, fixed, against a path length
+    growing with ``tau``), so the minimum is normally at ``tau_hi``: precision, not
+    distortion, is what limits ``tau``, and that is what more components buy.
+
+    Args:
+        graph: as for :func:`embed_tree`.
+        dim, nc, dtype: as for :func:`embed_tree`.
+        steps: grid points (>= 1).
+        pairs: sampled source nodes for ``D_avg``.
+        seed: seed of the sample.
+
+    Returns:
+        dict with ``tau`` (the best), ``d_avg`` (its sampled ``D_avg``), ``grid``
+        (list of ``(tau, d_avg)``) and ``sampled_sources``.
+
+    Raises:
+        ValueError: ``nc`` holds no ``tau`` for this tree (the message names the ``nc``
+            that does), or bad arguments.
+    """
+    if isinstance(steps, bool) or not isinstance(steps, int) or steps < 1:
+        raise ValueError(f"steps: expected an int >= 1, got {steps!r}")
+    if nc != "auto" and (isinstance(nc, bool) or not isinstance(nc, int) or nc < 1):
+        raise ValueError(f"nc: expected an int >= 1 or 'auto', got {nc!r}")
+    _, depth = spanning_tree(graph)
+    max_depth = int(depth.max())
+    if max_depth < 1:
+        raise ValueError("graph: a single node has no edge length to fit")
+    hi = max_tau(max_depth, None if nc == "auto" else nc, dtype)
+    if hi <= 0:
+        p = _precision(dtype)
+        raise ValueError(
+            f"nc={nc} gives {nc * p} bits, below the {p + _GUARD_BITS} bits bits_needed asks even at "
+            f"radius 0; no tau fits at tree depth {max_depth}: pass nc >= 2")
+    grid = []
+    sampled = None
+    for k in range(steps):
+        t = hi * 2.0 ** (-k / 2)
+        r = embed_tree(graph, dim=dim, nc=nc, dtype=dtype, tau=t)
+        d = distortion(r["embeddings"], graph, tau=r["tau"], pairs=pairs, seed=seed, maps=False)
+        grid.append((t, d["d_avg"]))
+        sampled = d["sampled_sources"]
+    best = min(grid, key=lambda g: g[1])
+    return {"tau": best[0], "d_avg": best[1], "grid": grid, "sampled_sources": sampled}
+
+
 def _ball_of(emb: torch.Tensor, manifold: Any) -> MCTensor:
     from ..manifolds import Lorentz, PoincareHalfspace, convert
     if not isinstance(emb, MCTensor):
@@ -300,18 +407,21 @@ def _pair_dist(comps: torch.Tensor, a: torch.Tensor, i: torch.Tensor, j: torch.T
     components (exact cancellation of the leading components); the rest is well
     conditioned. The asinh form (not ``acosh(1 + q)``) never overflows: its argument is
     at most ``2 / min(a)``, finite for every radius :func:`embed_tree` accepts, while
-    ``q^2`` overflows float64 once distances pass ~355.
+    ``q^2`` overflows float64 once distances pass ~355; dividing before the norm keeps
+    the squares of ``|x - y| ~ e^-r`` from underflowing.
     """
     from .distance import rounded_difference
 
     diff = rounded_difference(comps[i], comps[j]).to(torch.float64)
-    num = diff.norm(dim=-1)
-    return 2 * torch.asinh(num / a[i].sqrt() / a[j].sqrt())
+    # the quotient before the norm: |x - y| itself underflows in the squares (~e^-400)
+    w = diff / a[i].sqrt().unsqueeze(-1) / a[j].sqrt().unsqueeze(-1)
+    return 2 * torch.asinh(w.norm(dim=-1))
 
 
 def distortion(emb: torch.Tensor, graph: Any, manifold: Any = None, *, pairs: str | int = "all",
                tau: float | None = None, seed: int = 0, chunk: int = 200_000,
-               closure_sample: int | None = None) -> dict:
+               closure_sample: int | None = None, tree_sample: int | None = None,
+               maps: bool = True) -> dict:
     """Average and worst-case distortion of ``emb`` against spanning-tree distances.
 
     ``D_avg`` is the mean over pairs of ``|d_H / (s d_T) - 1|`` with ``s = tau`` (or, when
@@ -329,12 +439,16 @@ def distortion(emb: torch.Tensor, graph: Any, manifold: Any = None, *, pairs: st
         chunk: pairs per MC chunk.
         closure_sample: evaluate the closure MAP on this many sampled source nodes
             (``None``: all of them).
+        tree_sample: the same for the tree-neighbour MAP (a big tree: every source costs
+            one distance to each of the ``N`` nodes).
+        maps: ``False`` skips both MAP evaluations (their keys are then absent).
 
     Returns:
         dict with ``d_avg``, ``d_wc``, ``num_pairs``, ``sampled_sources`` (None or "k of n"),
-        ``tree_map`` / ``tree_mean_rank`` (:func:`~hypermc.embed.evaluate` on the tree
-        edges taken in both directions: the positives of a node are its parent and its
-        children) and ``closure_map`` / ``closure_mean_rank`` / ``closure_sampled_sources``
+        ``tree_map`` / ``tree_mean_rank`` / ``tree_sampled_sources``
+        (:func:`~hypermc.embed.evaluate` on the tree edges taken in both directions: the
+        positives of a node are its parent and its children) and ``closure_map`` /
+        ``closure_mean_rank`` / ``closure_sampled_sources``
         (``evaluate`` on ``graph.edges`` as given: the positives of a node are its
         ancestors).
 
@@ -379,13 +493,16 @@ def distortion(emb: torch.Tensor, graph: Any, manifold: Any = None, *, pairs: st
     if not bool(torch.isfinite(r).all()):
         raise ValueError("emb: non-finite hyperbolic distances (points on or outside the boundary)")
     scale = float(r.mean()) if tau is None else float(tau)
+    out = {"d_avg": float((r / scale - 1).abs().mean()), "d_wc": float(r.max() / r.min()),
+           "num_pairs": int(r.numel()), "sampled_sources": sampled}
+    if not maps:
+        return out
     m = _manifold_or_ball(manifold)
     tree_edges = torch.stack([torch.from_numpy(kids), parent[kids]], dim=1)
-    tree = evaluate(m, emb, torch.cat([tree_edges, tree_edges.flip(1)]))
+    tree = evaluate(m, emb, torch.cat([tree_edges, tree_edges.flip(1)]), sample=tree_sample, seed=seed)
     closure = evaluate(m, emb, graph.edges, sample=closure_sample, seed=seed)
-    return {"d_avg": float((r / scale - 1).abs().mean()), "d_wc": float(r.max() / r.min()),
-            "num_pairs": int(r.numel()), "sampled_sources": sampled,
-            "tree_map": tree["map"], "tree_mean_rank": tree["mean_rank"],
+    return {**out, "tree_map": tree["map"], "tree_mean_rank": tree["mean_rank"],
+            "tree_sampled_sources": tree["sampled_sources"],
             "closure_map": closure["map"], "closure_mean_rank": closure["mean_rank"],
             "closure_sampled_sources": closure["sampled_sources"]}
 

@@ -120,14 +120,14 @@ def test_bad_arguments():
         embed_tree(g)
     with pytest.raises(ValueError, match="dim: expected an int >= 2"):
         embed_tree(g, dim=1, tau=1.0)
-    with pytest.raises(ValueError, match="nc: expected an int >= 1 or 'auto'"):
+    with pytest.raises(ValueError, match=r"nc: expected an int in 1..19 \(torch.float64\) or 'auto'"):
         embed_tree(g, tau=1.0, nc=0)
     with pytest.raises(ValueError, match="pairs: expected 'all'"):
         distortion(embed_tree(g, tau=1.0)["embeddings"], g, pairs=0)
 
 
 def test_radius_beyond_the_exponent_range_is_refused():
-    with pytest.raises(ValueError, match="hyperbolic radius .* below the smallest"):
+    with pytest.raises(ValueError, match=r"hyperbolic radius 800, .* exact up to radius 495.9 in torch.float64"):
         embed_tree(_path(10), tau=80.0)
 
 
@@ -169,7 +169,7 @@ def test_closure_map_of_a_path_closure_is_one():
 
 
 def test_small_deep_tree_matches_the_mpmath_reference():
-    from tests.embed.construct_reference import ball_distance, reference_construction
+    from hypermc.embed.construct_reference import ball_distance, reference_construction
     from tests.oracle import components_to_mpf
 
     g = _balanced(3, 4)  # 121 nodes, radius 48: needs nc = 3 in float64
@@ -193,7 +193,7 @@ def test_small_deep_tree_matches_the_mpmath_reference():
 
 
 def test_distortion_of_a_star_matches_the_closed_form():
-    from tests.embed.construct_reference import ball_distance, reference_construction
+    from hypermc.embed.construct_reference import ball_distance, reference_construction
 
     k, tau = 6, 7.0
     g = _star(k)
@@ -252,3 +252,56 @@ def test_train_init_is_checked():
     with pytest.raises(ValueError, match="init is not a set of points"):
         train(g, PoincareBall(), dim=2, nc=2, epochs=1, init=torch.full((4, 2, 2), 2.0, dtype=torch.float64),
               progress=False)
+
+
+def test_max_tau_is_the_edge_of_components_needed():
+    from hypermc.embed import max_components, max_tau
+
+    assert max_components(torch.float64) == 19 and max_components(torch.float32) == 5
+    for depth in (3, 9, 19):
+        for nc in range(2, 8):
+            t = max_tau(depth, nc)
+            assert components_needed(t, depth) == nc
+            assert components_needed(t * (1 + 1e-9), depth) == nc + 1
+    assert max_tau(9, 1) == 0.0
+    # without nc: the radius limit (70% of float64's exponent range)
+    assert max_tau(10) == pytest.approx(0.7 * -math.log(torch.finfo(torch.float64).tiny) / 10, rel=1e-15)
+    assert max_tau(10, 30) == max_tau(10)
+
+
+def test_radius_limit_is_where_the_construction_is_still_exact():
+    # a path: every distance is exactly k tau. Radius 490 (just below the limit) is exact;
+    # 520 is refused (measured: 520 still exact, 540 not -- the limit keeps a margin)
+    g = _path(10)
+    r = embed_tree(g, tau=49.0)
+    assert r["nc"] == 15
+    assert distortion(r["embeddings"], g, tau=49.0, maps=False)["d_avg"] < 1e-12
+    with pytest.raises(ValueError, match=r"hyperbolic radius 520, .* exact up to radius 495.9"):
+        embed_tree(g, tau=52.0)
+    with pytest.raises(ValueError, match=r"nc: expected an int in 1..19 \(torch.float64\)"):
+        embed_tree(g, tau=1.0, nc=20)
+
+
+def test_fit_tau_searches_below_the_precision_bound():
+    from hypermc.embed import fit_tau, max_tau
+
+    g = _balanced(3, 3)
+    f = fit_tau(g, nc=3, steps=3, pairs=10)
+    taus = [t for t, _ in f["grid"]]
+    assert taus[0] == max_tau(3, 3) and taus[1] == pytest.approx(taus[0] / math.sqrt(2))
+    assert f["d_avg"] == min(d for _, d in f["grid"]) and f["tau"] in taus
+    assert f["sampled_sources"] == "10 of 40"
+    # the fitted tau is accepted at this nc
+    assert embed_tree(g, tau=f["tau"], nc=3)["nc"] == 3
+    with pytest.raises(ValueError, match=r"nc=1 gives 53 bits.*pass nc >= 2"):
+        fit_tau(g, nc=1)
+
+
+def test_tree_map_on_sampled_sources():
+    g = _balanced(3, 4)
+    r = embed_tree(g, tau=12.0)
+    d = distortion(r["embeddings"], g, tau=12.0, pairs=5, tree_sample=7, closure_sample=6)
+    assert d["tree_sampled_sources"] == f"7 of {g.num_nodes}" and d["tree_map"] == 1.0
+    assert d["closure_sampled_sources"] == f"6 of {g.num_nodes - 1}"
+    assert d["sampled_sources"] == f"5 of {g.num_nodes}" and d["num_pairs"] == 5 * (g.num_nodes - 1)
+    assert "tree_map" not in distortion(r["embeddings"], g, tau=12.0, maps=False)
