@@ -38,7 +38,7 @@ __all__ = ["spanning_tree", "max_components", "bits_needed", "components_needed"
 
 _GUARD_BITS = 8
 #: Fraction of the exponent range a node's radius may use (see :func:`_radius_limit`).
-_RADIUS_FRACTION = 0.7
+_RADIUS_FRACTION = 0.6
 
 
 def _precision(dtype: torch.dtype) -> int:
@@ -84,8 +84,8 @@ def components_needed(tau: float, depth: int, dtype: torch.dtype = torch.float64
 def max_tau(depth: int, nc: int | None = None, dtype: torch.dtype = torch.float64) -> float:
     """The largest ``tau`` that :func:`embed_tree` accepts for a tree of ``depth``.
 
-    Two bounds: the radius ``tau * depth`` (at most 70% of the exponent range
-    ``-log(tiny)``: 495.9 in float64, see ``_radius_limit``) and the precision (:func:`components_needed`
+    Two bounds: the radius ``tau * depth`` (at most 60% of the exponent range
+    ``-log(tiny)``: 425.0 in float64, see ``_radius_limit``) and the precision (:func:`components_needed`
     ``<= nc``, and ``nc <= max_components(dtype)``). ``0.0`` when ``nc`` cannot hold any ``tau``
     (``nc = 1``: the ``p + 8`` bits of the rule exceed ``p`` even at radius 0).
 
@@ -106,12 +106,16 @@ def max_tau(depth: int, nc: int | None = None, dtype: torch.dtype = torch.float6
 
 
 def _radius_limit(dtype: torch.dtype) -> float:
-    """Largest radius the construction accepts: 70% of the exponent range ``-log(tiny)``.
+    """Largest radius the construction accepts: 60% of the exponent range ``-log(tiny)``.
 
-    float64: 495.9 (1 - |x|^2 ~ e^-496); float32: 61.1. The full range (``1 - |x|^2`` a
-    normal number) is ~708 in float64, but the MC kernels lose ``1 - |x|^2`` well before:
-    measured on a path (every distance exactly ``k tau``), radius 520 is exact and 540 is
-    not (D_avg 0.05), at any ``nc``. The 70% keeps a margin below that.
+    float64: 425.0 (1 - |x|^2 ~ e^-425); float32: 52.4. The full range (``1 - |x|^2`` a
+    normal number) is ~708 in float64, but the construction loses accuracy before that,
+    measured (cause not found): a path (every distance exactly ``k tau``) is exact up to
+    radius 500 and off from 520-540 at any ``nc``; mammals 2-D (``nc`` by
+    :func:`components_needed`) follows the trend of ``D_avg`` / ``D_wc`` in ``tau`` up to
+    radius 440, shows a bump at 450 (``D_wc`` 1.081 for 1.068) and breaks at 480
+    (``D_wc`` 3.3), while one more component keeps it on the trend up to 560. 60% keeps
+    a margin below all of these.
     """
     return _RADIUS_FRACTION * -math.log(torch.finfo(dtype).tiny)
 
@@ -262,7 +266,7 @@ def embed_tree(graph: Any, manifold: Any = None, *, dim: int = 2, nc: int | str 
         raise ValueError(
             f"tau={tau:.6g} at tree depth {max_depth} puts nodes at hyperbolic radius {radius:.4g}, "
             f"where 1 - |x|^2 ~ e^-{radius:.4g}; the construction is exact up to radius {lim:.4g} in "
-            f"{dtype} (70% of its exponent range); use a smaller tau / larger epsilon")
+            f"{dtype} (60% of its exponent range); use a smaller tau / larger epsilon")
     top = max_components(dtype)
     if need > top:
         raise ValueError(
@@ -407,15 +411,18 @@ def _pair_dist(comps: torch.Tensor, a: torch.Tensor, i: torch.Tensor, j: torch.T
     components (exact cancellation of the leading components); the rest is well
     conditioned. The asinh form (not ``acosh(1 + q)``) never overflows: its argument is
     at most ``2 / min(a)``, finite for every radius :func:`embed_tree` accepts, while
-    ``q^2`` overflows float64 once distances pass ~355; dividing before the norm keeps
-    the squares of ``|x - y| ~ e^-r`` from underflowing.
+    ``q^2`` overflows float64 once distances pass ~355; dividing before a norm scaled by
+    the largest coordinate keeps the squares from under- or overflowing.
     """
     from .distance import rounded_difference
 
     diff = rounded_difference(comps[i], comps[j]).to(torch.float64)
-    # the quotient before the norm: |x - y| itself underflows in the squares (~e^-400)
+    # the quotient before the norm (|x - y|^2 underflows for |x - y| ~ e^-400), and the
+    # norm scaled by the largest coordinate (w^2 overflows for w ~ e^400: distance 800)
     w = diff / a[i].sqrt().unsqueeze(-1) / a[j].sqrt().unsqueeze(-1)
-    return 2 * torch.asinh(w.norm(dim=-1))
+    big = w.abs().amax(dim=-1, keepdim=True)
+    scaled = torch.where(big > 0, w / torch.where(big > 0, big, 1.0), 0.0)
+    return 2 * torch.asinh(big.squeeze(-1) * scaled.norm(dim=-1))
 
 
 def distortion(emb: torch.Tensor, graph: Any, manifold: Any = None, *, pairs: str | int = "all",
