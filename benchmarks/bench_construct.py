@@ -3,7 +3,9 @@
 One table, one row per (tree, dim, setting, nc):
 
 * trees: mammals (1,180 nodes, depth 9) in 2-D and 10-D; WordNet nouns (82,115 nodes,
-  depth 19; needs WordNet, see DATA.md; skipped with the reason otherwise) in 2-D;
+  depth 19; needs WordNet, see DATA.md; skipped with the reason otherwise) in 2-D; and a
+  balanced 5-ary tree of depth 6 (19,531 nodes) in 2-D at ``tau = 8`` and ``eps = 0.2``
+  (nc 1, 2, auto), sampled like the nouns;
 * settings: ``eps=1`` and ``eps=0.1`` (``tau`` from :func:`~hypermc.embed.construct.tau_for_epsilon`)
   and ``fitted``: :func:`~hypermc.embed.fit_tau` per ``nc`` -- the ``tau`` on the grid
   ``max_tau(depth, nc) * 2^(-k/2)``, ``k = 0..steps-1`` with the smallest ``D_avg`` on
@@ -48,7 +50,7 @@ import time
 import numpy as np
 import torch
 
-from hypermc.data import WordNetNotFoundError, load_mammals, wordnet_closure
+from hypermc.data import Graph, WordNetNotFoundError, load_mammals, wordnet_closure
 from hypermc.embed import distortion, embed_tree, fit_tau, spanning_tree
 from hypermc.embed.construct_reference import ball_distance, reference_construction
 
@@ -118,7 +120,7 @@ def study(name, graph, dim, args, big=False):
             "; ".join(filter(None, [note, f"grid tau:D_avg ({fit['sampled_sources']} sources) {grid}"])))
 
 
-def rounded_row(name, dim, graph, auto):
+def rounded_row(name, dim, graph, auto, setting="eps=1"):
     comps = auto["embeddings"].components
     x = comps.sum(-1)  # nearest float64 of each coordinate (round-to-nearest of the MC sum)
     deficit = 1 - (x * x).sum(-1)
@@ -126,9 +128,9 @@ def rounded_row(name, dim, graph, auto):
     note = f"{on_boundary} of {graph.num_nodes} points have 1-|x|^2 <= 0 in float64"
     try:
         d = distortion(x, graph, tau=auto["tau"])
-        row(name, dim, "eps=1", auto["tau"], "1 (rounded)", "", "", d, note)
+        row(name, dim, setting, auto["tau"], "1 (rounded)", "", "", d, note)
     except ValueError as err:
-        row(name, dim, "eps=1", auto["tau"], "1 (rounded)", "", "", None, f"{note}; distortion: {err}")
+        row(name, dim, setting, auto["tau"], "1 (rounded)", "", "", None, f"{note}; distortion: {err}")
 
 
 def reference_row(name, dim, graph, auto, args):
@@ -174,6 +176,31 @@ def reference_row(name, dim, graph, auto, args):
         f"max rel. distance difference {worst:.1e}")
 
 
+def balanced(branching: int, depth: int) -> Graph:
+    """Balanced tree: node i > 0 has parent (i - 1) // branching (names sort like ids)."""
+    n = sum(branching ** k for k in range(depth + 1))
+    edges = torch.tensor([[i, (i - 1) // branching] for i in range(1, n)], dtype=torch.int64)
+    return Graph(tuple(f"b{i:06d}" for i in range(n)), edges)
+
+
+def balanced_rows(args):
+    """5-ary tree of depth 6 (19,531 nodes), 2-D: tau = 8 and eps = 0.2 (tau 8.32)."""
+    g = balanced(5, 6)
+    name = "5-ary^6"
+    for setting, scale in (("tau=8", {"tau": 8.0}), ("eps=0.2", {"epsilon": 0.2})):
+        auto = None
+        for nc in (1, 2, "auto"):
+            try:
+                r, sec, d, note = measure(g, 2, nc, args, True, **scale)
+                row(name, 2, setting, r["tau"], f"{r['nc']} (auto)" if nc == "auto" else nc,
+                    r["bits_needed"], sec, d, note)
+                auto = r if nc == "auto" else auto
+            except ValueError as err:
+                row(name, 2, setting, "", nc, "", note=f"refused: {err}")
+        if setting == "tau=8" and auto is not None:
+            rounded_row(name, 2, g, auto, setting)
+
+
 def header(args):
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
                             cwd=os.path.dirname(os.path.abspath(__file__))).stdout.strip() or "unknown"
@@ -187,7 +214,7 @@ def header(args):
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--quick", action="store_true", help="mammals 2-D only, 2 grid points")
-    ap.add_argument("--only", choices=["mammals", "nouns"], default=None)
+    ap.add_argument("--only", choices=["mammals", "nouns", "balanced"], default=None)
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--steps", type=int, default=4, help="fit_tau grid points (mammals)")
     ap.add_argument("--nouns-steps", type=int, default=2, help="fit_tau grid points (nouns)")
@@ -211,6 +238,8 @@ def main(argv=None) -> None:
         study("mammals", g, 2, args)
         if not args.quick:
             study("mammals", g, 10, args)
+    if args.only in (None, "balanced") and not args.quick:
+        balanced_rows(args)
     if args.only in (None, "nouns") and not args.quick:
         try:
             g = wordnet_closure(None)
