@@ -11,7 +11,11 @@ whose parent, seen from ``v`` (after the Mobius map ``z -> (-x_v) (+) z`` that s
 to 0), lies in direction ``d``, puts its ``k`` children at ``x_v (+) t u_j`` with
 ``t = tanh(tau / 2)`` (so every tree edge has hyperbolic length ``tau``) and ``u_j`` the
 directions ``1..k`` of a well-spread set of ``k + 1`` unit vectors whose direction 0 is
-rotated (Householder reflection) onto ``d``. 2-D: equally spaced angles. dim > 2: a prefix
+rotated (Householder reflection) onto ``d``. The direction ``d`` of a node is computed
+when the node is placed: seen from ``x (+) w``, its parent ``x`` lies at
+``-gyr[x, w] w`` (a rotation of ``-w``), which needs no more precision than the node
+itself. Taking the Mobius difference of the two stored points instead cancels to
+``~e^-2r`` and lost the direction past radius ~300. 2-D: equally spaced angles. dim > 2: a prefix
 of a greedy farthest-point ordering of a scrambled-free Sobol point set on the sphere, so
 every prefix is well spread (a deterministic low-coherence set, not random). One vectorised
 pass per tree level.
@@ -38,7 +42,7 @@ __all__ = ["spanning_tree", "max_components", "bits_needed", "components_needed"
 
 _GUARD_BITS = 8
 #: Fraction of the exponent range a node's radius may use (see :func:`_radius_limit`).
-_RADIUS_FRACTION = 0.6
+_RADIUS_FRACTION = 0.84
 
 
 def _precision(dtype: torch.dtype) -> int:
@@ -48,14 +52,15 @@ def _precision(dtype: torch.dtype) -> int:
 
 
 def max_components(dtype: torch.dtype = torch.float64) -> int:
-    """Most components the MC kernels support for ``dtype``: ``nc p < -emin`` (float64: 19).
+    """Most components the MC kernels support for ``dtype`` (float64: 18, float32: 5).
 
-    Beyond it the long division's remainders and the square root's scaling margins leave
-    the exponent range (``hypermc.mcf.arith.div``'s precondition).
+    Division needs ``nc p < -emin`` (``hypermc.mcf.arith.div``'s precondition: float64
+    19); the square root's scaling margin ``2^((nc + 1) p + 4)`` must be a finite float64
+    (float64: 18; at 19 ``hypermc.mcf.arith.sqrt`` raises OverflowError).
     """
     p = _precision(dtype)
     emin = -1022 if dtype == torch.float64 else -126
-    return (-emin - 1) // p
+    return min((-emin - 1) // p, (1023 - 4) // p - 1)
 
 
 def bits_needed(tau: float, depth: int, dtype: torch.dtype = torch.float64) -> int:
@@ -84,8 +89,8 @@ def components_needed(tau: float, depth: int, dtype: torch.dtype = torch.float64
 def max_tau(depth: int, nc: int | None = None, dtype: torch.dtype = torch.float64) -> float:
     """The largest ``tau`` that :func:`embed_tree` accepts for a tree of ``depth``.
 
-    Two bounds: the radius ``tau * depth`` (at most 60% of the exponent range
-    ``-log(tiny)``: 425.0 in float64, see ``_radius_limit``) and the precision (:func:`components_needed`
+    Two bounds: the radius ``tau * depth`` (at most 84% of the exponent range
+    ``-log(tiny)``: 595.1 in float64, see ``_radius_limit``) and the precision (:func:`components_needed`
     ``<= nc``, and ``nc <= max_components(dtype)``). ``0.0`` when ``nc`` cannot hold any ``tau``
     (``nc = 1``: the ``p + 8`` bits of the rule exceed ``p`` even at radius 0).
 
@@ -106,16 +111,13 @@ def max_tau(depth: int, nc: int | None = None, dtype: torch.dtype = torch.float6
 
 
 def _radius_limit(dtype: torch.dtype) -> float:
-    """Largest radius the construction accepts: 60% of the exponent range ``-log(tiny)``.
+    """Largest radius the construction accepts: 84% of the exponent range ``-log(tiny)``.
 
-    float64: 425.0 (1 - |x|^2 ~ e^-425); float32: 52.4. The full range (``1 - |x|^2`` a
-    normal number) is ~708 in float64, but the construction loses accuracy before that,
-    measured (cause not found): a path (every distance exactly ``k tau``) is exact up to
-    radius 500 and off from 520-540 at any ``nc``; mammals 2-D (``nc`` by
-    :func:`components_needed`) follows the trend of ``D_avg`` / ``D_wc`` in ``tau`` up to
-    radius 440, shows a bump at 450 (``D_wc`` 1.081 for 1.068) and breaks at 480
-    (``D_wc`` 3.3), while one more component keeps it on the trend up to 560. 60% keeps
-    a margin below all of these.
+    float64: 595.1 (``1 - |x|^2 ~ e^-595``). Measured: a path (every distance exactly
+    ``k tau``) is exact up to radius 600 and mammals 2-D follows its ``D_avg`` / ``D_wc``
+    trend in ``tau`` up to radius 600; radius 640 would need 19 components, more than
+    :func:`max_components`. float32: 73.3, where :func:`max_components` (5, 120 bits)
+    already stops at radius ~61.
     """
     return _RADIUS_FRACTION * -math.log(torch.finfo(dtype).tiny)
 
@@ -200,6 +202,24 @@ def _mobius_add(x: MCTensor, y: MCTensor) -> MCTensor:
     return num / den
 
 
+def _gyration(a: MCTensor, b: MCTensor, z: MCTensor) -> MCTensor:
+    """``gyr[a, b] z`` of Mobius addition (curvature -1; Ungar's closed form).
+
+    ``gyr[a, b] z = z + 2 (A a + B b) / D`` with ``A = -(a.z)|b|^2 + b.z + 2 (a.b)(b.z)``,
+    ``B = -(b.z)|a|^2 - a.z``, ``D = 1 + 2 a.b + |a|^2 |b|^2``. Law used:
+    ``(-(a (+) b)) (+) a = -gyr[a, b] b``.
+    """
+    ab = (a * b).sum(-1, keepdim=True)
+    az = (a * z).sum(-1, keepdim=True)
+    bz = (b * z).sum(-1, keepdim=True)
+    a2 = (a * a).sum(-1, keepdim=True)
+    b2 = (b * b).sum(-1, keepdim=True)
+    big_a = -az * b2 + bz + 2 * ab * bz
+    big_b = -bz * a2 - az
+    den = 1 + 2 * ab + a2 * b2
+    return z + 2 * (big_a * a + big_b * b) / den
+
+
 def embed_tree(graph: Any, manifold: Any = None, *, dim: int = 2, nc: int | str = "auto",
                dtype: torch.dtype = torch.float64, epsilon: float | None = None,
                tau: float | None = None) -> dict:
@@ -266,7 +286,7 @@ def embed_tree(graph: Any, manifold: Any = None, *, dim: int = 2, nc: int | str 
         raise ValueError(
             f"tau={tau:.6g} at tree depth {max_depth} puts nodes at hyperbolic radius {radius:.4g}, "
             f"where 1 - |x|^2 ~ e^-{radius:.4g}; the construction is exact up to radius {lim:.4g} in "
-            f"{dtype} (60% of its exponent range); use a smaller tau / larger epsilon")
+            f"{dtype} (84% of its exponent range); use a smaller tau / larger epsilon")
     top = max_components(dtype)
     if need > top:
         raise ValueError(
@@ -283,6 +303,9 @@ def embed_tree(graph: Any, manifold: Any = None, *, dim: int = 2, nc: int | str 
             f"{bits} bits (nodes reach 1 - |x|^2 ~ e^-{tau * max_depth:.4g}); pass nc={need} or nc='auto'")
 
     comps = torch.zeros(n, dim, nc, dtype=dtype)
+    # back[v]: the direction of v's parent seen from v (in v's frame z -> (-x_v) (+) z)
+    back = torch.zeros(n, dim, dtype=torch.float64)
+    back[:, 0] = 1.0
     e = math.exp(-tau)
     # rank of each node among its siblings
     order = torch.argsort(parent * (n + 1) + torch.arange(n), stable=True)
@@ -301,14 +324,8 @@ def embed_tree(graph: Any, manifold: Any = None, *, dim: int = 2, nc: int | str 
         kids = torch.nonzero(depth == level).flatten()
         par = parent[kids]
         xv = MCTensor(comps[par][..., :k])
-        gp = parent[par]
-        has_gp = gp >= 0
-        dvec = torch.zeros(kids.numel(), dim, dtype=torch.float64)
-        dvec[:, 0] = 1.0
-        if bool(has_gp.any()):
-            y = _mobius_add(-xv[has_gp], MCTensor(comps[gp[has_gp]][..., :k]))
-            ya = y.approx().to(torch.float64)
-            dvec[has_gp] = ya / ya.norm(dim=-1, keepdim=True)
+        has_gp = parent[par] >= 0
+        dvec = back[par]
         j = rank[kids] + has_gp.long()  # slot 0 is the parent's direction
         m = slots[par].to(torch.float64)
         if dim == 2:
@@ -326,8 +343,14 @@ def embed_tree(graph: Any, manifold: Any = None, *, dim: int = 2, nc: int | str 
         um = um / torch.sqrt((um * um).sum(-1, keepdim=True))
         et = mc(torch.tensor(e, dtype=dtype), nc=k)
         t = (1 - et) / (1 + et)
-        child = _mobius_add(xv, t * um)
+        w = t * um
+        child = _mobius_add(xv, w)
         comps[kids, :, :k] = child.components
+        # seen from the child, the parent lies at (-(x (+) w)) (+) x = -gyr[x, w] w: a
+        # rotation of -w, with no cancellation (the direct Mobius difference of the two
+        # stored points cancels to ~e^-2r and lost the direction past radius ~300)
+        g = _gyration(xv, w, w).approx().to(torch.float64)
+        back[kids] = -g / g.norm(dim=-1, keepdim=True)
     emb = MCTensor(comps)
     if isinstance(manifold, PoincareHalfspace):
         emb = convert.ball_to_halfspace(emb)

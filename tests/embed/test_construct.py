@@ -120,14 +120,14 @@ def test_bad_arguments():
         embed_tree(g)
     with pytest.raises(ValueError, match="dim: expected an int >= 2"):
         embed_tree(g, dim=1, tau=1.0)
-    with pytest.raises(ValueError, match=r"nc: expected an int in 1..19 \(torch.float64\) or 'auto'"):
+    with pytest.raises(ValueError, match=r"nc: expected an int in 1..18 \(torch.float64\) or 'auto'"):
         embed_tree(g, tau=1.0, nc=0)
     with pytest.raises(ValueError, match="pairs: expected 'all'"):
         distortion(embed_tree(g, tau=1.0)["embeddings"], g, pairs=0)
 
 
 def test_radius_beyond_the_exponent_range_is_refused():
-    with pytest.raises(ValueError, match=r"hyperbolic radius 800, .* exact up to radius 425 in torch.float64"):
+    with pytest.raises(ValueError, match=r"hyperbolic radius 800, .* exact up to radius 595.1 in torch.float64"):
         embed_tree(_path(10), tau=80.0)
 
 
@@ -257,31 +257,49 @@ def test_train_init_is_checked():
 def test_max_tau_is_the_edge_of_components_needed():
     from hypermc.embed import max_components, max_tau
 
-    assert max_components(torch.float64) == 19 and max_components(torch.float32) == 5
+    assert max_components(torch.float64) == 18 and max_components(torch.float32) == 5
     for depth in (3, 9, 19):
         for nc in range(2, 8):
             t = max_tau(depth, nc)
             assert components_needed(t, depth) == nc
             assert components_needed(t * (1 + 1e-9), depth) == nc + 1
     assert max_tau(9, 1) == 0.0
-    # without nc: the radius limit (60% of float64's exponent range)
-    assert max_tau(10) == pytest.approx(0.6 * -math.log(torch.finfo(torch.float64).tiny) / 10, rel=1e-15)
+    # without nc: the radius limit (84% of float64's exponent range)
+    assert max_tau(10) == pytest.approx(0.84 * -math.log(torch.finfo(torch.float64).tiny) / 10, rel=1e-15)
     assert max_tau(10, 30) == max_tau(10)
 
 
 def test_radius_limit_is_where_the_construction_is_still_exact():
-    # a path: every distance is exactly k tau. Radius 420 (just below the limit) is exact;
-    # 430 is refused (measured: a path is exact to radius 500, off from 520-540)
+    # a path: every distance is exactly k tau. Radius 590 (just below the limit) is exact;
+    # 600 is refused (the limit 595 is where it was measured exact)
     g = _path(10)
-    r = embed_tree(g, tau=42.0)
-    assert r["nc"] == 13
-    assert distortion(r["embeddings"], g, tau=42.0, maps=False)["d_avg"] < 1e-12
-    with pytest.raises(ValueError, match=r"hyperbolic radius 430, .* exact up to radius 425 in torch.float64"):
-        embed_tree(g, tau=43.0)
-    with pytest.raises(ValueError, match=r"nc: expected an int in 1..19 \(torch.float64\)"):
-        embed_tree(g, tau=1.0, nc=20)
+    r = embed_tree(g, tau=59.0)
+    assert r["nc"] == 18
+    assert distortion(r["embeddings"], g, tau=59.0, maps=False)["d_avg"] < 1e-12
+    with pytest.raises(ValueError, match=r"hyperbolic radius 600, .* exact up to radius 595.1 in torch.float64"):
+        embed_tree(g, tau=60.0)
+    with pytest.raises(ValueError, match=r"nc: expected an int in 1..18 \(torch.float64\)"):
+        embed_tree(g, tau=1.0, nc=19)
 
 
+def test_grandparent_distances_match_the_closed_form_deep_in_the_tree():
+    # each inner node's parent sits in slot 0 and child j in slot j of 4 equal angles, so
+    # sinh(d(child, grandparent) / 2) = sinh(tau) sin(pi j / 4) exactly, at every level
+    # (radius 300 here; the directions taken from the stored points' Mobius difference
+    # were off by up to 0.07 at this radius)
+    tau = 50.0
+    g = _balanced(3, 6)
+    r = embed_tree(g, tau=tau)
+    x = r["embeddings"]
+    a = (1 - (x * x).sum(-1)).approx()
+    parent = r["parent"]
+    kids = torch.nonzero(parent >= 0).flatten()
+    kids = kids[parent[kids] > 0]  # grandparent exists
+    gp = parent[parent[kids]]
+    j = (kids - 1) % 3 + 1  # rank among siblings + 1 (node i's parent is (i - 1) // 3)
+    want = 2 * torch.asinh(math.sinh(tau) * torch.sin(math.pi * j.double() / 4))
+    got = _pair_dist(x.components, a, kids, gp)
+    assert float(((got - want) / want).abs().max()) < 1e-13
 def test_fit_tau_searches_below_the_precision_bound():
     from hypermc.embed import fit_tau, max_tau
 
