@@ -122,11 +122,29 @@ def _radius_limit(dtype: torch.dtype) -> float:
     return _RADIUS_FRACTION * -math.log(torch.finfo(dtype).tiny)
 
 
+def _as_graph(graph: Any) -> Any:
+    """A :class:`hypermc.data.Graph` as is; a ``networkx.DiGraph`` (edges child -> parent,
+    str node names) through :meth:`Graph.from_networkx` (ids follow sorted names)."""
+    from ..data import Graph
+
+    if isinstance(graph, Graph):
+        return graph
+    try:
+        import networkx as nx
+    except ImportError:  # pragma: no cover - networkx is a dependency
+        nx = None
+    if nx is not None and isinstance(graph, nx.DiGraph):
+        return Graph.from_networkx(graph)
+    raise TypeError(f"graph: expected a hypermc.data.Graph or a networkx.DiGraph (edges child -> parent), "
+                    f"got {type(graph).__name__}; build one with Graph.from_pairs or wordnet_closure")
+
+
 def spanning_tree(graph: Any) -> tuple[torch.Tensor, torch.Tensor]:
     """Parent of every node (``-1`` for roots) and its depth, by the rule in the module doc.
 
     Args:
-        graph: a :class:`hypermc.data.Graph` (edges ``(child, parent)``, acyclic).
+        graph: a :class:`hypermc.data.Graph` (edges ``(child, parent)``, acyclic) or a
+            ``networkx.DiGraph`` with edges child -> parent (ids: sorted node names).
 
     Returns:
         ``(parent, depth)``: int64 tensors of length ``graph.num_nodes``.
@@ -134,6 +152,7 @@ def spanning_tree(graph: Any) -> tuple[torch.Tensor, torch.Tensor]:
     Raises:
         ValueError: the graph has a cycle.
     """
+    graph = _as_graph(graph)
     n = graph.num_nodes
     edges = graph.edges
     out_deg = torch.bincount(edges[:, 0], minlength=n) if edges.numel() else torch.zeros(n, dtype=torch.int64)
@@ -226,7 +245,9 @@ def embed_tree(graph: Any, manifold: Any = None, *, dim: int = 2, nc: int | str 
     """Embed the spanning tree of ``graph`` with every edge of hyperbolic length ``tau``.
 
     Args:
-        graph: :class:`hypermc.data.Graph` (a DAG, e.g. a transitive closure).
+        graph: :class:`hypermc.data.Graph` (a DAG, e.g. a transitive closure), or a
+            ``networkx.DiGraph`` with edges child -> parent (converted by
+            ``Graph.from_networkx``: node ids follow sorted names).
         manifold: ``PoincareBall`` (default), ``PoincareHalfspace`` or ``Lorentz``; the
             construction runs in the ball and is converted by :mod:`hypermc.manifolds.convert`.
         dim: ball / halfspace dimension (>= 2).
@@ -257,6 +278,7 @@ def embed_tree(graph: Any, manifold: Any = None, *, dim: int = 2, nc: int | str 
     if (epsilon is None) == (tau is None):
         raise ValueError(f"pass exactly one of epsilon / tau; got epsilon={epsilon!r}, tau={tau!r}")
     p = _precision(dtype)
+    graph = _as_graph(graph)
     parent, depth = spanning_tree(graph)
     n = graph.num_nodes
     roots = torch.nonzero(parent < 0).flatten()
@@ -393,6 +415,7 @@ def fit_tau(graph: Any, *, dim: int = 2, nc: int | str = "auto", dtype: torch.dt
         raise ValueError(f"steps: expected an int >= 1, got {steps!r}")
     if nc != "auto" and (isinstance(nc, bool) or not isinstance(nc, int) or nc < 1):
         raise ValueError(f"nc: expected an int >= 1 or 'auto', got {nc!r}")
+    graph = _as_graph(graph)
     _, depth = spanning_tree(graph)
     max_depth = int(depth.max())
     if max_depth < 1:
@@ -494,6 +517,7 @@ def distortion(emb: torch.Tensor, graph: Any, manifold: Any = None, *, pairs: st
 
     if pairs != "all" and (isinstance(pairs, bool) or not isinstance(pairs, int) or pairs < 1):
         raise ValueError(f"pairs: expected 'all' or an int >= 1, got {pairs!r}")
+    graph = _as_graph(graph)
     parent, _ = spanning_tree(graph)
     n = graph.num_nodes
     kids = np.nonzero(parent.numpy() >= 0)[0]

@@ -323,3 +323,19 @@ def test_tree_map_on_sampled_sources():
     assert d["closure_sampled_sources"] == f"6 of {g.num_nodes - 1}"
     assert d["sampled_sources"] == f"5 of {g.num_nodes}" and d["num_pairs"] == 5 * (g.num_nodes - 1)
     assert "tree_map" not in distortion(r["embeddings"], g, tau=12.0, maps=False)
+
+
+def test_a_networkx_digraph_is_accepted():
+    import networkx as nx
+
+    from hypermc.data import Graph
+
+    nxg = nx.DiGraph()
+    nxg.add_edges_from((f"b{i:03d}", f"b{(i - 1) // 3:03d}") for i in range(1, 40))  # child -> parent
+    r = embed_tree(nxg, tau=9.0)
+    ref = embed_tree(Graph.from_networkx(nxg), tau=9.0)
+    assert torch.equal(r["embeddings"].components, ref["embeddings"].components)
+    d = distortion(r["embeddings"], nxg, tau=9.0)
+    assert d == distortion(ref["embeddings"], Graph.from_networkx(nxg), tau=9.0) and d["tree_map"] == 1.0
+    with pytest.raises(TypeError, match=r"graph: expected a hypermc.data.Graph or a networkx.DiGraph"):
+        embed_tree([(1, 0)], tau=1.0)
