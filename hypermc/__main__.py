@@ -148,7 +148,7 @@ def _parser() -> argparse.ArgumentParser:
     k.add_argument("--pairs", type=_positive_int, default=None,
                    help="distortion over this many sampled source nodes (default: all pairs)")
     k.add_argument("--eval-sample", type=_positive_int, default=None,
-                   help="closure MAP over this many sampled source nodes (default: all)")
+                   help="closure and tree-neighbour MAP over this many sampled source nodes (default: all)")
     k.add_argument("--seed", type=int, default=0, help="seed of --pairs / --eval-sample")
     k.add_argument("--threads", type=_positive_int, default=None, help="torch.set_num_threads (>= 1)")
 
@@ -306,13 +306,14 @@ def _construct(args) -> int:
     path = save_construction(Path(args.out) / CHECKPOINT_NAME, result, graph, manifold,
                              epsilon=args.epsilon, seconds=seconds)
     dist = distortion(result["embeddings"], graph, manifold, pairs=args.pairs or "all", tau=result["tau"],
-                      seed=args.seed, closure_sample=args.eval_sample)
+                      seed=args.seed, closure_sample=args.eval_sample, tree_sample=args.eval_sample)
     record = {
         "map": dist["closure_map"],
         "mean_rank": dist["closure_mean_rank"],
         "sampled_sources": dist["closure_sampled_sources"],
         "tree_map": dist["tree_map"],
         "tree_mean_rank": dist["tree_mean_rank"],
+        "tree_sampled_sources": dist["tree_sampled_sources"],
         "d_avg": dist["d_avg"],
         "d_wc": dist["d_wc"],
         "distortion_pairs": dist["num_pairs"],

@@ -11,7 +11,16 @@ Library functions only: no printing, no argument parsing (the CLI is
 ``python -m hypermc``).
 """
 
-from .construct import bits_needed, components_needed, distortion, embed_tree, spanning_tree
+from .construct import (
+    bits_needed,
+    components_needed,
+    distortion,
+    embed_tree,
+    fit_tau,
+    max_components,
+    max_tau,
+    spanning_tree,
+)
 from .distance import batch_distance
 from .evaluate import evaluate
 from .sampler import AliasTable, NegativeSampler
@@ -20,6 +29,9 @@ from .train import TrainResult, load_checkpoint, train
 __all__ = [
     "embed_tree",
     "distortion",
+    "fit_tau",
+    "max_tau",
+    "max_components",
     "spanning_tree",
     "bits_needed",
     "components_needed",

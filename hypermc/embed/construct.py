@@ -11,7 +11,11 @@ whose parent, seen from ``v`` (after the Mobius map ``z -> (-x_v) (+) z`` that s
 to 0), lies in direction ``d``, puts its ``k`` children at ``x_v (+) t u_j`` with
 ``t = tanh(tau / 2)`` (so every tree edge has hyperbolic length ``tau``) and ``u_j`` the
 directions ``1..k`` of a well-spread set of ``k + 1`` unit vectors whose direction 0 is
-rotated (Householder reflection) onto ``d``. 2-D: equally spaced angles. dim > 2: a prefix
+rotated (Householder reflection) onto ``d``. The direction ``d`` of a node is computed
+when the node is placed: seen from ``x (+) w``, its parent ``x`` lies at
+``-gyr[x, w] w`` (a rotation of ``-w``), which needs no more precision than the node
+itself. Taking the Mobius difference of the two stored points instead cancels to
+``~e^-2r`` and lost the direction past radius ~300. 2-D: equally spaced angles. dim > 2: a prefix
 of a greedy farthest-point ordering of a scrambled-free Sobol point set on the sphere, so
 every prefix is well spread (a deterministic low-coherence set, not random). One vectorised
 pass per tree level.
@@ -33,16 +37,30 @@ import torch
 from ..mcf import MCTensor, mc
 from .evaluate import evaluate
 
-__all__ = ["spanning_tree", "bits_needed", "components_needed", "tau_for_epsilon", "embed_tree",
-           "distortion", "save_construction"]
+__all__ = ["spanning_tree", "max_components", "bits_needed", "components_needed", "tau_for_epsilon", "max_tau", "embed_tree",
+           "fit_tau", "distortion", "save_construction"]
 
 _GUARD_BITS = 8
+#: Fraction of the exponent range a node's radius may use (see :func:`_radius_limit`).
+_RADIUS_FRACTION = 0.84
 
 
 def _precision(dtype: torch.dtype) -> int:
     if dtype not in (torch.float64, torch.float32):
         raise TypeError(f"dtype: expected torch.float64 or torch.float32, got {dtype}")
     return 53 if dtype == torch.float64 else 24
+
+
+def max_components(dtype: torch.dtype = torch.float64) -> int:
+    """Most components the MC kernels support for ``dtype`` (float64: 18, float32: 5).
+
+    Division needs ``nc p < -emin`` (``hypermc.mcf.arith.div``'s precondition: float64
+    19); the square root's scaling margin ``2^((nc + 1) p + 4)`` must be a finite float64
+    (float64: 18; at 19 ``hypermc.mcf.arith.sqrt`` raises OverflowError).
+    """
+    p = _precision(dtype)
+    emin = -1022 if dtype == torch.float64 else -126
+    return min((-emin - 1) // p, (1023 - 4) // p - 1)
 
 
 def bits_needed(tau: float, depth: int, dtype: torch.dtype = torch.float64) -> int:
@@ -68,11 +86,65 @@ def components_needed(tau: float, depth: int, dtype: torch.dtype = torch.float64
     return math.ceil(bits_needed(tau, depth, dtype) / _precision(dtype))
 
 
+def max_tau(depth: int, nc: int | None = None, dtype: torch.dtype = torch.float64) -> float:
+    """The largest ``tau`` that :func:`embed_tree` accepts for a tree of ``depth``.
+
+    Two bounds: the radius ``tau * depth`` (at most 84% of the exponent range
+    ``-log(tiny)``: 595.1 in float64, see ``_radius_limit``) and the precision (:func:`components_needed`
+    ``<= nc``, and ``nc <= max_components(dtype)``). ``0.0`` when ``nc`` cannot hold any ``tau``
+    (``nc = 1``: the ``p + 8`` bits of the rule exceed ``p`` even at radius 0).
+
+    Args:
+        depth: tree depth (>= 1).
+        nc: component count, or ``None`` for :func:`max_components`.
+        dtype: component dtype.
+    """
+    if isinstance(depth, bool) or not isinstance(depth, int) or depth < 1:
+        raise ValueError(f"depth: expected an int >= 1, got {depth!r}")
+    p = _precision(dtype)
+    hi = _radius_limit(dtype) / depth
+    nc = max_components(dtype) if nc is None else min(nc, max_components(dtype))
+    # ceil(tau depth log2 e) + p + guard <= nc p  <=>  tau depth log2 e <= nc p - p - guard
+    # (1 - 2^-40: so that the rounding of tau * depth * log2(e) cannot push the ceil over)
+    hi = min(hi, (nc * p - p - _GUARD_BITS) / (depth * math.log2(math.e)) * (1 - 2.0 ** -40))
+    return max(hi, 0.0)
+
+
+def _radius_limit(dtype: torch.dtype) -> float:
+    """Largest radius the construction accepts: 84% of the exponent range ``-log(tiny)``.
+
+    float64: 595.1 (``1 - |x|^2 ~ e^-595``). Measured: a path (every distance exactly
+    ``k tau``) is exact up to radius 600 and mammals 2-D follows its ``D_avg`` / ``D_wc``
+    trend in ``tau`` up to radius 600; radius 640 would need 19 components, more than
+    :func:`max_components`. float32: 73.3, where :func:`max_components` (5, 120 bits)
+    already stops at radius ~61.
+    """
+    return _RADIUS_FRACTION * -math.log(torch.finfo(dtype).tiny)
+
+
+def _as_graph(graph: Any) -> Any:
+    """A :class:`hypermc.data.Graph` as is; a ``networkx.DiGraph`` (edges child -> parent,
+    str node names) through :meth:`Graph.from_networkx` (ids follow sorted names)."""
+    from ..data import Graph
+
+    if isinstance(graph, Graph):
+        return graph
+    try:
+        import networkx as nx
+    except ImportError:  # pragma: no cover - networkx is a dependency
+        nx = None
+    if nx is not None and isinstance(graph, nx.DiGraph):
+        return Graph.from_networkx(graph)
+    raise TypeError(f"graph: expected a hypermc.data.Graph or a networkx.DiGraph (edges child -> parent), "
+                    f"got {type(graph).__name__}; build one with Graph.from_pairs or wordnet_closure")
+
+
 def spanning_tree(graph: Any) -> tuple[torch.Tensor, torch.Tensor]:
     """Parent of every node (``-1`` for roots) and its depth, by the rule in the module doc.
 
     Args:
-        graph: a :class:`hypermc.data.Graph` (edges ``(child, parent)``, acyclic).
+        graph: a :class:`hypermc.data.Graph` (edges ``(child, parent)``, acyclic) or a
+            ``networkx.DiGraph`` with edges child -> parent (ids: sorted node names).
 
     Returns:
         ``(parent, depth)``: int64 tensors of length ``graph.num_nodes``.
@@ -80,6 +152,7 @@ def spanning_tree(graph: Any) -> tuple[torch.Tensor, torch.Tensor]:
     Raises:
         ValueError: the graph has a cycle.
     """
+    graph = _as_graph(graph)
     n = graph.num_nodes
     edges = graph.edges
     out_deg = torch.bincount(edges[:, 0], minlength=n) if edges.numel() else torch.zeros(n, dtype=torch.int64)
@@ -148,13 +221,33 @@ def _mobius_add(x: MCTensor, y: MCTensor) -> MCTensor:
     return num / den
 
 
+def _gyration(a: MCTensor, b: MCTensor, z: MCTensor) -> MCTensor:
+    """``gyr[a, b] z`` of Mobius addition (curvature -1; Ungar's closed form).
+
+    ``gyr[a, b] z = z + 2 (A a + B b) / D`` with ``A = -(a.z)|b|^2 + b.z + 2 (a.b)(b.z)``,
+    ``B = -(b.z)|a|^2 - a.z``, ``D = 1 + 2 a.b + |a|^2 |b|^2``. Law used:
+    ``(-(a (+) b)) (+) a = -gyr[a, b] b``.
+    """
+    ab = (a * b).sum(-1, keepdim=True)
+    az = (a * z).sum(-1, keepdim=True)
+    bz = (b * z).sum(-1, keepdim=True)
+    a2 = (a * a).sum(-1, keepdim=True)
+    b2 = (b * b).sum(-1, keepdim=True)
+    big_a = -az * b2 + bz + 2 * ab * bz
+    big_b = -bz * a2 - az
+    den = 1 + 2 * ab + a2 * b2
+    return z + 2 * (big_a * a + big_b * b) / den
+
+
 def embed_tree(graph: Any, manifold: Any = None, *, dim: int = 2, nc: int | str = "auto",
                dtype: torch.dtype = torch.float64, epsilon: float | None = None,
                tau: float | None = None) -> dict:
     """Embed the spanning tree of ``graph`` with every edge of hyperbolic length ``tau``.
 
     Args:
-        graph: :class:`hypermc.data.Graph` (a DAG, e.g. a transitive closure).
+        graph: :class:`hypermc.data.Graph` (a DAG, e.g. a transitive closure), or a
+            ``networkx.DiGraph`` with edges child -> parent (converted by
+            ``Graph.from_networkx``: node ids follow sorted names).
         manifold: ``PoincareBall`` (default), ``PoincareHalfspace`` or ``Lorentz``; the
             construction runs in the ball and is converted by :mod:`hypermc.manifolds.convert`.
         dim: ball / halfspace dimension (>= 2).
@@ -185,6 +278,7 @@ def embed_tree(graph: Any, manifold: Any = None, *, dim: int = 2, nc: int | str 
     if (epsilon is None) == (tau is None):
         raise ValueError(f"pass exactly one of epsilon / tau; got epsilon={epsilon!r}, tau={tau!r}")
     p = _precision(dtype)
+    graph = _as_graph(graph)
     parent, depth = spanning_tree(graph)
     n = graph.num_nodes
     roots = torch.nonzero(parent < 0).flatten()
@@ -209,24 +303,32 @@ def embed_tree(graph: Any, manifold: Any = None, *, dim: int = 2, nc: int | str 
     bits = bits_needed(tau, max_depth, dtype)
     need = components_needed(tau, max_depth, dtype)
     radius = tau * max_depth
-    lim = -math.log(torch.finfo(dtype).tiny) - 2
+    lim = _radius_limit(dtype)
     if radius > lim:
         raise ValueError(
             f"tau={tau:.6g} at tree depth {max_depth} puts nodes at hyperbolic radius {radius:.4g}, "
-            f"where 1 - |x|^2 ~ e^-{radius:.4g} is below the smallest {dtype} ({lim:.4g} max); "
+            f"where 1 - |x|^2 ~ e^-{radius:.4g}; the construction is exact up to radius {lim:.4g} in "
+            f"{dtype} (84% of its exponent range); use a smaller tau / larger epsilon")
+    top = max_components(dtype)
+    if need > top:
+        raise ValueError(
+            f"tau={tau:.6g} at tree depth {max_depth} needs {bits} bits (nc={need}), beyond the "
+            f"nc={top} that {dtype} MC arithmetic supports (nc * {p} bits below the exponent range); "
             f"use a smaller tau / larger epsilon")
     if nc == "auto":
         nc = need
-    elif isinstance(nc, bool) or not isinstance(nc, int) or nc < 1:
-        raise ValueError(f"nc: expected an int >= 1 or 'auto', got {nc!r}")
+    elif isinstance(nc, bool) or not isinstance(nc, int) or nc < 1 or nc > top:
+        raise ValueError(f"nc: expected an int in 1..{top} ({dtype}) or 'auto', got {nc!r}")
     elif nc < need:
         raise ValueError(
             f"nc={nc} gives {nc * p} bits but tau={tau:.6g} at tree depth {max_depth} needs "
             f"{bits} bits (nodes reach 1 - |x|^2 ~ e^-{tau * max_depth:.4g}); pass nc={need} or nc='auto'")
 
     comps = torch.zeros(n, dim, nc, dtype=dtype)
+    # back[v]: the direction of v's parent seen from v (in v's frame z -> (-x_v) (+) z)
+    back = torch.zeros(n, dim, dtype=torch.float64)
+    back[:, 0] = 1.0
     e = math.exp(-tau)
-    t = (1 - mc(torch.tensor(e, dtype=dtype), nc=nc)) / (1 + mc(torch.tensor(e, dtype=dtype), nc=nc))
     # rank of each node among its siblings
     order = torch.argsort(parent * (n + 1) + torch.arange(n), stable=True)
     rank = torch.zeros(n, dtype=torch.int64)
@@ -236,17 +338,16 @@ def embed_tree(graph: Any, manifold: Any = None, *, dim: int = 2, nc: int | str 
     start = torch.cummax(torch.where(first, torch.arange(n), torch.zeros(n, dtype=torch.int64)), 0).values
     rank[order] = torch.arange(n) - start
     for level in range(1, max_depth + 1):
+        # Level ``level`` is computed with the components its radius needs (the rule of
+        # bits_needed at depth ``level``), not all ``nc``: the parents are exact in it
+        # (they were rounded to fewer components), so every edge still has length tau
+        # to p bits, and shallow levels of a deep tree cost far less.
+        k = min(nc, components_needed(tau, level, dtype))
         kids = torch.nonzero(depth == level).flatten()
         par = parent[kids]
-        xv = MCTensor(comps[par])
-        gp = parent[par]
-        has_gp = gp >= 0
-        dvec = torch.zeros(kids.numel(), dim, dtype=torch.float64)
-        dvec[:, 0] = 1.0
-        if bool(has_gp.any()):
-            y = _mobius_add(-xv[has_gp], MCTensor(comps[gp[has_gp]]))
-            ya = y.approx().to(torch.float64)
-            dvec[has_gp] = ya / ya.norm(dim=-1, keepdim=True)
+        xv = MCTensor(comps[par][..., :k])
+        has_gp = parent[par] >= 0
+        dvec = back[par]
         j = rank[kids] + has_gp.long()  # slot 0 is the parent's direction
         m = slots[par].to(torch.float64)
         if dim == 2:
@@ -260,10 +361,18 @@ def embed_tree(graph: Any, manifold: Any = None, *, dim: int = 2, nc: int | str 
         wn = w.norm(dim=-1, keepdim=True)
         w = torch.where(wn > 0, w / wn.clamp(min=1e-300), torch.zeros_like(w))
         u = base - 2 * w * (base * w).sum(-1, keepdim=True)
-        um = mc(u.to(dtype), nc=nc)
+        um = mc(u.to(dtype), nc=k)
         um = um / torch.sqrt((um * um).sum(-1, keepdim=True))
-        child = _mobius_add(xv, t * um)
-        comps[kids] = child.components
+        et = mc(torch.tensor(e, dtype=dtype), nc=k)
+        t = (1 - et) / (1 + et)
+        w = t * um
+        child = _mobius_add(xv, w)
+        comps[kids, :, :k] = child.components
+        # seen from the child, the parent lies at (-(x (+) w)) (+) x = -gyr[x, w] w: a
+        # rotation of -w, with no cancellation (the direct Mobius difference of the two
+        # stored points cancels to ~e^-2r and lost the direction past radius ~300)
+        g = _gyration(xv, w, w).approx().to(torch.float64)
+        back[kids] = -g / g.norm(dim=-1, keepdim=True)
     emb = MCTensor(comps)
     if isinstance(manifold, PoincareHalfspace):
         emb = convert.ball_to_halfspace(emb)
@@ -273,6 +382,60 @@ def embed_tree(graph: Any, manifold: Any = None, *, dim: int = 2, nc: int | str 
     return {"embeddings": emb, "tau": tau, "nc": nc, "bits_needed": bits, "depth": max_depth,
             "parent": parent, "tree_edges": torch.stack([kids, parent[kids]], dim=1),
             "min_angle": min_angle}
+
+
+def fit_tau(graph: Any, *, dim: int = 2, nc: int | str = "auto", dtype: torch.dtype = torch.float64,
+            steps: int = 4, pairs: int = 200, seed: int = 0) -> dict:
+    """The ``tau`` on a grid that minimises ``D_avg`` among those ``nc`` can hold.
+
+    Rule: ``tau_hi = max_tau(depth, nc)`` (``nc="auto"``: the exponent bound alone), grid
+    ``tau_hi * 2^(-k/2)`` for ``k = 0 .. steps - 1``; each is embedded (:func:`embed_tree`
+    with this ``nc``) and scored by :func:`distortion`'s ``D_avg`` (scale ``tau``) on
+    ``pairs`` sampled source nodes. A larger ``tau`` straightens every tree path (the
+    shortcut at a turn is ``2 log(1 / sin(alpha / 2))``, fixed, against a path length
+    growing with ``tau``), so the minimum is normally at ``tau_hi``: precision, not
+    distortion, is what limits ``tau``, and that is what more components buy.
+
+    Args:
+        graph: as for :func:`embed_tree`.
+        dim, nc, dtype: as for :func:`embed_tree`.
+        steps: grid points (>= 1).
+        pairs: sampled source nodes for ``D_avg``.
+        seed: seed of the sample.
+
+    Returns:
+        dict with ``tau`` (the best), ``d_avg`` (its sampled ``D_avg``), ``grid``
+        (list of ``(tau, d_avg)``) and ``sampled_sources``.
+
+    Raises:
+        ValueError: ``nc`` holds no ``tau`` for this tree (the message names the ``nc``
+            that does), or bad arguments.
+    """
+    if isinstance(steps, bool) or not isinstance(steps, int) or steps < 1:
+        raise ValueError(f"steps: expected an int >= 1, got {steps!r}")
+    if nc != "auto" and (isinstance(nc, bool) or not isinstance(nc, int) or nc < 1):
+        raise ValueError(f"nc: expected an int >= 1 or 'auto', got {nc!r}")
+    graph = _as_graph(graph)
+    _, depth = spanning_tree(graph)
+    max_depth = int(depth.max())
+    if max_depth < 1:
+        raise ValueError("graph: a single node has no edge length to fit")
+    hi = max_tau(max_depth, None if nc == "auto" else nc, dtype)
+    if hi <= 0:
+        p = _precision(dtype)
+        raise ValueError(
+            f"nc={nc} gives {nc * p} bits, below the {p + _GUARD_BITS} bits bits_needed asks even at "
+            f"radius 0; no tau fits at tree depth {max_depth}: pass nc >= 2")
+    grid = []
+    sampled = None
+    for k in range(steps):
+        t = hi * 2.0 ** (-k / 2)
+        r = embed_tree(graph, dim=dim, nc=nc, dtype=dtype, tau=t)
+        d = distortion(r["embeddings"], graph, tau=r["tau"], pairs=pairs, seed=seed, maps=False)
+        grid.append((t, d["d_avg"]))
+        sampled = d["sampled_sources"]
+    best = min(grid, key=lambda g: g[1])
+    return {"tau": best[0], "d_avg": best[1], "grid": grid, "sampled_sources": sampled}
 
 
 def _ball_of(emb: torch.Tensor, manifold: Any) -> MCTensor:
@@ -286,16 +449,32 @@ def _ball_of(emb: torch.Tensor, manifold: Any) -> MCTensor:
     return emb
 
 
-def _pair_dist(x: MCTensor, a: MCTensor, i: torch.Tensor, j: torch.Tensor) -> torch.Tensor:
-    diff = x[i] - x[j]
-    q = 2 * (diff * diff).sum(-1) / (a[i] * a[j])
-    qa = q.approx().to(torch.float64)
-    return torch.log1p(qa + torch.sqrt(qa * (qa + 2)))
+def _pair_dist(comps: torch.Tensor, a: torch.Tensor, i: torch.Tensor, j: torch.Tensor) -> torch.Tensor:
+    """Float64 ball distances of the pairs ``(i, j)``: ``2 asinh(|x - y| / sqrt(a_x a_y))``.
+
+    ``comps``: the MC components ``(N, dim, nc)``; ``a``: ``1 - |x|^2`` per node, formed in
+    MC and rounded once (float64, ``(N,)``). The differences are rounded once from the
+    components (exact cancellation of the leading components); the rest is well
+    conditioned. The asinh form (not ``acosh(1 + q)``) never overflows: its argument is
+    at most ``2 / min(a)``, finite for every radius :func:`embed_tree` accepts, while
+    ``q^2`` overflows float64 once distances pass ~355; dividing before a norm scaled by
+    the largest coordinate keeps the squares from under- or overflowing.
+    """
+    from .distance import rounded_difference
+
+    diff = rounded_difference(comps[i], comps[j]).to(torch.float64)
+    # the quotient before the norm (|x - y|^2 underflows for |x - y| ~ e^-400), and the
+    # norm scaled by the largest coordinate (w^2 overflows for w ~ e^400: distance 800)
+    w = diff / a[i].sqrt().unsqueeze(-1) / a[j].sqrt().unsqueeze(-1)
+    big = w.abs().amax(dim=-1, keepdim=True)
+    scaled = torch.where(big > 0, w / torch.where(big > 0, big, 1.0), 0.0)
+    return 2 * torch.asinh(big.squeeze(-1) * scaled.norm(dim=-1))
 
 
 def distortion(emb: torch.Tensor, graph: Any, manifold: Any = None, *, pairs: str | int = "all",
                tau: float | None = None, seed: int = 0, chunk: int = 200_000,
-               closure_sample: int | None = None) -> dict:
+               closure_sample: int | None = None, tree_sample: int | None = None,
+               maps: bool = True) -> dict:
     """Average and worst-case distortion of ``emb`` against spanning-tree distances.
 
     ``D_avg`` is the mean over pairs of ``|d_H / (s d_T) - 1|`` with ``s = tau`` (or, when
@@ -313,12 +492,16 @@ def distortion(emb: torch.Tensor, graph: Any, manifold: Any = None, *, pairs: st
         chunk: pairs per MC chunk.
         closure_sample: evaluate the closure MAP on this many sampled source nodes
             (``None``: all of them).
+        tree_sample: the same for the tree-neighbour MAP (a big tree: every source costs
+            one distance to each of the ``N`` nodes).
+        maps: ``False`` skips both MAP evaluations (their keys are then absent).
 
     Returns:
         dict with ``d_avg``, ``d_wc``, ``num_pairs``, ``sampled_sources`` (None or "k of n"),
-        ``tree_map`` / ``tree_mean_rank`` (:func:`~hypermc.embed.evaluate` on the tree
-        edges taken in both directions: the positives of a node are its parent and its
-        children) and ``closure_map`` / ``closure_mean_rank`` / ``closure_sampled_sources``
+        ``tree_map`` / ``tree_mean_rank`` / ``tree_sampled_sources``
+        (:func:`~hypermc.embed.evaluate` on the tree edges taken in both directions: the
+        positives of a node are its parent and its children) and ``closure_map`` /
+        ``closure_mean_rank`` / ``closure_sampled_sources``
         (``evaluate`` on ``graph.edges`` as given: the positives of a node are its
         ancestors).
 
@@ -334,6 +517,7 @@ def distortion(emb: torch.Tensor, graph: Any, manifold: Any = None, *, pairs: st
 
     if pairs != "all" and (isinstance(pairs, bool) or not isinstance(pairs, int) or pairs < 1):
         raise ValueError(f"pairs: expected 'all' or an int >= 1, got {pairs!r}")
+    graph = _as_graph(graph)
     parent, _ = spanning_tree(graph)
     n = graph.num_nodes
     kids = np.nonzero(parent.numpy() >= 0)[0]
@@ -347,7 +531,8 @@ def distortion(emb: torch.Tensor, graph: Any, manifold: Any = None, *, pairs: st
         sampled = f"{pairs} of {n}"
     dt = shortest_path(adj, directed=False, unweighted=True, indices=sources)
     x = _ball_of(emb, manifold)
-    a = 1 - (x * x).sum(-1)
+    comps = x.components
+    a = (1 - (x * x).sum(-1)).approx().to(torch.float64)
     si, sj = np.nonzero(dt > 0)
     src = sources[si]
     keep = src < sj if sampled is None else np.ones(src.size, dtype=bool)
@@ -356,19 +541,22 @@ def distortion(emb: torch.Tensor, graph: Any, manifold: Any = None, *, pairs: st
     for s in range(0, src.size, chunk):
         i = torch.from_numpy(src[s:s + chunk])
         j = torch.from_numpy(sj[s:s + chunk])
-        dh = _pair_dist(x, a, i, j)
+        dh = _pair_dist(comps, a, i, j)
         ratios.append(dh / torch.from_numpy(dtv[s:s + chunk]))
     r = torch.cat(ratios)
     if not bool(torch.isfinite(r).all()):
         raise ValueError("emb: non-finite hyperbolic distances (points on or outside the boundary)")
     scale = float(r.mean()) if tau is None else float(tau)
+    out = {"d_avg": float((r / scale - 1).abs().mean()), "d_wc": float(r.max() / r.min()),
+           "num_pairs": int(r.numel()), "sampled_sources": sampled}
+    if not maps:
+        return out
     m = _manifold_or_ball(manifold)
     tree_edges = torch.stack([torch.from_numpy(kids), parent[kids]], dim=1)
-    tree = evaluate(m, emb, torch.cat([tree_edges, tree_edges.flip(1)]))
+    tree = evaluate(m, emb, torch.cat([tree_edges, tree_edges.flip(1)]), sample=tree_sample, seed=seed)
     closure = evaluate(m, emb, graph.edges, sample=closure_sample, seed=seed)
-    return {"d_avg": float((r / scale - 1).abs().mean()), "d_wc": float(r.max() / r.min()),
-            "num_pairs": int(r.numel()), "sampled_sources": sampled,
-            "tree_map": tree["map"], "tree_mean_rank": tree["mean_rank"],
+    return {**out, "tree_map": tree["map"], "tree_mean_rank": tree["mean_rank"],
+            "tree_sampled_sources": tree["sampled_sources"],
             "closure_map": closure["map"], "closure_mean_rank": closure["mean_rank"],
             "closure_sampled_sources": closure["sampled_sources"]}
 

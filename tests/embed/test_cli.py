@@ -160,6 +160,7 @@ def test_construct_then_eval_then_refine(tmp_path, capsys):
                  "--nc", "auto", "--out", str(run)]) == 0
     rec = _last_json(capsys.readouterr().out)
     assert rec["nc"] == 3 and rec["tau"] == 15.0 and rec["depth"] == 3 and rec["tree_map"] == 1.0
+    assert rec["tree_sampled_sources"] is None
     assert rec["d_wc"] <= 2.0 and 0 < rec["map"] <= 1
     assert json.loads((run / "metrics.json").read_text()) == rec
     ckpt = load_checkpoint(run / "checkpoint.pt")
@@ -170,8 +171,13 @@ def test_construct_then_eval_then_refine(tmp_path, capsys):
     # an existing run is not overwritten without --force
     assert main(["construct", "--data", str(csv), "--tau", "15", "--out", str(run)]) == 2
     assert "already holds a run" in capsys.readouterr().err
-    assert main(["construct", "--data", str(csv), "--tau", "15", "--out", str(run), "--force"]) == 0
-    capsys.readouterr()
+    # --force overwrites; --eval-sample samples both MAPs, --pairs the distortion sources
+    assert main(["construct", "--data", str(csv), "--tau", "15", "--out", str(run), "--force",
+                 "--eval-sample", "5", "--pairs", "4"]) == 0
+    rec = _last_json(capsys.readouterr().out)
+    n = ckpt["graph"].num_nodes
+    assert rec["tree_sampled_sources"] == f"5 of {n}" and rec["sampled_sources"] is not None
+    assert rec["distortion_sampled_sources"] == f"4 of {n}" and rec["tree_map"] == 1.0
     # nc too small: refused with the nc needed
     assert main(["construct", "--data", str(csv), "--tau", "15", "--nc", "1", "--out", str(tmp_path / "x")]) == 2
     assert "pass nc=3" in capsys.readouterr().err

@@ -55,7 +55,7 @@ def test_star_matches_closed_form_against_mpmath(k):
     g = _star(k)
     r = embed_tree(g, dim=2, tau=tau)
     x = r["embeddings"]
-    a = 1 - (x * x).sum(-1)
+    a = (1 - (x * x).sum(-1)).approx()
     mpmath.mp.prec = r["nc"] * 53 + 60
     t = mpmath.mpf(tau)
     for j in range(2, k + 1):
@@ -64,8 +64,25 @@ def test_star_matches_closed_form_against_mpmath(k):
         alpha = 2 * mpmath.pi * (j - 1) / k
         # hyperbolic law of cosines at the root
         ref = mpmath.acosh(mpmath.cosh(t) ** 2 - mpmath.sinh(t) ** 2 * mpmath.cos(alpha))
-        got = float(_pair_dist(x, a, i, jj)[0])
+        got = float(_pair_dist(x.components, a, i, jj)[0])
         assert abs(got - float(ref)) <= 1e-12 * float(ref)
+
+
+def test_distances_past_the_float64_square_range_stay_finite():
+    # leaf-leaf distances ~ 2 tau = 400: acosh(1 + q) with q ~ e^400 / 2 would need
+    # q^2 ~ e^800 (overflow); the construction's radius 200 is far inside the range
+    tau, k = 200.0, 3
+    g = _star(k)
+    r = embed_tree(g, dim=2, tau=tau)
+    d = distortion(r["embeddings"], g, tau=tau)
+    mpmath.mp.prec = 200
+    t = mpmath.mpf(tau)
+    leaf = mpmath.acosh(mpmath.cosh(t) ** 2 - mpmath.sinh(t) ** 2 * mpmath.cos(2 * mpmath.pi / k)) / 2
+    assert float(2 * leaf) > 355  # the leaf-leaf distance
+    ratios = [t] * k + [leaf] * (k * (k - 1) // 2)
+    assert d["d_avg"] == pytest.approx(float(sum(abs(q / t - 1) for q in ratios) / len(ratios)), rel=1e-12)
+    assert d["d_wc"] == pytest.approx(float(t / leaf), rel=1e-12)
+    assert d["tree_map"] == 1.0
 
 
 def test_too_small_nc_fails_loudly_naming_the_needed_nc():
@@ -103,14 +120,14 @@ def test_bad_arguments():
         embed_tree(g)
     with pytest.raises(ValueError, match="dim: expected an int >= 2"):
         embed_tree(g, dim=1, tau=1.0)
-    with pytest.raises(ValueError, match="nc: expected an int >= 1 or 'auto'"):
+    with pytest.raises(ValueError, match=r"nc: expected an int in 1..18 \(torch.float64\) or 'auto'"):
         embed_tree(g, tau=1.0, nc=0)
     with pytest.raises(ValueError, match="pairs: expected 'all'"):
         distortion(embed_tree(g, tau=1.0)["embeddings"], g, pairs=0)
 
 
 def test_radius_beyond_the_exponent_range_is_refused():
-    with pytest.raises(ValueError, match="hyperbolic radius .* below the smallest"):
+    with pytest.raises(ValueError, match=r"hyperbolic radius 800, .* exact up to radius 595.1 in torch.float64"):
         embed_tree(_path(10), tau=80.0)
 
 
@@ -152,7 +169,7 @@ def test_closure_map_of_a_path_closure_is_one():
 
 
 def test_small_deep_tree_matches_the_mpmath_reference():
-    from tests.embed.construct_reference import ball_distance, reference_construction
+    from hypermc.embed.construct_reference import ball_distance, reference_construction
     from tests.oracle import components_to_mpf
 
     g = _balanced(3, 4)  # 121 nodes, radius 48: needs nc = 3 in float64
@@ -176,7 +193,7 @@ def test_small_deep_tree_matches_the_mpmath_reference():
 
 
 def test_distortion_of_a_star_matches_the_closed_form():
-    from tests.embed.construct_reference import ball_distance, reference_construction
+    from hypermc.embed.construct_reference import ball_distance, reference_construction
 
     k, tau = 6, 7.0
     g = _star(k)
@@ -235,3 +252,90 @@ def test_train_init_is_checked():
     with pytest.raises(ValueError, match="init is not a set of points"):
         train(g, PoincareBall(), dim=2, nc=2, epochs=1, init=torch.full((4, 2, 2), 2.0, dtype=torch.float64),
               progress=False)
+
+
+def test_max_tau_is_the_edge_of_components_needed():
+    from hypermc.embed import max_components, max_tau
+
+    assert max_components(torch.float64) == 18 and max_components(torch.float32) == 5
+    for depth in (3, 9, 19):
+        for nc in range(2, 8):
+            t = max_tau(depth, nc)
+            assert components_needed(t, depth) == nc
+            assert components_needed(t * (1 + 1e-9), depth) == nc + 1
+    assert max_tau(9, 1) == 0.0
+    # without nc: the radius limit (84% of float64's exponent range)
+    assert max_tau(10) == pytest.approx(0.84 * -math.log(torch.finfo(torch.float64).tiny) / 10, rel=1e-15)
+    assert max_tau(10, 30) == max_tau(10)
+
+
+def test_radius_limit_is_where_the_construction_is_still_exact():
+    # a path: every distance is exactly k tau. Radius 590 (just below the limit) is exact;
+    # 600 is refused (the limit 595 is where it was measured exact)
+    g = _path(10)
+    r = embed_tree(g, tau=59.0)
+    assert r["nc"] == 18
+    assert distortion(r["embeddings"], g, tau=59.0, maps=False)["d_avg"] < 1e-12
+    with pytest.raises(ValueError, match=r"hyperbolic radius 600, .* exact up to radius 595.1 in torch.float64"):
+        embed_tree(g, tau=60.0)
+    with pytest.raises(ValueError, match=r"nc: expected an int in 1..18 \(torch.float64\)"):
+        embed_tree(g, tau=1.0, nc=19)
+
+
+def test_grandparent_distances_match_the_closed_form_deep_in_the_tree():
+    # each inner node's parent sits in slot 0 and child j in slot j of 4 equal angles, so
+    # sinh(d(child, grandparent) / 2) = sinh(tau) sin(pi j / 4) exactly, at every level
+    # (radius 300 here; the directions taken from the stored points' Mobius difference
+    # were off by up to 0.07 at this radius)
+    tau = 50.0
+    g = _balanced(3, 6)
+    r = embed_tree(g, tau=tau)
+    x = r["embeddings"]
+    a = (1 - (x * x).sum(-1)).approx()
+    parent = r["parent"]
+    kids = torch.nonzero(parent >= 0).flatten()
+    kids = kids[parent[kids] > 0]  # grandparent exists
+    gp = parent[parent[kids]]
+    j = (kids - 1) % 3 + 1  # rank among siblings + 1 (node i's parent is (i - 1) // 3)
+    want = 2 * torch.asinh(math.sinh(tau) * torch.sin(math.pi * j.double() / 4))
+    got = _pair_dist(x.components, a, kids, gp)
+    assert float(((got - want) / want).abs().max()) < 1e-13
+def test_fit_tau_searches_below_the_precision_bound():
+    from hypermc.embed import fit_tau, max_tau
+
+    g = _balanced(3, 3)
+    f = fit_tau(g, nc=3, steps=3, pairs=10)
+    taus = [t for t, _ in f["grid"]]
+    assert taus[0] == max_tau(3, 3) and taus[1] == pytest.approx(taus[0] / math.sqrt(2))
+    assert f["d_avg"] == min(d for _, d in f["grid"]) and f["tau"] in taus
+    assert f["sampled_sources"] == "10 of 40"
+    # the fitted tau is accepted at this nc
+    assert embed_tree(g, tau=f["tau"], nc=3)["nc"] == 3
+    with pytest.raises(ValueError, match=r"nc=1 gives 53 bits.*pass nc >= 2"):
+        fit_tau(g, nc=1)
+
+
+def test_tree_map_on_sampled_sources():
+    g = _balanced(3, 4)
+    r = embed_tree(g, tau=12.0)
+    d = distortion(r["embeddings"], g, tau=12.0, pairs=5, tree_sample=7, closure_sample=6)
+    assert d["tree_sampled_sources"] == f"7 of {g.num_nodes}" and d["tree_map"] == 1.0
+    assert d["closure_sampled_sources"] == f"6 of {g.num_nodes - 1}"
+    assert d["sampled_sources"] == f"5 of {g.num_nodes}" and d["num_pairs"] == 5 * (g.num_nodes - 1)
+    assert "tree_map" not in distortion(r["embeddings"], g, tau=12.0, maps=False)
+
+
+def test_a_networkx_digraph_is_accepted():
+    import networkx as nx
+
+    from hypermc.data import Graph
+
+    nxg = nx.DiGraph()
+    nxg.add_edges_from((f"b{i:03d}", f"b{(i - 1) // 3:03d}") for i in range(1, 40))  # child -> parent
+    r = embed_tree(nxg, tau=9.0)
+    ref = embed_tree(Graph.from_networkx(nxg), tau=9.0)
+    assert torch.equal(r["embeddings"].components, ref["embeddings"].components)
+    d = distortion(r["embeddings"], nxg, tau=9.0)
+    assert d == distortion(ref["embeddings"], Graph.from_networkx(nxg), tau=9.0) and d["tree_map"] == 1.0
+    with pytest.raises(TypeError, match=r"graph: expected a hypermc.data.Graph or a networkx.DiGraph"):
+        embed_tree([(1, 0)], tau=1.0)

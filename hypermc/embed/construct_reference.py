@@ -8,11 +8,16 @@ the parent) to ``x_v (+) tanh(tau / 2) u`` where, seen from ``v``, the parent li
 ``theta`` and ``u`` has angle ``theta - 2 pi j / m`` (the reflection that maps angle 0 to
 ``theta`` maps ``2 pi j / m`` to ``theta - 2 pi j / m``); a root uses ``u`` at ``2 pi j / m``.
 Everything (angles included) is computed in mpmath at ``prec`` bits.
+
+An oracle, not a tool: slow (a Python loop per node), and it uses no hypermc code. It
+lives in the package so that the tests and ``benchmarks/bench_construct.py`` share it.
 """
 
 from __future__ import annotations
 
 import mpmath
+
+__all__ = ["reference_construction", "ball_distance"]
 
 
 def _mobius_add(x, y):
