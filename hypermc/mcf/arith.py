@@ -899,8 +899,11 @@ def _no_scaling_needed(x0: torch.Tensor, nc: int) -> bool:
         return False
     fi = torch.finfo(x0.dtype)
     lo, hi = torch.aminmax(x0)
-    margin = 2.0 ** ((nc + 1) * float_format(x0.dtype).p + 4)
-    return float(lo) >= fi.tiny * margin and float(hi) <= fi.max / 16
+    try:  # tiny * 2^((nc+1)p+4) as a float (2^((nc+1)p+4) alone overflows from nc = 19 in float64)
+        lo_bound = math.ldexp(fi.tiny, (nc + 1) * float_format(x0.dtype).p + 4)
+    except OverflowError:
+        return False  # no magnitude is far enough from the bottom: always scale
+    return float(lo) >= lo_bound and float(hi) <= fi.max / 16
 
 
 def _sqrt2(x: torch.Tensor) -> torch.Tensor:

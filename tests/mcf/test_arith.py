@@ -37,6 +37,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import hypermc as hm
 from hypermc.mcf import arith
 from tests.conftest import BOUNDS
 from tests.mcf.test_eft import _LAYOUT, assert_normalised, exact_sums, random_floats, ulp
@@ -789,3 +790,15 @@ def test_add_near_overflow_with_opposite_signs(nc, rng):
     assert bool(nonzero.all())
     units = bulk_rel_err_units("add", x, y, z, dtype, nc)
     assert float(units.max()) <= BOUNDS["add"], f"{float(units.max()):.3g} u^{nc}"
+
+
+def test_sqrt_with_many_components():
+    """nc = 19 float64 (the range check's margin 2^((nc+1)p+4) no longer fits a float):
+    sqrt runs and is accurate to the precision the exponent range leaves."""
+    x = hm.mc(torch.tensor([2.0, 3.0, 0.7], dtype=torch.float64), nc=19)
+    r = torch.sqrt(x)
+    assert r.nc == 19
+    with mpmath.workprec(1300):
+        for got, want in zip(r.to_mpmath().tolist(), x.to_mpmath().tolist()):
+            # the tail stops at the subnormal range: ~2^-1074 relative to |x| ~ 1
+            assert abs(got - mpmath.sqrt(want)) / mpmath.sqrt(want) < mpmath.mpf(2) ** -1000
