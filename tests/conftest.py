@@ -25,8 +25,8 @@ def pytest_configure(config: pytest.Config) -> None:
 
     Every worker is a process whose torch would use all cores: with ``-n auto`` that is
     N workers x N threads, and the spinning OpenMP threads then slow a training test
-    many times over (the 100-epoch mammals block of docs/embeddings.md: ~15 s alone,
-    390 s under ``-n 2`` on a busy 2-core machine).
+    many times over (the 100-epoch mammals block of docs/embeddings.md on the busy
+    2-core machine under ``-n 2``: 390 s with 2 threads per worker, 88-164 s with 1).
     """
     workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
     if workers > 1:
