@@ -1,4 +1,5 @@
-"""Shared test configuration: hypothesis profiles, the cuda marker, seeds, the bound table.
+"""Shared test configuration: hypothesis profiles, the cuda marker, seeds, the bound table,
+torch threads per pytest-xdist worker.
 
 The bound table ``BOUNDS`` (units of u**nc) lives in ``tests/oracle.py`` next to the
 helpers that apply it and is re-exported here; it is the only bound table of the suite.
@@ -17,6 +18,21 @@ from tests.oracle import BOUNDS  # noqa: F401  (re-export: the one bound table)
 settings.register_profile("default", max_examples=100, deadline=None)
 settings.register_profile("ci", max_examples=300, deadline=None, derandomize=True, print_blob=True)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Under pytest-xdist, share the cores among the workers (torch's intra-op threads).
+
+    Every worker is a process whose torch would use all cores: with ``-n auto`` that is
+    N workers x N threads, and the spinning OpenMP threads then slow a training test
+    many times over (the 100-epoch mammals block of docs/embeddings.md on the busy
+    2-core machine under ``-n 2``: 390 s with 2 threads per worker, 88-164 s with 1).
+    """
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+    if workers > 1:
+        threads = max(1, len(os.sched_getaffinity(0)) // workers)
+        torch.set_num_threads(threads)
+        os.environ.setdefault("OMP_NUM_THREADS", str(threads))  # subprocesses of the tests
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

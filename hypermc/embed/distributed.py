@@ -40,8 +40,10 @@ and the others stop at their next collective. Every collective runs under the pr
 group's timeout; a rank that dies
 closes its sockets and the others fail at their next collective, a rank that stalls
 makes them fail after the timeout. Either way they raise :class:`DistributedError`
-naming the rank and the operation, instead of hanging. Only rank 0 writes checkpoints
-and shows a progress bar.
+naming the rank and the operation, instead of hanging; the error does not keep the
+failed work or the process group alive (:func:`_release_failed_work`), so
+``destroy_process_group`` in the handler tears the group down at once. Only rank 0
+writes checkpoints and shows a progress bar.
 
 Backends: gloo on CPU, NCCL when CUDA is available (the payloads are staged on the
 process group's device, so the code is the same for both).
@@ -53,6 +55,7 @@ import datetime
 import hashlib
 import json
 import os
+import traceback
 
 import torch
 import torch.distributed as dist
@@ -149,6 +152,21 @@ def _update_rows(opt: torch.optim.Optimizer, comps: torch.Tensor, rows: torch.Te
     riemannian_sgd([sub], [param.grad[rows]], [None], manifolds=[manifold_of(param)], lr=group["lr"],
                    weight_decay=group["weight_decay"], retraction=group["retraction"])
     comps[rows] = components_of(sub)
+
+
+def _release_failed_work(exc: BaseException) -> None:
+    """Drop the locals of the finished frames in ``exc``'s traceback (torch's collective).
+
+    ``torch.distributed``'s collective functions keep the failed work object and the
+    process group in their locals, and the traceback keeps those frames: as long as the
+    error (or a :class:`DistributedError` chained to it) is alive -- in an ``except``
+    block that calls ``destroy_process_group``, in a logger, in ``sys.last_value`` --
+    the group's backend (threads, sockets) would outlive ``destroy_process_group`` and
+    be torn down whenever the error is released, possibly during interpreter shutdown.
+    Clearing the frames releases them now, so ``destroy_process_group`` tears the group
+    down then and there. The traceback's lines stay for the report.
+    """
+    traceback.clear_frames(exc.__traceback__)
 
 
 class DataParallel:
@@ -368,6 +386,7 @@ class DataParallel:
         try:
             dist.barrier(group=self.group)
         except Exception as exc:
+            _release_failed_work(exc)
             raise DistributedError(
                 f"data-parallel training, rank {self.rank} of {self.world_size}: the closing barrier failed "
                 f"({type(exc).__name__}); another rank probably died or stalled past the timeout"
@@ -384,6 +403,7 @@ class DataParallel:
         try:
             dist.all_gather(out, src, group=self.group)
         except Exception as exc:  # gloo/NCCL raise RuntimeError subclasses of their own
+            _release_failed_work(exc)
             raise DistributedError(
                 f"data-parallel training, rank {self.rank} of {self.world_size}: the collective {what} "
                 f"failed ({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}); another "
