@@ -160,7 +160,48 @@ def _parser() -> argparse.ArgumentParser:
     e.add_argument("--memory-mb", type=_positive_int, default=None, help="memory budget of one chunk (MiB)")
     e.add_argument("--threads", type=_positive_int, default=None, help="torch.set_num_threads (>= 1)")
     e.add_argument("--device", default="cpu", choices=["cpu", "cuda", "auto"], help="where the chunks are computed")
+    x = sub.add_parser(
+        "export", help="write a checkpoint's coordinates for other tools (tsv, npy or pt)",
+        description="Write the coordinates of a checkpoint with the node names. tsv: one row per node, "
+                    "the float64 coordinates and, for MC runs, each coordinate's full-precision value as a "
+                    "decimal string (nc x p bits and 3 more digits); npy: OUT (float64, N x dim), OUT.components.npy (N x dim x nc, "
+                    "component dtype) and OUT.names.txt; pt: one torch.save dict (names, coordinates, "
+                    "components, manifold, curvature).")
+    x.add_argument("--ckpt", required=True, help="run directory (with checkpoint.pt) or checkpoint file")
+    x.add_argument("--format", default="tsv", choices=["tsv", "npy", "pt"], help="output format")
+    x.add_argument("--out", required=True, help="output file")
+    x.add_argument("--force", action="store_true", help="overwrite existing output files")
+    for name, command in sub.choices.items():
+        _document(command, _EXAMPLES[name])
     return p
+
+
+_EXAMPLES = {
+    "closure": "python -m hypermc closure --root mammal.n.01 --out mammals.csv",
+    "train": "python -m hypermc train --data mammals --manifold halfspace --dim 2 --nc 2 --epochs 1000 --out runs/m2",
+    "construct": "python -m hypermc construct --data mammals --manifold ball --dim 2 --epsilon 1 --nc auto --out runs/c",
+    "eval": "python -m hypermc eval runs/m2/checkpoint.pt --sample 1000",
+    "export": "python -m hypermc export --ckpt runs/m2 --format tsv --out mammals.tsv",
+}
+
+
+class _HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
+    """Defaults appended to option help, except where the help already states one."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        text = action.help or ""
+        if action.required or "default" in text.replace("%(default)s", ""):
+            return text
+        return super()._get_help_string(action)
+
+
+def _document(command: argparse.ArgumentParser, example: str) -> None:
+    """``--help`` of a subcommand: every option with its default, and an example."""
+    command.formatter_class = _HelpFormatter
+    command.epilog = f"example: {example}"
+    for action in command._actions:
+        if action.option_strings and action.help is None and not action.required:
+            action.help = "default: %(default)s"
 
 
 def _load_graph(data: str):
@@ -362,6 +403,73 @@ def _eval(args) -> int:
     return 0
 
 
+def _export(args) -> int:
+    from .embed import load_checkpoint
+    from .embed.train import CHECKPOINT_NAME
+
+    ckpt_path = Path(args.ckpt)
+    if ckpt_path.is_dir():
+        ckpt_path = ckpt_path / CHECKPOINT_NAME
+    ckpt = load_checkpoint(ckpt_path)
+    out = Path(args.out)
+    extra = {"npy": [".components.npy", ".names.txt"]}.get(args.format, [])
+    targets = [out, *(out.with_name(out.name + suffix) for suffix in extra)]
+    existing = [str(t) for t in targets if t.exists()]
+    if existing and not args.force:
+        raise ValueError(f"--out: {', '.join(existing)} already exists; pass --force to overwrite")
+    names = list(ckpt["names"])
+    components = ckpt["components"]  # (N, dim, nc), component dtype
+    coords = _nearest_float64(components)
+    manifold = ckpt["manifold"]
+    if args.format == "pt":
+        torch.save({"names": names, "coordinates": coords, "components": components,
+                    "manifold": type(manifold).__name__, "curvature": float(getattr(manifold, "curvature", 0.0))},
+                   out)
+    elif args.format == "npy":
+        import numpy as np
+
+        np.save(targets[0], coords.numpy(), allow_pickle=False)
+        np.save(targets[1], components.numpy(), allow_pickle=False)
+        targets[2].write_text("".join(f"{name}\n" for name in names), encoding="utf-8")
+        if targets[0].suffix != ".npy":  # np.save appends .npy to names without it
+            Path(str(targets[0]) + ".npy").replace(targets[0])
+    else:
+        _write_tsv(out, names, coords, components)
+    _emit({"format": args.format, "out": [str(t) for t in targets], "nodes": len(names),
+           "dim": int(components.shape[1]), "nc": int(components.shape[2]), "checkpoint": str(ckpt_path)})
+    return 0
+
+
+def _nearest_float64(components: torch.Tensor) -> torch.Tensor:
+    """The float64 nearest to each exact sum of components (renormalised in float64)."""
+    from .mcf import MCTensor
+
+    return MCTensor.from_components(components.to(torch.float64)).approx()
+
+
+def _write_tsv(out: Path, names: list[str], coords: torch.Tensor, components: torch.Tensor) -> None:
+    import mpmath
+
+    dim, nc = components.shape[1], components.shape[2]
+    header = ["name", *(f"x{i}" for i in range(dim))]
+    exact_digits = None
+    if nc > 1:  # every digit the sum of the components holds, and 3 more
+        p = torch.finfo(components.dtype).bits  # an upper bound on the significand bits
+        exact_digits = int(nc * p * 0.30103) + 3
+        header += [f"x{i}_exact" for i in range(dim)]
+    rows = ["\t".join(header)]
+    values = components.to(torch.float64).tolist()
+    for name, row, parts in zip(names, coords.tolist(), values):
+        cells = [name, *(repr(v) for v in row)]
+        if exact_digits is not None:
+            with mpmath.workprec(2200):
+                cells += [mpmath.nstr(mpmath.fsum(mpmath.mpf(c) for c in coord), exact_digits) for coord in parts]
+        rows.append("\t".join(cells))
+    tmp = out.with_name(out.name + ".tmp")
+    tmp.write_text("\n".join(rows) + "\n", encoding="utf-8")
+    tmp.replace(out)
+
+
 def _check_out(args, writer: bool, resumable: bool = True) -> None:
     """``--out``: refuse to overwrite a run without ``--resume``/``--force``; must be writable."""
     from .embed.train import CHECKPOINT_NAME
@@ -396,7 +504,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "train" and args.manifold == "euclidean" and args.curvature is not None:
         parser.error(f"--curvature {args.curvature:g} given with --manifold euclidean (which is flat; drop it)")
     try:
-        return {"closure": _closure, "train": _train, "eval": _eval, "construct": _construct}[args.command](args)
+        commands = {"closure": _closure, "train": _train, "eval": _eval, "construct": _construct, "export": _export}
+        return commands[args.command](args)
     except Exception as exc:
         if os.environ.get("HYPERMC_DEBUG"):
             raise

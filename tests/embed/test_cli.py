@@ -206,3 +206,68 @@ def test_init_from_a_different_graph_is_refused(tmp_path, capsys):
     assert main(["train", "--data", str(b), "--manifold", "ball", "--nc", "1", "--epochs", "1",
                  "--init-from", str(tmp_path / "c"), "--out", str(tmp_path / "r"), "--quiet"]) == 2
     assert "is not --data" in capsys.readouterr().err
+
+
+def test_export_tsv_npy_pt(tmp_path, capsys):
+    """export writes the names, float64 coordinates and (tsv) the exact MC values; it
+    refuses to overwrite without --force."""
+    import mpmath
+    import numpy as np
+    import torch
+
+    from hypermc.embed import load_checkpoint
+
+    csv = tmp_path / "toy.csv"
+    tree_closure(2, 2).to_csv(csv)
+    run = tmp_path / "run"
+    assert main(["train", "--data", str(csv), "--dim", "2", "--nc", "2", "--epochs", "2", "--seed", "1",
+                 "--out", str(run), "--batch-size", "8", "--lr", "10", "--burnin", "1", "--quiet"]) == 0
+    capsys.readouterr()
+    ckpt = load_checkpoint(run / "checkpoint.pt")
+    names, comps = list(ckpt["names"]), ckpt["components"]
+    with mpmath.workprec(400):  # exact sums of two float64 components
+        exact = [[mpmath.fsum(mpmath.mpf(c) for c in coord) for coord in node] for node in comps.tolist()]
+
+    tsv = tmp_path / "emb.tsv"
+    assert main(["export", "--ckpt", str(run), "--format", "tsv", "--out", str(tsv)]) == 0
+    rec = _last_json(capsys.readouterr().out)
+    assert rec["nodes"] == len(names) and rec["nc"] == 2 and rec["dim"] == 2
+    lines = tsv.read_text(encoding="utf-8").splitlines()
+    assert lines[0].split("\t") == ["name", "x0", "x1", "x0_exact", "x1_exact"]
+    with mpmath.workprec(400):
+        for line, name, node in zip(lines[1:], names, exact):
+            cells = line.split("\t")
+            assert cells[0] == name
+            for j in range(2):
+                assert float(cells[1 + j]) == float(node[j])  # nearest float64
+                # all digits the MC value holds (u^2 = 2^-106 for float64 nc=2), and then some
+                assert abs(mpmath.mpf(cells[3 + j]) - node[j]) <= abs(node[j]) * mpmath.mpf(2) ** -130
+
+    npy = tmp_path / "emb.npy"
+    assert main(["export", "--ckpt", str(run / "checkpoint.pt"), "--format", "npy", "--out", str(npy)]) == 0
+    coords = np.load(npy)
+    assert coords.shape == (len(names), 2) and coords.dtype == np.float64
+    assert coords.tolist() == [[float(v) for v in node] for node in exact]
+    assert np.array_equal(np.load(tmp_path / "emb.npy.components.npy"), comps.numpy())
+    assert (tmp_path / "emb.npy.names.txt").read_text(encoding="utf-8").split("\n")[:-1] == names
+
+    pt = tmp_path / "emb.pt"
+    assert main(["export", "--ckpt", str(run), "--format", "pt", "--out", str(pt)]) == 0
+    blob = torch.load(pt, weights_only=True)
+    assert blob["names"] == names and blob["manifold"] == "PoincareHalfspace"
+    assert torch.equal(blob["components"], comps) and blob["coordinates"].tolist() == coords.tolist()
+
+    capsys.readouterr()
+    assert main(["export", "--ckpt", str(run), "--format", "tsv", "--out", str(tsv)]) == 2
+    assert "already exists; pass --force" in capsys.readouterr().err
+    assert main(["export", "--ckpt", str(run), "--format", "tsv", "--out", str(tsv), "--force"]) == 0
+
+
+@pytest.mark.parametrize("command", ["closure", "train", "construct", "eval", "export"])
+def test_help_shows_defaults_and_an_example(command, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        main([command, "--help"])
+    assert exit_info.value.code == 0
+    text = " ".join(capsys.readouterr().out.split())
+    assert f"example: python -m hypermc {command} " in text
+    assert "(default: " in text
