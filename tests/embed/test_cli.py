@@ -271,3 +271,10 @@ def test_help_shows_defaults_and_an_example(command, capsys):
     text = " ".join(capsys.readouterr().out.split())
     assert f"example: python -m hypermc {command} " in text
     assert "(default: " in text
+
+
+def test_export_of_a_missing_checkpoint_is_one_line(tmp_path, capsys):
+    assert main(["export", "--ckpt", str(tmp_path / "nope"), "--out", str(tmp_path / "x.tsv")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("hypermc: error: load_checkpoint: no checkpoint at") and err.count("\n") == 1
+    assert not (tmp_path / "x.tsv").exists()

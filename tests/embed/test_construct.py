@@ -49,6 +49,19 @@ def test_path_distances_are_exact_multiples_of_tau():
     assert d["num_pairs"] == 13 * 12 // 2
 
 
+def _star_ratios(k: int, tau: float) -> tuple[mpmath.mpf, list[mpmath.mpf]]:
+    """Distance / tree distance of every pair of a star embedded with edge length tau
+    (root-leaf: tau; leaf-leaf by the hyperbolic law of cosines, over 2 edges)."""
+    with mpmath.workprec(200):
+        t = mpmath.mpf(tau)
+        ratios = [t] * k
+        for a in range(k):
+            for b in range(a + 1, k):
+                alpha = 2 * mpmath.pi * (b - a) / k
+                ratios.append(mpmath.acosh(mpmath.cosh(t) ** 2 - mpmath.sinh(t) ** 2 * mpmath.cos(alpha)) / 2)
+    return t, ratios
+
+
 @pytest.mark.parametrize("k", [3, 7])
 def test_star_matches_closed_form_against_mpmath(k):
     tau = 20.0
@@ -56,16 +69,16 @@ def test_star_matches_closed_form_against_mpmath(k):
     r = embed_tree(g, dim=2, tau=tau)
     x = r["embeddings"]
     a = (1 - (x * x).sum(-1)).approx()
-    mpmath.mp.prec = r["nc"] * 53 + 60
-    t = mpmath.mpf(tau)
-    for j in range(2, k + 1):
-        i = torch.tensor([1])
-        jj = torch.tensor([j])
-        alpha = 2 * mpmath.pi * (j - 1) / k
-        # hyperbolic law of cosines at the root
-        ref = mpmath.acosh(mpmath.cosh(t) ** 2 - mpmath.sinh(t) ** 2 * mpmath.cos(alpha))
-        got = float(_pair_dist(x.components, a, i, jj)[0])
-        assert abs(got - float(ref)) <= 1e-12 * float(ref)
+    with mpmath.workprec(r["nc"] * 53 + 60):
+        t = mpmath.mpf(tau)
+        for j in range(2, k + 1):
+            i = torch.tensor([1])
+            jj = torch.tensor([j])
+            alpha = 2 * mpmath.pi * (j - 1) / k
+            # hyperbolic law of cosines at the root
+            ref = mpmath.acosh(mpmath.cosh(t) ** 2 - mpmath.sinh(t) ** 2 * mpmath.cos(alpha))
+            got = float(_pair_dist(x.components, a, i, jj)[0])
+            assert abs(got - float(ref)) <= 1e-12 * float(ref)
 
 
 def test_distances_past_the_float64_square_range_stay_finite():
@@ -75,13 +88,12 @@ def test_distances_past_the_float64_square_range_stay_finite():
     g = _star(k)
     r = embed_tree(g, dim=2, tau=tau)
     d = distortion(r["embeddings"], g, tau=tau)
-    mpmath.mp.prec = 200
-    t = mpmath.mpf(tau)
-    leaf = mpmath.acosh(mpmath.cosh(t) ** 2 - mpmath.sinh(t) ** 2 * mpmath.cos(2 * mpmath.pi / k)) / 2
+    t, ratios = _star_ratios(k, tau)
+    leaf = ratios[-1]
     assert float(2 * leaf) > 355  # the leaf-leaf distance
-    ratios = [t] * k + [leaf] * (k * (k - 1) // 2)
-    assert d["d_avg"] == pytest.approx(float(sum(abs(q / t - 1) for q in ratios) / len(ratios)), rel=1e-12)
-    assert d["d_wc"] == pytest.approx(float(t / leaf), rel=1e-12)
+    with mpmath.workprec(200):
+        assert d["d_avg"] == pytest.approx(float(sum(abs(q / t - 1) for q in ratios) / len(ratios)), rel=1e-12)
+        assert d["d_wc"] == pytest.approx(float(t / leaf), rel=1e-12)
     assert d["tree_map"] == 1.0
 
 
@@ -199,15 +211,10 @@ def test_distortion_of_a_star_matches_the_closed_form():
     g = _star(k)
     r = embed_tree(g, dim=2, tau=tau)
     d = distortion(r["embeddings"], g, tau=tau)
-    mpmath.mp.prec = 200
-    t = mpmath.mpf(tau)
-    ratios = [t] * k  # root - leaf: exactly tau over one edge
-    for a in range(k):
-        for b in range(a + 1, k):
-            alpha = 2 * mpmath.pi * (b - a) / k  # leaves at angles 2 pi j / k
-            ratios.append(mpmath.acosh(mpmath.cosh(t) ** 2 - mpmath.sinh(t) ** 2 * mpmath.cos(alpha)) / 2)
-    d_avg = sum(abs(q / t - 1) for q in ratios) / len(ratios)
-    d_wc = max(ratios) / min(ratios)
+    t, ratios = _star_ratios(k, tau)
+    with mpmath.workprec(200):
+        d_avg = sum(abs(q / t - 1) for q in ratios) / len(ratios)
+        d_wc = max(ratios) / min(ratios)
     assert d["num_pairs"] == len(ratios)
     assert d["d_avg"] == pytest.approx(float(d_avg), rel=1e-12)
     assert d["d_wc"] == pytest.approx(float(d_wc), rel=1e-12)

@@ -17,7 +17,6 @@ from hypermc.manifolds import Lorentz, PoincareBall, PoincareHalfspace
 
 pytestmark = [
     pytest.mark.filterwarnings("ignore:`torch.jit.script_method` is deprecated:DeprecationWarning"),
-    pytest.mark.filterwarnings("ignore:MCTensor does not implement _stable_hash_for_caching:UserWarning"),
 ]
 
 

@@ -24,7 +24,6 @@ from tests.oracle import assert_within, components_to_mpf, working_prec
 # torch's own Inductor/AOT code emits these while compiling (not hypermc's warnings).
 pytestmark = [
     pytest.mark.filterwarnings("ignore:`torch.jit.script_method` is deprecated:DeprecationWarning"),
-    pytest.mark.filterwarnings("ignore:MCTensor does not implement _stable_hash_for_caching:UserWarning"),
 ]
 
 
