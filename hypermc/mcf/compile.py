@@ -86,11 +86,9 @@ def is_opaque(func: torch._ops.OpOverload) -> bool:
 
 def _mutated_names(func: torch._ops.OpOverload) -> tuple[list[int], list[str]]:
     """Positions and names of the arguments that ``func`` writes to."""
-    pos, names = [], []
-    for i, a in enumerate(func._schema.arguments):
-        if a.alias_info is not None and a.alias_info.is_write:
-            (pos if not a.kwarg_only else names).append(i if not a.kwarg_only else a.name)
-    return pos, names
+    written = [(i, a) for i, a in enumerate(func._schema.arguments)
+               if a.alias_info is not None and a.alias_info.is_write]
+    return [i for i, a in written if not a.kwarg_only], [a.name for _, a in written if a.kwarg_only]
 
 
 # ------------------------------------------------------------------ the spec format
@@ -255,15 +253,15 @@ def _mc_op_fake(spec: str, tensors: list[torch.Tensor]) -> list[torch.Tensor]:
     """Output metadata of ``hypermc::mc_op``: the implementation runs once per spec and
     input shapes on host stand-ins of the inputs' shapes (MC operands 1, float operands
     1, integer and bool operands 0: every index valid, every kernel on its fast path),
-    outside the fake mode; the outputs are fake tensors of the same shapes, contiguous
-    like the real run's. The kernels traced on fake (or meta) tensors instead would take
+    outside the fake mode; the outputs are fake tensors of the same shapes, laid out
+    like the real run's (planar MC components, contiguous plain tensors). The kernels traced on fake (or meta) tensors instead would take
     their general, data-independent paths: thousands of ops for an ``nc = 3`` exp, which
     took 12-100 s per trace."""
     shapes = []
     for t in tensors:
         if not all(isinstance(n, int) for n in t.shape):
             raise MCCompileError(
-                f"MCTensor op {json.loads(spec)['op']} was traced with symbolic sizes "
+                f"MCTensor op {_parsed(spec)['op']} was traced with symbolic sizes "
                 f"{tuple(t.shape)}; MC ops are compiled with static shapes only: use "
                 "torch.compile(..., dynamic=False)"
             )
@@ -299,7 +297,7 @@ def _stand_ins(spec: str, shapes: list[tuple[tuple[int, ...], torch.dtype]]) -> 
             for v in t:
                 collect(v)
 
-    collect(json.loads(spec))
+    collect(_parsed(spec))
     out = []
     for i, (shape, dtype) in enumerate(shapes):
         if i in mc_slots:
@@ -316,7 +314,7 @@ def _stand_ins(spec: str, shapes: list[tuple[tuple[int, ...], torch.dtype]]) -> 
 def _result_device(spec: str, tensors: list[torch.Tensor]) -> torch.device:
     """Where the real run puts its results: a ``device=`` argument (``_to_copy`` and the
     factories), else the first operand's device (MC ops do not move data otherwise)."""
-    dev = json.loads(spec)["kwargs"].get("device")
+    dev = _parsed(spec)["kwargs"].get("device")
     if isinstance(dev, dict) and "dev" in dev:
         return torch.device(dev["dev"])
     return tensors[0].device
