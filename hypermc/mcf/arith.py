@@ -47,7 +47,7 @@ import math
 
 import torch
 
-from . import fixed
+from . import fixed, native
 from .eft import (
     all_finite,
     all_true,
@@ -241,6 +241,9 @@ def _add_sub(x: torch.Tensor, y: torch.Tensor, *, subtract: bool) -> torch.Tenso
 def _add_fixed(x: torch.Tensor, y: torch.Tensor, subtract: bool) -> torch.Tensor:
     """``x ± y`` for nc = 3, 4 by the fixed network of :mod:`fixed` (checked; the
     elements that fail the check go through :func:`_add_general`)."""
+    res = native.add(x, y, subtract)
+    if res is not None:
+        return fixed.patch(*res, lambda a, b: _add_general(a, b, subtract), x, y)
     xs, ys = unpack(x), unpack(y)
     if subtract:
         ys = [-t for t in ys]
@@ -395,6 +398,9 @@ def add_float(x: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
         torch.sub(scratch, n_v, out=buf[1])
         return _finish2(buf, lambda: xh + b)
     if fixed.applies(x.dtype, nc):
+        res = native.add(x, b.unsqueeze(-1), False)
+        if res is not None:
+            return fixed.patch(*res, _add_float_general, x, b.unsqueeze(-1))
         xs = unpack(x)
         out = fixed.renorm_levels(fixed.add_levels(xs, [b], nc), nc)
         ok = fixed.normalised(out, torch.maximum(xs[0].abs(), b.abs()))
@@ -444,6 +450,9 @@ def mul(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         return _finish2(torch.stack([zh, zl]), lambda: ch)
     if _dw_fma(x):
         if fixed.applies(x.dtype, nc):
+            res = native.mul(x, y)
+            if res is not None:
+                return fixed.patch(*res, _mul_general, x, y)
             out = fixed.renorm_levels(_product_levels(xs, ys, nc), nc)
             return fixed.patch(out, fixed.normalised(out), _mul_general, x, y)
         return _mul_general(x, y)
@@ -598,6 +607,9 @@ def mul_float(x: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     if _dw_fma(x):
         # the product levels of x and the one-component expansion (b)
         if fixed.applies(x.dtype, nc):
+            res = native.mul(x, b.unsqueeze(-1))
+            if res is not None:
+                return fixed.patch(*res, _mul_general, x, b.unsqueeze(-1))
             out = fixed.renorm_levels(_product_levels(xs, [b], nc), nc)
             return fixed.patch(out, fixed.normalised(out), _mul_general, x, b.unsqueeze(-1))
         return _mul_general(x, b.unsqueeze(-1))
@@ -641,7 +653,7 @@ def div(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     return _long_division(x, y, nc)
 
 
-def _long_division(x: torch.Tensor, y: torch.Tensor, nc: int) -> torch.Tensor:
+def _long_division(x: torch.Tensor, y: torch.Tensor, nc: int, *, use_native: bool = True) -> torch.Tensor:
     """``x / y`` by long division on operands scaled to leading exponent 0.
 
     ``x`` and ``y`` are multiplied by powers of two that bring their leading components
@@ -653,8 +665,14 @@ def _long_division(x: torch.Tensor, y: torch.Tensor, nc: int) -> torch.Tensor:
     ``~ u^nc`` of the scaled quotient stays normal). Bound: as :func:`div` wherever the
     quotient's components are normal; a quotient below the normal range loses its low
     bits to the subnormal spacing (one rounding per component), one above it is
-    ``±inf`` with a zero tail.
+    ``±inf`` with a zero tail. The fused kernels of :mod:`native` compute the same
+    network (scaling included) in one pass where they apply; their failing elements come
+    back here with ``use_native=False``.
     """
+    if use_native and fixed.applies(x.dtype, nc) and _dw_fma(x):
+        res = native.div(x, y)
+        if res is not None:
+            return fixed.patch(*res, lambda a, b: _long_division(a, b, nc, use_native=False), x, y)
     x, y = torch.broadcast_tensors(x, y)
     ex = torch.frexp(x[..., 0]).exponent  # 0 for 0, inf and NaN: those stay as they are
     ey = torch.frexp(y[..., 0]).exponent
@@ -829,6 +847,16 @@ def sqrt(x: torch.Tensor) -> torch.Tensor:
         return _split_engine(z, x.dtype, nc, scratch=True, sign=xs[0])
     if nc == 2:
         return _sqrt2(x)
+    if fixed.applies(x.dtype, nc) and _dw_fma(x) and (bounds := _sqrt_range(x.dtype, nc)) is not None:
+        res = native.sqrt(x, *bounds)
+        if res is not None:
+            return fixed.patch(*res, lambda a: _sqrt_torch(a, nc), x)
+    return _sqrt_torch(x, nc)
+
+
+def _sqrt_torch(x: torch.Tensor, nc: int) -> torch.Tensor:
+    """Square root for nc >= 3 by the torch kernels: the fixed networks where every
+    element is in range (:func:`_no_scaling_needed`), else the general kernel."""
     if fixed.applies(x.dtype, nc) and _dw_fma(x) and _no_scaling_needed(x[..., 0], nc):
         return _sqrt_fixed(x, nc)
     return _sqrt_general(x, nc)
@@ -897,13 +925,21 @@ def _no_scaling_needed(x0: torch.Tensor, nc: int) -> bool:
     one reduction; otherwise the caller scales by an even power of two."""
     if x0.numel() == 0 or is_traced(x0):
         return False
-    fi = torch.finfo(x0.dtype)
-    lo, hi = torch.aminmax(x0)
-    try:  # tiny * 2^((nc+1)p+4) as a float (2^((nc+1)p+4) alone overflows from nc = 19 in float64)
-        lo_bound = math.ldexp(fi.tiny, (nc + 1) * float_format(x0.dtype).p + 4)
-    except OverflowError:
+    bounds = _sqrt_range(x0.dtype, nc)
+    if bounds is None:
         return False  # no magnitude is far enough from the bottom: always scale
-    return float(lo) >= lo_bound and float(hi) <= fi.max / 16
+    lo, hi = torch.aminmax(x0)
+    return float(lo) >= bounds[0] and float(hi) <= bounds[1]
+
+
+def _sqrt_range(dtype: torch.dtype, nc: int) -> tuple[float, float] | None:
+    """The leading components ``[lo, hi]`` that :func:`_no_scaling_needed` accepts (None
+    if none: ``tiny * 2^((nc+1)p+4)`` overflows, from nc = 19 in float64)."""
+    fi = torch.finfo(dtype)
+    try:
+        return math.ldexp(fi.tiny, (nc + 1) * float_format(dtype).p + 4), fi.max / 16
+    except OverflowError:
+        return None
 
 
 def _sqrt2(x: torch.Tensor) -> torch.Tensor:

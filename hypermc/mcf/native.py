@@ -1,0 +1,354 @@
+"""Fused CPU kernels for nc = 3 and nc = 4 (float32, float64), built on first use.
+
+Why. The fixed networks of :mod:`hypermc.mcf.fixed` cost 80-700 elementwise torch
+kernels per op (one memory pass each): fp64 nc=3 add was ~60x a native add, div ~400x.
+``_native.cpp`` computes the same networks element by element in one pass (the numbers
+in ``docs/numerics.md``). It is a plain C++ file without torch headers, compiled here by
+the system C++ compiler into a shared library (about a second) and called through
+:mod:`ctypes` on the tensors' memory; ctypes releases the GIL, so large tensors are split
+over torch's intra-op thread count.
+
+Exactness. The library is built with ``-ffp-contract=off`` (no compiler-made FMAs) and
+without ``-ffast-math`` (no reassociation), so every TwoSum and TwoProd is the exact
+transformation the bounds assume; products' errors use ``std::fma``, exact by the C
+standard. Each kernel is a rounding-for-rounding transcription of the torch network, so
+the results are the torch kernels' bits. That is *checked* when the library loads: every
+kernel runs on a fixed batch of inputs (random, cancelling, huge and tiny exponents) and
+must match the torch kernels bit for bit; otherwise the library is not used (one warning
+names the kernel) and the torch kernels run. A compiler that contracts or reassociates
+anyway is caught there.
+
+Scope. CPU tensors, float32/float64, nc = 3/4, outside ``torch.compile`` tracing (the
+traced path is :mod:`hypermc.mcf.compile`'s opaque op, whose eager body lands here) and
+without autograd on the component tensors (MC autograd runs above ``__torch_dispatch__``).
+Elements that fail the fast-path check (zeros, inf/NaN, heavy cancellation, operands
+near the ends of the exponent range, rare ties) are recomputed by the caller's general
+torch kernel, exactly as the torch networks do.
+
+Control. ``HYPERMC_NATIVE=0`` disables the library; ``HYPERMC_NATIVE_CACHE`` sets the
+build directory (default ``~/.cache/hypermc/native``); ``HYPERMC_CXX`` the compiler
+(default ``$CXX``, then ``c++``, ``g++``, ``clang++``). :func:`status` says whether the
+library is in use and why not. Without a compiler hypermc still works (same results,
+torch speed).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import math
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import warnings
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import torch
+
+__all__ = ["available", "status", "add", "mul", "div", "sqrt", "NCS"]
+
+#: Component counts with native kernels.
+NCS = (3, 4)
+_FLAGS = ["-O3", "-std=c++17", "-shared", "-fPIC", "-ffp-contract=off", "-fno-fast-math",
+          "-fno-math-errno", "-fopenmp-simd", "-march=native"]
+_NAMES = {torch.float32: "f32", torch.float64: "f64"}
+# Elements per thread below which one call does it all.
+_CHUNK = 1 << 15
+
+_lock = threading.RLock()
+# (dtype name, nc) -> loaded library, or the reason there is none
+_libs: dict[tuple[str, int], Any] = {}
+_bypass = threading.local()  # the self-check runs the torch kernels with this set
+_pool: ThreadPoolExecutor | None = None
+
+
+def _compiler() -> str | None:
+    for name in (os.environ.get("HYPERMC_CXX"), os.environ.get("CXX"), "c++", "g++", "clang++"):
+        if name and shutil.which(name):
+            return shutil.which(name)
+    return None
+
+
+def _cpu_tag() -> str:
+    """What ``-march=native`` depends on (a library built on one CPU model is not reused
+    on another)."""
+    flags = platform.processor()
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith(("flags", "Features", "model name")):
+                    flags += line
+                    if len(flags) > 8192:
+                        break
+    except OSError:
+        pass
+    return flags
+
+
+def _cache_dir() -> Path:
+    root = os.environ.get("HYPERMC_NATIVE_CACHE")
+    return Path(root) if root else Path.home() / ".cache" / "hypermc" / "native"
+
+
+def _atomic_write(path: Path, data: bytes) -> None:
+    fd, tmp = tempfile.mkstemp(suffix=path.suffix, dir=path.parent)
+    with os.fdopen(fd, "wb") as f:
+        f.write(data)
+    os.replace(tmp, path)
+
+
+def _build(cxx: str, name: str, nc: int) -> Path:
+    """Generate, compile and cache the library of one configuration; its path."""
+    from .native_source import source as generate
+
+    src = generate(name, nc).encode()
+    version = subprocess.run([cxx, "--version"], capture_output=True, text=True, timeout=60).stdout
+    key = hashlib.sha256(src + " ".join(_FLAGS).encode() + version.encode() + _cpu_tag().encode()
+                         + sys.platform.encode()).hexdigest()[:16]
+    out = _cache_dir() / f"hypermc_{name}_nc{nc}_{key}.so"
+    if out.exists():
+        return out
+    out.parent.mkdir(parents=True, exist_ok=True)
+    cpp = out.with_suffix(".cpp")
+    _atomic_write(cpp, src)
+    fd, tmp = tempfile.mkstemp(suffix=".so", dir=out.parent)
+    os.close(fd)
+    try:
+        proc = subprocess.run([cxx, *_FLAGS, str(cpp), "-o", tmp], capture_output=True, text=True, timeout=900)
+        if proc.returncode != 0:
+            raise RuntimeError(f"{cxx} failed: {proc.stderr.strip()[-2000:]}")
+        os.replace(tmp, out)  # atomic: concurrent builders (pytest-xdist workers) agree
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+    return out
+
+
+def _declare(lib: ctypes.CDLL, name: str, nc: int) -> None:
+    i64, vp, c_int, dbl = ctypes.c_int64, ctypes.c_void_p, ctypes.c_int, ctypes.c_double
+    pair = [i64, vp, i64, i64, vp, i64, i64]
+    signatures = {
+        "add": pair + [c_int, dbl, vp, i64, vp],
+        "mul": pair + [c_int, vp, i64, vp],
+        "div": pair + [vp, i64, vp],
+        "sqrt": [i64, vp, i64, i64, dbl, dbl, vp, i64, vp],
+    }
+    for op, args in signatures.items():
+        fn = getattr(lib, f"mc_{op}_{name}_{nc}")
+        fn.argtypes = args
+        fn.restype = None
+
+
+def _disabled() -> bool:
+    return os.environ.get("HYPERMC_NATIVE", "1").strip().lower() in ("0", "false", "no", "off")
+
+
+def _load(dtype: torch.dtype, nc: int) -> ctypes.CDLL | None:
+    """The library of ``(dtype, nc)``: built, loaded and self-checked once per process."""
+    name = _NAMES[dtype]
+    lib = _libs.get((name, nc))
+    if lib is None:
+        with _lock:
+            lib = _libs.get((name, nc))
+            if lib is None:
+                lib = _libs[(name, nc)] = _open(dtype, name, nc)
+    return None if isinstance(lib, str) else lib
+
+
+def _open(dtype: torch.dtype, name: str, nc: int) -> ctypes.CDLL | str:
+    if _disabled():
+        return "disabled by HYPERMC_NATIVE"
+    cxx = _compiler()
+    if cxx is None:
+        return "no C++ compiler found (set HYPERMC_CXX)"
+    try:
+        lib = ctypes.CDLL(str(_build(cxx, name, nc)))
+        _declare(lib, name, nc)
+    except (OSError, RuntimeError, subprocess.SubprocessError, AttributeError) as exc:
+        return f"build or load failed: {exc}"
+    bad = _self_check(lib, dtype, nc)
+    if bad:
+        warnings.warn(f"hypermc native kernels for {name} nc={nc} disabled: {bad} differs from the torch "
+                      "kernels (a compiler that contracts or reassociates?); using the torch kernels",
+                      RuntimeWarning, stacklevel=4)
+        return f"self-check failed: {bad}"
+    return lib
+
+
+def _self_check_inputs(dtype: torch.dtype, nc: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Normalised operands: random, cancelling pairs, huge and tiny exponents, zeros."""
+    from .eft import float_format, renormalize
+
+    gen = torch.Generator().manual_seed(20261125)
+    n = 1024
+    p = float_format(dtype).p
+    emax = math.frexp(torch.finfo(dtype).max)[1]
+
+    def expansion(lead_exp: torch.Tensor) -> torch.Tensor:
+        terms = [(torch.rand(n, generator=gen, dtype=torch.float64) * 2 - 1).to(dtype)
+                 * torch.pow(2.0, (lead_exp - k * p).to(torch.float64)).to(dtype) for k in range(nc + 1)]
+        return renormalize(terms, nc)
+
+    moderate = torch.randint(-20, 20, (n,), generator=gen)
+    wide = torch.randint(-emax + nc * p + 8, emax - 4, (n,), generator=gen)
+    x = expansion(torch.where(torch.arange(n) % 4 == 0, wide, moderate))
+    y = expansion(torch.where(torch.arange(n) % 5 == 0, wide, moderate))
+    y[1::7] = -x[1::7] + expansion(moderate - p)[1::7]  # cancellation (an MC add here)
+    y[3::11] = 0
+    return x, y
+
+
+def _self_check(lib: ctypes.CDLL, dtype: torch.dtype, nc: int) -> str | None:
+    """Name of the first fused kernel whose bits differ from the torch kernels, else None."""
+    from torch.utils._python_dispatch import _disable_current_modes
+
+    from . import arith
+
+    ops = {
+        "add": lambda x, y: arith.add(x, y),
+        "sub": lambda x, y: arith.sub(x, y),
+        "add_float": lambda x, y: arith.add_float(x, y[..., 0]),
+        "mul": lambda x, y: arith.mul(x, y),
+        "mul_float": lambda x, y: arith.mul_float(x, y[..., 0]),
+        "div": lambda x, y: arith.div(x, y),
+        "broadcast div": lambda x, y: arith.div(y[:1], x),
+        # the torch kernels take one path for the whole tensor: in-range operands only
+        "sqrt": lambda x, y: arith.sqrt(x[(x[:, 0] > 2.0 ** -30) & (x[:, 0] < 2.0 ** 30)]),
+    }
+    ints = {torch.float32: torch.int32, torch.float64: torch.int64}[dtype]
+    _libs[(_NAMES[dtype], nc)] = lib  # the ops below reach it through _load
+    try:
+        with _disable_current_modes(), torch._C._DisableTorchDispatch(), torch.no_grad():
+            x, y = _self_check_inputs(dtype, nc)
+            for op, f in ops.items():
+                fast = f(x, y)
+                _bypass.on = True
+                try:
+                    ref = f(x, y)
+                finally:
+                    _bypass.on = False
+                if not torch.equal(fast.view(ints), ref.view(ints)):
+                    return op
+    finally:
+        del _libs[(_NAMES[dtype], nc)]
+    return None
+
+
+def available(dtype: torch.dtype = torch.float64, nc: int = 3) -> bool:
+    """Whether the native kernels of ``(dtype, nc)`` are in use in this process (builds
+    them on the first call, about half a minute)."""
+    return dtype in _NAMES and nc in NCS and _load(dtype, nc) is not None
+
+
+def status(dtype: torch.dtype = torch.float64, nc: int = 3) -> str:
+    """``"in use"`` or the reason the native kernels of ``(dtype, nc)`` are not used."""
+    if dtype not in _NAMES or nc not in NCS:
+        return f"no native kernels for {dtype} nc={nc} (float32/float64, nc in {NCS})"
+    if available(dtype, nc):
+        return "in use"
+    return str(_libs[(_NAMES[dtype], nc)])
+
+
+def _eligible(*ts: torch.Tensor) -> ctypes.CDLL | None:
+    t = ts[0]
+    if getattr(_bypass, "on", False) or t.device.type != "cpu" or t.dtype not in _NAMES or t.shape[-1] not in NCS:
+        return None
+    for s in ts:
+        if s.requires_grad or s.dtype != t.dtype or type(s) is not torch.Tensor:
+            return None
+    from .eft import tracing
+
+    return None if tracing() else _load(t.dtype, t.shape[-1])
+
+
+def _rows(t: torch.Tensor, shape: torch.Size, first: bool) -> tuple[torch.Tensor, int, int]:
+    """``t`` broadcast to ``(*shape, m)`` as an ``(N, m)`` view with element stride 1
+    (planar, as the kernels' outputs are) or, not for the ``first`` operand, 0
+    (broadcast); copied to planar otherwise (user-made interleaved tensors). Returns the
+    view and its element and component strides."""
+    m = t.shape[-1]
+    e = t.expand(*shape, m)
+    try:
+        v = e.view(-1, m)
+    except RuntimeError:
+        v = None
+    if v is None or (v.stride(0) not in ((1,) if first else (0, 1)) and v.shape[0] > 1):
+        # the kernels take element-contiguous (planar) or broadcast operands
+        v = e.movedim(-1, 0).reshape(m, -1).contiguous().t()
+    se = v.stride(0) if v.shape[0] > 1 else int(first)  # one element: any stride reads it
+    return v, se, v.stride(1)
+
+
+def _run(fn, n: int, operands: list[tuple[torch.Tensor, int, int]], extra: tuple,
+         out: torch.Tensor, ok: torch.Tensor) -> None:
+    """Call ``fn(count, *operand pointers/strides, *extra, out, n, ok)`` on chunks of the
+    ``n`` elements, one per torch intra-op thread (ctypes releases the GIL)."""
+    item = out.element_size()
+    threads = min(torch.get_num_threads(), max(1, n // _CHUNK))
+    step = -(-n // threads)
+    calls = []
+    for start in range(0, n, step):
+        args = [a for v, se, sc in operands for a in (v.data_ptr() + start * se * item, se, sc)]
+        calls.append((min(step, n - start), *args, *extra, out.data_ptr() + start * item, n, ok.data_ptr() + start))
+    if len(calls) == 1:
+        fn(*calls[0])
+        return
+    global _pool
+    if _pool is None or _pool._max_workers < threads:  # noqa: SLF001 - sized to torch's threads
+        _pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="hypermc-native")
+    for job in [_pool.submit(fn, *c) for c in calls]:
+        job.result()
+
+
+def _call(lib: ctypes.CDLL, op: str, operands: list[torch.Tensor], extra: tuple,
+          nc: int) -> tuple[torch.Tensor, torch.Tensor]:
+    shape = torch.broadcast_shapes(*(o.shape[:-1] for o in operands))
+    rows = [_rows(o, shape, i == 0) for i, o in enumerate(operands)]
+    n = rows[0][0].shape[0]
+    dtype = operands[0].dtype
+    out = torch.empty((nc, n), dtype=dtype)
+    ok = torch.empty(n, dtype=torch.bool)
+    if n:
+        _run(getattr(lib, f"mc_{op}_{_NAMES[dtype]}_{nc}"), n, rows, extra, out, ok)
+    return out.view(nc, *shape).movedim(0, -1), ok.view(shape)
+
+
+def add(x: torch.Tensor, y: torch.Tensor, subtract: bool) -> tuple[torch.Tensor, torch.Tensor] | None:
+    """``x ± y`` (``y`` with ``nc`` components, or one: ``x + b``) by the fixed network:
+    ``(out, ok)`` like ``fixed.renorm_levels`` + ``fixed.normalised``, or None where the
+    native kernels do not apply."""
+    lib = _eligible(x, y)
+    if lib is None:
+        return None
+    return _call(lib, "add", [x, y], (y.shape[-1], -1.0 if subtract else 1.0), x.shape[-1])
+
+
+def mul(x: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor] | None:
+    """``x * y`` (``y`` with ``nc`` components or one) by ``_product_levels``: ``(out, ok)``."""
+    lib = _eligible(x, y)
+    if lib is None:
+        return None
+    return _call(lib, "mul", [x, y], (y.shape[-1],), x.shape[-1])
+
+
+def div(x: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor] | None:
+    """``x / y`` (both ``nc`` components) by ``_long_division`` + ``_div_fixed``: the
+    quotient scaled back and ``ok`` (false: the caller recomputes the element)."""
+    lib = _eligible(x, y)
+    if lib is None or y.shape[-1] != x.shape[-1]:
+        return None
+    return _call(lib, "div", [x, y], (), x.shape[-1])
+
+
+def sqrt(x: torch.Tensor, lo: float, hi: float) -> tuple[torch.Tensor, torch.Tensor] | None:
+    """``sqrt(x)`` by ``_sqrt_fixed`` where ``lo <= x_0 <= hi`` (else ``ok`` false)."""
+    lib = _eligible(x)
+    if lib is None:
+        return None
+    return _call(lib, "sqrt", [x], (float(lo), float(hi)), x.shape[-1])

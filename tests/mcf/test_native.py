@@ -1,0 +1,253 @@
+"""The fused nc = 3/4 CPU kernels of :mod:`hypermc.mcf.native`.
+
+Their accuracy against mpmath is the op-level tests' job (``tests/mcf/test_arith.py`` runs
+on them whenever they are in use, which is asserted here). This file proves what makes
+that enough: on every input the fused kernels give *the same bits* as the torch networks
+they transcribe (random and adversarial operands, broadcasting, every memory layout, the
+thread split), the elements they reject are recomputed, and every way of not having them
+(disabled, no compiler, failed build, failed self-check) is reported and falls back to
+the torch kernels.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import math
+
+import pytest
+import torch
+from hypothesis import example, given
+from hypothesis import strategies as st
+
+from hypermc.mcf import arith, native
+from tests.mcf.test_arith import _cap
+from tests.oracle import expansions
+
+DTYPES = [torch.float32, torch.float64]
+NCS = [3, 4]
+INTS = {torch.float32: torch.int32, torch.float64: torch.int64}
+
+needs_compiler = pytest.mark.skipif(native._compiler() is None, reason="no C++ compiler on this machine")
+
+
+def _torch_kernels(f, *args):
+    """``f(*args)`` with the fused kernels bypassed."""
+    native._bypass.on = True
+    try:
+        return f(*args)
+    finally:
+        native._bypass.on = False
+
+
+def _same_bits(a: torch.Tensor, b: torch.Tensor) -> bool:
+    return a.shape == b.shape and torch.equal(a.contiguous().view(INTS[a.dtype]), b.contiguous().view(INTS[b.dtype]))
+
+
+OPS = {
+    "add": arith.add,
+    "sub": arith.sub,
+    "mul": arith.mul,
+    "div": arith.div,
+    "add_float": lambda x, y: arith.add_float(x, y[..., 0]),
+    "mul_float": lambda x, y: arith.mul_float(x, y[..., 0]),
+    "div_float": lambda x, y: arith.div_float(x, y[..., 0]),
+    "rdiv_float": lambda x, y: arith.rdiv_float(y[..., 0], x),
+}
+
+
+@needs_compiler
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("nc", NCS)
+def test_in_use_where_a_compiler_exists(dtype, nc):
+    assert native.status(dtype, nc) == "in use"
+    x = torch.ones(5, nc, dtype=dtype)
+    assert native.add(x, x, False) is not None
+
+
+@needs_compiler
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("nc", NCS)
+@pytest.mark.parametrize("op", sorted(OPS))
+@_cap(10)
+@given(data=st.data())
+def test_same_bits_as_the_torch_networks(dtype, nc, op, data):
+    """Random operands over the whole exponent range, with zeros, cancelling pairs and
+    pinned edge values (subnormal, huge, ±0) mixed in."""
+    x = data.draw(expansions(dtype, nc, shape=(48,), allow_zero=True))
+    y = data.draw(expansions(dtype, nc, shape=(48,), allow_zero=True))
+    y[::5] = -x[::5]  # exact cancellation
+    y[1::5] = _torch_kernels(arith.add, -x[1::5], y[1::5] * 2.0 ** -40)  # near cancellation
+    fast = OPS[op](x, y)
+    assert _same_bits(fast, _torch_kernels(OPS[op], x, y))
+
+
+@needs_compiler
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("nc", NCS)
+@_cap(10)
+@given(data=st.data())
+def test_sqrt_same_bits_as_the_torch_networks(dtype, nc, data):
+    # the torch kernels take one path for a whole tensor (the fixed one where every element
+    # is in range); the fused ones decide per element, so compare on in-range tensors
+    lo, hi = arith._sqrt_range(dtype, nc)
+    lo_e, hi_e = math.ceil(math.log2(lo)) + 1, math.floor(math.log2(hi)) - 1
+    x = data.draw(expansions(dtype, nc, min_exp=lo_e, max_exp=hi_e, shape=(48,)))
+    x = torch.where(x[..., :1] < 0, -x, x)
+    assert _same_bits(arith.sqrt(x), _torch_kernels(arith.sqrt, x))
+
+
+@needs_compiler
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("nc", NCS)
+def test_special_values_are_recomputed(dtype, nc):
+    """inf, NaN, ±0, division by zero, overflow and subnormal leading components: the
+    fused kernels flag them and the general kernels give the torch results."""
+    fi = torch.finfo(dtype)
+    lead = torch.tensor([float("inf"), -float("inf"), float("nan"), 0.0, -0.0, fi.max, fi.tiny / 4, 1.0,
+                         -3.0, fi.max / 2], dtype=dtype)
+    x = torch.zeros(len(lead), nc, dtype=dtype)
+    x[:, 0] = lead
+    y = x.flip(0).clone()
+    y[7, 0] = 0.0  # 1 / 0
+    for op, f in OPS.items():
+        got, ref = f(x, y), _torch_kernels(f, x, y)
+        assert _same_bits(got, ref), op
+    pos = x.abs()
+    assert _same_bits(arith.sqrt(pos), _torch_kernels(arith.sqrt, pos))
+    assert _same_bits(arith.sqrt(-pos), _torch_kernels(arith.sqrt, -pos))
+
+
+@needs_compiler
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("nc", NCS)
+def test_layouts_and_broadcasting(dtype, nc):
+    """Interleaved (user-made), planar (kernel outputs), strided, broadcast operands on
+    either side, and an MC scalar: the same bits as the torch networks."""
+    gen = torch.Generator().manual_seed(7)
+    base = _torch_kernels(arith.add, torch.randn(6, 5, nc, generator=gen, dtype=dtype) * 2.0 ** -30,
+                          torch.randn(6, 5, 1, generator=gen, dtype=dtype).expand(6, 5, nc) * 0
+                          + torch.randn(6, 5, nc, generator=gen, dtype=dtype))
+    planar = base.movedim(-1, 0).contiguous().movedim(0, -1)
+    interleaved = base.contiguous()
+    cases = [
+        (interleaved, interleaved.flip(0)),
+        (planar, interleaved),
+        (interleaved[:, :4:2], planar[:, 1::2]),  # strided
+        (interleaved[:1], planar),  # broadcast first operand
+        (planar, interleaved[:, :1]),  # broadcast second operand
+        (interleaved[:, :1], planar[:1]),  # (6, 1) with (1, 5): copied
+        (interleaved[0, 0], planar),  # MC scalar
+        (planar, interleaved[2, 3]),
+        (interleaved[:0], interleaved[:0]),  # empty
+    ]
+    for x, y in cases:
+        for op, f in OPS.items():
+            assert _same_bits(f(x, y), _torch_kernels(f, x, y)), (op, tuple(x.shape), tuple(y.shape))
+
+
+@needs_compiler
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_thread_split(dtype, monkeypatch):
+    """Large tensors are split over torch's threads: chunks land where they belong."""
+    nc = 3
+    n = 5 * native._CHUNK + 17
+    gen = torch.Generator().manual_seed(3)
+    x = arith.add(torch.randn(n, nc, generator=gen, dtype=dtype), torch.randn(n, nc, generator=gen, dtype=dtype))
+    y = arith.add(torch.randn(n, nc, generator=gen, dtype=dtype), torch.randn(n, nc, generator=gen, dtype=dtype))
+    old = torch.get_num_threads()
+    try:
+        torch.set_num_threads(3)
+        threaded = [arith.mul(x, y), arith.div(x, y), arith.sub(x, y[:1])]
+        torch.set_num_threads(1)
+        single = [arith.mul(x, y), arith.div(x, y), arith.sub(x, y[:1])]
+    finally:
+        torch.set_num_threads(old)
+    for a, b in zip(threaded, single):
+        assert _same_bits(a, b)
+    assert _same_bits(threaded[1], _torch_kernels(arith.div, x, y))
+
+
+@needs_compiler
+def test_not_used_under_autograd_or_for_other_configs():
+    x = torch.ones(4, 3, dtype=torch.float64, requires_grad=True)
+    assert native.add(x, x.detach(), False) is None
+    assert native.add(torch.ones(4, 2, dtype=torch.float64), torch.ones(4, 2, dtype=torch.float64), False) is None
+    assert native.add(torch.ones(4, 3, dtype=torch.float16), torch.ones(4, 3, dtype=torch.float16), False) is None
+    assert native.mul(torch.ones(4, 3), torch.ones(4, 3, dtype=torch.float64)) is None
+    assert "no native kernels" in native.status(torch.float16, 3)
+
+
+def _fresh(monkeypatch):
+    """A process state in which nothing has been loaded yet."""
+    monkeypatch.setattr(native, "_libs", {})
+
+
+def test_disabled_by_environment(monkeypatch):
+    _fresh(monkeypatch)
+    monkeypatch.setenv("HYPERMC_NATIVE", "0")
+    assert native.status(torch.float64, 3) == "disabled by HYPERMC_NATIVE"
+    x = torch.tensor([[1.0, 2.0**-60, 2.0**-120]], dtype=torch.float64)
+    assert native.add(x, x, False) is None
+    assert _same_bits(arith.add(x, x), _torch_kernels(arith.add, x, x))
+
+
+def test_no_compiler(monkeypatch):
+    _fresh(monkeypatch)
+    monkeypatch.setattr(native, "_compiler", lambda: None)
+    assert native.status(torch.float32, 4) == "no C++ compiler found (set HYPERMC_CXX)"
+    assert not native.available(torch.float32, 4)
+
+
+@needs_compiler
+def test_failed_build_is_reported(monkeypatch, tmp_path):
+    _fresh(monkeypatch)
+    monkeypatch.setenv("HYPERMC_NATIVE_CACHE", str(tmp_path))
+    monkeypatch.setattr(native, "_FLAGS", [*native._FLAGS, "-no-such-flag-hypermc"])
+    status = native.status(torch.float64, 4)
+    assert status.startswith("build or load failed:") and "no-such-flag-hypermc" in status
+    x = torch.tensor([[3.0, 2.0**-60, 0.0, 0.0]], dtype=torch.float64)
+    assert _same_bits(arith.div(x, x), _torch_kernels(arith.div, x, x))
+
+
+@needs_compiler
+def test_failed_self_check_warns_and_falls_back(monkeypatch):
+    _fresh(monkeypatch)
+    monkeypatch.setattr(native, "_self_check", lambda lib, dtype, nc: "mul")
+    with pytest.warns(RuntimeWarning, match=r"f64 nc=3 disabled: mul differs from the torch kernels"):
+        assert not native.available(torch.float64, 3)
+    assert native.status(torch.float64, 3) == "self-check failed: mul"
+
+
+@needs_compiler
+def test_self_check_catches_a_wrong_kernel(monkeypatch):
+    """The real self-check, against a library whose add is replaced by its mul."""
+    lib = native._load(torch.float64, 3)
+    assert lib is not None
+
+    class Wrong:
+        def __getattr__(self, name):
+            if name == "mc_add_f64_3":
+                mul = lib.mc_mul_f64_3
+
+                def add_as_mul(n, x, xse, xsc, y, yse, ysc, ny, sign, out, os, ok):
+                    return mul(n, x, xse, xsc, y, yse, ysc, ny, out, os, ok)
+
+                return add_as_mul
+            return getattr(lib, name)
+
+    _fresh(monkeypatch)
+    assert native._self_check(Wrong(), torch.float64, 3) == "add"
+    assert native._self_check(lib, torch.float64, 3) is None
+
+
+@needs_compiler
+@_cap(30)
+@example(n=1)
+@given(n=st.integers(1, 300))
+def test_one_call_per_op_whatever_the_size(n):
+    """The ctypes boundary: pointer arithmetic, strides and the ok mask for any length."""
+    x = torch.arange(1, n * 3 + 1, dtype=torch.float64).view(n, 3) * torch.tensor([1.0, 2.0**-60, 2.0**-120])
+    out, ok = native.mul(x, x)
+    assert bool(ok.all())
+    assert _same_bits(out, _torch_kernels(arith.mul, x, x))
+    assert isinstance(native._load(torch.float64, 3), ctypes.CDLL)
