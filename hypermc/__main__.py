@@ -230,7 +230,9 @@ def _load_graph(data: str):
 
 def _progress(args, writer: bool = True) -> bool:
     """Show progress bars: stderr is a terminal, no ``--quiet``, and this process writes."""
-    return writer and not args.quiet and sys.stderr.isatty()
+    from ._progress import show_progress
+
+    return writer and show_progress(args.quiet)
 
 
 def _emit(record: dict) -> None:

@@ -1,15 +1,21 @@
 """The one progress-bar helper of the library (tqdm on stderr, off unless asked for).
 
 Library functions take ``progress: bool`` and never decide on their own whether a
-terminal is attached; the CLI (``python -m hypermc``) and the examples turn it on when
-stderr is a terminal and ``--quiet`` is not given.
+terminal is attached; the CLI (``python -m hypermc``) and the examples pass
+:func:`show_progress` of their ``--quiet`` flag.
 """
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 from tqdm import tqdm
+
+
+def show_progress(quiet: bool) -> bool:
+    """What a command line passes as ``progress``: stderr is a terminal and no ``--quiet``."""
+    return not quiet and sys.stderr.isatty()
 
 
 def progress_bar(progress: bool, total: int | None = None, *, initial: int = 0, unit: str = "it",

@@ -408,7 +408,7 @@ def _rings(ax: Any, d_max: float) -> None:
     ax.add_patch(_circle(1.0, "0.3", 0.8))
     if not d_max > 0:
         return
-    step = _nice_step(d_max / 4)
+    step = _nice_step(d_max / 3)
     for k in range(1, int(d_max / step) + 1):
         r = MAX_RADIUS * k * step / d_max
         ax.add_patch(_circle(r, "0.75", 0.5))
@@ -421,6 +421,6 @@ def _circle(r: float, color: str, width: float) -> Any:
 
 
 def _nice_step(x: float) -> float:
-    """The smallest of 1, 2, 5 times a power of ten that is >= ``x``."""
+    """The largest of 1, 2, 5 times a power of ten that is <= ``x`` (3 to 7 rings for ``x = d_max / 3``)."""
     power = 10.0 ** math.floor(math.log10(x))
-    return next(m * power for m in (1, 2, 5, 10) if m * power >= x)
+    return next(m * power for m in (5, 2, 1) if m * power <= x)
