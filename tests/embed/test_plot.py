@@ -62,6 +62,7 @@ def test_tree_picture_file_edges_and_radii(tmp_path):
     d = PoincareBall().dist0(r["embeddings"]).approx()
     assert float(radius.max()) < 1
     assert torch.allclose(radius, plot.MAX_RADIUS * d / d.max(), rtol=1e-12, atol=1e-15)
+    assert torch.allclose(radius, plot.compressed_radii(PoincareBall(), r["embeddings"]), rtol=1e-12, atol=1e-15)
     # the levels show: every child is drawn farther out than its parent, the root at the centre
     parent, _ = spanning_tree(g)
     kids = torch.nonzero(parent >= 0).flatten()
