@@ -12,8 +12,10 @@
 
 ``train``, ``eval`` and ``construct`` end their standard output with one JSON object on one line
 (``map``, ``mean_rank``, ``seconds`` and the settings); ``train`` and ``construct`` also
-write it to ``<out>/metrics.json``. The progress bar goes to stderr and is off when stderr is not a
-terminal or with ``--quiet``.
+write it to ``<out>/metrics.json``. Every subcommand shows progress bars on stderr (training
+epochs, tree levels, evaluation chunks, WordNet synsets, exported rows); they are off when
+stderr is not a terminal or with ``--quiet``. ``train --eval-every N`` also writes
+``<out>/curve.png``; ``construct --plot PNG`` draws the construction.
 
 Under ``torchrun`` (``WORLD_SIZE`` > 1) ``train`` is data-parallel
 (:mod:`hypermc.embed.distributed`): rank 0 writes the checkpoint, ``metrics.json`` and the
@@ -123,12 +125,14 @@ def _parser() -> argparse.ArgumentParser:
     t.add_argument("--eval-sample", type=int, default=None, help="evaluate only this many source nodes")
     t.add_argument("--eval-memory-mb", type=_positive_int, default=None,
                    help="memory budget of one evaluation chunk (MiB)")
+    t.add_argument("--eval-every", type=_positive_int, default=None,
+                   help="also evaluate every N epochs (with --eval-sample): eval_history in metrics.json and "
+                        "<out>/curve.png (MAP, mean rank and loss against the epoch); default: only at the end")
     t.add_argument("--threads", type=_positive_int, default=None, help="torch.set_num_threads (>= 1)")
     t.add_argument("--device", default="cpu", choices=["cpu", "cuda", "auto"],
                    help="where training and evaluation run (auto: cuda when available)")
     t.add_argument("--fast", action="store_true",
                    help="fast update: Riemannian step in the component dtype, one exact MC move")
-    t.add_argument("--quiet", action="store_true", help="no progress bar")
     t.add_argument("--backend", default=None, choices=["gloo", "nccl"],
                    help="torch.distributed backend under torchrun (default: nccl with CUDA, else gloo)")
     t.add_argument("--dist-timeout", type=_positive_float, default=DEFAULT_TIMEOUT,
@@ -151,6 +155,9 @@ def _parser() -> argparse.ArgumentParser:
                    help="closure and tree-neighbour MAP over this many sampled source nodes (default: all)")
     k.add_argument("--seed", type=int, default=0, help="seed of --pairs / --eval-sample")
     k.add_argument("--threads", type=_positive_int, default=None, help="torch.set_num_threads (>= 1)")
+    k.add_argument("--plot", default=None, metavar="PNG",
+                   help="draw the 2-D construction to this PNG, subtrees spread by angular order "
+                        "(hypermc.embed.plot.plot_embedding with order=True); default: no picture")
 
     e = sub.add_parser("eval", help="evaluate a checkpoint; last stdout line is a JSON object")
     e.add_argument("checkpoint")
@@ -172,6 +179,8 @@ def _parser() -> argparse.ArgumentParser:
     x.add_argument("--out", required=True, help="output file")
     x.add_argument("--force", action="store_true", help="overwrite existing output files")
     for name, command in sub.choices.items():
+        command.add_argument("--quiet", action="store_true",
+                             help="no progress bar (there is none anyway when stderr is not a terminal)")
         _document(command, _EXAMPLES[name])
     return p
 
@@ -219,6 +228,13 @@ def _load_graph(data: str):
     return D.load_edges(path)
 
 
+def _progress(args, writer: bool = True) -> bool:
+    """Show progress bars: stderr is a terminal, no ``--quiet``, and this process writes."""
+    from ._progress import show_progress
+
+    return writer and show_progress(args.quiet)
+
+
 def _emit(record: dict) -> None:
     print(json.dumps(record, sort_keys=True), flush=True)
 
@@ -227,7 +243,7 @@ def _closure(args) -> int:
     from .data import wordnet_closure
 
     root = None if args.root == "all" else args.root
-    graph = wordnet_closure(root, legacy=args.legacy, wordnet_dir=args.wordnet_dir)
+    graph = wordnet_closure(root, legacy=args.legacy, wordnet_dir=args.wordnet_dir, progress=_progress(args))
     graph.to_csv(args.out)
     print(f"{graph.num_nodes} nodes, {graph.num_edges} edges, sha256 {graph.checksum()} -> {args.out}")
     return 0
@@ -260,7 +276,16 @@ def _train_run(args, parallel) -> int:
     manifold = cls() if args.manifold == "euclidean" else cls(curvature=-1.0 if args.curvature is None else args.curvature)
     writer = parallel is None or parallel.is_writer
     init = None if args.init_from is None else _init_components(args, graph, manifold)
-    progress = not args.quiet and sys.stderr.isatty() and writer
+    progress = _progress(args, writer)
+    sharded = {} if parallel is None else parallel.evaluate_kwargs()
+    evals: list[dict] = []
+
+    def evaluate_every(epoch: int, stats: dict, embeddings: torch.Tensor) -> None:
+        if epoch % args.eval_every == 0 and epoch != args.epochs:  # the last epoch is evaluated below
+            m = evaluate(manifold, embeddings, graph.edges, sample=args.eval_sample, seed=args.seed,
+                         memory_budget=_mib(args.eval_memory_mb), device=args.device, **sharded)
+            evals.append({"epoch": epoch, "map": m["map"], "mean_rank": m["mean_rank"]})
+
     result = train(
         graph, manifold, dim=args.dim, nc=args.nc, dtype=DTYPES[args.dtype], epochs=args.epochs,
         lr=args.lr, batch_size=args.batch_size, negatives=args.negatives, burnin=args.burnin,
@@ -269,12 +294,14 @@ def _train_run(args, parallel) -> int:
         lr_end_mult=args.lr_end_mult,
         checkpoint_dir=args.out, checkpoint_every=args.checkpoint_every, resume=args.resume,
         progress=progress, parallel=parallel, device=args.device, fast=args.fast, init=init,
+        callback=None if args.eval_every is None else evaluate_every,
     )
-    sharded = {} if parallel is None else parallel.evaluate_kwargs()
     metrics = evaluate(manifold, result.embeddings, graph.edges, sample=args.eval_sample, seed=args.seed,
-                       memory_budget=_mib(args.eval_memory_mb), device=args.device, **sharded)
+                       memory_budget=_mib(args.eval_memory_mb), device=args.device, progress=progress, **sharded)
     if not writer:
         return 0
+    if args.eval_every is not None:
+        evals.append({"epoch": result.epoch, "map": metrics["map"], "mean_rank": metrics["mean_rank"]})
     record = {
         "map": metrics["map"],
         "mean_rank": metrics["mean_rank"],
@@ -291,6 +318,13 @@ def _train_run(args, parallel) -> int:
         "threads": torch.get_num_threads(),
         **{k: v for k, v in result.config.items() if k not in ("epochs",)},
     }
+    if args.eval_every is not None:
+        from .embed.plot import plot_curve
+
+        record["eval_history"] = evals
+        record["curve"] = str(Path(args.out) / "curve.png")
+        plot_curve([*result.history, *evals], record["curve"],
+                   title=f"{args.data}: {args.manifold} dim {args.dim}, nc {args.nc or 'plain'}, {args.dtype}")
     _write_metrics(args.out, record)
     _emit(record)
     return 0
@@ -337,17 +371,23 @@ def _construct(args) -> int:
 
     if args.threads:
         torch.set_num_threads(args.threads)
+    if args.plot is not None and args.dim != 2:
+        raise ValueError(f"--plot draws 2-D constructions only; got --dim {args.dim} (drop --plot or pass --dim 2)")
+    if args.plot is not None and not args.plot.lower().endswith(".png"):
+        raise ValueError(f"--plot: expected a file name ending in .png, got {args.plot!r}")
     graph = _load_graph(args.data)
     _check_out(args, True, resumable=False)
     manifold = MANIFOLDS[args.manifold]()
+    progress = _progress(args)
     start = time.perf_counter()
     result = embed_tree(graph, manifold, dim=args.dim, nc=args.nc, dtype=DTYPES[args.dtype],
-                        epsilon=args.epsilon, tau=args.tau)
+                        epsilon=args.epsilon, tau=args.tau, progress=progress)
     seconds = time.perf_counter() - start
     path = save_construction(Path(args.out) / CHECKPOINT_NAME, result, graph, manifold,
                              epsilon=args.epsilon, seconds=seconds)
     dist = distortion(result["embeddings"], graph, manifold, pairs=args.pairs or "all", tau=result["tau"],
-                      seed=args.seed, closure_sample=args.eval_sample, tree_sample=args.eval_sample)
+                      seed=args.seed, closure_sample=args.eval_sample, tree_sample=args.eval_sample,
+                      progress=progress)
     record = {
         "map": dist["closure_map"],
         "mean_rank": dist["closure_mean_rank"],
@@ -372,6 +412,12 @@ def _construct(args) -> int:
         "checkpoint": path,
         "threads": torch.get_num_threads(),
     }
+    if args.plot is not None:
+        from .embed.plot import plot_embedding
+
+        plot_embedding(manifold, result["embeddings"], graph, args.plot, order=True,
+                       title=f"{args.data}: construction, {args.manifold}, tau {result['tau']:.4g}, nc {result['nc']}")
+        record["plot"] = args.plot
     _write_metrics(args.out, record)
     _emit(record)
     return 0
@@ -385,7 +431,8 @@ def _eval(args) -> int:
     ckpt = load_checkpoint(args.checkpoint)
     graph = ckpt["graph"]
     metrics = evaluate(ckpt["manifold"], ckpt["embeddings"], graph.edges, sample=args.sample, seed=args.seed,
-                       chunk_size=args.chunk_size, memory_budget=_mib(args.memory_mb), device=args.device)
+                       chunk_size=args.chunk_size, memory_budget=_mib(args.memory_mb), device=args.device,
+                       progress=_progress(args))
     history = ckpt["history"]
     record = {
         "map": metrics["map"],
@@ -434,7 +481,7 @@ def _export(args) -> int:
         if targets[0].suffix != ".npy":  # np.save appends .npy to names without it
             Path(str(targets[0]) + ".npy").replace(targets[0])
     else:
-        _write_tsv(out, names, coords, components)
+        _write_tsv(out, names, coords, components, _progress(args))
     _emit({"format": args.format, "out": [str(t) for t in targets], "nodes": len(names),
            "dim": int(components.shape[1]), "nc": int(components.shape[2]), "checkpoint": str(ckpt_path)})
     return 0
@@ -447,8 +494,10 @@ def _nearest_float64(components: torch.Tensor) -> torch.Tensor:
     return MCTensor.from_components(components.to(torch.float64)).approx()
 
 
-def _write_tsv(out: Path, names: list[str], coords: torch.Tensor, components: torch.Tensor) -> None:
+def _write_tsv(out: Path, names: list[str], coords: torch.Tensor, components: torch.Tensor, progress: bool) -> None:
     import mpmath
+
+    from ._progress import progress_bar
 
     dim, nc = components.shape[1], components.shape[2]
     header = ["name", *(f"x{i}" for i in range(dim))]
@@ -459,12 +508,14 @@ def _write_tsv(out: Path, names: list[str], coords: torch.Tensor, components: to
         header += [f"x{i}_exact" for i in range(dim)]
     rows = ["\t".join(header)]
     values = components.to(torch.float64).tolist()
-    for name, row, parts in zip(names, coords.tolist(), values):
-        cells = [name, *(repr(v) for v in row)]
-        if exact_digits is not None:
-            with mpmath.workprec(2200):
-                cells += [mpmath.nstr(mpmath.fsum(mpmath.mpf(c) for c in coord), exact_digits) for coord in parts]
-        rows.append("\t".join(cells))
+    with progress_bar(progress, len(names), unit="row", desc="export") as bar:
+        for name, row, parts in zip(names, coords.tolist(), values):
+            cells = [name, *(repr(v) for v in row)]
+            if exact_digits is not None:
+                with mpmath.workprec(2200):
+                    cells += [mpmath.nstr(mpmath.fsum(mpmath.mpf(c) for c in coord), exact_digits) for coord in parts]
+            rows.append("\t".join(cells))
+            bar.update(1)
     tmp = out.with_name(out.name + ".tmp")
     tmp.write_text("\n".join(rows) + "\n", encoding="utf-8")
     tmp.replace(out)

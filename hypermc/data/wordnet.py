@@ -41,6 +41,7 @@ from typing import Any
 
 import torch
 
+from .._progress import progress_bar
 from .edges import load_edges
 from .graph import Graph
 
@@ -134,6 +135,7 @@ def wordnet_closure(
     wordnet_dir: str | os.PathLike[str] | None = None,
     legacy: bool = False,
     cache_dir: str | os.PathLike[str] | None = None,
+    progress: bool = False,
 ) -> Graph:
     """Transitive closure of the WordNet noun hierarchy, child -> ancestor.
 
@@ -167,6 +169,8 @@ def wordnet_closure(
         wordnet_dir: WordNet dict directory to read instead of searching.
         legacy: add :data:`LEGACY_MAMMAL_EDGE` (only with ``root="mammal.n.01"``).
         cache_dir: cache directory; default ``$HYPERMC_CACHE`` or ``~/.cache/hypermc``.
+        progress: show a tqdm bar over the noun synsets while the all-noun closure is
+            built (on stderr; a cached closure loads without one).
 
     Returns:
         Graph: deterministic ids and edges (independent of hash seed and run).
@@ -207,7 +211,7 @@ def wordnet_closure(
     if nouns_file.exists():
         nouns = load_edges(nouns_file)
     else:
-        nouns = _build_noun_closure(source, cache)
+        nouns = _build_noun_closure(source, cache, progress)
         _write_atomic(nouns, nouns_file)
     if root is None:
         return nouns
@@ -321,17 +325,18 @@ def _noun_closure_pairs(
     return edges
 
 
-def _build_noun_closure(source: _Source, cache: Path) -> Graph:
+def _build_noun_closure(source: _Source, cache: Path, progress: bool = False) -> Graph:
     """Read the direct noun relations through nltk and close them."""
     hypernyms: dict[str, list[str]] = {}
     instance_hypernyms: dict[str, list[str]] = {}
     instances: list[str] = []
-    with _wordnet_reader(source, cache) as reader:
+    with _wordnet_reader(source, cache) as reader, progress_bar(progress, unit="synset", desc="closure") as bar:
         for synset in reader.all_synsets("n"):
             name = synset.name()
             hypernyms[name] = [h.name() for h in synset.hypernyms()]
             instance_hypernyms[name] = [h.name() for h in synset.instance_hypernyms()]
             instances.extend(i.name() for i in synset.instance_hyponyms())
+            bar.update(1)
     return Graph.from_pairs(_noun_closure_pairs(hypernyms, instance_hypernyms, instances))
 
 

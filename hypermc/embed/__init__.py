@@ -6,6 +6,8 @@
   source nodes (no ``N x N`` tensor).
 * :class:`NegativeSampler`, :class:`AliasTable` -- the vectorised sampler.
 * :func:`batch_distance` -- the batched distances both use.
+* :mod:`hypermc.embed.plot` -- PNG pictures of 2-D embeddings and training curves
+  (imported on its own: ``import hypermc.embed`` does not load matplotlib).
 
 Library functions only: no printing, no argument parsing (the CLI is
 ``python -m hypermc``).

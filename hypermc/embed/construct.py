@@ -34,6 +34,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from .._progress import progress_bar
 from ..mcf import MCTensor, mc
 from .evaluate import evaluate
 
@@ -241,7 +242,7 @@ def _gyration(a: MCTensor, b: MCTensor, z: MCTensor) -> MCTensor:
 
 def embed_tree(graph: Any, manifold: Any = None, *, dim: int = 2, nc: int | str = "auto",
                dtype: torch.dtype = torch.float64, epsilon: float | None = None,
-               tau: float | None = None) -> dict:
+               tau: float | None = None, progress: bool = False) -> dict:
     """Embed the spanning tree of ``graph`` with every edge of hyperbolic length ``tau``.
 
     Args:
@@ -255,6 +256,7 @@ def embed_tree(graph: Any, manifold: Any = None, *, dim: int = 2, nc: int | str 
         dtype: component dtype.
         epsilon: target distortion ``1 + epsilon`` (sets ``tau`` via :func:`tau_for_epsilon`).
         tau: the edge length (exactly one of ``epsilon`` / ``tau``).
+        progress: show a tqdm bar over the tree levels (on stderr).
 
     Returns:
         dict with ``embeddings`` (MCTensor ``(N, dim)`` or ``(N, dim + 1)`` for Lorentz),
@@ -337,42 +339,44 @@ def embed_tree(graph: Any, manifold: Any = None, *, dim: int = 2, nc: int | str 
     first[1:] = sorted_par[1:] != sorted_par[:-1]
     start = torch.cummax(torch.where(first, torch.arange(n), torch.zeros(n, dtype=torch.int64)), 0).values
     rank[order] = torch.arange(n) - start
-    for level in range(1, max_depth + 1):
-        # Level ``level`` is computed with the components its radius needs (the rule of
-        # bits_needed at depth ``level``), not all ``nc``: the parents are exact in it
-        # (they were rounded to fewer components), so every edge still has length tau
-        # to p bits, and shallow levels of a deep tree cost far less.
-        k = min(nc, components_needed(tau, level, dtype))
-        kids = torch.nonzero(depth == level).flatten()
-        par = parent[kids]
-        xv = MCTensor(comps[par][..., :k])
-        has_gp = parent[par] >= 0
-        dvec = back[par]
-        j = rank[kids] + has_gp.long()  # slot 0 is the parent's direction
-        m = slots[par].to(torch.float64)
-        if dim == 2:
-            ang = 2 * math.pi * j.to(torch.float64) / m
-            base = torch.stack([torch.cos(ang), torch.sin(ang)], dim=-1)
-        else:
-            base = table[j]
-        w = torch.zeros_like(dvec)
-        w[:, 0] = 1.0
-        w = w - dvec
-        wn = w.norm(dim=-1, keepdim=True)
-        w = torch.where(wn > 0, w / wn.clamp(min=1e-300), torch.zeros_like(w))
-        u = base - 2 * w * (base * w).sum(-1, keepdim=True)
-        um = mc(u.to(dtype), nc=k)
-        um = um / torch.sqrt((um * um).sum(-1, keepdim=True))
-        et = mc(torch.tensor(e, dtype=dtype), nc=k)
-        t = (1 - et) / (1 + et)
-        w = t * um
-        child = _mobius_add(xv, w)
-        comps[kids, :, :k] = child.components
-        # seen from the child, the parent lies at (-(x (+) w)) (+) x = -gyr[x, w] w: a
-        # rotation of -w, with no cancellation (the direct Mobius difference of the two
-        # stored points cancels to ~e^-2r and lost the direction past radius ~300)
-        g = _gyration(xv, w, w).approx().to(torch.float64)
-        back[kids] = -g / g.norm(dim=-1, keepdim=True)
+    with progress_bar(progress, max_depth, unit="level", desc="construct") as bar:
+        for level in range(1, max_depth + 1):
+            # Level ``level`` is computed with the components its radius needs (the rule of
+            # bits_needed at depth ``level``), not all ``nc``: the parents are exact in it
+            # (they were rounded to fewer components), so every edge still has length tau
+            # to p bits, and shallow levels of a deep tree cost far less.
+            k = min(nc, components_needed(tau, level, dtype))
+            kids = torch.nonzero(depth == level).flatten()
+            par = parent[kids]
+            xv = MCTensor(comps[par][..., :k])
+            has_gp = parent[par] >= 0
+            dvec = back[par]
+            j = rank[kids] + has_gp.long()  # slot 0 is the parent's direction
+            m = slots[par].to(torch.float64)
+            if dim == 2:
+                ang = 2 * math.pi * j.to(torch.float64) / m
+                base = torch.stack([torch.cos(ang), torch.sin(ang)], dim=-1)
+            else:
+                base = table[j]
+            w = torch.zeros_like(dvec)
+            w[:, 0] = 1.0
+            w = w - dvec
+            wn = w.norm(dim=-1, keepdim=True)
+            w = torch.where(wn > 0, w / wn.clamp(min=1e-300), torch.zeros_like(w))
+            u = base - 2 * w * (base * w).sum(-1, keepdim=True)
+            um = mc(u.to(dtype), nc=k)
+            um = um / torch.sqrt((um * um).sum(-1, keepdim=True))
+            et = mc(torch.tensor(e, dtype=dtype), nc=k)
+            t = (1 - et) / (1 + et)
+            w = t * um
+            child = _mobius_add(xv, w)
+            comps[kids, :, :k] = child.components
+            # seen from the child, the parent lies at (-(x (+) w)) (+) x = -gyr[x, w] w: a
+            # rotation of -w, with no cancellation (the direct Mobius difference of the two
+            # stored points cancels to ~e^-2r and lost the direction past radius ~300)
+            g = _gyration(xv, w, w).approx().to(torch.float64)
+            back[kids] = -g / g.norm(dim=-1, keepdim=True)
+            bar.update(1)
     emb = MCTensor(comps)
     if isinstance(manifold, PoincareHalfspace):
         emb = convert.ball_to_halfspace(emb)
@@ -474,7 +478,7 @@ def _pair_dist(comps: torch.Tensor, a: torch.Tensor, i: torch.Tensor, j: torch.T
 def distortion(emb: torch.Tensor, graph: Any, manifold: Any = None, *, pairs: str | int = "all",
                tau: float | None = None, seed: int = 0, chunk: int = 200_000,
                closure_sample: int | None = None, tree_sample: int | None = None,
-               maps: bool = True) -> dict:
+               maps: bool = True, progress: bool = False) -> dict:
     """Average and worst-case distortion of ``emb`` against spanning-tree distances.
 
     ``D_avg`` is the mean over pairs of ``|d_H / (s d_T) - 1|`` with ``s = tau`` (or, when
@@ -495,6 +499,7 @@ def distortion(emb: torch.Tensor, graph: Any, manifold: Any = None, *, pairs: st
         tree_sample: the same for the tree-neighbour MAP (a big tree: every source costs
             one distance to each of the ``N`` nodes).
         maps: ``False`` skips both MAP evaluations (their keys are then absent).
+        progress: show tqdm bars over the pair chunks and the evaluation chunks (on stderr).
 
     Returns:
         dict with ``d_avg``, ``d_wc``, ``num_pairs``, ``sampled_sources`` (None or "k of n"),
@@ -538,11 +543,13 @@ def distortion(emb: torch.Tensor, graph: Any, manifold: Any = None, *, pairs: st
     keep = src < sj if sampled is None else np.ones(src.size, dtype=bool)
     src, sj, dtv = src[keep], sj[keep], dt[si[keep], sj[keep]]
     ratios = []
-    for s in range(0, src.size, chunk):
-        i = torch.from_numpy(src[s:s + chunk])
-        j = torch.from_numpy(sj[s:s + chunk])
-        dh = _pair_dist(comps, a, i, j)
-        ratios.append(dh / torch.from_numpy(dtv[s:s + chunk]))
+    with progress_bar(progress, -(-src.size // chunk), unit="chunk", desc="distortion") as bar:
+        for s in range(0, src.size, chunk):
+            i = torch.from_numpy(src[s:s + chunk])
+            j = torch.from_numpy(sj[s:s + chunk])
+            dh = _pair_dist(comps, a, i, j)
+            ratios.append(dh / torch.from_numpy(dtv[s:s + chunk]))
+            bar.update(1)
     r = torch.cat(ratios)
     if not bool(torch.isfinite(r).all()):
         raise ValueError("emb: non-finite hyperbolic distances (points on or outside the boundary)")
@@ -553,8 +560,9 @@ def distortion(emb: torch.Tensor, graph: Any, manifold: Any = None, *, pairs: st
         return out
     m = _manifold_or_ball(manifold)
     tree_edges = torch.stack([torch.from_numpy(kids), parent[kids]], dim=1)
-    tree = evaluate(m, emb, torch.cat([tree_edges, tree_edges.flip(1)]), sample=tree_sample, seed=seed)
-    closure = evaluate(m, emb, graph.edges, sample=closure_sample, seed=seed)
+    tree = evaluate(m, emb, torch.cat([tree_edges, tree_edges.flip(1)]), sample=tree_sample, seed=seed,
+                    progress=progress)
+    closure = evaluate(m, emb, graph.edges, sample=closure_sample, seed=seed, progress=progress)
     return {**out, "tree_map": tree["map"], "tree_mean_rank": tree["mean_rank"],
             "tree_sampled_sources": tree["sampled_sources"],
             "closure_map": closure["map"], "closure_mean_rank": closure["mean_rank"],

@@ -41,6 +41,7 @@ from typing import Callable
 
 import torch
 
+from .._progress import progress_bar
 from ..manifolds.base import Manifold
 from .distance import batch_distance, components_of
 
@@ -116,6 +117,7 @@ def evaluate(
     reduce: Callable[[torch.Tensor], torch.Tensor] | None = None,
     shard: tuple[int, int] = (0, 1),
     device: str | torch.device | None = None,
+    progress: bool = False,
 ) -> dict:
     """Reconstruction MAP and mean rank (semantics in the module docstring).
 
@@ -139,6 +141,7 @@ def evaluate(
             and edges are copied there; the sample of sources is drawn on the CPU, so
             it is the same on every device. The memory budget then bounds the device
             memory of one chunk.
+        progress: show a tqdm bar over the chunks (on stderr).
 
     Returns:
         dict with ``map``, ``mean_rank`` (floats), ``num_sources`` and ``num_edges``
@@ -191,7 +194,9 @@ def evaluate(
     sums = torch.zeros(3, dtype=torch.float64, device=dev)
     cache: dict = {}  # per-row quantities shared by the chunks
     index, count = shard
-    with torch.no_grad():
+    num_chunks = -(-int(sources.numel()) // chunk_size)
+    with torch.no_grad(), progress_bar(progress, len(range(index, num_chunks, count)), unit="chunk",
+                                       desc="evaluate") as bar:
         for i, lo in enumerate(range(0, int(sources.numel()), chunk_size)):
             if i % count != index:
                 continue
@@ -200,6 +205,7 @@ def evaluate(
             sums[0] += ap.sum()
             sums[1] += ranks.sum()
             sums[2] += ranks.numel()
+            bar.update(1)
     sums = sums.cpu()
     if reduce is not None:
         sums = reduce(sums)

@@ -55,6 +55,7 @@ from typing import Any, Callable
 
 import torch
 
+from .._progress import progress_bar
 from ..data.graph import Graph
 from ..manifolds import Euclidean, Lorentz, PoincareBall, PoincareHalfspace
 from ..manifolds.base import Manifold
@@ -377,7 +378,7 @@ def train(
     written = None
     if parallel is not None:
         parallel.start(config, state.comps, gen)
-    bar = _progress(progress and writer, start_epoch, epochs)
+    bar = progress_bar(progress and writer, epochs, initial=start_epoch, unit="epoch", desc="train")
     try:
         for epoch in range(start_epoch, epochs):
             in_burnin = epoch < burnin
@@ -385,9 +386,8 @@ def train(
             history.append(stats)
             if parallel is not None:
                 parallel.check_replicas(state.comps, gen, epoch + 1)
-            if bar is not None:
-                bar.update(1)
-                bar.set_postfix(loss=f"{stats['loss']:.4f}", refresh=False)
+            bar.update(1)
+            bar.set_postfix(loss=f"{stats['loss']:.4f}", refresh=False)
             last = epoch + 1 == epochs
             if ckpt_path is not None and (last or (checkpoint_every and (epoch + 1) % checkpoint_every == 0)):
                 save_checkpoint(ckpt_path, state, epoch + 1, history)
@@ -395,8 +395,7 @@ def train(
             if callback is not None:
                 callback(epoch + 1, stats, table.detach())
     finally:
-        if bar is not None:
-            bar.close()
+        bar.close()
     if ckpt_path is not None and written is None and start_epoch >= epochs:
         save_checkpoint(ckpt_path, state, start_epoch, history)
         written = str(ckpt_path)
@@ -473,14 +472,6 @@ def epoch_lr(config: dict, epoch: int) -> float:
     span = config["epochs"] - 1 - config["burnin"]
     f = 1.0 if span <= 0 else min(1.0, (epoch - config["burnin"]) / span)
     return lr * (1.0 - f * (1.0 - config["lr_end_mult"]))
-
-
-def _progress(progress: bool, start: int, total: int):
-    if not progress:
-        return None
-    from tqdm import tqdm
-
-    return tqdm(total=total, initial=start, unit="epoch", dynamic_ncols=True, leave=False)
 
 
 class _State:

@@ -278,3 +278,94 @@ def test_export_of_a_missing_checkpoint_is_one_line(tmp_path, capsys):
     err = capsys.readouterr().err
     assert err.startswith("hypermc: error: load_checkpoint: no checkpoint at") and err.count("\n") == 1
     assert not (tmp_path / "x.tsv").exists()
+
+
+def _toy_run(tmp_path, capsys):
+    """A 2-epoch training run of a small tree (the smallest real run): (csv, run directory)."""
+    csv = tmp_path / "toy.csv"
+    tree_closure(2, 2).to_csv(csv)
+    run = tmp_path / "run"
+    assert main(["train", "--data", str(csv), "--epochs", "2", "--batch-size", "8", "--burnin", "1",
+                 "--out", str(run), "--quiet"]) == 0
+    capsys.readouterr()
+    return csv, run
+
+
+def _invocations(tmp_path, csv, run):
+    return {
+        "closure": ["closure", "--root", "r", "--out", str(tmp_path / "c.csv")],
+        "train": ["train", "--data", str(csv), "--epochs", "2", "--batch-size", "8", "--out", str(tmp_path / "t")],
+        "construct": ["construct", "--data", str(csv), "--tau", "4", "--out", str(tmp_path / "k")],
+        "eval": ["eval", str(run / "checkpoint.pt")],
+        "export": ["export", "--ckpt", str(run), "--out", str(tmp_path / "e.tsv")],
+    }
+
+
+@pytest.mark.parametrize("command", ["closure", "train", "construct", "eval", "export"])
+def test_progress_bars_on_a_terminal_unless_quiet(command, tmp_path, capsys, monkeypatch):
+    """Every subcommand: a bar on stderr when it is a terminal, none with --quiet or without a terminal."""
+    csv, run = _toy_run(tmp_path, capsys)
+    asked = []
+
+    def closure(root, progress=False, **kw):
+        asked.append(progress)
+        if progress:  # the real one shows a bar only while it builds the all-noun closure
+            from hypermc._progress import progress_bar
+
+            with progress_bar(True, 1, unit="synset", desc="closure") as bar:
+                bar.update(1)
+        return tree_closure(1, 2)
+
+    monkeypatch.setattr(hypermc.data, "wordnet_closure", closure)
+    args = _invocations(tmp_path, csv, run)[command]
+    desc = {"closure": "closure", "train": "train", "construct": "construct", "eval": "evaluate",
+            "export": "export"}[command]
+    assert main([*args, "--force"] if command in ("train", "construct", "export") else args) == 0
+    assert "%|" not in capsys.readouterr().err  # capsys's stderr is not a terminal: no bar
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: True)
+    assert main([*args, "--force"] if command in ("train", "construct", "export") else args) == 0
+    out, err = capsys.readouterr()
+    assert f"{desc}: " in err and "%|" in err
+    assert "%|" not in out  # the result line stays clean
+    assert main([*args, "--force", "--quiet"] if command in ("train", "construct", "export") else [*args, "--quiet"]) == 0
+    assert "%|" not in capsys.readouterr().err
+    if command == "closure":
+        assert asked == [False, True, False]
+
+
+def test_construct_plot(tmp_path, capsys):
+    csv = tmp_path / "toy.csv"
+    tree_closure(3, 3).to_csv(csv)
+    png = tmp_path / "tree.png"
+    assert main(["construct", "--data", str(csv), "--tau", "8", "--out", str(tmp_path / "c"), "--plot", str(png),
+                 "--quiet"]) == 0
+    rec = _last_json(capsys.readouterr().out)
+    assert rec["plot"] == str(png) and png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 10_000
+    assert main(["construct", "--data", str(csv), "--tau", "8", "--dim", "3", "--out", str(tmp_path / "d"),
+                 "--plot", str(png)]) == 2
+    assert "--plot draws 2-D constructions only; got --dim 3" in capsys.readouterr().err
+    assert main(["construct", "--data", str(csv), "--tau", "8", "--out", str(tmp_path / "d"),
+                 "--plot", str(tmp_path / "tree.svg")]) == 2
+    assert "--plot: expected a file name ending in .png, got" in capsys.readouterr().err
+    assert not (tmp_path / "d").exists()  # refused before anything was written
+
+
+def test_train_eval_every_writes_the_curve(tmp_path, capsys):
+    csv = tmp_path / "toy.csv"
+    tree_closure(2, 2).to_csv(csv)
+    run = tmp_path / "run"
+    assert main(["train", "--data", str(csv), "--epochs", "5", "--batch-size", "8", "--burnin", "1",
+                 "--eval-every", "2", "--out", str(run), "--quiet"]) == 0
+    rec = _last_json(capsys.readouterr().out)
+    assert [e["epoch"] for e in rec["eval_history"]] == [2, 4, 5]
+    assert rec["eval_history"][-1]["map"] == rec["map"] and rec["eval_history"][-1]["mean_rank"] == rec["mean_rank"]
+    assert all(0 < e["map"] <= 1 and e["mean_rank"] >= 1 for e in rec["eval_history"])
+    assert rec["curve"] == str(run / "curve.png")
+    assert (run / "curve.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert json.loads((run / "metrics.json").read_text())["eval_history"] == rec["eval_history"]
+    with pytest.raises(SystemExit):
+        main(["train", "--data", str(csv), "--eval-every", "0", "--out", str(tmp_path / "x")])
+    # without --eval-every: no curve, no eval_history
+    assert main(["train", "--data", str(csv), "--epochs", "1", "--out", str(tmp_path / "y"), "--quiet"]) == 0
+    assert "eval_history" not in _last_json(capsys.readouterr().out)
+    assert not (tmp_path / "y" / "curve.png").exists()
