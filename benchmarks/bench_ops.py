@@ -18,6 +18,9 @@ Native and MC calls alternate after a warm-up, so a change of machine load affec
 the table shows the medians of the wall-clock times, their ratio, and the issue's target
 for 2-component float32 (add <= 25x, mul <= 20x, div <= 40x, exp <= 80x native float32).
 ``--cpu-time`` adds the ratio of process CPU times (more robust on a shared machine).
+``--torch-networks`` adds the column *nets*: the same MC call with the fused kernels of
+``hypermc.mcf.native`` bypassed (float32/float64, nc = 3/4 on the CPU use them otherwise;
+same bits either way), as a ratio to native.
 ``--count-ops`` adds the number of elementwise aten kernels one MC call launches (ops on
 tensors of the input's size, counted with a ``TorchDispatchMode``; views, scalars and
 reductions to a scalar are not counted): the eager cost model is about one memory pass
@@ -28,6 +31,7 @@ Usage::
     python benchmarks/bench_ops.py                       # full table
     python benchmarks/bench_ops.py --quick               # fewer repeats, 1000x1000 only
     python benchmarks/bench_ops.py --ops add --dtypes float32 --nc 2 --sizes 4M
+    python benchmarks/bench_ops.py --quick --threads 1 --dtypes float64 --nc 3 4 --torch-networks
 """
 
 from __future__ import annotations
@@ -46,7 +50,7 @@ try:  # run as a script (benchmarks/ on sys.path) or as a module
     import mctensor_reference as mcref
 except ImportError:  # pragma: no cover
     from benchmarks import mctensor_reference as mcref
-from hypermc.mcf import arith
+from hypermc.mcf import arith, native as fused
 from hypermc.mcf.eft import float_format, pack
 
 SIZES: dict[str, tuple[int, ...]] = {"1000x1000": (1000, 1000), "4M": (4_000_000,)}
@@ -67,8 +71,13 @@ def parse_size(name: str) -> tuple[int, ...]:
 DTYPES = {"float32": torch.float32, "float64": torch.float64}
 ARITH_OPS = ["add", "mul", "div", "sqrt"]
 ELEMENTARY_OPS = ["exp", "log"]
-# 2-component float32 targets from the issue: MC time / native float32 time
-TARGETS = {"add": 25, "mul": 20, "div": 40, "exp": 80}
+# Targets (MC time / native time of the component dtype): 2-component float32 from the
+# first speed issue, 3 and 4 components float64 from issue 16 (one thread, 1000x1000).
+TARGETS = {("add", "float32", 2): 25, ("mul", "float32", 2): 20, ("div", "float32", 2): 40,
+           ("exp", "float32", 2): 80,
+           ("add", "float64", 3): 40, ("mul", "float64", 3): 40, ("div", "float64", 3): 100,
+           ("sqrt", "float64", 3): 100, ("exp", "float64", 3): 150, ("log", "float64", 3): 150,
+           ("add", "float64", 4): 80, ("mul", "float64", 4): 100, ("div", "float64", 4): 250}
 
 
 def elementary_module():
@@ -204,6 +213,8 @@ def main(argv: list[str] | None = None) -> None:
                         help="seconds per case; fewer repeats (>= 3) for slow kernels")
     parser.add_argument("--threads", type=int, default=None, help="torch.set_num_threads")
     parser.add_argument("--cpu-time", action="store_true", help="also print the CPU-time ratio")
+    parser.add_argument("--torch-networks", action="store_true",
+                        help="also time MC with the fused nc=3/4 kernels bypassed (column nets)")
     parser.add_argument("--count-ops", action="store_true",
                         help="also print the number of elementwise kernels per MC call")
     parser.add_argument("--quick", action="store_true", help="5 repeats, 1000x1000 only")
@@ -223,13 +234,16 @@ def main(argv: list[str] | None = None) -> None:
     if el is None:
         print("exp/log skipped: hypermc.mcf.elementary does not exist yet")
     ops = [op for op in args.ops if op in all_ops]
+    print(f"fused nc=3/4 CPU kernels: float64 nc=3 {fused.status(torch.float64, 3)}, "
+          f"float32 nc=3 {fused.status(torch.float32, 3)}")
     print(f"device {args.device}; ref = original MCTensor algorithms "
           "(benchmarks/mctensor_reference.py), vs ref = MC / ref")
     head = (f"{'op':<5} {'dtype':<8} {'nc':>2} {'size':<10} {'native':>9} {'MC':>10} {'ratio':>8}"
             f" {'ref':>10} {'ref ratio':>9} {'vs ref':>7}")
     head += f" {'cpu ratio':>9}" if args.cpu_time else ""
+    head += f" {'nets':>8}" if args.torch_networks else ""
     head += f" {'kernels':>7}" if args.count_ops else ""
-    head += "  target (fp32 nc=2)"
+    head += "  target"
     print(head)
     print("-" * len(head))
     for op in ops:
@@ -250,14 +264,31 @@ def main(argv: list[str] | None = None) -> None:
                                  f" {r['mc'] / r['ref']:>6.2f}x")
                     if args.cpu_time:
                         line += f" {r['cpu_ratio']:>8.1f}x"
+                    if args.torch_networks:
+                        line += f" {_bypassed(mc, args) / r['native']:>7.1f}x"
                     if args.count_ops:
                         _, small_mc, _ = make_case(op, (4096,), nc, dtype, gen, el, args.device)
                         line += f" {count_kernels(small_mc, 4096):>7d}"
-                    if dtype == torch.float32 and nc == 2 and op in TARGETS:
-                        ok = "ok" if r["ratio"] <= TARGETS[op] else "MISSED"
-                        line += f"  <= {TARGETS[op]}x {ok}"
+                    target = TARGETS.get((op, dname, nc))
+                    if target is not None:
+                        line += f"  <= {target}x {'ok' if r['ratio'] <= target else 'MISSED'}"
                     print(line, flush=True)
                     del native, mc, ref
+
+
+def _bypassed(mc: Callable, args) -> float:
+    """Median time of ``mc()`` with the fused kernels bypassed (a few runs: it is slow)."""
+    fused._bypass.on = True
+    try:
+        mc()
+        times = []
+        for _ in range(3):
+            t0 = time.perf_counter()
+            mc()
+            times.append(time.perf_counter() - t0)
+    finally:
+        fused._bypass.on = False
+    return statistics.median(times)
 
 
 if __name__ == "__main__":

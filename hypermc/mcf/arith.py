@@ -243,7 +243,7 @@ def _add_fixed(x: torch.Tensor, y: torch.Tensor, subtract: bool) -> torch.Tensor
     elements that fail the check go through :func:`_add_general`)."""
     res = native.add(x, y, subtract)
     if res is not None:
-        return fixed.patch(*res, lambda a, b: _add_general(a, b, subtract), x, y)
+        return res.patched(lambda a, b: _add_general(a, b, subtract), x, y)
     xs, ys = unpack(x), unpack(y)
     if subtract:
         ys = [-t for t in ys]
@@ -400,7 +400,7 @@ def add_float(x: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     if fixed.applies(x.dtype, nc):
         res = native.add(x, b.unsqueeze(-1), False)
         if res is not None:
-            return fixed.patch(*res, _add_float_general, x, b.unsqueeze(-1))
+            return res.patched(_add_float_general, x, b.unsqueeze(-1))
         xs = unpack(x)
         out = fixed.renorm_levels(fixed.add_levels(xs, [b], nc), nc)
         ok = fixed.normalised(out, torch.maximum(xs[0].abs(), b.abs()))
@@ -452,7 +452,7 @@ def mul(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         if fixed.applies(x.dtype, nc):
             res = native.mul(x, y)
             if res is not None:
-                return fixed.patch(*res, _mul_general, x, y)
+                return res.patched(_mul_general, x, y)
             out = fixed.renorm_levels(_product_levels(xs, ys, nc), nc)
             return fixed.patch(out, fixed.normalised(out), _mul_general, x, y)
         return _mul_general(x, y)
@@ -609,7 +609,7 @@ def mul_float(x: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
         if fixed.applies(x.dtype, nc):
             res = native.mul(x, b.unsqueeze(-1))
             if res is not None:
-                return fixed.patch(*res, _mul_general, x, b.unsqueeze(-1))
+                return res.patched(_mul_general, x, b.unsqueeze(-1))
             out = fixed.renorm_levels(_product_levels(xs, [b], nc), nc)
             return fixed.patch(out, fixed.normalised(out), _mul_general, x, b.unsqueeze(-1))
         return _mul_general(x, b.unsqueeze(-1))
@@ -672,7 +672,7 @@ def _long_division(x: torch.Tensor, y: torch.Tensor, nc: int, *, use_native: boo
     if use_native and fixed.applies(x.dtype, nc) and _dw_fma(x):
         res = native.div(x, y)
         if res is not None:
-            return fixed.patch(*res, lambda a, b: _long_division(a, b, nc, use_native=False), x, y)
+            return res.patched(lambda a, b: _long_division(a, b, nc, use_native=False), x, y)
     x, y = torch.broadcast_tensors(x, y)
     ex = torch.frexp(x[..., 0]).exponent  # 0 for 0, inf and NaN: those stay as they are
     ey = torch.frexp(y[..., 0]).exponent
@@ -850,7 +850,7 @@ def sqrt(x: torch.Tensor) -> torch.Tensor:
     if fixed.applies(x.dtype, nc) and _dw_fma(x) and (bounds := _sqrt_range(x.dtype, nc)) is not None:
         res = native.sqrt(x, *bounds)
         if res is not None:
-            return fixed.patch(*res, lambda a: _sqrt_torch(a, nc), x)
+            return res.patched(lambda a: _sqrt_torch(a, nc), x)
     return _sqrt_torch(x, nc)
 
 

@@ -79,7 +79,7 @@ from typing import Callable, NamedTuple
 
 import torch
 
-from . import arith
+from . import arith, fixed, native
 from .arith import add_float, engine_dtype, from_float
 from .eft import (
     fast_two_sum,
@@ -440,7 +440,28 @@ def _lneg(a: list[torch.Tensor]) -> list[torch.Tensor]:
 
 
 def _pack_b(a: list[torch.Tensor]) -> torch.Tensor:
-    return pack(list(torch.broadcast_tensors(*a)))
+    """A component tensor of the list (broadcast). A list that :func:`unpack` made of a
+    planar kernel output is viewed again without a copy (the kernels never write to
+    their operands)."""
+    a = list(torch.broadcast_tensors(*a))
+    view = _planar_view(a)
+    return pack(a) if view is None else view
+
+
+def _planar_view(a: list[torch.Tensor]) -> torch.Tensor | None:
+    """``pack(a)`` as a view when the components lie at equal distances in one buffer."""
+    t0 = a[0]
+    if len(a) < 2 or t0.numel() < 2:
+        return None
+    step = a[1].data_ptr() - t0.data_ptr()
+    item = t0.element_size()
+    if step <= 0 or step % item:
+        return None
+    for k, t in enumerate(a):
+        if (t.data_ptr() != t0.data_ptr() + k * step or t.stride() != t0.stride() or t.dtype != t0.dtype
+                or t.untyped_storage().data_ptr() != t0.untyped_storage().data_ptr()):
+            return None
+    return t0.as_strided((*t0.shape, len(a)), (*t0.stride(), step // item))
 
 
 def _add(a: list[torch.Tensor], b: list[torch.Tensor]) -> list[torch.Tensor]:
@@ -649,10 +670,30 @@ def _log1p_core(t: list[torch.Tensor]) -> list[torch.Tensor]:
     for level in range(2, nc + 1):
         y = _lpad(y, level)
         _, e = _exp_parts(y)  # |y| <= ln2/2, so k = 0 and e = expm1(y)
-        d = _add(e, _lneg(t[:level]))
+        d = _residual(e, t[:level])
         c = _div(d[:2], _add_f(e[:2], 1.0))
         y = _add_nc(y, _lneg(c))
     return y
+
+
+def _residual(e: list[torch.Tensor], t: list[torch.Tensor]) -> list[torch.Tensor]:
+    """``e - t`` where ``e ~ t`` (a Newton residual): accurate in *absolute* terms.
+
+    Three and four components: the fixed network of :func:`fixed.add_levels` and
+    :func:`fixed.renorm_levels` without the fast-path check (fused where
+    :mod:`native` applies, same bits), absolute error ``<= 66 u^(n+1) max(|e|, |t|)``
+    whatever the cancellation (``fixed.add_levels``), which is all a correction term
+    needs; the accurate kernel (:func:`_add`) would send every element, all of them
+    cancelling by design, to its slow general path. Inputs are finite (sanitised).
+    """
+    n = len(t)
+    if n < 3 or not fixed.applies(t[0].dtype, n):
+        return _add(e, _lneg(t))
+    x, y = _pack_b(_lpad(e, n)), _pack_b(t)
+    res = native.add(x, y, True)
+    if res is not None:
+        return unpack(res.out)
+    return unpack(fixed.renorm_levels(fixed.add_levels(unpack(x), [-c for c in unpack(y)], n), n))
 
 
 def _log_impl(

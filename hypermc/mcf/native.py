@@ -47,7 +47,8 @@ import threading
 import warnings
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
+from collections.abc import Callable
+from typing import Any, NamedTuple
 
 import torch
 
@@ -142,7 +143,7 @@ def _declare(lib: ctypes.CDLL, name: str, nc: int) -> None:
     for op, args in signatures.items():
         fn = getattr(lib, f"mc_{op}_{name}_{nc}")
         fn.argtypes = args
-        fn.restype = None
+        fn.restype = i64  # elements that failed the check
 
 
 def _disabled() -> bool:
@@ -286,9 +287,10 @@ def _rows(t: torch.Tensor, shape: torch.Size, first: bool) -> tuple[torch.Tensor
 
 
 def _run(fn, n: int, operands: list[tuple[torch.Tensor, int, int]], extra: tuple,
-         out: torch.Tensor, ok: torch.Tensor) -> None:
+         out: torch.Tensor, ok: torch.Tensor) -> int:
     """Call ``fn(count, *operand pointers/strides, *extra, out, n, ok)`` on chunks of the
-    ``n`` elements, one per torch intra-op thread (ctypes releases the GIL)."""
+    ``n`` elements, one per torch intra-op thread (ctypes releases the GIL); the number
+    of elements that failed the check."""
     item = out.element_size()
     threads = min(torch.get_num_threads(), max(1, n // _CHUNK))
     step = -(-n // threads)
@@ -297,29 +299,43 @@ def _run(fn, n: int, operands: list[tuple[torch.Tensor, int, int]], extra: tuple
         args = [a for v, se, sc in operands for a in (v.data_ptr() + start * se * item, se, sc)]
         calls.append((min(step, n - start), *args, *extra, out.data_ptr() + start * item, n, ok.data_ptr() + start))
     if len(calls) == 1:
-        fn(*calls[0])
-        return
+        return fn(*calls[0])
     global _pool
     if _pool is None or _pool._max_workers < threads:  # noqa: SLF001 - sized to torch's threads
         _pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="hypermc-native")
-    for job in [_pool.submit(fn, *c) for c in calls]:
-        job.result()
+    return sum(job.result() for job in [_pool.submit(fn, *c) for c in calls])
 
 
 def _call(lib: ctypes.CDLL, op: str, operands: list[torch.Tensor], extra: tuple,
-          nc: int) -> tuple[torch.Tensor, torch.Tensor]:
+          nc: int) -> Result:
     shape = torch.broadcast_shapes(*(o.shape[:-1] for o in operands))
     rows = [_rows(o, shape, i == 0) for i, o in enumerate(operands)]
     n = rows[0][0].shape[0]
     dtype = operands[0].dtype
     out = torch.empty((nc, n), dtype=dtype)
     ok = torch.empty(n, dtype=torch.bool)
-    if n:
-        _run(getattr(lib, f"mc_{op}_{_NAMES[dtype]}_{nc}"), n, rows, extra, out, ok)
-    return out.view(nc, *shape).movedim(0, -1), ok.view(shape)
+    bad = _run(getattr(lib, f"mc_{op}_{_NAMES[dtype]}_{nc}"), n, rows, extra, out, ok) if n else 0
+    return Result(out.view(nc, *shape).movedim(0, -1), ok.view(shape), bad)
 
 
-def add(x: torch.Tensor, y: torch.Tensor, subtract: bool) -> tuple[torch.Tensor, torch.Tensor] | None:
+class Result(NamedTuple):
+    """A fused kernel's output: ``out`` (``(*shape, nc)``, a view of a planar buffer),
+    the fast-path mask ``ok`` and the number ``bad`` of elements where it is false."""
+
+    out: torch.Tensor
+    ok: torch.Tensor
+    bad: int
+
+    def patched(self, general: Callable[..., torch.Tensor], *operands: torch.Tensor) -> torch.Tensor:
+        """``out`` with the failed elements recomputed by ``general(*operands)`` (rows)."""
+        if not self.bad:
+            return self.out
+        from .fixed import patch
+
+        return patch(self.out, self.ok, general, *operands)
+
+
+def add(x: torch.Tensor, y: torch.Tensor, subtract: bool) -> Result | None:
     """``x ± y`` (``y`` with ``nc`` components, or one: ``x + b``) by the fixed network:
     ``(out, ok)`` like ``fixed.renorm_levels`` + ``fixed.normalised``, or None where the
     native kernels do not apply."""
@@ -329,7 +345,7 @@ def add(x: torch.Tensor, y: torch.Tensor, subtract: bool) -> tuple[torch.Tensor,
     return _call(lib, "add", [x, y], (y.shape[-1], -1.0 if subtract else 1.0), x.shape[-1])
 
 
-def mul(x: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor] | None:
+def mul(x: torch.Tensor, y: torch.Tensor) -> Result | None:
     """``x * y`` (``y`` with ``nc`` components or one) by ``_product_levels``: ``(out, ok)``."""
     lib = _eligible(x, y)
     if lib is None:
@@ -337,7 +353,7 @@ def mul(x: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor] |
     return _call(lib, "mul", [x, y], (y.shape[-1],), x.shape[-1])
 
 
-def div(x: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor] | None:
+def div(x: torch.Tensor, y: torch.Tensor) -> Result | None:
     """``x / y`` (both ``nc`` components) by ``_long_division`` + ``_div_fixed``: the
     quotient scaled back and ``ok`` (false: the caller recomputes the element)."""
     lib = _eligible(x, y)
@@ -346,7 +362,7 @@ def div(x: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor] |
     return _call(lib, "div", [x, y], (), x.shape[-1])
 
 
-def sqrt(x: torch.Tensor, lo: float, hi: float) -> tuple[torch.Tensor, torch.Tensor] | None:
+def sqrt(x: torch.Tensor, lo: float, hi: float) -> Result | None:
     """``sqrt(x)`` by ``_sqrt_fixed`` where ``lo <= x_0 <= hi`` (else ``ok`` false)."""
     lib = _eligible(x)
     if lib is None:

@@ -301,7 +301,8 @@ def _kernel(name: str, ctype: str, params: str, args_doc: str, variants: list[tu
             operands: list[str], ncomp: dict[str, int], nout: int) -> str:
     """One exported function: a loop per (condition, body), each specialised on whether
     every operand is element-contiguous (se = 1) or broadcast (se = 0)."""
-    out = [f"// {args_doc}", f'extern "C" void {name}({params}) {{', "  using T = " + ctype + ";"]
+    out = [f"// {args_doc}; returns the number of elements with ok = 0",
+           f'extern "C" int64_t {name}({params}) {{', "  using T = " + ctype + ";"]
     out.append("  constexpr T CANCEL = T(1) / (T(64) * (std::numeric_limits<T>::epsilon() / T(2)));")
     out.append("  (void)CANCEL;")
     for cond, body in variants:
@@ -327,23 +328,26 @@ def _kernel(name: str, ctype: str, params: str, args_doc: str, variants: list[tu
             # GCC 12 does not vectorise these loops on its own (it gives up on the restrict
             # pointers derived from one base); ``omp simd`` asserts what is true here: no
             # dependence between iterations. It allows no reassociation.
-            out.append("#pragma omp simd")
+            out.append("      int64_t bad = 0;")
+            out.append("#pragma omp simd reduction(+ : bad)")
             out.append("      for (int64_t i = 0; i < n; ++i) {")
             for o, s in zip(operands, combo):
                 out.append(f"#define {o.upper()}(k) {o}##k[{'i' if s else '0'}]")
             out.append("#define OUT(k) out##k[i]")
             out.append("#define OK okp[i]")
             out += ["        " + line for line in body]
+            out.append("        bad += !OK;")
             for o in operands:
                 out.append(f"#undef {o.upper()}")
             out.append("#undef OUT")
             out.append("#undef OK")
             out.append("      }")
-            out.append("      return;")
+            out.append("      return bad;")
             out.append("    }")
         out.append("  }")
     # no variant matched (a layout the caller should not pass): nothing computed, say so
     out.append("  for (int64_t i = 0; i < n; ++i) ok[i] = 0;")
+    out.append("  return n;")
     out.append("}")
     return "\n".join(out)
 
