@@ -230,6 +230,9 @@ def _add_sub(x: torch.Tensor, y: torch.Tensor, *, subtract: bool) -> torch.Tenso
     if nc == 1:
         return x - y if subtract else x + y
     if nc == 2:
+        res = native.add(x, y, subtract)
+        if res is not None:  # the same algorithm fused (same bits)
+            return res.patched(lambda a, b: _add2(*unpack(a), *unpack(b), subtract), x, y)
         xh, xl = unpack(x)
         yh, yl = unpack(y)
         return _add2(xh, xl, yh, yl, subtract)
@@ -387,16 +390,10 @@ def add_float(x: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     if nc == 1:
         return x + b.unsqueeze(-1)
     if nc == 2:
-        # DWPlusFP (JMP 2017, Algorithm 4): (sh, sl) = TwoSum(xh, b), v = xl + sl,
-        # (zh, zl) = FastTwoSum(sh, v); errors carried negated as in _add2.
-        xh, xl = unpack(x)
-        sh, n_v, scratch = _negated_two_sum(xh, b)
-        n_v.sub_(xl)  # -(sl + xl)
-        buf = torch.empty((2, *sh.shape), dtype=sh.dtype, device=sh.device)
-        zh = torch.sub(sh, n_v, out=buf[0])
-        torch.sub(sh, zh, out=scratch)
-        torch.sub(scratch, n_v, out=buf[1])
-        return _finish2(buf, lambda: xh + b)
+        res = native.add(x, b.unsqueeze(-1), False)
+        if res is not None:  # the same algorithm fused (same bits)
+            return res.patched(lambda a, c: _add_float2(a, c[..., 0]), x, b.unsqueeze(-1))
+        return _add_float2(x, b)
     if fixed.applies(x.dtype, nc):
         res = native.add(x, b.unsqueeze(-1), False)
         if res is not None:
@@ -406,6 +403,19 @@ def add_float(x: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
         ok = fixed.normalised(out, torch.maximum(xs[0].abs(), b.abs()))
         return fixed.patch(out, ok, _add_float_general, x, b.unsqueeze(-1))
     return _add_float_general(x, b.unsqueeze(-1))
+
+
+def _add_float2(x: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """DWPlusFP (JMP 2017, Algorithm 4): ``(sh, sl) = TwoSum(xh, b)``, ``v = xl + sl``,
+    ``(zh, zl) = FastTwoSum(sh, v)``; errors carried negated as in :func:`_add2`."""
+    xh, xl = unpack(x)
+    sh, n_v, scratch = _negated_two_sum(xh, b)
+    n_v.sub_(xl)  # -(sl + xl)
+    buf = torch.empty((2, *sh.shape), dtype=sh.dtype, device=sh.device)
+    zh = torch.sub(sh, n_v, out=buf[0])
+    torch.sub(sh, zh, out=scratch)
+    torch.sub(scratch, n_v, out=buf[1])
+    return _finish2(buf, lambda: xh + b)
 
 
 def _add_float_general(x: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
@@ -435,6 +445,10 @@ def mul(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     x, y, nc = _common(x, y)
     if nc == 1:
         return x * y
+    if nc == 2 and _dw_fma(x):
+        res = native.mul(x, y)
+        if res is not None:  # the same algorithm fused (same bits)
+            return res.patched(lambda a, b: _mul2_fma(*unpack(a), *unpack(b)), x, y)
     xs, ys = unpack(x), unpack(y)
     if nc == 2 and _dw_fma(x):
         return _mul2_fma(*xs, *ys)
@@ -585,17 +599,10 @@ def mul_float(x: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
         return x * b.unsqueeze(-1)
     xs = unpack(x)
     if nc == 2 and _dw_fma(x):
-        # DWTimesFP3 (JMP 2017, Algorithm 9): ch = xh b, cl3 = fma(xl, b, fma(xh, b, -ch)),
-        # (zh, zl) = FastTwoSum(ch, cl3); cl3 carried negated.
-        xh, xl = xs
-        ch = xh * b
-        n_cl3 = torch.addcmul(ch, xh, b, value=-1)
-        n_cl3.addcmul_(xl, b, value=-1)
-        buf = torch.empty((2, *ch.shape), dtype=ch.dtype, device=ch.device)
-        zh = torch.sub(ch, n_cl3, out=buf[0])
-        torch.sub(ch, zh, out=ch)
-        torch.sub(ch, n_cl3, out=buf[1])
-        return _finish2(buf, lambda: xh * b)
+        res = native.mul(x, b.unsqueeze(-1))
+        if res is not None:  # the same algorithm fused (same bits)
+            return res.patched(lambda a, c: _mul_float2_fma(a, c[..., 0]), x, b.unsqueeze(-1))
+        return _mul_float2_fma(x, b)
     engine = engine_dtype(x.dtype, nc)
     if engine is not None:
         z = _in_place(torch.mul, _engine_sum(xs, engine), b)
@@ -619,6 +626,20 @@ def mul_float(x: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
         terms += [p, e]
     terms.append(xs[-1] * b)
     return _guard(renormalize(terms, nc), xs[0] * b)
+
+
+def _mul_float2_fma(x: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """DWTimesFP3 (JMP 2017, Algorithm 9): ``ch = xh b``, ``cl3 = fma(xl, b, fma(xh, b, -ch))``,
+    ``(zh, zl) = FastTwoSum(ch, cl3)``; ``cl3`` carried negated."""
+    xh, xl = unpack(x)
+    ch = xh * b
+    n_cl3 = torch.addcmul(ch, xh, b, value=-1)
+    n_cl3.addcmul_(xl, b, value=-1)
+    buf = torch.empty((2, *ch.shape), dtype=ch.dtype, device=ch.device)
+    zh = torch.sub(ch, n_cl3, out=buf[0])
+    torch.sub(ch, zh, out=ch)
+    torch.sub(ch, n_cl3, out=buf[1])
+    return _finish2(buf, lambda: xh * b)
 
 
 def square(x: torch.Tensor) -> torch.Tensor:

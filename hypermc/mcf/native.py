@@ -55,7 +55,7 @@ import torch
 __all__ = ["available", "status", "add", "mul", "div", "sqrt", "NCS"]
 
 #: Component counts with native kernels.
-NCS = (3, 4)
+NCS = (2, 3, 4)
 _FLAGS = ["-O3", "-std=c++17", "-shared", "-fPIC", "-ffp-contract=off", "-fno-fast-math",
           "-fno-math-errno", "-fopenmp-simd", "-march=native"]
 _NAMES = {torch.float32: "f32", torch.float64: "f64"}
@@ -141,6 +141,8 @@ def _declare(lib: ctypes.CDLL, name: str, nc: int) -> None:
         "sqrt": [i64, vp, i64, i64, dbl, dbl, vp, i64, vp],
     }
     for op, args in signatures.items():
+        if nc == 2 and op in ("div", "sqrt"):
+            continue  # double-word add and mul only
         fn = getattr(lib, f"mc_{op}_{name}_{nc}")
         fn.argtypes = args
         fn.restype = i64  # elements that failed the check
@@ -228,6 +230,8 @@ def _self_check(lib: ctypes.CDLL, dtype: torch.dtype, nc: int) -> str | None:
         with _disable_current_modes(), torch._C._DisableTorchDispatch(), torch.no_grad():
             x, y = _self_check_inputs(dtype, nc)
             for op, f in ops.items():
+                if nc == 2 and op not in ("add", "sub", "add_float", "mul", "mul_float"):
+                    continue
                 fast = f(x, y)
                 _bypass.on = True
                 try:
@@ -357,7 +361,7 @@ def div(x: torch.Tensor, y: torch.Tensor) -> Result | None:
     """``x / y`` (both ``nc`` components) by ``_long_division`` + ``_div_fixed``: the
     quotient scaled back and ``ok`` (false: the caller recomputes the element)."""
     lib = _eligible(x, y)
-    if lib is None or y.shape[-1] != x.shape[-1]:
+    if lib is None or y.shape[-1] != x.shape[-1] or x.shape[-1] == 2:
         return None
     return _call(lib, "div", [x, y], (), x.shape[-1])
 
@@ -365,6 +369,6 @@ def div(x: torch.Tensor, y: torch.Tensor) -> Result | None:
 def sqrt(x: torch.Tensor, lo: float, hi: float) -> Result | None:
     """``sqrt(x)`` by ``_sqrt_fixed`` where ``lo <= x_0 <= hi`` (else ``ok`` false)."""
     lib = _eligible(x)
-    if lib is None:
+    if lib is None or x.shape[-1] == 2:
         return None
     return _call(lib, "sqrt", [x], (float(lo), float(hi)), x.shape[-1])

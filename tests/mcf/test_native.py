@@ -1,4 +1,4 @@
-"""The fused nc = 3/4 CPU kernels of :mod:`hypermc.mcf.native`.
+"""The fused nc = 2/3/4 CPU kernels of :mod:`hypermc.mcf.native`.
 
 Their accuracy against mpmath is the op-level tests' job (``tests/mcf/test_arith.py`` runs
 on them whenever they are in use, which is asserted here). This file proves what makes
@@ -24,7 +24,7 @@ from tests.mcf.test_arith import _cap
 from tests.oracle import expansions
 
 DTYPES = [torch.float32, torch.float64]
-NCS = [3, 4]
+NCS = [2, 3, 4]
 INTS = {torch.float32: torch.int32, torch.float64: torch.int64}
 
 needs_compiler = pytest.mark.skipif(native._compiler() is None, reason="no C++ compiler on this machine")
@@ -171,7 +171,8 @@ def test_thread_split(dtype, monkeypatch):
 def test_not_used_under_autograd_or_for_other_configs():
     x = torch.ones(4, 3, dtype=torch.float64, requires_grad=True)
     assert native.add(x, x.detach(), False) is None
-    assert native.add(torch.ones(4, 2, dtype=torch.float64), torch.ones(4, 2, dtype=torch.float64), False) is None
+    assert native.add(torch.ones(4, 5, dtype=torch.float64), torch.ones(4, 5, dtype=torch.float64), False) is None
+    assert native.div(torch.ones(4, 2, dtype=torch.float64), torch.ones(4, 2, dtype=torch.float64)) is None
     assert native.add(torch.ones(4, 3, dtype=torch.float16), torch.ones(4, 3, dtype=torch.float16), False) is None
     assert native.mul(torch.ones(4, 3), torch.ones(4, 3, dtype=torch.float64)) is None
     assert "no native kernels" in native.status(torch.float16, 3)
