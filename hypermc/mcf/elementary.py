@@ -683,8 +683,10 @@ def _residual(e: list[torch.Tensor], t: list[torch.Tensor]) -> list[torch.Tensor
     :func:`fixed.renorm_levels` without the fast-path check (fused where
     :mod:`native` applies, same bits), absolute error ``<= 66 u^(n+1) max(|e|, |t|)``
     whatever the cancellation (``fixed.add_levels``), which is all a correction term
-    needs; the accurate kernel (:func:`_add`) would send every element, all of them
-    cancelling by design, to its slow general path. Inputs are finite (sanitised).
+    needs, where the output is a normalised expansion (:func:`fixed.normalised` without
+    the cancellation bound); the other elements take the accurate :func:`arith.sub`. The
+    accurate kernel alone would send every element, all of them cancelling by design,
+    to its slow general path. Inputs are finite (sanitised).
     """
     n = len(t)
     if n < 3 or not fixed.applies(t[0].dtype, n):
@@ -692,8 +694,13 @@ def _residual(e: list[torch.Tensor], t: list[torch.Tensor]) -> list[torch.Tensor
     x, y = _pack_b(_lpad(e, n)), _pack_b(t)
     res = native.add(x, y, True)
     if res is not None:
-        return unpack(res.out)
-    return unpack(fixed.renorm_levels(fixed.add_levels(unpack(x), [-c for c in unpack(y)], n), n))
+        out = res.out
+    else:
+        out = fixed.renorm_levels(fixed.add_levels(unpack(x), [-c for c in unpack(y)], n), n)
+    # Under cancellation the VecSum's top need not dominate (the expansion is right, its
+    # leading components are not): the caller truncates, so such elements (and zeros)
+    # take the accurate kernel.
+    return unpack(fixed.patch(out, fixed.normalised(out), arith.sub, x, y))
 
 
 def _log_impl(
