@@ -1,12 +1,13 @@
-"""Fused CPU kernels for nc = 3 and nc = 4 (float32, float64), built on first use.
+"""Fused CPU kernels for nc = 2, 3, 4 (float32, float64), built on first use.
 
 Why. The fixed networks of :mod:`hypermc.mcf.fixed` cost 80-700 elementwise torch
-kernels per op (one memory pass each): fp64 nc=3 add was ~60x a native add, div ~400x.
-``_native.cpp`` computes the same networks element by element in one pass (the numbers
-in ``docs/numerics.md``). It is a plain C++ file without torch headers, compiled here by
-the system C++ compiler into a shared library (about a second) and called through
-:mod:`ctypes` on the tensors' memory; ctypes releases the GIL, so large tensors are split
-over torch's intra-op thread count.
+kernels per op (one memory pass each; fp64 nc=3 add was ~60x a native add, div ~400x) and
+the double-word add 20. :mod:`hypermc.mcf.native_source` generates straight-line C++ for
+the same networks (add/sub/add_float/mul/mul_float for nc = 2, 3, 4; div and sqrt for
+nc = 3, 4), one library per (dtype, nc), compiled here by the system C++ compiler (10-15 s,
+once per machine: cached) and called through :mod:`ctypes` on the tensors' memory; ctypes
+releases the GIL, so large tensors are split over torch's intra-op thread count. Numbers
+in ``docs/numerics.md``.
 
 Exactness. The library is built with ``-ffp-contract=off`` (no compiler-made FMAs) and
 without ``-ffast-math`` (no reassociation), so every TwoSum and TwoProd is the exact
@@ -18,7 +19,7 @@ must match the torch kernels bit for bit; otherwise the library is not used (one
 names the kernel) and the torch kernels run. A compiler that contracts or reassociates
 anyway is caught there.
 
-Scope. CPU tensors, float32/float64, nc = 3/4, outside ``torch.compile`` tracing (the
+Scope. CPU tensors, float32/float64, nc = 2/3/4, outside ``torch.compile`` tracing (the
 traced path is :mod:`hypermc.mcf.compile`'s opaque op, whose eager body lands here) and
 without autograd on the component tensors (MC autograd runs above ``__torch_dispatch__``).
 Elements that fail the fast-path check (zeros, inf/NaN, heavy cancellation, operands
@@ -45,14 +46,14 @@ import sys
 import tempfile
 import threading
 import warnings
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from collections.abc import Callable
 from typing import Any, NamedTuple
 
 import torch
 
-__all__ = ["available", "status", "add", "mul", "div", "sqrt", "NCS"]
+__all__ = ["available", "status", "add", "mul", "div", "sqrt", "Result", "NCS"]
 
 #: Component counts with native kernels.
 NCS = (2, 3, 4)
