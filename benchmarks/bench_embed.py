@@ -93,7 +93,6 @@ def nouns_one(manifold: str, nc: int | None, edges: int, batch_size: int, dim: i
 
     full = wordnet_closure(None)
     loaded_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    gen = torch.Generator().manual_seed(0)
     sub = nouns_subset(full, edges)
     ends = []
     # Two epochs: the first warms up, the second is timed (wall, and CPU between the ends).

@@ -50,7 +50,8 @@ try:  # run as a script (benchmarks/ on sys.path) or as a module
     import mctensor_reference as mcref
 except ImportError:  # pragma: no cover
     from benchmarks import mctensor_reference as mcref
-from hypermc.mcf import arith, native as fused
+from hypermc.mcf import arith
+from hypermc.mcf import native as fused
 from hypermc.mcf.eft import float_format, pack
 
 SIZES: dict[str, tuple[int, ...]] = {"1000x1000": (1000, 1000), "4M": (4_000_000,)}

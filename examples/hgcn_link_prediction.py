@@ -288,9 +288,10 @@ def main(argv: list[str] | None = None) -> None:
     seeds = [int(s) for s in args.seeds.split(",")]
 
     print(f"HGCN link prediction, {args.manifold}, balanced tree (branching {args.branching}, height "
-          f"{args.height}, ancestors {args.ancestors} levels up) + {args.noise:.0%} noise edges, dim {args.dim}, {args.epochs} epochs, Adam lr {args.lr}")
-    print(f"| method | seed | val ROC-AUC | val AP | test ROC-AUC | test AP | best epoch | seconds |")
-    print(f"|---|---:|---:|---:|---:|---:|---:|---:|")
+          f"{args.height}, ancestors {args.ancestors} levels up) + {args.noise:.0%} noise edges, dim {args.dim}, "
+          f"{args.epochs} epochs, Adam lr {args.lr}")
+    print("| method | seed | val ROC-AUC | val AP | test ROC-AUC | test AP | best epoch | seconds |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|")
     for seed in seeds:
         n, edges = make_graph(args.branching, args.height, args.ancestors, args.noise, seed)
         data = split_edges(n, edges, seed=seed)

@@ -22,8 +22,8 @@ import argparse
 import math
 import sys
 import time
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Callable, Iterable
 
 import torch
 from torch import nn

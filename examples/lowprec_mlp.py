@@ -90,7 +90,7 @@ def run(name: str, args) -> None:
     for m in methods:
         if m.is_mc:
             between = (lambda: [MCToTensor(), nn.ReLU()]) if args.between == "tensor" else (lambda: [MCReLU()])
-            model = MCSequential(*layers(sizes, lambda a, b: MCLinear(a, b, nc=m.nc, dtype=m.dtype), between))
+            model = MCSequential(*layers(sizes, lambda a, b: MCLinear(a, b, nc=m.nc, dtype=m.dtype), between))  # noqa: B023
             opt, loss = MCSGD(model.parameters(), lr=cfg["lr"], momentum=cfg["momentum"]), mc_loss
         else:
             model = make_torch_model(m.dtype)

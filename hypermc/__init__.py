@@ -4,8 +4,8 @@ A multi-component float (MCF) is an unevaluated sum of ``nc`` ordinary floats co
 with error-free transformations; :class:`hypermc.MCTensor` is a ``torch.Tensor`` of them.
 """
 
-from .mcf import MCTensor, from_mpmath, mc
 from .manifolds import ManifoldParameter
+from .mcf import MCTensor, from_mpmath, mc
 
 __version__ = "0.1.0"
 

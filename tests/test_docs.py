@@ -24,7 +24,7 @@ _LINK = re.compile(r"(?<!!)\[[^\]]*\]\(([^)\s]+)\)")
 
 def _blocks():
     for path in DOCS:
-        for i, m in enumerate(_BLOCK.finditer(path.read_text())):
+        for m in _BLOCK.finditer(path.read_text()):
             line = path.read_text().count("\n", 0, m.start()) + 1
             yield pytest.param(path, m.group(1), id=f"{path.relative_to(ROOT)}:{line}")
 

@@ -14,8 +14,8 @@ from fractions import Fraction
 import pytest
 import torch
 
-import hypermc as hm
 import hypermc
+import hypermc as hm
 import hypermc.optim
 from hypermc.manifolds import Euclidean, Lorentz, PoincareBall, PoincareHalfspace, manifold_of
 
@@ -109,7 +109,8 @@ def test_mc_big_ints_are_split_exactly(value, nc, dtype):
         assert sum(Fraction(c) for c in cs) == v
 
 
-@pytest.mark.parametrize("value,nc,dtype", [(2**53 + 1, 1, torch.float64), (int("10" * 60, 2), 2, torch.float64), (int("10" * 30, 2), 2, torch.float32)])
+@pytest.mark.parametrize("value,nc,dtype", [(2**53 + 1, 1, torch.float64), (int("10" * 60, 2), 2, torch.float64),
+                                            (int("10" * 30, 2), 2, torch.float32)])
 def test_mc_int_that_nc_cannot_hold_raises(value, nc, dtype):
     with pytest.raises(ValueError, match=rf"int {value} does not fit exactly in nc={nc}"):
         hm.mc(value, nc=nc, dtype=dtype)

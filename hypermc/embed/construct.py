@@ -266,8 +266,7 @@ def embed_tree(graph: Any, manifold: Any = None, *, dim: int = 2, nc: int | str 
         ValueError: bad arguments, several roots, or an explicit ``nc`` too small (the
             message names the ``nc`` needed).
     """
-    from ..manifolds import Lorentz, PoincareBall, PoincareHalfspace
-    from ..manifolds import convert
+    from ..manifolds import Lorentz, PoincareBall, PoincareHalfspace, convert
 
     if manifold is None:
         manifold = PoincareBall()

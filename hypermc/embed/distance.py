@@ -42,7 +42,7 @@ so that nothing under- or overflows for heights or deficits far from 1).
 from __future__ import annotations
 
 import math
-from typing import Callable
+from collections.abc import Callable
 
 import torch
 

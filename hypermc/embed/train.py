@@ -50,8 +50,9 @@ import hashlib
 import math
 import os
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import torch
 
@@ -65,7 +66,8 @@ from ..optim.riemannian import RiemannianSGD
 from .distance import SUPPORTED, batch_distance, components_of
 from .sampler import MAX_ROUNDS, NegativeSampler
 
-__all__ = ["train", "write_checkpoint", "epoch_lr", "resolve_device", "fast_retr_rows", "TrainResult", "load_checkpoint", "manifold_from_config", "CHECKPOINT_NAME", "DEFAULTS"]
+__all__ = ["train", "write_checkpoint", "epoch_lr", "resolve_device", "fast_retr_rows", "TrainResult",
+           "load_checkpoint", "manifold_from_config", "CHECKPOINT_NAME", "DEFAULTS"]
 
 #: File name of the checkpoint inside ``checkpoint_dir`` (overwritten each time).
 CHECKPOINT_NAME = "checkpoint.pt"

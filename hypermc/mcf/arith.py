@@ -52,14 +52,13 @@ from .eft import (
     all_finite,
     all_true,
     fast_two_sum,
-    merge_by_magnitude,
     float_format,
     has_fused_addcmul,
     is_traced,
+    merge_by_magnitude,
     pack,
     renormalize,
     two_prod,
-    two_sum,
     unpack,
 )
 
@@ -621,7 +620,7 @@ def mul_float(x: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
             return fixed.patch(out, fixed.normalised(out), _mul_general, x, b.unsqueeze(-1))
         return _mul_general(x, b.unsqueeze(-1))
     terms: list[torch.Tensor] = []
-    for i, xi in enumerate(xs[:-1]):
+    for xi in xs[:-1]:
         p, e = two_prod(xi, b)
         terms += [p, e]
     terms.append(xs[-1] * b)

@@ -47,8 +47,9 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import torch
 from torch._subclasses.fake_tensor import unset_fake_temporarily
@@ -66,7 +67,7 @@ class MCCompileError(RuntimeError):
 # ----------------------------------------------------------------------- which ops
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def is_opaque(func: torch._ops.OpOverload) -> bool:
     """Whether aten op ``func`` on MC operands becomes one opaque op while tracing.
 
@@ -156,7 +157,7 @@ def _parsed(spec: str) -> dict:
     return json.loads(spec)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _op_from_name(name: str) -> torch._ops.OpOverload:
     namespace, op, overload = name.split(".")
     return getattr(getattr(getattr(torch.ops, namespace), op), overload)

@@ -375,7 +375,7 @@ def _kernel(name: str, ctype: str, params: str, args_doc: str, variants: list[tu
             out.append(f"    if ({test}) {{")
             # one restrict pointer per component stream: no aliasing for the vectoriser
             text = "\n".join(body)
-            for o, s in zip(operands, combo):
+            for o in operands:
                 for k in range(ncomp[o]):
                     if f"{o.upper()}({k})" not in text:
                         continue

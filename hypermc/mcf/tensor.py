@@ -22,13 +22,13 @@ another dtype, or an MCTensor of another component dtype, raises ``TypeError``.
 
 from __future__ import annotations
 
-import functools
 import importlib
 import math
 import numbers
 import operator
+from collections.abc import Callable
 from fractions import Fraction
-from typing import Any, Callable
+from typing import Any
 
 import mpmath
 import numpy as np
@@ -92,7 +92,7 @@ def _operator(call: Callable) -> Callable:
     return method
 
 
-def _rtruediv(a: "MCTensor", b: Any) -> torch.Tensor:
+def _rtruediv(a: MCTensor, b: Any) -> torch.Tensor:
     # torch computes ``number / tensor`` as ``tensor.reciprocal() * number``; keep that
     # (nc=1 equals plain torch), but a plain tensor numerator is one exact MC division.
     return torch.div(b, a) if isinstance(b, torch.Tensor) else a.reciprocal() * b
@@ -151,7 +151,7 @@ class MCTensor(torch.Tensor):
     # ---------------------------------------------------------------- construction
 
     @classmethod
-    def from_components(cls, components: torch.Tensor, *, requires_grad: bool = False) -> "MCTensor":
+    def from_components(cls, components: torch.Tensor, *, requires_grad: bool = False) -> MCTensor:
         """Build an MCTensor from a components tensor ``(*shape, nc)``; renormalises.
 
         Args:

@@ -9,7 +9,7 @@ HGCN-compatible manifold adapter.
 
 from . import functional, hgcn, hyperbolic
 from .hyperbolic import HypAct, HypAgg, HypGraphConv, HypLinear
-from .modules import MCEmbedding, MCGELU, MCLinear, MCReLU, MCSequential, MCSoftmax, MCToTensor
+from .modules import MCGELU, MCEmbedding, MCLinear, MCReLU, MCSequential, MCSoftmax, MCToTensor
 
 __all__ = [
     "functional",

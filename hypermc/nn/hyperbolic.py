@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import math
 import numbers
-from typing import Callable
+from collections.abc import Callable
 
 import torch
 from torch import nn

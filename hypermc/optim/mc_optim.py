@@ -21,7 +21,8 @@ float16). Schedulers from ``torch.optim.lr_scheduler`` work (the classes subclas
 
 from __future__ import annotations
 
-from typing import Any, Callable, Iterable
+from collections.abc import Callable, Iterable
+from typing import Any
 
 import torch
 from torch.optim import Optimizer

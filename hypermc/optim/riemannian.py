@@ -26,7 +26,8 @@ the parameter's global step count.
 
 from __future__ import annotations
 
-from typing import Any, Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
 
 import torch
 from torch.optim import Optimizer

@@ -205,8 +205,6 @@ def test_small_deep_tree_matches_the_mpmath_reference():
 
 
 def test_distortion_of_a_star_matches_the_closed_form():
-    from hypermc.embed.construct_reference import ball_distance, reference_construction
-
     k, tau = 6, 7.0
     g = _star(k)
     r = embed_tree(g, dim=2, tau=tau)

@@ -20,7 +20,7 @@ import torch.multiprocessing as mp
 
 from hypermc.data import load_mammals
 from hypermc.embed import load_checkpoint, train
-from hypermc.embed.distributed import DataParallel, DistributedError, init_from_env
+from hypermc.embed.distributed import DataParallel, init_from_env
 from hypermc.embed.train import CHECKPOINT_NAME
 from hypermc.manifolds import PoincareHalfspace
 from tests.embed.helpers import tree_closure

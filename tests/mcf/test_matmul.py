@@ -46,7 +46,7 @@ def random_mc(shape, nc, dtype, gen, lo=-3, hi=3, zero_frac=0.05, tail_zero_frac
     e = torch.randint(lo, hi + 1, (n,), generator=gen)
     alive = torch.rand(n, generator=gen) >= zero_frac
     comps = []
-    for i in range(nc):
+    for _ in range(nc):
         m = torch.randint(1 << (p - 1), 1 << p, (n,), generator=gen, dtype=torch.int64)
         sign = torch.randint(0, 2, (n,), generator=gen) * 2 - 1
         v = torch.ldexp(m.to(torch.float64), e - p + 1) * sign
@@ -173,7 +173,7 @@ def test_cancelling_dot_products_within_bound(config, kind, gen):
     exact_a = components_to_fraction(a)
     for j in range(m):
         exact_b = components_to_fraction(b)
-        rest = sum(exact_a[j, l] * exact_b[l, j] for l in range(k) if l != j)
+        rest = sum(exact_a[j, q] * exact_b[q, j] for q in range(k) if q != j)
         target = -rest / exact_a[j, j]  # makes C[j, j] vanish up to the rounding below
         b[j, j] = _round_expansion(target, b.shape[-1], dtype)
     c = mcmm.matmul(a, b, nc)

@@ -3,7 +3,6 @@ references, gradients, and argument errors."""
 
 from __future__ import annotations
 
-
 import numpy as np
 import pytest
 import torch
@@ -11,7 +10,7 @@ import torch.nn.functional as F
 from torch import nn
 
 import hypermc as hm
-from hypermc.nn import MCEmbedding, MCGELU, MCLinear, MCReLU, MCSequential, MCSoftmax, MCToTensor
+from hypermc.nn import MCGELU, MCEmbedding, MCLinear, MCReLU, MCSequential, MCSoftmax, MCToTensor
 from tests.oracle import assert_within, components_to_fraction
 
 f16, f32, f64 = torch.float16, torch.float32, torch.float64

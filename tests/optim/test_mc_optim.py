@@ -12,7 +12,7 @@ from torch import nn
 
 import hypermc as hm
 import hypermc.nn
-from hypermc.optim import MCAdam, MCSGD, mc_adam, mc_sgd
+from hypermc.optim import MCSGD, MCAdam, mc_adam, mc_sgd
 from tests.oracle import components_to_fraction
 
 f16, bf16, f32, f64 = torch.float16, torch.bfloat16, torch.float32, torch.float64

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import functools
 import math
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
 
 import mpmath
 import torch
