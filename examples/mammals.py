@@ -10,8 +10,8 @@ instead of crowding at the boundary) and on the half-space with the height on a 
 scale, coloured by depth, ten nodes labelled. A progress bar per run goes to stderr when it
 is a terminal (``--quiet``: none).
 
-The defaults finish in about 2 minutes on an idle 2-core CPU (500 epochs per row: MAP ≈ 0.96,
-mean rank ≈ 1.18 at seed 0; the 1000-epoch table is in README.md and docs/embeddings.md). The paper's setting --
+The defaults finish in about 5 minutes on a 2-core CPU (5 min 17 s measured, 80-130 s per
+row; 500 epochs per row: MAP ≈ 0.96, mean rank ≈ 1.18 at seed 0; the 1000-epoch table is in README.md and docs/embeddings.md). The paper's setting --
 1000 epochs, 50 negatives, 20 burn-in epochs -- is ``--epochs 1000``; the trainer's
 defaults (batch 512, distance scale 0.5, lr ramped linearly from 10 to 80 after burn-in)
 are tuned for it. The README and docs/embeddings.md table comes from::
@@ -22,7 +22,7 @@ and its 5-D ball row from the last usage line below with ``--epochs 1000 --seeds
 
 Usage::
 
-    python examples/mammals.py                               # about 2 minutes (idle machine)
+    python examples/mammals.py                               # about 5 minutes (2 cores)
     python examples/mammals.py --rows 2 --epochs 50 --plot m.png   # a quick picture
     python examples/mammals.py --rows 2 3 --epochs 1000 --seeds 0 1 2
     python examples/mammals.py --manifold ball --dim 5 --rows plain64 --lr 5 --lr-end-mult 10 --scale 1
