@@ -263,12 +263,7 @@ def _add2_body(ny: int) -> list[str]:
     else:
         yh, yl = net.let("Y(0) * (T)sign"), net.let("Y(1) * (T)sign")
         sh, n_sl = net.negated_two_sum(xh, yh, False)
-        th = net.add(xl, yl)
-        scratch = net.sub(th, xl)
-        n_tl = net.sub(th, scratch)
-        n_tl = net.sub(n_tl, xl)
-        scratch = net.sub(scratch, yl)
-        n_tl = net.add(n_tl, scratch)
+        th, n_tl = net.negated_two_sum(xl, yl, False)  # _add2's in-place steps are this TwoSum
         n_c = net.sub(n_sl, th)
         vh = net.sub(sh, n_c)
         scratch = net.sub(vh, sh)
