@@ -1,0 +1,185 @@
+"""Argument checks shared by every public boundary (constructors, functions, loaders, CLI).
+
+One rule for all of hypermc: a value of the wrong *type* raises ``TypeError``, a value of
+the right type outside its range raises ``ValueError``; the message starts with the
+caller (``where``, e.g. ``"train"`` or ``"MCLinear"``), names the argument, says what was
+expected and shows what was seen::
+
+    train: batch_size must be an int >= 1; got 0
+
+Every helper returns the checked value (normalised: ``float`` for reals), so a caller can
+write ``self.p = check_real("Dropout", "p", p, minimum=0.0, maximum=1.0, open_max=True)``.
+Checks run at boundaries only, never inside kernels (docs: STYLE.md, "Errors").
+
+Example:
+    >>> check_int("train", "epochs", 10, minimum=0)
+    10
+    >>> check_int("train", "batch_size", 0)
+    Traceback (most recent call last):
+    ...
+    ValueError: train: batch_size must be an int >= 1; got 0
+    >>> check_choice("train", "lr_schedule", "cosine", ("constant", "linear"))
+    Traceback (most recent call last):
+    ...
+    ValueError: train: lr_schedule must be one of 'constant', 'linear'; got 'cosine'
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+from collections.abc import Callable, Iterable
+from typing import Any, TypeVar
+
+import torch
+
+__all__ = [
+    "FLOAT_DTYPES",
+    "check_int",
+    "check_real",
+    "check_bool",
+    "check_choice",
+    "check_nc",
+    "check_dtype",
+    "check_instance",
+    "check_callable",
+]
+
+#: The floating dtypes an MC component (or a plain parameter) may have.
+FLOAT_DTYPES: tuple[torch.dtype, ...] = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
+
+T = TypeVar("T")
+
+
+def _type_name(value: Any) -> str:
+    return type(value).__name__
+
+
+def check_int(where: str, name: str, value: Any, *, minimum: int | None = 1, maximum: int | None = None,
+              allow_none: bool = False) -> Any:
+    """``value`` as an int in ``[minimum, maximum]`` (``bool`` is not an int here).
+
+    Raises:
+        TypeError: not an int (nor ``None`` when ``allow_none``).
+        ValueError: outside the range.
+    """
+    if value is None and allow_none:
+        return None
+    none = " or None" if allow_none else ""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise TypeError(f"{where}: {name} must be an int{_range(minimum, maximum)}{none}; "
+                        f"got {_type_name(value)} {value!r}")
+    value = int(value)
+    if (minimum is not None and value < minimum) or (maximum is not None and value > maximum):
+        raise ValueError(f"{where}: {name} must be an int{_range(minimum, maximum)}{none}; got {value!r}")
+    return value
+
+
+def _range(minimum: Any, maximum: Any, open_min: bool = False, open_max: bool = False) -> str:
+    if minimum is not None and maximum is not None:
+        return f" in {'(' if open_min else '['}{minimum}, {maximum}{')' if open_max else ']'}"
+    if minimum is not None:
+        return f" {'>' if open_min else '>='} {minimum}"
+    if maximum is not None:
+        return f" {'<' if open_max else '<='} {maximum}"
+    return ""
+
+
+def check_real(where: str, name: str, value: Any, *, minimum: float | None = None, maximum: float | None = None,
+               open_min: bool = False, open_max: bool = False, allow_none: bool = False) -> Any:
+    """``value`` as a finite ``float`` in the given range (open ends with ``open_min``/``open_max``).
+
+    Accepts Python and numpy reals and 0-d real tensors (read with ``.item()``);
+    ``bool`` is refused.
+
+    Raises:
+        TypeError: not a real number (nor ``None`` when ``allow_none``).
+        ValueError: NaN, infinite, or outside the range.
+
+    Example:
+        >>> check_real("MCSGD", "lr", 0.1, minimum=0.0)
+        0.1
+        >>> check_real("train", "scale", 0.0, minimum=0.0, open_min=True)
+        Traceback (most recent call last):
+        ...
+        ValueError: train: scale must be a finite number > 0.0; got 0.0
+    """
+    if value is None and allow_none:
+        return None
+    none = " or None" if allow_none else ""
+    expected = f"a finite number{_range(minimum, maximum, open_min, open_max)}{none}"
+    if isinstance(value, torch.Tensor) and value.numel() == 1 and not value.is_complex():
+        value = value.item()
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise TypeError(f"{where}: {name} must be {expected}; got {_type_name(value)} {value!r}")
+    value = float(value)
+    bad = not math.isfinite(value)
+    if minimum is not None:
+        bad = bad or value < minimum or (open_min and value == minimum)
+    if maximum is not None:
+        bad = bad or value > maximum or (open_max and value == maximum)
+    if bad:
+        raise ValueError(f"{where}: {name} must be {expected}; got {value!r}")
+    return value
+
+
+def check_bool(where: str, name: str, value: Any) -> bool:
+    """``value`` if it is a ``bool`` (0/1 and truthy objects are refused: they hide typos)."""
+    if not isinstance(value, bool):
+        raise TypeError(f"{where}: {name} must be True or False; got {_type_name(value)} {value!r}")
+    return value
+
+
+def check_choice(where: str, name: str, value: Any, choices: Iterable[T]) -> T:
+    """``value`` if it is one of ``choices`` (compared with ``==``), else ``ValueError``."""
+    choices = tuple(choices)
+    if value not in choices:
+        raise ValueError(f"{where}: {name} must be one of {', '.join(map(repr, choices))}; got {value!r}")
+    return value
+
+
+def check_nc(where: str, nc: Any, *, allow_none: bool = False, what_none: str = "plain tensors") -> Any:
+    """The component count ``nc``: an int >= 1 (or ``None``, meaning ``what_none``).
+
+    Example:
+        >>> check_nc("MCLinear", 0)
+        Traceback (most recent call last):
+        ...
+        ValueError: MCLinear: nc must be an int >= 1; got 0
+    """
+    if nc is None and allow_none:
+        return None
+    if isinstance(nc, bool) or not isinstance(nc, numbers.Integral) or nc < 1:
+        none = f" or None ({what_none})" if allow_none else ""
+        exc = ValueError if isinstance(nc, numbers.Integral) and not isinstance(nc, bool) else TypeError
+        seen = f"{nc!r}" if exc is ValueError else f"{_type_name(nc)} {nc!r}"
+        raise exc(f"{where}: nc must be an int >= 1{none}; got {seen}")
+    return int(nc)
+
+
+def check_dtype(where: str, dtype: Any, allowed: tuple[torch.dtype, ...] = FLOAT_DTYPES, name: str = "dtype") -> torch.dtype:
+    """``dtype`` if it is one of ``allowed`` (default: the four floating dtypes)."""
+    if not isinstance(dtype, torch.dtype):
+        raise TypeError(f"{where}: {name} must be a torch.dtype ({_names(allowed)}); got {_type_name(dtype)} {dtype!r}")
+    if dtype not in allowed:
+        raise TypeError(f"{where}: {name} must be one of {_names(allowed)}; got {dtype}")
+    return dtype
+
+
+def _names(dtypes: tuple[torch.dtype, ...]) -> str:
+    return ", ".join(str(d).removeprefix("torch.") for d in dtypes)
+
+
+def check_instance(where: str, name: str, value: Any, types: type | tuple[type, ...], expected: str) -> Any:
+    """``value`` if ``isinstance(value, types)``; ``expected`` says it in words (``"a Graph"``)."""
+    if not isinstance(value, types):
+        raise TypeError(f"{where}: {name} must be {expected}; got {_type_name(value)}")
+    return value
+
+
+def check_callable(where: str, name: str, value: Any, example: str = "") -> Callable:
+    """``value`` if it is callable; ``example`` (e.g. ``"torch.relu"``) is shown in the message."""
+    if not callable(value):
+        hint = f" (e.g. {example})" if example else ""
+        raise TypeError(f"{where}: {name} must be callable{hint}; got {_type_name(value)}")
+    return value
