@@ -17,11 +17,13 @@ Usage::
     python benchmarks/bench_compile.py                     # default table
     python benchmarks/bench_compile.py --size 100000 --nc 2 3 --dtypes float64
     python benchmarks/bench_compile.py --device cuda
+    python benchmarks/bench_compile.py --nc 1 2 3 4 --markdown   # the table of docs/numerics.md
 """
 
 from __future__ import annotations
 
 import argparse
+import math
 import platform
 import statistics
 import time
@@ -82,12 +84,25 @@ def _same_bits(a, b) -> bool:
     return bool(((a == b) | (a.isnan() & b.isnan())).all())
 
 
-def run(size: int, dtypes: list[torch.dtype], ncs: list[int], device: str, repeats: int) -> None:
+#: ``--markdown``: the columns of the tables in docs/numerics.md (native eager time left out).
+MARKDOWN_HEADER = ("| function | dtype | nc | native compiled ms | MC eager ms | MC compiled ms | MC comp / native comp "
+                   "| MC comp / MC eager | compile s | same |\n|---|---|---:|---:|---:|---:|---:|---:|---:|---|")
+
+
+def _sig3(value: float) -> str:
+    """Three significant digits, never in exponent notation (1409, 12.7, 0.139)."""
+    if value == 0 or not math.isfinite(value):
+        return f"{value:g}"
+    return f"{value:.{max(0, 2 - math.floor(math.log10(abs(value))))}f}"
+
+
+def run(size: int, dtypes: list[torch.dtype], ncs: list[int], device: str, repeats: int,
+        markdown: bool = False) -> None:
     print(f"torch {torch.__version__}, {platform.machine()} {platform.processor() or ''}, device {device}, "
           f"threads {torch.get_num_threads()}, {size} elements, median of {repeats}")
     header = (f"{'function':>18} {'dtype':>8} {'nc':>3} {'native ms':>10} {'nat.comp ms':>11} {'MC ms':>9} "
               f"{'MC comp ms':>10} {'comp/nat.comp':>13} {'comp/eager':>10} {'compile s':>9} {'same':>5}")
-    print(header)
+    print(MARKDOWN_HEADER if markdown else header)
     gen = torch.Generator().manual_seed(0)
     for name, fn in FUNCTIONS.items():
         for dtype in dtypes:
@@ -108,7 +123,13 @@ def run(size: int, dtypes: list[torch.dtype], ncs: list[int], device: str, repea
                 same = _same_bits(out_c, fn(x, y))
                 t_mc = _median_time(fn, (x, y), device, repeats)
                 t_mc_c = _median_time(mc_c, (x, y), device, repeats)
-                print(f"{name:>18} {str(dtype).removeprefix('torch.'):>8} {nc:>3} {t_native * 1e3:>10.3f} "
+                dname = str(dtype).removeprefix("torch.")
+                if markdown:
+                    cells = [_sig3(t * 1e3) for t in (t_native_c, t_mc, t_mc_c)] + [_sig3(t_mc_c / t_native_c) + "x",
+                                                                        _sig3(t_mc_c / t_mc) + "x"]
+                    print(f"| {name} | {dname} | {nc} | {' | '.join(cells)} | {t_compile:.1f} | {same} |", flush=True)
+                    continue
+                print(f"{name:>18} {dname:>8} {nc:>3} {t_native * 1e3:>10.3f} "
                       f"{t_native_c * 1e3:>11.3f} {t_mc * 1e3:>9.2f} {t_mc_c * 1e3:>10.2f} "
                       f"{t_mc_c / t_native_c:>12.1f}x {t_mc_c / t_mc:>9.2f}x {t_compile:>9.1f} {str(same):>5}",
                       flush=True)
@@ -123,9 +144,10 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--device", default="cpu")
     p.add_argument("--repeats", type=int, default=5)
     p.add_argument("--threads", type=int, default=1, help="torch CPU threads")
+    p.add_argument("--markdown", action="store_true", help="print a markdown table in the layout of docs/numerics.md")
     args = p.parse_args(argv)
     torch.set_num_threads(args.threads)
-    run(args.size, [getattr(torch, d) for d in args.dtypes], args.nc, args.device, args.repeats)
+    run(args.size, [getattr(torch, d) for d in args.dtypes], args.nc, args.device, args.repeats, args.markdown)
 
 
 if __name__ == "__main__":

@@ -32,6 +32,8 @@ Usage::
     python benchmarks/bench_ops.py --quick               # fewer repeats, 1000x1000 only
     python benchmarks/bench_ops.py --ops add --dtypes float32 --nc 2 --sizes 4M
     python benchmarks/bench_ops.py --quick --threads 1 --dtypes float64 --nc 3 4 --torch-networks
+    python benchmarks/bench_ops.py --quick --threads 1 --dtypes float32 float64 --nc 2 3 4 \\
+        --torch-networks --budget 4 --no-ref --markdown      # the table of docs/numerics.md
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import importlib.util
+import math
 import platform
 import statistics
 import time
@@ -220,6 +223,9 @@ def main(argv: list[str] | None = None) -> None:
                         help="also print the number of elementwise kernels per MC call")
     parser.add_argument("--quick", action="store_true", help="5 repeats, 1000x1000 only")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--markdown", action="store_true",
+                        help="also print the ratios as a markdown table, one row per op and dtype, one column per nc "
+                             "(MC / nets with --torch-networks), the layout of docs/numerics.md")
     args = parser.parse_args(argv)
     for s in args.sizes:
         parse_size(s)  # validate before any timing
@@ -247,6 +253,7 @@ def main(argv: list[str] | None = None) -> None:
     head += "  target"
     print(head)
     print("-" * len(head))
+    pivot: dict[tuple[str, str, str], dict[int, str]] = {}  # --markdown: (op, dtype, size) -> {nc: cell}
     for op in ops:
         for dname in args.dtypes:
             dtype = DTYPES[dname]
@@ -265,8 +272,12 @@ def main(argv: list[str] | None = None) -> None:
                                  f" {r['mc'] / r['ref']:>6.2f}x")
                     if args.cpu_time:
                         line += f" {r['cpu_ratio']:>8.1f}x"
+                    cell = f"{_sig3(r['ratio'])}x"
                     if args.torch_networks:
-                        line += f" {_bypassed(mc, args) / r['native']:>7.1f}x"
+                        nets = _bypassed(mc, args) / r["native"]
+                        line += f" {nets:>7.1f}x"
+                        cell += f" / {_sig3(nets)}x"
+                    pivot.setdefault((op, dname, sname), {})[nc] = cell
                     if args.count_ops:
                         _, small_mc, _ = make_case(op, (4096,), nc, dtype, gen, el, args.device)
                         line += f" {count_kernels(small_mc, 4096):>7d}"
@@ -275,6 +286,29 @@ def main(argv: list[str] | None = None) -> None:
                         line += f"  <= {target}x {'ok' if r['ratio'] <= target else 'MISSED'}"
                     print(line, flush=True)
                     del native, mc, ref
+    if args.markdown:
+        print()
+        print(markdown_table(pivot, args.nc, len(args.sizes) > 1, args.torch_networks))
+
+
+def _sig3(value: float) -> str:
+    """Three significant digits, never in exponent notation (1522, 21.9, 3.10)."""
+    if value == 0 or not math.isfinite(value):
+        return f"{value:g}"
+    return f"{value:.{max(0, 2 - math.floor(math.log10(abs(value))))}f}"
+
+
+def markdown_table(pivot: dict[tuple[str, str, str], dict[int, str]], ncs: list[int], sizes: bool,
+                   nets: bool) -> str:
+    """The ratios as a markdown table: a row per (op, dtype[, size]), a column per nc."""
+    what = "MC / nets" if nets else "MC"
+    head = ["op", "dtype", *(["size"] if sizes else []), *(f"nc = {nc}: {what}" for nc in ncs)]
+    align = ["---", "---", *(["---"] if sizes else []), *("---:" for _ in ncs)]
+    rows = [f"| {' | '.join(head)} |", f"|{'|'.join(align)}|"]
+    for (op, dname, sname), cells in pivot.items():
+        key = [op, dname, *([sname] if sizes else [])]
+        rows.append(f"| {' | '.join(key + [cells.get(nc, '-') for nc in ncs])} |")
+    return "\n".join(rows)
 
 
 def _bypassed(mc: Callable, args) -> float:

@@ -43,6 +43,8 @@ METHODS = {
     "mc-fp32-nc2": (torch.float32, 2),
     "mc-fp64-nc2": (torch.float64, 2),
 }
+#: method -> its name in the printed table (docs/gnn.md's spelling)
+LABELS = {"fp32": "fp32", "fp64": "fp64", "mc-fp32-nc2": "MC fp32 nc=2", "mc-fp64-nc2": "MC fp64 nc=2"}
 
 
 # ----------------------------------------------------------------------------- data
@@ -290,8 +292,9 @@ def main(argv: list[str] | None = None) -> None:
     print(f"HGCN link prediction, {args.manifold}, balanced tree (branching {args.branching}, height "
           f"{args.height}, ancestors {args.ancestors} levels up) + {args.noise:.0%} noise edges, dim {args.dim}, "
           f"{args.epochs} epochs, Adam lr {args.lr}")
-    print("| method | seed | val ROC-AUC | val AP | test ROC-AUC | test AP | best epoch | seconds |")
-    print("|---|---:|---:|---:|---:|---:|---:|---:|")
+    print("| model | method | seed | val ROC-AUC | val AP | test ROC-AUC | test AP | best epoch | seconds |")
+    print("|---|---|---:|---:|---:|---:|---:|---:|---:|")
+    model = {"ball": "ball", "lorentz": "Lorentz"}[args.manifold]
     for seed in seeds:
         n, edges = make_graph(args.branching, args.height, args.ancestors, args.noise, seed)
         data = split_edges(n, edges, seed=seed)
@@ -299,7 +302,7 @@ def main(argv: list[str] | None = None) -> None:
             dtype, nc = METHODS[m]
             r = train_link_prediction(data, manifold=args.manifold, dtype=dtype, nc=nc, dim=args.dim,
                                       epochs=args.epochs, lr=args.lr, seed=seed)
-            print(f"| {m} | {seed} | {r['val_roc']:.4f} | {r['val_ap']:.4f} | {r['test_roc']:.4f} | "
+            print(f"| {model} | {LABELS[m]} | {seed} | {r['val_roc']:.4f} | {r['val_ap']:.4f} | {r['test_roc']:.4f} | "
                   f"{r['test_ap']:.4f} | {r['best_epoch']} | {r['seconds']:.1f} |", flush=True)
 
 

@@ -13,6 +13,9 @@ on the same data, and prints one table row per method:
 * **own loss**: the loss as the method computed it in its last epoch;
 * **ms/epoch**: wall time per epoch (forward, backward, update; the evaluation excluded).
 
+``--columns loss`` prints only the accuracy columns (the layout of the Results tables of
+docs/low_precision.md), ``--columns time`` only the method and ms/epoch.
+
 Not part of the library (examples may print, parse arguments and set thread counts).
 """
 
@@ -83,6 +86,11 @@ def parser(
     p.add_argument("--threads", type=int, default=None, help="torch.set_num_threads (default: torch's choice)")
     p.add_argument("--plot", metavar="PNG", default=None, help="write the loss curves to this PNG (needs matplotlib)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.add_argument(
+        "--columns", choices=sorted(COLUMNS), default="all",
+        help="table columns: all; loss (the accuracy columns, the tables of docs/low_precision.md's Results); "
+        "time (method and ms/epoch)",
+    )
     return p
 
 
@@ -224,6 +232,20 @@ def table(title: str, rows: list[dict[str, object]], columns: list[str]) -> str:
     return "\n".join(out)
 
 
+#: ``--columns``: which columns of a result row are printed (``None``: all of them).
+COLUMNS = {
+    "all": None,
+    "loss": ("method", "final train loss (fp64 eval)", "vs torch fp32", "within 1 %", "test acc"),
+    "time": ("method", "ms/epoch"),
+}
+
+
+def columns(rows: list[dict[str, object]], choice: str = "all") -> list[str]:
+    """The column names of ``rows`` selected by ``--columns`` (in the rows' order)."""
+    keep = COLUMNS[choice]
+    return [c for c in rows[0] if keep is None or c in keep]
+
+
 def rel_diff(value: float, reference: float | None) -> str:
     if reference is None or reference == 0:
         return "n/a"
@@ -243,6 +265,7 @@ def classification_report(
     title: str,
     plot_path: str | None,
     plot_title: str,
+    column_choice: str = "all",
 ) -> None:
     """Print the table of a classification experiment and plot its loss curves.
 
@@ -266,7 +289,7 @@ def classification_report(
                 "ms/epoch": f"{r.seconds_per_epoch * 1e3:.2f}",
             }
         )
-    print(table(title, rows, list(rows[0])))
+    print(table(title, rows, columns(rows, column_choice)))
     print()
     plot({r.method.label: r.curve for r in results}, plot_path, plot_title)
 

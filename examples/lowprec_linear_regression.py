@@ -80,7 +80,7 @@ def main() -> None:
             f"Linear regression: 10000x2, lr {LR}, {args.epochs} epochs, seed {args.seed}, "
             f"loss scale {args.loss_scale:g}, w* = {[round(v, 4) for v in w_star.flatten().tolist()]}",
             rows,
-            list(rows[0]),
+            C.columns(rows, args.columns),
         )
     )
     C.plot({r.method.label: r.curve for r in results}, args.plot, "Linear regression")

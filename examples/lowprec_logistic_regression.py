@@ -73,7 +73,7 @@ def run(name: str, args, methods: list[C.Method]) -> None:
         f"momentum {momentum:g}, {epochs} epochs, seed {args.seed}"
     )
     plot_path = args.plot.replace(".png", f"_{name}.png") if args.plot else None
-    C.classification_report(results, evaluate, (xtr, xte, ytr, yte), title, plot_path, f"Logistic regression ({name})")
+    C.classification_report(results, evaluate, (xtr, xte, ytr, yte), title, plot_path, f"Logistic regression ({name})", args.columns)
 
 
 def main() -> None:

@@ -118,7 +118,7 @@ def run(name: str, args) -> None:
         f"momentum {cfg['momentum']:g}, {batch}, {epochs} epochs, seed {args.seed}, between MC layers: {args.between}"
     )
     plot_path = args.plot.replace(".png", f"_{name}.png") if args.plot else None
-    C.classification_report(results, evaluate, (xtr, xte, ytr, yte), title, plot_path, f"MLP ({name})")
+    C.classification_report(results, evaluate, (xtr, xte, ytr, yte), title, plot_path, f"MLP ({name})", args.columns)
 
 
 def main() -> None:

@@ -17,9 +17,11 @@ README.md and docs/embeddings.md). The paper's setting --
 defaults (batch 512, distance scale 0.5, lr ramped linearly from 10 to 80 after burn-in)
 are tuned for it. The README and docs/embeddings.md table comes from::
 
-    python examples/mammals.py --epochs 1000 --seeds 0 1 2 --rows plain32 plain64 1 2 3
+    python examples/mammals.py --epochs 1000 --seeds 0 1 2 --rows plain32 plain64 1 2 3 --markdown
 
-and its 5-D ball row from the last usage line below with ``--epochs 1000 --seeds 0 1 2``.
+and its 5-D ball row from the last usage line below with ``--epochs 1000 --seeds 0 1 2
+--markdown``. ``--markdown`` prints the final table in the docs' layout (manifold, dim,
+coordinates, MAP, mean rank) instead of the plain-text one with seconds.
 
 Usage::
 
@@ -45,6 +47,8 @@ from hypermc.embed.train import DEFAULTS, MANIFOLDS
 
 #: Row names: an nc (MC float64), or a plain dtype.
 PLAIN = {"plain64": torch.float64, "plain32": torch.float32}
+#: Manifold names in the ``--markdown`` table (the docs' spelling).
+TITLES = {"halfspace": "half-space", "ball": "Poincaré ball", "lorentz": "Lorentz", "euclidean": "Euclidean"}
 #: Nodes labelled in the figure.
 LABELS = ("mammal.n.01", "placental.n.01", "carnivore.n.01", "primate.n.02", "ungulate.n.01",
           "rodent.n.01", "marsupial.n.01", "whale.n.02", "bat.n.01", "dog.n.01")
@@ -88,6 +92,8 @@ def main() -> None:
                    help="final lr factor of the linear schedule (>1 ramps up)")
     p.add_argument("--plot", default="mammals.png", help="PNG of the last embedding ('' for none; 2-D only)")
     p.add_argument("--quiet", action="store_true", help="no progress bar (none anyway when stderr is not a terminal)")
+    p.add_argument("--markdown", action="store_true",
+                   help="print the final table as markdown in the layout of README.md / docs/embeddings.md")
     p.add_argument("--threads", type=int, default=1,
                    help="torch.set_num_threads (default 1: the batches are small, and extra threads "
                         "slow down badly on a loaded machine; 0 keeps torch's default)")
@@ -103,6 +109,8 @@ def main() -> None:
           f"{args.epochs} epochs, lr {args.lr} ({_schedule(args)}), batch {args.batch_size}, "
           f"{args.negatives} negatives, burn-in {args.burnin}, scale {args.scale}; seeds {args.seeds}", flush=True)
     header = f"{'manifold':<10} {'dim':>3} {'dtype':<8} {'nc':>5} {'MAP':>17} {'MR':>17} {'seconds':>9}"
+    if args.markdown:
+        header = "| manifold | dim | coordinates | MAP | mean rank |\n|---|---:|---|---:|---:|"
     lines = []
     last = None
     for name in args.rows:
@@ -122,6 +130,11 @@ def main() -> None:
                   f"({secs[-1]:.0f} s)", flush=True)
             last = result
         dtype_name = str(dtype).removeprefix("torch.")
+        if args.markdown:
+            coords = f"plain {dtype_name}" if nc is None else f"MC {dtype_name}, nc={nc}"
+            lines.append(f"| {TITLES.get(args.manifold, args.manifold)} | {args.dim} | {coords} | "
+                         f"{_fmt(maps, 4)} | {_fmt(ranks, 3)} |")
+            continue
         lines.append(f"{args.manifold:<10} {args.dim:>3} {dtype_name:<8} {('-' if nc is None else nc):>5} "
                      f"{_fmt(maps, 4):>17} {_fmt(ranks, 3):>17} {statistics.fmean(secs):9.0f}")
     print()
