@@ -1,0 +1,217 @@
+"""Every results table in the docs says how to reproduce it, and the scripts it names run.
+
+A *results table* is a block of numbers obtained by running something:
+
+* a markdown table (consecutive lines starting with ``|``, the second one a ``|---`` row),
+* or a code fence without a language (```` ``` ````), which the docs use only for output
+  printed by a command; fences with a language (``python``, ``bash``) are code.
+
+Rule for tables that are not results (status lists, indexes, checklists, formula values):
+an HTML comment ``<!-- not-results: <reason> -->`` on the line just above the table
+(blank lines between are allowed). Nothing else excludes a table.
+
+For each results table, its *caption* is the text between the previous boundary -- the
+nearest heading, table or output fence above it -- and the table. The caption must hold:
+
+* a reproduction command: ``python benchmarks/<script>.py ...`` or
+  ``python examples/<script>.py ...`` naming a script that exists, or
+  ``python -m hypermc <subcommand> ...``; every ``--flag`` of the command must be an
+  option of that script's (or subcommand's) ``--help``;
+* the commit: ``commit <hash>`` (a commit of this repository when the git history is
+  available) or the words ``commit not recorded``;
+  (phrases match case-insensitively and across line breaks)
+* the machine: ``N-core``, ``x86-64``, ``aarch64``, ``GPU``, ``H100``, ``H200``, ``A100``,
+  or the words ``machine not recorded``;
+* the wall time: the words ``wall time`` (followed by the time, or ``not recorded``).
+
+Besides, every script under ``benchmarks/`` and ``examples/`` with a command line answers
+``--help`` (run in this process with the script's ``sys.argv``, so it costs no new
+interpreter).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import re
+import runpy
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")), ROOT / "benchmarks" / "README.md"]
+SCRIPT_DIRS = ("benchmarks", "examples")
+
+NOT_RESULTS = re.compile(r"<!--\s*not-results:\s*\S.*?-->")
+FENCE = re.compile(r"^\s*```(\w*)")
+HEADING = re.compile(r"^#{1,6} ")
+TABLE_SEPARATOR = re.compile(r"^\s*\|\s*:?-{3,}")
+COMMAND = re.compile(r"python3?\s+(?:(?P<script>(?:benchmarks|examples)/[\w.]+\.py)|-m\s+hypermc\s+(?P<sub>[\w-]+))(?P<args>[^`\n]*)")
+# Phrases match case-insensitively and across line breaks.
+COMMIT = re.compile(r"\bcommit\s+`?(?P<hash>[0-9a-f]{7,40})\b|\bcommit\s+not\s+recorded\b", re.I)
+MACHINE = re.compile(r"\b\d+-core\b|\bx86-64\b|\baarch64\b|\bGPU\b|\bH100\b|\bH200\b|\bA100\b|\bmachine\s+not\s+recorded\b",
+                     re.I)
+WALL_TIME = re.compile(r"\bwall\s+time\b", re.I)
+FLAG = re.compile(r"(?<![\w-])--[a-z][\w-]*")
+
+
+def _blocks(path: Path):
+    """Yield ``(kind, first line number, last line number)`` for every table and fence.
+
+    kind: "table", "output" (fence without a language), "code" (fence with one) or
+    "heading" (one line).
+    """
+    lines = path.read_text().splitlines()
+    i = 0
+    while i < len(lines):
+        m = FENCE.match(lines[i])
+        if m:
+            j = i + 1
+            while j < len(lines) and not FENCE.match(lines[j]):
+                j += 1
+            yield ("code" if m.group(1) else "output"), i, j
+            i = j + 1
+        elif HEADING.match(lines[i]):
+            yield "heading", i, i
+            i += 1
+        elif lines[i].lstrip().startswith("|") and i + 1 < len(lines) and TABLE_SEPARATOR.match(lines[i + 1]):
+            j = i + 1
+            while j + 1 < len(lines) and lines[j + 1].lstrip().startswith("|"):
+                j += 1
+            yield "table", i, j
+            i = j + 1
+        else:
+            i += 1
+
+
+def _tables():
+    """Every table / output fence of the docs with its caption and whether it is marked not-results."""
+    for path in DOCS:
+        lines = path.read_text().splitlines()
+        boundary = 0  # first line of the current caption
+        for kind, start, end in _blocks(path):
+            if kind in ("table", "output"):
+                above = [ln for ln in lines[boundary:start] if ln.strip()]
+                marked = bool(above) and bool(NOT_RESULTS.search(above[-1]))
+                caption = "\n".join(lines[boundary:start])
+                yield path, start + 1, kind, caption, marked
+            if kind != "code":
+                boundary = end + 1
+
+
+def _results():
+    for path, line, kind, caption, marked in _tables():
+        if not marked:
+            yield pytest.param(path, caption, id=f"{path.relative_to(ROOT)}:{line}:{kind}")
+
+
+def _commands(caption: str):
+    """(script or 'hypermc <sub>', its flags) for every command in the caption."""
+    text = re.sub(r"`[^`]+`", lambda m: m.group(0).replace("\n", " "), caption)  # inline code across lines
+    text = text.replace("\\\n", " ")  # shell line continuations
+    for m in COMMAND.finditer(text):
+        args = m.group("args").split(" #")[0]  # a shell comment ends the command
+        name = m.group("script") or f"hypermc {m.group('sub')}"
+        yield name, set(FLAG.findall(args))
+
+
+def _git_has(commit: str) -> bool | None:
+    """Whether the repository knows the commit; None when that cannot be told (no git, shallow clone)."""
+    git = shutil.which("git")
+    if git is None:
+        return None
+    run = lambda *a: subprocess.run([git, *a], cwd=ROOT, capture_output=True, text=True)  # noqa: E731
+    shallow = run("rev-parse", "--is-shallow-repository")
+    if shallow.returncode != 0 or shallow.stdout.strip() != "false":
+        return None
+    return run("cat-file", "-e", f"{commit}^{{commit}}").returncode == 0
+
+
+_HELP: dict[str, str] = {}
+
+
+def _help(name: str) -> str:
+    """The ``--help`` text of a script (path relative to ROOT) or of ``hypermc <sub>``, cached."""
+    if name not in _HELP:
+        out = io.StringIO()
+        if name.startswith("hypermc "):
+            from hypermc.__main__ import main
+
+            with contextlib.redirect_stdout(out), pytest.raises(SystemExit) as exc:
+                main([name.split()[1], "--help"])
+        else:
+            path = ROOT / name
+            before = set(sys.modules)
+            old_argv, old_path = sys.argv, list(sys.path)
+            sys.argv, sys.path[:0] = [str(path), "--help"], [str(path.parent)]
+            try:
+                with contextlib.redirect_stdout(out), pytest.raises(SystemExit) as exc:
+                    runpy.run_path(str(path), run_name="__main__")
+            finally:
+                sys.argv, sys.path[:] = old_argv, old_path
+                for mod in set(sys.modules) - before:  # sibling helpers (lowprec_common, ...)
+                    if str(getattr(sys.modules[mod], "__file__", "") or "").startswith(str(path.parent)):
+                        del sys.modules[mod]
+        assert exc.value.code in (0, None), f"{name} --help exited with {exc.value.code}"
+        _HELP[name] = out.getvalue()
+    return _HELP[name]
+
+
+def _cli_scripts():
+    for d in SCRIPT_DIRS:
+        for path in sorted((ROOT / d).glob("*.py")):
+            text = path.read_text()
+            if "argparse" in text and '__name__ == "__main__"' in text:
+                yield pytest.param(f"{d}/{path.name}", id=f"{d}/{path.name}")
+
+
+# ------------------------------------------------------------------------------ tests
+
+
+@pytest.mark.parametrize("path, caption", list(_results()))
+def test_results_table_states_command_commit_machine_wall_time(path, caption):
+    where = f"{path.relative_to(ROOT)}, results table after:\n{caption[-600:]}\n"
+    commands = list(_commands(caption))
+    assert commands, where + "no reproduction command (python benchmarks/... | examples/... | -m hypermc ...)"
+    for name, _ in commands:
+        if not name.startswith("hypermc "):
+            assert (ROOT / name).is_file(), where + f"the command names {name}, which does not exist"
+    commits = list(COMMIT.finditer(caption))
+    assert commits, where + "no 'commit <hash>' or 'commit not recorded'"
+    for m in commits:
+        if m.group("hash") and _git_has(m.group("hash")) is False:
+            pytest.fail(where + f"commit {m.group('hash')} is not a commit of this repository")
+    assert MACHINE.search(caption), where + "no machine (e.g. '2-core x86-64 VM', 'H100', or 'machine not recorded')"
+    assert WALL_TIME.search(caption), where + "no 'wall time ...' (or 'wall time not recorded')"
+
+
+@pytest.mark.parametrize("path, caption", list(_results()))
+def test_results_commands_use_existing_options(path, caption):
+    for name, flags in _commands(caption):
+        text = _help(name)
+        missing = sorted(f for f in flags if not re.search(rf"(?<![\w-]){re.escape(f)}(?![\w-])", text))
+        assert not missing, f"{path.relative_to(ROOT)}: `{name}` has no option(s) {missing}"
+
+
+def test_the_rule_finds_tables_and_exclusions():
+    found = list(_tables())
+    results = [t for t in found if not t[4]]
+    assert len(results) >= 15, "the parser stopped finding the results tables"
+    assert any(t[2] == "output" for t in results), "the output fence of docs/training.md is a results table"
+    marked = [t for t in found if t[4]]
+    assert marked, "the status / index tables carry the not-results marker"
+
+
+@pytest.mark.parametrize("name", list(_cli_scripts()))
+def test_script_help(name):
+    text = _help(name)
+    assert "usage:" in text and "--help" in text
+
+
+def test_every_benchmark_has_a_command_line():
+    benches = sorted((ROOT / "benchmarks").glob("bench_*.py"))
+    assert benches and all("argparse" in p.read_text() for p in benches)
