@@ -216,10 +216,9 @@ def add(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     exact sum is kept until one final truncation, bound ``u^nc`` (+ the rare second
     rounding), tested <= 8.
 
-    Relative bound holds with cancellation (``x + (-x + tiny)``) too. For ``nc <= 2`` the
-    sign of a zero result follows IEEE addition of the values (``-0 + -0 = -0``); for
-    ``nc >= 3`` a zero result is ``+0`` (the renormalisation rebuilds zeros as ``+0``;
-    strict xfail ``test_signed_zeros_nc3``).
+    Relative bound holds with cancellation (``x + (-x + tiny)``) too. The sign of a zero
+    result follows IEEE addition of the values (``-0 + -0 = -0``, ``x + (-x) = +0``) at
+    every nc (``test_signed_zeros``, ``test_signed_zeros_nc3``).
     """
     return _add_sub(x, y, subtract=False)
 
@@ -347,20 +346,36 @@ def _finish2(buf: torch.Tensor, naive) -> torch.Tensor:
 
 
 def _guard(result: torch.Tensor, naive: torch.Tensor) -> torch.Tensor:
-    """Make inf and NaN propagate like the plain op.
+    """Make inf, NaN and signed zeros come out like the plain op.
 
     ``naive`` is the plain-float result of the op on the leading components. Where it is
     not finite (overflow, inf or NaN operands) the result is ``(naive, 0, ...)``; where the
-    MC result itself overflowed, its tail is zeroed. The all-finite case costs one
-    reduction and no extra elementwise pass.
+    MC result itself overflowed, its tail is zeroed. A zero result takes its sign from
+    ``naive`` when ``naive`` is zero too: for ``+``, ``x0 + y0`` is ``-0`` exactly when
+    both leading components are ``-0`` (an exact zero sum of non-zero terms is ``+0``
+    under round-to-nearest, as the merged result already is); for ``*``, ``x0 * y0`` is
+    the IEEE-signed zero of a zero or underflowed product. The merge-and-renormalise
+    kernels rebuild every zero as ``+0``, so without this ``-0 * 1`` and ``-0 + -0``
+    gave ``+0`` for nc >= 3. The all-finite, zero-free case costs two reductions and no
+    extra elementwise pass.
     """
     lead = result[..., 0]
     if _all_finite(lead) and _all_finite(naive):
-        return result
+        return _signed_zero(result, naive)
     naive = naive.expand(lead.shape)
     fallback = from_float(naive, result.shape[-1])
     out = torch.where(torch.isfinite(naive).unsqueeze(-1), result, fallback)
-    return _zero_tail_of_nonfinite(out)
+    return _signed_zero(_zero_tail_of_nonfinite(out), naive)
+
+
+def _signed_zero(result: torch.Tensor, naive: torch.Tensor) -> torch.Tensor:
+    """``result`` with a zero leading component replaced by ``naive`` where that is zero."""
+    lead = result[..., 0]
+    zero = lead == 0
+    if not is_traced(lead) and not bool(zero.any()):
+        return result
+    signed = torch.where(zero & (naive == 0), naive.expand(lead.shape), lead)
+    return torch.cat([signed.unsqueeze(-1), result[..., 1:]], dim=-1)
 
 
 def _zero_tail_of_nonfinite(c: torch.Tensor) -> torch.Tensor:
@@ -438,8 +453,8 @@ def mul(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     otherwise all exact products ``x_i y_j`` with ``i + j < nc`` (TwoProd) and the plain
     products of order ``nc``, sorted and renormalised. Bound ``u^nc`` (truncation) plus
     ``O(nc^2 u^(nc+1))``, tested <= 8 ``u^nc`` (bulk random, Fractions, and products
-    whose orders cancel). A zero product keeps its IEEE sign for ``nc <= 2`` only; for
-    ``nc >= 3`` it is ``+0`` (strict xfail ``test_signed_zeros_nc3``).
+    whose orders cancel). A zero product keeps its IEEE sign (``-0 * 1 = -0``, an
+    underflow of opposite signs ``-0``) at every nc (``test_signed_zeros_nc3``).
     """
     x, y, nc = _common(x, y)
     if nc == 1:

@@ -632,13 +632,29 @@ def test_signed_zeros(dtype):
     _check_signed_zeros(dtype, 2)
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: signed zeros are lost for nc >= 3: mul(-0, 1), "
-                   "add(-0, -0), mul_float(-0, 1) give +0 (the merge-and-renormalise kernels "
-                   "rebuild zeros as +0)")
 @pytest.mark.parametrize("dtype", ALL_DTYPES, ids=str)
-@pytest.mark.parametrize("nc", [3, 4])
+@pytest.mark.parametrize("nc", [3, 4, 5])
 def test_signed_zeros_nc3(dtype, nc):
+    """nc >= 3: the merge-and-renormalise kernels rebuild zeros as +0; ``_guard`` gives a
+    zero result the sign of the plain op on the leading components (``-0 * 1 = -0``,
+    ``-0 + -0 = -0``, an exact zero sum of non-zero terms ``+0``)."""
     _check_signed_zeros(dtype, nc)
+
+
+@pytest.mark.parametrize("nc", [3, 4])
+def test_signed_zero_of_cancelling_tails(nc):
+    """A zero sum whose leading components do not cancel (the tails do) is +0, and an
+    underflowing product of opposite signs is -0, as in IEEE arithmetic."""
+    f64 = torch.float64
+    # 1 + 2^-53 written both ways (a tie: each tail is half an ulp of its lead), so the
+    # leading components do not cancel (-1 + (1 + 2^-52) = 2^-52) but the values do
+    x = torch.tensor([[1.0, 2.0**-53] + [0.0] * (nc - 2)], dtype=f64)
+    y = torch.tensor([[-(1.0 + 2.0**-52), 2.0**-53] + [0.0] * (nc - 2)], dtype=f64)
+    for z in (arith.add(x, y), arith.add(y, x), arith.sub(x, -y)):
+        assert (z == 0).all() and not torch.signbit(z[0, 0]), z
+    tiny = torch.tensor([[2.0**-600] + [0.0] * (nc - 1)], dtype=f64)
+    p = arith.mul(tiny, -tiny)
+    assert p[0, 0].item() == 0 and torch.signbit(p[0, 0]), p
 
 
 # =========================================================================== exact ops
