@@ -95,7 +95,7 @@ def test_memory_budget_and_sampled_sources(rng):
     assert small["map"] == pytest.approx(whole["map"], rel=1e-14) and small["mean_rank"] == whole["mean_rank"]
     part = evaluate(M, x, g.edges, sample=10, seed=1)
     assert part["sampled_sources"] == "10 of 39"
-    with pytest.raises(ValueError, match="memory_budget must be a positive int"):
+    with pytest.raises(ValueError, match=r"evaluate: memory_budget must be an int >= 1 or None; got 0"):
         evaluate(M, x, g.edges, memory_budget=0)
 
 
