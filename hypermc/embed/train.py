@@ -759,7 +759,8 @@ def _check_checkpoint_tensors(ckpt: dict, name: str) -> None:
                   f"{getattr(comps, 'dtype', type(comps).__name__)}")
     nc = config.get("nc")
     shape = tuple(comps.shape)
-    ok_nc = (comps.dim() == 2) if nc is None else (comps.dim() == 3 and shape[-1] == nc) or (comps.dim() == 2 and nc == 1)
+    # plain runs (nc None) are written as (N, n, 1); (N, n) is read too, as for nc=1
+    ok_nc = (comps.dim() == 3 and shape[-1] == (1 if nc is None else nc)) or (comps.dim() == 2 and nc in (None, 1))
     if not ok_nc or shape[0] != len(names):
         raise bad(f"components of shape {shape} do not fit {len(names)} nodes with nc={nc}")
     if not isinstance(edges, torch.Tensor) or edges.dtype != torch.int64 or edges.dim() != 2 or edges.shape[1] != 2:
