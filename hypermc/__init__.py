@@ -10,4 +10,13 @@ from .mcf import MCTensor, from_mpmath, mc
 __version__ = "0.1.0"
 
 __all__ = ["MCTensor", "mc", "from_mpmath", "__version__"]
-__all__ += ["ManifoldParameter"]
+__all__ += ["ManifoldParameter", "TrainConfig"]
+
+
+def __getattr__(name: str):
+    # hypermc.TrainConfig without importing the embedding pipeline at ``import hypermc``
+    if name == "TrainConfig":
+        from .embed.config import TrainConfig
+
+        return TrainConfig
+    raise AttributeError(f"module 'hypermc' has no attribute {name!r}")

@@ -10,7 +10,9 @@
     python -m hypermc train --data mammals --manifold ball --nc 4 --init-from runs/c --out runs/c2
     torchrun --nproc-per-node 2 -m hypermc train --data nouns --dim 10 --out runs/n
 
-``train``, ``eval`` and ``construct`` end their standard output with one JSON object on one line
+``train`` starts its standard output with its :class:`~hypermc.embed.TrainConfig` (a few
+``name=value`` lines; not with ``--quiet``). ``train``, ``eval`` and ``construct`` end their
+standard output with one JSON object on one line
 (``map``, ``mean_rank``, ``seconds`` and the settings); ``train`` and ``construct`` also
 write it to ``<out>/metrics.json``. Every subcommand shows progress bars on stderr (training
 epochs, tree levels, evaluation chunks, WordNet synsets, exported rows); they are off when
@@ -179,8 +181,9 @@ def _parser() -> argparse.ArgumentParser:
     x.add_argument("--out", required=True, help="output file")
     x.add_argument("--force", action="store_true", help="overwrite existing output files")
     for name, command in sub.choices.items():
+        also = "; no TrainConfig block on stdout at the start" if name == "train" else ""
         command.add_argument("--quiet", action="store_true",
-                             help="no progress bar (there is none anyway when stderr is not a terminal)")
+                             help=f"no progress bar (there is none anyway when stderr is not a terminal){also}")
         _document(command, _EXAMPLES[name])
     return p
 
@@ -266,10 +269,24 @@ def _train(args) -> int:
     return code
 
 
+def _train_config(args):
+    """The :class:`~hypermc.embed.TrainConfig` of ``train``'s flags (checked before any work)."""
+    from .embed import TrainConfig
+
+    return TrainConfig(
+        dim=args.dim, nc=args.nc, dtype=DTYPES[args.dtype], epochs=args.epochs, lr=args.lr,
+        batch_size=args.batch_size, negatives=args.negatives, burnin=args.burnin,
+        burnin_lr_mult=args.burnin_lr_mult, scale=args.scale, seed=args.seed,
+        retraction=not args.expmap, max_step=args.max_step or None, lr_schedule=args.lr_schedule,
+        lr_end_mult=args.lr_end_mult, checkpoint_every=args.checkpoint_every, device=args.device, fast=args.fast,
+    )
+
+
 def _train_run(args, parallel) -> int:
     from .embed import evaluate, train
     from .embed.train import MANIFOLDS
 
+    config = _train_config(args)
     graph = _load_graph(args.data)
     _check_out(args, parallel is None or parallel.is_writer)
     cls = MANIFOLDS[args.manifold]
@@ -286,15 +303,11 @@ def _train_run(args, parallel) -> int:
                          memory_budget=_mib(args.eval_memory_mb), device=args.device, **sharded)
             evals.append({"epoch": epoch, "map": m["map"], "mean_rank": m["mean_rank"]})
 
+    if writer and not args.quiet:
+        print(config, flush=True)  # the hyperparameters, before the progress bar and the JSON line
     result = train(
-        graph, manifold, dim=args.dim, nc=args.nc, dtype=DTYPES[args.dtype], epochs=args.epochs,
-        lr=args.lr, batch_size=args.batch_size, negatives=args.negatives, burnin=args.burnin,
-        burnin_lr_mult=args.burnin_lr_mult, scale=args.scale, seed=args.seed,
-        max_step=args.max_step or None, retraction=not args.expmap, lr_schedule=args.lr_schedule,
-        lr_end_mult=args.lr_end_mult,
-        checkpoint_dir=args.out, checkpoint_every=args.checkpoint_every, resume=args.resume,
-        progress=progress, parallel=parallel, device=args.device, fast=args.fast, init=init,
-        callback=None if args.eval_every is None else evaluate_every,
+        graph, manifold, config, checkpoint_dir=args.out, resume=args.resume, progress=progress,
+        parallel=parallel, init=init, callback=None if args.eval_every is None else evaluate_every,
     )
     metrics = evaluate(manifold, result.embeddings, graph.edges, sample=args.eval_sample, seed=args.seed,
                        memory_budget=_mib(args.eval_memory_mb), device=args.device, progress=progress, **sharded)

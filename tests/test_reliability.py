@@ -290,14 +290,14 @@ def park():
 
 if mode.startswith("epoch:"):
     epoch, batch = (int(v) for v in mode.split(":")[1:])
-    step, seen = T._State.step, [0]
+    step, seen = T._Trainer.step, [0]
     def step_then_park(self, e, *args):
         if e + 1 == epoch:
             seen[0] += 1
             if seen[0] == batch:
                 park()
         return step(self, e, *args)
-    T._State.step = step_then_park
+    T._Trainer.step = step_then_park
 elif mode.startswith("save:"):
     nth, save, calls = int(mode.split(":")[1]), torch.save, [0]
     def half_save(obj, f, *args, **kwargs):

@@ -1,5 +1,7 @@
 """Hierarchy embeddings: negative sampler, trainer and reconstruction evaluator.
 
+* :class:`TrainConfig` -- the hyperparameters of :func:`train`, checked once, stored
+  in the checkpoint.
 * :func:`train` -- negative-sampling softmax training on any manifold, MC arithmetic,
   row-sparse Riemannian SGD, checkpoints and bit-identical resume.
 * :func:`evaluate` -- reconstruction mean average precision and mean rank, chunked over
@@ -13,6 +15,7 @@ Library functions only: no printing, no argument parsing (the CLI is
 ``python -m hypermc``).
 """
 
+from .config import TrainConfig
 from .construct import (
     bits_needed,
     components_needed,
@@ -38,6 +41,7 @@ __all__ = [
     "bits_needed",
     "components_needed",
     "train",
+    "TrainConfig",
     "evaluate",
     "TrainResult",
     "load_checkpoint",

@@ -41,6 +41,7 @@ from collections.abc import Callable
 
 import torch
 
+from .._checks import check_callable, check_instance, check_int
 from .._progress import progress_bar
 from ..manifolds.base import Manifold
 from .distance import batch_distance, components_of
@@ -66,14 +67,8 @@ DEFAULT_CUDA_MEMORY_BUDGET = 4 * 2**30
 TILE_SOURCES = 32
 
 
-def _check_positive_int(name, value):
-    if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
-        raise ValueError(f"evaluate: {name} must be a positive int or None; got {value!r}")
-
-
-def _validate(manifold, embeddings, edges, chunk_size, sample, memory_budget):
-    if not isinstance(manifold, Manifold):
-        raise TypeError(f"evaluate: manifold must be a hypermc manifold; got {type(manifold).__name__}")
+def _validate(manifold, embeddings, edges, chunk_size, sample, seed, memory_budget, reduce, shard):
+    check_instance("evaluate", "manifold", manifold, Manifold, "a hypermc manifold")
     if not isinstance(embeddings, torch.Tensor) or not embeddings.is_floating_point() or embeddings.dim() != 2:
         raise TypeError(
             "evaluate: embeddings must be an (N, dim) floating Tensor or MCTensor; got "
@@ -94,9 +89,17 @@ def _validate(manifold, embeddings, edges, chunk_size, sample, memory_budget):
             f"evaluate: edges hold {int(loops.sum())} self-loops (first: row {i}, node "
             f"{int(edges[i, 0])}); a node is not its own neighbour: remove them"
         )
-    _check_positive_int("chunk_size", chunk_size)
-    _check_positive_int("sample", sample)
-    _check_positive_int("memory_budget", memory_budget)
+    check_int("evaluate", "chunk_size", chunk_size, allow_none=True)
+    check_int("evaluate", "sample", sample, allow_none=True)
+    check_int("evaluate", "seed", seed, minimum=None)
+    check_int("evaluate", "memory_budget", memory_budget, allow_none=True)
+    if reduce is not None:
+        check_callable("evaluate", "reduce", reduce, "DataParallel.sum")
+    check_instance("evaluate", "shard", shard, tuple, "an (index, count) tuple")
+    if len(shard) != 2:
+        raise ValueError(f"evaluate: shard must be an (index, count) tuple; got {shard!r}")
+    count = check_int("evaluate", "shard[1]", shard[1])
+    check_int("evaluate", "shard[0]", shard[0], minimum=0, maximum=count - 1)
     # Membership, once per call at the boundary (inf/NaN is reported by evaluate with
     # the row; check_point would only say "contains inf or NaN").
     if bool(torch.isfinite(components_of(embeddings.detach())).all()):
@@ -160,7 +163,7 @@ def evaluate(
         >>> evaluate(M, emb, graph.edges, sample=1000, seed=0)["sampled_sources"]
         '1000 of 82115'
     """
-    _validate(manifold, embeddings, edges, chunk_size, sample, memory_budget)
+    _validate(manifold, embeddings, edges, chunk_size, sample, seed, memory_budget, reduce, shard)
     from .train import resolve_device
 
     dev = embeddings.device if device is None else resolve_device(device, "evaluate")

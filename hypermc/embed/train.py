@@ -26,9 +26,13 @@ stored as multi-component floats:
   then the component dtype), backpropagates to the
   gathered rows -- duplicate rows' gradients are summed by autograd's index backward --
   and updates only those rows, in MC arithmetic.
+* Configuration: the hyperparameters are one frozen :class:`~hypermc.embed.TrainConfig`
+  (checked once when it is built); ``train(graph, manifold, config)`` or
+  ``train(graph, manifold, dim=..., lr=...)``, which builds it.
 * Reproducibility: every random draw (initialisation, edge order, negatives) comes from
   one ``torch.Generator`` seeded with ``seed``. A checkpoint holds the MC components,
-  the optimizer state, the generator state, the epoch and the configuration;
+  the optimizer state, the generator state, the epoch and the configuration
+  (:meth:`TrainConfig.to_dict` plus the manifold, the graph checksum, ...);
   ``resume`` continues bit-identically to a run that was never interrupted (same torch
   build, thread count and device type; a run resumes only on the device type it was
   started on, since CPU and CUDA generators draw different streams).
@@ -50,12 +54,13 @@ import hashlib
 import math
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
 
+from .._checks import check_callable, check_instance
 from .._progress import progress_bar
 from ..data.graph import Graph
 from ..manifolds import Euclidean, Lorentz, PoincareBall, PoincareHalfspace
@@ -63,11 +68,12 @@ from ..manifolds.base import Manifold
 from ..manifolds.parameter import ManifoldParameter
 from ..mcf.tensor import MCTensor
 from ..optim.riemannian import RiemannianSGD
+from .config import DEFAULT_INIT_STD, DEFAULTS, TrainConfig, device_name
 from .distance import SUPPORTED, batch_distance, components_of
-from .sampler import MAX_ROUNDS, NegativeSampler
+from .sampler import NegativeSampler
 
-__all__ = ["train", "write_checkpoint", "epoch_lr", "resolve_device", "fast_retr_rows", "TrainResult",
-           "load_checkpoint", "manifold_from_config", "CHECKPOINT_NAME", "DEFAULTS"]
+__all__ = ["train", "TrainConfig", "write_checkpoint", "epoch_lr", "resolve_device", "fast_retr_rows", "TrainResult",
+           "load_checkpoint", "manifold_from_config", "CHECKPOINT_NAME", "DEFAULTS", "DEFAULT_INIT_STD"]
 
 #: File name of the checkpoint inside ``checkpoint_dir`` (overwritten each time).
 CHECKPOINT_NAME = "checkpoint.pt"
@@ -75,9 +81,6 @@ CHECKPOINT_NAME = "checkpoint.pt"
 CHECKPOINT_FORMAT = "hypermc.embed.checkpoint/2"
 #: format 1 had no content hash; it is still read (unchecked: there is nothing to check)
 _UNHASHED_FORMATS = ("hypermc.embed.checkpoint/1",)
-#: Standard deviation (hyperbolic units, Riemannian coordinates at the origin) of the
-#: initial points: small, so that training starts near the origin as in the paper.
-DEFAULT_INIT_STD = 1e-3
 #: Manifold names used in configs and on the command line.
 MANIFOLDS: dict[str, type] = {
     "halfspace": PoincareHalfspace,
@@ -85,26 +88,14 @@ MANIFOLDS: dict[str, type] = {
     "lorentz": Lorentz,
     "euclidean": Euclidean,
 }
-#: Default hyperparameters of :func:`train` (and of the command line): tuned for the
-#: 2-D mammals halfspace run of the README (1000 epochs in minutes on 2 CPU cores): the
-#: learning rate ramps linearly from 10 to 80 after burn-in, at distance scale 0.5.
-DEFAULTS: dict[str, Any] = {
-    "lr": 10.0,
-    "batch_size": 512,
-    "negatives": 50,
-    "burnin": 20,
-    "burnin_lr_mult": 0.01,
-    "scale": 0.5,
-    "max_step": 1.0,
-    "lr_schedule": "linear",
-    "lr_end_mult": 8.0,
-}
 #: Configuration keys that define the trajectory: a resumed run must match them.
 TRAJECTORY_KEYS = (
     "manifold", "curvature", "dim", "nc", "dtype", "lr", "batch_size", "negatives", "burnin",
     "burnin_lr_mult", "scale", "seed", "init_std", "retraction", "max_rounds", "max_step",
     "lr_schedule", "lr_end_mult", "graph_checksum", "fast", "init",
 )
+#: The hyperparameters :func:`train` accepts as keyword arguments: the :class:`TrainConfig` fields.
+HYPERPARAMETERS = tuple(f.name for f in dataclasses.fields(TrainConfig))
 
 
 @dataclasses.dataclass
@@ -116,7 +107,10 @@ class TrainResult:
             node ``graph.names[i]`` (``n = dim + 1`` for the Lorentz model).
         manifold: the manifold.
         graph: the training graph.
-        config: the configuration (JSON-serialisable dict).
+        config: the run's record, as stored in the checkpoint (JSON-serialisable dict):
+            the :class:`TrainConfig` fields (:meth:`TrainConfig.to_dict`) plus the
+            manifold, curvature, graph checksum and size, ``device_type`` and the
+            ``init`` hash; ``TrainConfig.from_dict(config)`` reads the config back.
         history: one dict per epoch run: ``epoch`` (1-based), ``loss``, ``lr``,
             ``burnin``, ``seconds``, ``masked`` (negative slots masked out).
         seconds: training time of all epochs, resumed ones included.
@@ -150,115 +144,34 @@ def manifold_from_config(config: dict) -> Manifold:
     return cls() if cls is Euclidean else cls(curvature=config["curvature"])
 
 
-def _check_positive_int(name: str, value: Any, minimum: int = 1) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise ValueError(f"train: {name} must be an int >= {minimum}; got {value!r}")
-
-
-def _check_positive_float(name: str, value: Any, allow_zero: bool = False) -> None:
-    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-    if not ok or value < 0 or (value == 0 and not allow_zero):
-        bound = ">= 0" if allow_zero else "> 0"
-        raise ValueError(f"train: {name} must be a finite number {bound}; got {value!r}")
-
-
-def _validate(graph, manifold, dim, nc, dtype, epochs, lr, batch_size, negatives, burnin,
-              burnin_lr_mult, scale, checkpoint_every, init_std, max_step, lr_schedule, lr_end_mult):
-    if not isinstance(graph, Graph):
-        raise TypeError(f"train: graph must be a hypermc.data.Graph; got {type(graph).__name__}")
-    if graph.num_edges == 0:
-        raise ValueError("train: the graph has no edges; nothing to train on")
-    manifold_name(manifold)
-    _check_positive_int("dim", dim)
-    if nc is not None:
-        _check_positive_int("nc", nc)
-    if dtype not in (torch.float16, torch.bfloat16, torch.float32, torch.float64):
-        raise TypeError(f"train: dtype must be a floating torch dtype; got {dtype!r}")
-    _check_positive_int("epochs", epochs, 0)
-    _check_positive_float("lr", lr)
-    _check_positive_int("batch_size", batch_size)
-    _check_positive_int("negatives", negatives)
-    _check_positive_int("burnin", burnin, 0)
-    _check_positive_float("burnin_lr_mult", burnin_lr_mult)
-    _check_positive_float("scale", scale)
-    _check_positive_float("init_std", init_std)
-    if max_step is not None:
-        _check_positive_float("max_step", max_step)
-    if lr_schedule not in ("constant", "linear"):
-        raise ValueError(f"train: lr_schedule must be 'constant' or 'linear'; got {lr_schedule!r}")
-    _check_positive_float("lr_end_mult", lr_end_mult)
-    if checkpoint_every is not None:
-        _check_positive_int("checkpoint_every", checkpoint_every)
-
-
 def train(
     graph: Graph,
     manifold: Manifold,
+    config: TrainConfig | None = None,
     *,
-    dim: int = 2,
-    nc: int | None = 2,
-    dtype: torch.dtype = torch.float64,
-    epochs: int = 1000,
-    lr: float = DEFAULTS["lr"],
-    batch_size: int = DEFAULTS["batch_size"],
-    negatives: int = DEFAULTS["negatives"],
-    burnin: int = DEFAULTS["burnin"],
-    burnin_lr_mult: float = DEFAULTS["burnin_lr_mult"],
-    scale: float = DEFAULTS["scale"],
-    seed: int = 0,
-    init_std: float = DEFAULT_INIT_STD,
-    retraction: bool = True,
-    max_rounds: int = MAX_ROUNDS,
-    max_step: float | None = DEFAULTS["max_step"],
-    lr_schedule: str = DEFAULTS["lr_schedule"],
-    lr_end_mult: float = DEFAULTS["lr_end_mult"],
     checkpoint_dir: str | os.PathLike[str] | None = None,
-    checkpoint_every: int | None = None,
     resume: str | os.PathLike[str] | None = None,
     progress: bool = True,
     callback: Callable[[int, dict, torch.Tensor], Any] | None = None,
     parallel: Any | None = None,
-    device: str | torch.device | None = "cpu",
-    fast: bool = False,
     init: torch.Tensor | None = None,
+    **hyperparameters: Any,
 ) -> TrainResult:
     """Train an embedding of ``graph`` on ``manifold`` (method in the module docstring).
+
+    The hyperparameters come either as one :class:`~hypermc.embed.TrainConfig`
+    (``config``) or as keyword arguments named like its fields (``dim=10, lr=3.0, ...``;
+    the others keep their defaults), which build that config -- not both.
 
     Args:
         graph: the hierarchy; edges ``(child, parent)``.
         manifold: a :class:`PoincareHalfspace`, :class:`PoincareBall`, :class:`Lorentz`
             or :class:`Euclidean` instance.
-        dim: manifold dimension (points have ``dim + 1`` coordinates in the Lorentz
-            model).
-        nc: components per coordinate, or ``None`` for plain tensors.
-        dtype: component dtype.
-        epochs: total number of epochs (a resumed run continues up to it).
-        lr: learning rate after burn-in (the loss is a batch mean).
-        batch_size: positive edges per batch.
-        negatives: negatives per positive edge.
-        burnin: number of burn-in epochs.
-        burnin_lr_mult: learning-rate factor during burn-in.
-        scale: logits are ``-scale * distance``.
-        seed: seed of the run's ``torch.Generator`` (every random draw).
-        init_std: standard deviation of the initial points around the origin.
-        retraction: update with ``retr`` (default) instead of ``expmap``.
-        max_rounds: redraw rounds of rejected negatives (then masked).
-        max_step: optional bound on the Riemannian length ``lr |rgrad|_x`` of one
-            row's update (hyperbolic units); longer steps are shortened, direction
-            kept. Large batches sum many gradients into the hub nodes of a hierarchy
-            (the root is the target of most edges), and an unbounded step there can
-            overshoot by many units.
-        lr_schedule: ``"constant"`` or ``"linear"`` (from ``lr`` after burn-in to
-            ``lr * lr_end_mult`` at the last epoch, see :func:`epoch_lr`); with
-            ``"linear"`` the schedule depends on ``epochs``, so a resumed run must
-            keep ``epochs``.
-        lr_end_mult: final learning-rate factor of the linear schedule (``< 1`` decays,
-            ``> 1`` ramps up; the default ramps from 10 to 80).
+        config: the hyperparameters (default: ``TrainConfig(**hyperparameters)``).
         checkpoint_dir: where ``checkpoint.pt`` is written (overwritten): every
-            ``checkpoint_every`` epochs and after the last epoch.
-        checkpoint_every: epochs between checkpoints (``None``: only at the end).
+            ``config.checkpoint_every`` epochs and after the last epoch.
         resume: a checkpoint to continue from (the configuration must match; only
-            ``epochs`` may differ).
+            ``epochs`` may differ, and only with ``lr_schedule="constant"``).
         progress: show a tqdm progress bar (on stderr).
         callback: ``callback(epoch, stats, embeddings)`` after every epoch (``epoch``
             1-based, ``stats`` the history entry, ``embeddings`` the live table --
@@ -267,150 +180,70 @@ def train(
             training on ``torch.distributed`` (every rank calls ``train`` with the same
             arguments; only rank 0 writes checkpoints and shows progress). ``None``:
             one process.
-        device: where the table, the sampler tables, the generator and every batch
-            live: ``"cpu"`` (default), ``"cuda"``, ``"cuda:1"``, a ``torch.device``, or
-            ``"auto"`` (CUDA when available, else CPU). The random streams of a CPU
-            and a CUDA generator differ, so the same seed gives different runs on
-            the two device types, and a run resumes only on the device type it was
-            started on (ValueError otherwise; the embeddings of any checkpoint load
-            anywhere with :func:`load_checkpoint`).
-        fast: the fast update (see :func:`fast_retr_rows`): the Riemannian gradient,
-            the step clipping and the step ``u = -lr rgrad`` are computed in the
-            component dtype from the leading component of each row (their rounding
-            only perturbs the learning rate by ``O(u)``), then the coordinates are
-            moved by ``u`` with one MC retraction (``x + u`` in MC; the halfspace
-            height multiplied in MC by the rounded ``exp(u_n / x_n)``), so the points
-            keep their ``u^nc`` accuracy. Needs ``retraction=True`` and one process
-            (``parallel=None``); ``False`` (default): the full MC optimizer step.
         init: start from these points instead of random ones: MC components
             ``(N, n, nc)`` (``(N, n)`` for ``nc=None``) in ``dtype``, e.g. a
             :func:`~hypermc.embed.embed_tree` construction; the config records their
             content hash (``init``), so a resumed run must start from the same points.
+        **hyperparameters: :class:`TrainConfig` fields (``dim``, ``nc``, ``dtype``,
+            ``epochs``, ``lr``, ``batch_size``, ``negatives``, ``burnin``,
+            ``burnin_lr_mult``, ``scale``, ``seed``, ``init_std``, ``retraction``,
+            ``max_rounds``, ``max_step``, ``lr_schedule``, ``lr_end_mult``,
+            ``checkpoint_every``, ``device``, ``fast``), when ``config`` is not given.
 
     Returns:
         :class:`TrainResult`.
 
     Raises:
-        TypeError, ValueError: bad arguments, or a ``resume`` checkpoint that does not
-            match (the message names the key).
+        TypeError, ValueError: bad arguments (hyperparameters are checked by
+            :class:`TrainConfig`), an unknown keyword, ``config`` together with
+            hyperparameter keywords, or a ``resume`` checkpoint that does not match
+            (the message names the key).
         FloatingPointError: a non-finite loss or updated row (names epoch and nodes).
 
     Example:
         >>> g = hypermc.data.load_mammals()
         >>> r = train(g, PoincareHalfspace(), dim=2, nc=2, epochs=50, seed=0)
+        >>> r = train(g, PoincareHalfspace(), TrainConfig(dim=2, nc=2, epochs=50, seed=0))  # the same run
         >>> evaluate(r.manifold, r.embeddings, g.edges)
     """
-    _validate(graph, manifold, dim, nc, dtype, epochs, lr, batch_size, negatives, burnin,
-              burnin_lr_mult, scale, checkpoint_every, init_std, max_step, lr_schedule, lr_end_mult)
-    if checkpoint_every is not None and checkpoint_dir is None:
-        raise ValueError("train: checkpoint_every needs a checkpoint_dir to write checkpoint.pt into")
-    if parallel is not None:
-        parallel.check(graph, batch_size)
-    device = resolve_device(device, "train")
-    if not isinstance(fast, bool):
-        raise TypeError(f"train: fast must be a bool; got {type(fast).__name__}")
-    if fast and not retraction:
-        raise ValueError("train: fast=True needs retraction=True (the fast update is a retraction); got retraction=False")
-    if fast and parallel is not None:
-        raise ValueError("train: fast=True runs in one process only; got a parallel=DataParallel")
-    n_coord = dim + 1 if isinstance(manifold, Lorentz) else dim
-    config = {
-        "manifold": manifold_name(manifold),
-        "curvature": float(manifold.curvature),
-        "dim": dim,
-        "nc": nc,
-        "dtype": str(dtype).removeprefix("torch."),
-        "epochs": epochs,
-        "lr": float(lr),
-        "batch_size": batch_size,
-        "negatives": negatives,
-        "burnin": burnin,
-        "burnin_lr_mult": float(burnin_lr_mult),
-        "scale": float(scale),
-        "seed": int(seed),
-        "init_std": float(init_std),
-        "retraction": bool(retraction),
-        "max_rounds": max_rounds,
-        "max_step": None if max_step is None else float(max_step),
-        "lr_schedule": lr_schedule,
-        "lr_end_mult": float(lr_end_mult),
-        "graph_checksum": graph.checksum(),
-        "num_nodes": graph.num_nodes,
-        "num_edges": graph.num_edges,
-        "device_type": device.type,
-        "fast": fast,
-        "init": None if init is None else _content_hash(init),
-    }
-    gen = torch.Generator(device=device).manual_seed(int(seed))
-    table = manifold.random(graph.num_nodes, n_coord, std=init_std, nc=nc, dtype=dtype, device=device,
-                            generator=gen)
-    if init is not None:
-        _load_init(table, init, manifold)
-    table = ManifoldParameter(table, manifold=manifold, requires_grad=False)
-    opt = RiemannianSGD([table], lr=lr, retraction=retraction, sparse_rows=True)
-    history: list[dict] = []
-    start_epoch = 0
+    config = _config_of(config, hyperparameters)
+    _check_run(graph, manifold, config, checkpoint_dir, callback, parallel)
+    run = _Trainer(graph, manifold, config, parallel=parallel, init=init)
     if resume is not None:
-        ckpt = load_checkpoint(resume)
-        _check_resume(ckpt["config"], config, resume)
-        saved_type = ckpt["config"].get("device_type", "cpu")
-        if saved_type != device.type:
-            raise ValueError(
-                f"train: cannot resume from {os.fspath(resume)!r}: it was written by a run on {saved_type!r} "
-                f"but device is {str(device)!r}; the {saved_type} random stream cannot be continued on "
-                f"{device.type}: pass device={saved_type!r} (load_checkpoint reads its embeddings anywhere)"
-            )
-        comps = components_of(table)
-        comps.copy_(ckpt["components"].reshape(comps.shape))
-        opt.load_state_dict(ckpt["optimizer"])
-        gen.set_state(ckpt["generator"])
-        history = list(ckpt["history"])
-        start_epoch = int(ckpt["epoch"])
-    ok, reason = manifold.check_point(table.detach())  # the initial table, once
-    if not ok:
-        where = f"the checkpoint {os.fspath(resume)!r}" if resume is not None else "the initial table"
-        raise ValueError(f"train: {where} holds points off {manifold!r}: {reason}")
+        run.resume(resume)
+    run.check_table(resume)
+    return run.fit(checkpoint_dir=checkpoint_dir, progress=progress, callback=callback)
 
-    sampler = NegativeSampler(graph.edges.to(device), graph.num_nodes, negatives=negatives,
-                              weights=None if graph.weights is None else graph.weights.to(device),
-                              max_rounds=max_rounds)
-    state = _State(graph, manifold, table, opt, sampler, gen, config, parallel)
-    writer = parallel is None or parallel.is_writer
-    ckpt_path = None if checkpoint_dir is None or not writer else Path(checkpoint_dir) / CHECKPOINT_NAME
-    written = None
+
+def _config_of(config: TrainConfig | None, hyperparameters: dict) -> TrainConfig:
+    """``config``, or the :class:`TrainConfig` built from ``train``'s hyperparameter keywords."""
+    unknown = [name for name in hyperparameters if name not in HYPERPARAMETERS]
+    if unknown:
+        raise TypeError(f"train: unexpected keyword arguments {unknown}; the hyperparameters are the "
+                        f"TrainConfig fields ({', '.join(HYPERPARAMETERS)})")
+    if config is None:
+        return TrainConfig(**hyperparameters)
+    check_instance("train", "config", config, TrainConfig, "a TrainConfig or None")
+    if hyperparameters:
+        raise TypeError(f"train: got config and the hyperparameter keywords {sorted(hyperparameters)}; pass one of "
+                        "them (a changed copy of a config: dataclasses.replace(config, lr=...))")
+    return config
+
+
+def _check_run(graph, manifold, config: TrainConfig, checkpoint_dir, callback, parallel) -> None:
+    """The run arguments of :func:`train` (the hyperparameters are checked by :class:`TrainConfig`)."""
+    check_instance("train", "graph", graph, Graph, "a hypermc.data.Graph")
+    if graph.num_edges == 0:
+        raise ValueError("train: the graph has no edges; nothing to train on")
+    manifold_name(manifold)
+    if config.checkpoint_every is not None and checkpoint_dir is None:
+        raise ValueError("train: checkpoint_every needs a checkpoint_dir to write checkpoint.pt into")
+    if callback is not None:
+        check_callable("train", "callback", callback)
     if parallel is not None:
-        parallel.start(config, state.comps, gen)
-    bar = progress_bar(progress and writer, epochs, initial=start_epoch, unit="epoch", desc="train")
-    try:
-        for epoch in range(start_epoch, epochs):
-            in_burnin = epoch < burnin
-            stats = state.run_epoch(epoch, epoch_lr(config, epoch), in_burnin, scale)
-            history.append(stats)
-            if parallel is not None:
-                parallel.check_replicas(state.comps, gen, epoch + 1)
-            bar.update(1)
-            bar.set_postfix(loss=f"{stats['loss']:.4f}", refresh=False)
-            last = epoch + 1 == epochs
-            if ckpt_path is not None and (last or (checkpoint_every and (epoch + 1) % checkpoint_every == 0)):
-                save_checkpoint(ckpt_path, state, epoch + 1, history)
-                written = str(ckpt_path)
-            if callback is not None:
-                callback(epoch + 1, stats, table.detach())
-    finally:
-        bar.close()
-    if ckpt_path is not None and written is None and start_epoch >= epochs:
-        save_checkpoint(ckpt_path, state, start_epoch, history)
-        written = str(ckpt_path)
-    return TrainResult(
-        embeddings=table.detach(),
-        manifold=manifold,
-        graph=graph,
-        config=config,
-        history=history,
-        seconds=float(sum(h["seconds"] for h in history)),
-        epoch=max(start_epoch, epochs),
-        checkpoint=written,
-    )
+        parallel.check(graph, config.batch_size)
+        if config.fast:
+            raise ValueError("train: fast=True runs in one process only; got a parallel=DataParallel")
 
 
 def resolve_device(device: Any, where: str) -> torch.device:
@@ -420,20 +253,12 @@ def resolve_device(device: Any, where: str) -> torch.device:
         TypeError: not a str or ``torch.device``.
         ValueError: an unknown device string, or CUDA asked for but not available.
     """
-    if device is None:
-        return torch.device("cpu")
-    if isinstance(device, str) and device == "auto":
+    name = device_name(device, where)
+    if name == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    if not isinstance(device, (str, torch.device)):
-        raise TypeError(f"{where}: device must be a str, a torch.device or 'auto'; got {type(device).__name__}")
-    try:
-        dev = torch.device(device)
-    except RuntimeError as exc:
-        raise ValueError(f"{where}: device must be 'cpu', 'cuda', 'cuda:N' or 'auto'; got {device!r}") from exc
+    dev = torch.device(name)
     if dev.type == "cuda" and not torch.cuda.is_available():
         raise ValueError(f"{where}: device is {str(dev)!r} but CUDA is not available; use device='cpu' or 'auto'")
-    if dev.type not in ("cpu", "cuda"):
-        raise ValueError(f"{where}: device must be 'cpu', 'cuda', 'cuda:N' or 'auto'; got {device!r}")
     return dev
 
 
@@ -459,13 +284,16 @@ def fast_retr_rows(manifold: Manifold, x: torch.Tensor, u: torch.Tensor) -> torc
     return manifold.retr(x, u)
 
 
-def epoch_lr(config: dict, epoch: int) -> float:
+def epoch_lr(config: TrainConfig | Mapping[str, Any], epoch: int) -> float:
     """Learning rate of the 0-based ``epoch`` of a run with this ``config``.
 
+    ``config`` is a :class:`TrainConfig` or a dict with its keys (a checkpoint's record).
     Burn-in epochs: ``lr * burnin_lr_mult``. Afterwards ``lr`` (``constant``), or for
     ``linear`` ``lr * (1 - f (1 - lr_end_mult))`` with ``f`` going from 0 at the first
     post-burn-in epoch to 1 at the last epoch ``epochs - 1``.
     """
+    if isinstance(config, TrainConfig):
+        config = config.to_dict()
     lr = config["lr"]
     if epoch < config["burnin"]:
         return lr * config["burnin_lr_mult"]
@@ -476,59 +304,240 @@ def epoch_lr(config: dict, epoch: int) -> float:
     return lr * (1.0 - f * (1.0 - config["lr_end_mult"]))
 
 
-class _State:
-    """The mutable pieces of a run and the per-batch / per-epoch work."""
+def _run_record(graph: Graph, manifold: Manifold, config: TrainConfig, device: torch.device,
+                init: torch.Tensor | None) -> dict:
+    """The checkpoint's ``config`` record: the config's fields and what identifies the run."""
+    return {
+        "manifold": manifold_name(manifold),
+        "curvature": float(manifold.curvature),
+        **config.to_dict(),
+        "graph_checksum": graph.checksum(),
+        "num_nodes": graph.num_nodes,
+        "num_edges": graph.num_edges,
+        "device_type": device.type,
+        "init": None if init is None else _content_hash(init),
+    }
 
-    def __init__(self, graph, manifold, table, opt, sampler, gen, config, parallel=None):
+
+class _Batch(NamedTuple):
+    """One batch of :meth:`_Trainer.sample`: positives, negatives and their mask."""
+
+    pairs: torch.Tensor  # (B, 2) (child, parent) ids: this rank's share under data parallelism
+    neg: torch.Tensor  # (B, negatives) corrupted targets
+    valid: torch.Tensor  # (B, negatives) False where the sampler could not fill the slot
+    n_masked: int  # masked slots of the whole (global) batch
+    n_pairs: int  # edges of the whole (global) batch
+
+
+class _Trainer:
+    """One run of :func:`train`: its state and its work, one job per method.
+
+    * set-up: ``__init__`` (the run's generator, initial table, optimizer, sampler,
+      gradient buffer and checkpoint record);
+    * sampling: :meth:`batches` (the epoch's random edge order), :meth:`sample`
+      (negatives; this rank's share under data parallelism);
+    * step: :meth:`loss_and_grad` (distances, softmax loss, backward), :meth:`update`
+      (:meth:`_update_exact`, the MC optimizer step, or :meth:`_update_fast`);
+      :meth:`step` = sample + loss_and_grad + update for one batch;
+    * checkpoints: :meth:`resume`, :meth:`save`;
+    * the loop: :meth:`run_epoch`, :meth:`fit` (progress bar, checkpoints, callbacks).
+
+    Every random draw comes from ``self.gen``, in a fixed order (initial points, then per
+    epoch the edge order and per batch the negatives), which is what makes ``resume``
+    bit-identical.
+    """
+
+    def __init__(self, graph: Graph, manifold: Manifold, config: TrainConfig, *, parallel: Any | None = None,
+                 init: torch.Tensor | None = None):
         self.graph = graph
         self.manifold = manifold
-        self.table = table
-        self.comps = components_of(table)
-        self.opt = opt
-        self.sampler = sampler
-        self.gen = gen
         self.config = config
         self.parallel = parallel
-        self.device = table.device
+        self.device = resolve_device(config.device, "train")
+        self.record = _run_record(graph, manifold, config, self.device, init)
+        self.gen = torch.Generator(device=self.device).manual_seed(config.seed)
+        self.table = self._initial_table(init)
+        self.comps = components_of(self.table)
+        self.opt = RiemannianSGD([self.table], lr=config.lr, retraction=config.retraction, sparse_rows=True)
+        self.history: list[dict] = []
+        self.epoch = 0  # completed epochs
         self.edges = graph.edges.to(self.device)
-        self.fast = bool(config.get("fast", False))
+        self.sampler = NegativeSampler(self.edges, graph.num_nodes, negatives=config.negatives,
+                                       weights=None if graph.weights is None else graph.weights.to(self.device),
+                                       max_rounds=config.max_rounds)
         # Dense gradient buffer of the row-sparse optimizer; only the batch's rows are
         # ever non-zero (written before and cleared after each step).
-        self.grad = torch.zeros_like(table.detach())
+        self.grad = torch.zeros_like(self.table.detach())
         self.grad_comps = components_of(self.grad)
-        table.grad = self.grad
+        self.table.grad = self.grad
 
-    def run_epoch(self, epoch: int, lr: float, burnin: bool, scale: float) -> dict:
+    def _initial_table(self, init: torch.Tensor | None) -> ManifoldParameter:
+        """Random points around the origin (drawn from the run's generator), or ``init``."""
+        c = self.config
+        n_coord = c.dim + 1 if isinstance(self.manifold, Lorentz) else c.dim
+        table = self.manifold.random(self.graph.num_nodes, n_coord, std=c.init_std, nc=c.nc, dtype=c.dtype,
+                                     device=self.device, generator=self.gen)
+        if init is not None:
+            _load_init(table, init, self.manifold)
+        return ManifoldParameter(table, manifold=self.manifold, requires_grad=False)
+
+    # -------------------------------------------------------------- checkpoints
+
+    def resume(self, path: str | os.PathLike[str]) -> None:
+        """Continue from the checkpoint at ``path``: table, optimizer, generator, history, epoch."""
+        ckpt = load_checkpoint(path)
+        _check_resume(ckpt["config"], self.record, path)
+        saved_type = ckpt["config"].get("device_type", "cpu")
+        if saved_type != self.device.type:
+            raise ValueError(
+                f"train: cannot resume from {os.fspath(path)!r}: it was written by a run on {saved_type!r} "
+                f"but device is {str(self.device)!r}; the {saved_type} random stream cannot be continued on "
+                f"{self.device.type}: pass device={saved_type!r} (load_checkpoint reads its embeddings anywhere)"
+            )
+        self.comps.copy_(ckpt["components"].reshape(self.comps.shape))
+        self.opt.load_state_dict(ckpt["optimizer"])
+        self.gen.set_state(ckpt["generator"])
+        self.history = list(ckpt["history"])
+        self.epoch = int(ckpt["epoch"])
+
+    def check_table(self, resume: str | os.PathLike[str] | None) -> None:
+        """The starting table (initial, ``init`` or resumed) holds points of the manifold; checked once."""
+        ok, reason = self.manifold.check_point(self.table.detach())
+        if not ok:
+            where = f"the checkpoint {os.fspath(resume)!r}" if resume is not None else "the initial table"
+            raise ValueError(f"train: {where} holds points off {self.manifold!r}: {reason}")
+
+    def save(self, path: str | os.PathLike[str]) -> None:
+        """Write the run's checkpoint to ``path`` atomically (:func:`write_checkpoint`)."""
+        write_checkpoint(path, {
+            "format": CHECKPOINT_FORMAT,
+            "epoch": self.epoch,
+            "config": dict(self.record),
+            "components": self.comps.detach().clone(),
+            "optimizer": self.opt.state_dict(),
+            "generator": self.gen.get_state(),
+            "history": list(self.history),
+            "names": list(self.graph.names),
+            "edges": self.graph.edges.clone(),
+            "weights": None if self.graph.weights is None else self.graph.weights.clone(),
+        })
+
+    # -------------------------------------------------------------- the loop
+
+    def fit(self, *, checkpoint_dir: str | os.PathLike[str] | None, progress: bool,
+            callback: Callable[[int, dict, torch.Tensor], Any] | None) -> TrainResult:
+        """Run the remaining epochs; checkpoint on schedule and call ``callback`` after each."""
+        writer = self.parallel is None or self.parallel.is_writer
+        path = None if checkpoint_dir is None or not writer else Path(checkpoint_dir) / CHECKPOINT_NAME
+        written = None
+        if self.parallel is not None:
+            # the placement ("cuda:1") may differ between ranks; device_type may not
+            self.parallel.start({k: v for k, v in self.record.items() if k != "device"}, self.comps, self.gen)
+        start_epoch, epochs = self.epoch, self.config.epochs
+        bar = progress_bar(progress and writer, epochs, initial=start_epoch, unit="epoch", desc="train")
+        try:
+            for epoch in range(start_epoch, epochs):
+                stats = self.run_epoch(epoch)
+                self.history.append(stats)
+                self.epoch = epoch + 1
+                if self.parallel is not None:
+                    self.parallel.check_replicas(self.comps, self.gen, self.epoch)
+                bar.update(1)
+                bar.set_postfix(loss=f"{stats['loss']:.4f}", refresh=False)
+                if path is not None and self._checkpoint_due():
+                    self.save(path)
+                    written = str(path)
+                if callback is not None:
+                    callback(self.epoch, stats, self.table.detach())
+        finally:
+            bar.close()
+        if path is not None and written is None and start_epoch >= epochs:
+            self.save(path)  # nothing left to run: the resumed state, written where asked
+            written = str(path)
+        return TrainResult(
+            embeddings=self.table.detach(),
+            manifold=self.manifold,
+            graph=self.graph,
+            config=self.record,
+            history=self.history,
+            seconds=float(sum(h["seconds"] for h in self.history)),
+            epoch=self.epoch,
+            checkpoint=written,
+        )
+
+    def _checkpoint_due(self) -> bool:
+        """After the last epoch, and every ``checkpoint_every`` epochs."""
+        every = self.config.checkpoint_every
+        return self.epoch == self.config.epochs or bool(every and self.epoch % every == 0)
+
+    def run_epoch(self, epoch: int) -> dict:
+        """One pass over the edges at the epoch's learning rate; returns its history entry."""
         start = time.perf_counter()
+        lr = epoch_lr(self.config, epoch)
+        burnin = epoch < self.config.burnin
         for group in self.opt.param_groups:
             group["lr"] = lr
-        edges = self.edges
-        batch = self.config["batch_size"]
-        order = torch.randperm(edges.shape[0], generator=self.gen, device=self.device)
         total = 0.0
         masked = 0
-        for lo in range(0, edges.shape[0], batch):
-            pairs = edges[order[lo : lo + batch]]
-            loss_sum, n_masked = self.step(epoch, pairs, burnin, scale)
+        for pairs in self.batches():
+            loss_sum, n_masked = self.step(epoch, pairs, burnin, self.config.scale)
             total += loss_sum
             masked += n_masked
         return {
             "epoch": epoch + 1,
-            "loss": total / edges.shape[0],
+            "loss": total / self.edges.shape[0],
             "lr": lr,
             "burnin": burnin,
             "masked": masked,
             "seconds": time.perf_counter() - start,
         }
 
-    def step(self, epoch: int, pairs: torch.Tensor, burnin: bool, scale: float) -> tuple[float, int]:
+    # -------------------------------------------------------------- sampling
+
+    def batches(self) -> Iterator[torch.Tensor]:
+        """The positive edges in a fresh random order, ``batch_size`` ``(child, parent)`` rows at a time."""
+        n, size = self.edges.shape[0], self.config.batch_size
+        order = torch.randperm(n, generator=self.gen, device=self.device)
+        for lo in range(0, n, size):
+            yield self.edges[order[lo : lo + size]]
+
+    def sample(self, pairs: torch.Tensor, burnin: bool) -> _Batch:
+        """Negatives for the batch ``pairs`` (then this rank's share of it under data parallelism)."""
         neg, valid = self.sampler.sample(pairs[:, 0], generator=self.gen, burnin=burnin)
         n_masked, n_pairs = int((~valid).sum()), pairs.shape[0]
         if self.parallel is not None:  # this rank's share of the global batch
             pairs, neg, valid = self.parallel.share(pairs, neg, valid)
+        return _Batch(pairs, neg, valid, n_masked, n_pairs)
+
+    # -------------------------------------------------------------- the step
+
+    def step(self, epoch: int, pairs: torch.Tensor, burnin: bool, scale: float) -> tuple[float, int]:
+        """Train on one batch of positive edges; returns its summed loss and masked slots."""
+        batch = self.sample(pairs, burnin)
+        ids, rows, g, per_edge = self.loss_and_grad(epoch, batch, scale)
+        with torch.no_grad():
+            loss_sum = per_edge.sum()
+            if self.parallel is not None:  # every rank gets the same summed rows
+                ids, g, loss_sum = self.parallel.reduce(ids, g, loss_sum)
+                rows = self.comps[ids]
+            self.update(epoch, ids, rows, g)
+        return float(loss_sum), batch.n_masked
+
+    def loss_and_grad(self, epoch: int, batch: _Batch, scale: float):
+        """Softmax loss of the batch and its gradient on the batch's unique rows.
+
+        Returns:
+            ``(ids, rows, grad, per_edge)``: the unique node ids, their components, the
+            gradient of the loss (batch mean) with respect to their leading components,
+            and the detached per-edge loss.
+
+        Raises:
+            FloatingPointError: a non-finite loss (names the epoch, edges and nodes).
+        """
+        pairs, valid = batch.pairs, batch.valid
         src, pos = pairs[:, 0], pairs[:, 1]
         # Masked slots point at the positive (a finite distance) and get logit -inf.
-        targets = torch.cat([pos.unsqueeze(1), torch.where(valid, neg, pos.unsqueeze(1))], dim=1)
+        targets = torch.cat([pos.unsqueeze(1), torch.where(valid, batch.neg, pos.unsqueeze(1))], dim=1)
         ids, inv = torch.unique(torch.cat([src.unsqueeze(1), targets], dim=1), return_inverse=True)
         rows = self.comps[ids]
         leaf = rows[..., 0].clone().requires_grad_(True)
@@ -539,7 +548,7 @@ class _State:
                 torch.cat([torch.zeros_like(valid[:, :1]), ~valid], dim=1), -math.inf
             )
             per_edge = torch.logsumexp(logits, dim=1) - logits[:, 0]
-            loss = per_edge.mean() if self.parallel is None else per_edge.sum() / n_pairs
+            loss = per_edge.mean() if self.parallel is None else per_edge.sum() / batch.n_pairs
             loss.backward()
         if not bool(torch.isfinite(per_edge).all()):
             bad = (~torch.isfinite(per_edge)).nonzero().squeeze(1)
@@ -550,34 +559,48 @@ class _State:
                 f"{self._edge_names(pairs[bad])}; nodes with non-finite coordinates: {nodes}; "
                 "lower lr or use more components"
             )
-        with torch.no_grad():
-            g, loss_sum = leaf.grad, per_edge.detach().sum()
-            if self.parallel is not None:  # every rank gets the same summed rows
-                ids, g, loss_sum = self.parallel.reduce(ids, g, loss_sum)
-                rows = self.comps[ids]
-            if self.fast:  # checked before it is written: the table stays finite
-                new = self._fast_step(rows, g)
-                self._raise_if_not_finite(epoch, ids, new)
-                self.comps[ids] = new
-                return float(loss_sum), n_masked
-            g = self._clip(rows[..., 0].contiguous(), g)
-            self.grad_comps[ids] = 0
-            self.grad_comps[ids, ..., 0] = g
-            if self.parallel is None:
-                self.opt.step(rows=ids)
-            else:  # each rank updates a share of the rows, then they swap the results
-                self.parallel.step(self.opt, self.comps, ids)
-            self.grad_comps[ids] = 0
-        return self._check_finite(epoch, ids, rows, loss_sum, n_masked)
+        return ids, rows, leaf.grad, per_edge.detach()
 
-    def _check_finite(self, epoch, ids, rows, loss_sum, n_masked) -> tuple[float, int]:
-        """Raise (restoring ``rows``) if an update wrote a non-finite coordinate."""
+    def update(self, epoch: int, ids: torch.Tensor, rows: torch.Tensor, g: torch.Tensor) -> None:
+        """Move the rows ``ids`` (components ``rows``) against the gradient ``g``.
+
+        Raises:
+            FloatingPointError: an updated row is not finite (the table keeps the old rows).
+        """
+        if self.config.fast:
+            self._update_fast(epoch, ids, rows, g)
+        else:
+            self._update_exact(epoch, ids, rows, g)
+
+    def _update_exact(self, epoch: int, ids: torch.Tensor, rows: torch.Tensor, g: torch.Tensor) -> None:
+        """The full update: clipped gradient into the buffer, one MC :class:`RiemannianSGD` step."""
+        g = self._clip(rows[..., 0].contiguous(), g)
+        self.grad_comps[ids] = 0
+        self.grad_comps[ids, ..., 0] = g
+        if self.parallel is None:
+            self.opt.step(rows=ids)
+        else:  # each rank updates a share of the rows, then they swap the results
+            self.parallel.step(self.opt, self.comps, ids)
+        self.grad_comps[ids] = 0
         try:
             self._raise_if_not_finite(epoch, ids, self.comps[ids])
         except FloatingPointError:
             self.comps[ids] = rows  # keep the table finite for inspection
             raise
-        return float(loss_sum), n_masked
+
+    def _update_fast(self, epoch: int, ids: torch.Tensor, rows: torch.Tensor, g: torch.Tensor) -> None:
+        """The fast update (``fast=True``): step in the component dtype, one MC move.
+
+        The new rows are checked before they are written, so the table stays finite.
+        """
+        x0 = rows[..., 0].contiguous()
+        lr = self.opt.param_groups[0]["lr"]
+        rgrad = self.manifold.egrad2rgrad(x0, g)
+        u = rgrad * (-lr * self._clip_factor(x0, rgrad, lr)).unsqueeze(-1)
+        x = MCTensor(rows) if self.config.nc is not None else x0
+        new = components_of(fast_retr_rows(self.manifold, x, u))
+        self._raise_if_not_finite(epoch, ids, new)
+        self.comps[ids] = new
 
     def _raise_if_not_finite(self, epoch: int, ids: torch.Tensor, new: torch.Tensor) -> None:
         """FloatingPointError naming the nodes if a row of ``new`` is not finite."""
@@ -590,19 +613,9 @@ class _State:
                 f"{bad_ids.numel()} nodes, e.g. {names}; lower lr or use more components"
             )
 
-    def _fast_step(self, rows: torch.Tensor, g: torch.Tensor) -> torch.Tensor:
-        """The fast update (``train(fast=True)``): step in the component dtype, one MC move;
-        returns the new components of ``rows``."""
-        x0 = rows[..., 0].contiguous()
-        lr = self.opt.param_groups[0]["lr"]
-        rgrad = self.manifold.egrad2rgrad(x0, g)
-        u = rgrad * (-lr * self._clip_factor(x0, rgrad, lr)).unsqueeze(-1)
-        x = MCTensor(rows) if self.config["nc"] is not None else x0
-        return components_of(fast_retr_rows(self.manifold, x, u))
-
     def _clip_factor(self, x: torch.Tensor, rgrad: torch.Tensor, lr: float) -> torch.Tensor:
         """Per-row factor ``min(1, max_step / (lr |rgrad|_x))`` (1 without ``max_step``)."""
-        max_step = self.config["max_step"]
+        max_step = self.config.max_step
         if max_step is None:
             return torch.ones(x.shape[:-1], dtype=x.dtype, device=x.device)
         step = self.manifold.norm(x, rgrad) * lr
@@ -610,7 +623,7 @@ class _State:
 
     def _clip(self, x: torch.Tensor, g: torch.Tensor) -> torch.Tensor:
         """Scale gradient rows whose step ``lr |rgrad|_x`` would exceed ``max_step``."""
-        if self.config["max_step"] is None:
+        if self.config.max_step is None:
             return g
         lr = self.opt.param_groups[0]["lr"]
         return g * self._clip_factor(x, self.manifold.egrad2rgrad(x, g), lr).unsqueeze(-1)
@@ -639,25 +652,8 @@ def _load_init(table: torch.Tensor, init: torch.Tensor, manifold: Manifold) -> N
 # ------------------------------------------------------------------ checkpoints
 
 
-def save_checkpoint(path: str | os.PathLike[str], state: _State, epoch: int, history: list) -> None:
-    """Write a checkpoint atomically (a temporary file, then a rename)."""
-    payload = {
-        "format": CHECKPOINT_FORMAT,
-        "epoch": epoch,
-        "config": dict(state.config),
-        "components": state.comps.detach().clone(),
-        "optimizer": state.opt.state_dict(),
-        "generator": state.gen.get_state(),
-        "history": list(history),
-        "names": list(state.graph.names),
-        "edges": state.graph.edges.clone(),
-        "weights": None if state.graph.weights is None else state.graph.weights.clone(),
-    }
-    write_checkpoint(path, payload)
-
-
 def write_checkpoint(path: str | os.PathLike[str], payload: dict) -> None:
-    """Write a format-2 checkpoint ``payload`` (the keys of :func:`save_checkpoint`) atomically.
+    """Write a format-2 checkpoint ``payload`` (the keys ``_Trainer.save`` writes) atomically.
 
     Adds the content hash; the payload must already hold ``"format": CHECKPOINT_FORMAT``.
     """
@@ -763,7 +759,8 @@ def _check_checkpoint_tensors(ckpt: dict, name: str) -> None:
                   f"{getattr(comps, 'dtype', type(comps).__name__)}")
     nc = config.get("nc")
     shape = tuple(comps.shape)
-    ok_nc = (comps.dim() == 2) if nc is None else (comps.dim() == 3 and shape[-1] == nc) or (comps.dim() == 2 and nc == 1)
+    # plain runs (nc None) are written as (N, n, 1); (N, n) is read too, as for nc=1
+    ok_nc = (comps.dim() == 3 and shape[-1] == (1 if nc is None else nc)) or (comps.dim() == 2 and nc in (None, 1))
     if not ok_nc or shape[0] != len(names):
         raise bad(f"components of shape {shape} do not fit {len(names)} nodes with nc={nc}")
     if not isinstance(edges, torch.Tensor) or edges.dtype != torch.int64 or edges.dim() != 2 or edges.shape[1] != 2:

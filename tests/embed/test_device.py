@@ -54,9 +54,9 @@ def test_auto_device_picks_cuda_only_when_available(monkeypatch):
 
 def test_bad_devices_are_refused(monkeypatch):
     g = tree_closure(1, 2)
-    with pytest.raises(TypeError, match=r"train: device must be a str, a torch.device or 'auto'; got int"):
+    with pytest.raises(TypeError, match=r"TrainConfig: device must be a str, a torch.device or 'auto'; got int"):
         train(g, PoincareHalfspace(), epochs=1, device=0, progress=False)
-    with pytest.raises(ValueError, match=r"train: device must be 'cpu', 'cuda', 'cuda:N' or 'auto'; got 'gpu'"):
+    with pytest.raises(ValueError, match=r"TrainConfig: device must be 'cpu', 'cuda', 'cuda:N' or 'auto'; got 'gpu'"):
         train(g, PoincareHalfspace(), epochs=1, device="gpu", progress=False)
     with pytest.raises(ValueError, match=r"evaluate: device must be .*got 'meta'"):
         evaluate(PoincareHalfspace(), torch.ones(3, 2, dtype=F64), g.edges, device="meta")
@@ -67,9 +67,9 @@ def test_bad_devices_are_refused(monkeypatch):
 
 def test_fast_argument_checks():
     g = tree_closure(1, 2)
-    with pytest.raises(TypeError, match=r"train: fast must be a bool; got str"):
+    with pytest.raises(TypeError, match=r"TrainConfig: fast must be True or False; got str 'yes'"):
         train(g, PoincareHalfspace(), epochs=1, fast="yes", progress=False)
-    with pytest.raises(ValueError, match=r"train: fast=True needs retraction=True"):
+    with pytest.raises(ValueError, match=r"TrainConfig: fast=True needs retraction=True"):
         train(g, PoincareHalfspace(), epochs=1, fast=True, retraction=False, progress=False)
 
 

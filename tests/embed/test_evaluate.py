@@ -82,6 +82,27 @@ def test_errors():
         evaluate(M, x, g.edges)
 
 
+@pytest.mark.parametrize(
+    "kwargs, exc, match",
+    [
+        (dict(chunk_size=0), ValueError, r"evaluate: chunk_size must be an int >= 1 or None; got 0"),
+        (dict(sample=2.0), TypeError, r"evaluate: sample must be an int >= 1 or None; got float 2.0"),
+        (dict(seed="0"), TypeError, r"evaluate: seed must be an int; got str '0'"),
+        (dict(reduce=3), TypeError, r"evaluate: reduce must be callable \(e.g. DataParallel.sum\); got int"),
+        (dict(shard=[0, 1]), TypeError, r"evaluate: shard must be an \(index, count\) tuple; got list"),
+        (dict(shard=(0, 1, 2)), ValueError, r"evaluate: shard must be an \(index, count\) tuple; got \(0, 1, 2\)"),
+        (dict(shard=(0, 0)), ValueError, r"evaluate: shard\[1\] must be an int >= 1; got 0"),
+        (dict(shard=(2, 2)), ValueError, r"evaluate: shard\[0\] must be an int in \[0, 1\]; got 2"),
+    ],
+)
+def test_argument_checks(kwargs, exc, match):
+    g = tree_closure(1, 2)
+    with pytest.raises(exc, match=match):
+        evaluate(PoincareHalfspace(), torch.ones(3, 2, dtype=F64), g.edges, **kwargs)
+    with pytest.raises(TypeError, match=r"evaluate: manifold must be a hypermc manifold; got str"):
+        evaluate("halfspace", torch.ones(3, 2, dtype=F64), g.edges)
+
+
 def test_memory_budget_and_sampled_sources(rng):
     from hypermc.embed.evaluate import BYTES_PER_CANDIDATE
 
@@ -95,7 +116,7 @@ def test_memory_budget_and_sampled_sources(rng):
     assert small["map"] == pytest.approx(whole["map"], rel=1e-14) and small["mean_rank"] == whole["mean_rank"]
     part = evaluate(M, x, g.edges, sample=10, seed=1)
     assert part["sampled_sources"] == "10 of 39"
-    with pytest.raises(ValueError, match="memory_budget must be a positive int"):
+    with pytest.raises(ValueError, match=r"evaluate: memory_budget must be an int >= 1 or None; got 0"):
         evaluate(M, x, g.edges, memory_budget=0)
 
 

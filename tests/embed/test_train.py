@@ -160,10 +160,10 @@ def test_nan_guard_names_epoch_and_node(tmp_path):
         (dict(batch_size=0), ValueError, "batch_size must be an int >= 1"),
         (dict(lr=-1.0), ValueError, "lr must be a finite number > 0"),
         (dict(nc=0), ValueError, "nc must be an int >= 1"),
-        (dict(dtype=torch.int64), TypeError, "dtype must be a floating torch dtype"),
+        (dict(dtype=torch.int64), TypeError, "TrainConfig: dtype must be one of float16, bfloat16, float32, float64; got torch.int64"),
         (dict(max_step=float("inf")), ValueError, "max_step"),
         (dict(checkpoint_every=1), ValueError, "checkpoint_every needs a checkpoint_dir"),
-        (dict(lr_schedule="cosine"), ValueError, "lr_schedule must be 'constant' or 'linear'"),
+        (dict(lr_schedule="cosine"), ValueError, "TrainConfig: lr_schedule must be one of 'constant', 'linear'; got 'cosine'"),
     ],
 )
 def test_argument_errors(kwargs, exc, match):

@@ -1,0 +1,247 @@
+"""The hyperparameters of one training run, :class:`TrainConfig`, checked once.
+
+:func:`hypermc.embed.train` takes a :class:`TrainConfig` (or builds one from its
+keyword arguments); the checkpoint stores :meth:`TrainConfig.to_dict` inside its
+``config`` record, and :meth:`TrainConfig.from_dict` reads it back (also from checkpoints
+written before this class existed). What is *not* a hyperparameter -- the graph, the
+manifold, where checkpoints go, the resume file, the progress bar, the callback, the
+data-parallel hooks and the initial points -- stays an argument of ``train``.
+
+Example:
+    >>> cfg = TrainConfig(dim=10, nc=2, epochs=50, lr=3.0)
+    >>> TrainConfig.from_dict(cfg.to_dict()) == cfg
+    True
+    >>> TrainConfig(batch_size=0)
+    Traceback (most recent call last):
+    ...
+    ValueError: TrainConfig: batch_size must be an int >= 1; got 0
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from typing import Any
+
+import torch
+
+from .._checks import FLOAT_DTYPES, check_bool, check_choice, check_dtype, check_instance, check_int, check_nc, check_real
+from .sampler import MAX_ROUNDS
+
+__all__ = ["TrainConfig", "DEFAULTS", "DEFAULT_INIT_STD", "LR_SCHEDULES", "RECORD_KEYS", "device_name"]
+
+#: Default hyperparameters of :func:`~hypermc.embed.train` (and of the command line):
+#: tuned for the 2-D mammals halfspace run of the README (1000 epochs in minutes on 2 CPU
+#: cores): the learning rate ramps linearly from 10 to 80 after burn-in, at distance scale
+#: 0.5.
+DEFAULTS: dict[str, Any] = {
+    "lr": 10.0,
+    "batch_size": 512,
+    "negatives": 50,
+    "burnin": 20,
+    "burnin_lr_mult": 0.01,
+    "scale": 0.5,
+    "max_step": 1.0,
+    "lr_schedule": "linear",
+    "lr_end_mult": 8.0,
+}
+#: Standard deviation (hyperbolic units, Riemannian coordinates at the origin) of the
+#: initial points: small, so that training starts near the origin as in the paper.
+DEFAULT_INIT_STD = 1e-3
+#: The learning-rate schedules after burn-in (see :func:`~hypermc.embed.train.epoch_lr`).
+LR_SCHEDULES = ("constant", "linear")
+#: Keys that ``train`` adds to a checkpoint's ``config`` record next to the
+#: :class:`TrainConfig` fields (the run, not its hyperparameters); :meth:`TrainConfig.from_dict`
+#: skips them.
+RECORD_KEYS = ("manifold", "curvature", "graph_checksum", "num_nodes", "num_edges", "device_type", "init")
+#: Device types a run may use.
+_DEVICE_TYPES = ("cpu", "cuda")
+_DTYPE_NAMES = {str(d).removeprefix("torch."): d for d in FLOAT_DTYPES}
+
+
+def device_name(device: Any, where: str) -> str:
+    """``device`` (``str``, ``torch.device``, ``None`` = ``"cpu"``, or ``"auto"``) as a checked string.
+
+    Checks the spelling only; whether CUDA is available is checked when the run starts
+    (:func:`~hypermc.embed.train.resolve_device`), so a config naming ``"cuda"`` can be
+    built, stored and read on a CPU-only machine.
+
+    Raises:
+        TypeError: not a str or ``torch.device``.
+        ValueError: an unknown device string or device type.
+    """
+    if device is None:
+        return "cpu"
+    check_instance(where, "device", device, (str, torch.device), "a str, a torch.device or 'auto'")
+    if device == "auto":
+        return "auto"
+    try:
+        dev = torch.device(device)
+    except RuntimeError:
+        dev = None
+    if dev is None or dev.type not in _DEVICE_TYPES:
+        raise ValueError(f"{where}: device must be 'cpu', 'cuda', 'cuda:N' or 'auto'; got {device!r}")
+    return str(dev)
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainConfig:
+    """The hyperparameters of :func:`~hypermc.embed.train`, validated once at construction.
+
+    Frozen: derive a variant with ``dataclasses.replace(config, lr=3.0)`` (checked again).
+    Numbers are normalised (``lr=10`` is stored as ``10.0``), ``device`` is stored as a
+    string. ``str(config)`` is :meth:`describe`.
+
+    Attributes:
+        dim: manifold dimension (points have ``dim + 1`` coordinates in the Lorentz model).
+        nc: components per coordinate, or ``None`` for plain tensors.
+        dtype: component dtype (float16, bfloat16, float32 or float64).
+        epochs: total number of epochs (a resumed run continues up to it).
+        lr: learning rate after burn-in (the loss is a batch mean).
+        batch_size: positive edges per batch.
+        negatives: negatives per positive edge.
+        burnin: number of burn-in epochs.
+        burnin_lr_mult: learning-rate factor during burn-in.
+        scale: logits are ``-scale * distance``.
+        seed: seed of the run's ``torch.Generator`` (every random draw).
+        init_std: standard deviation of the initial points around the origin.
+        retraction: update with ``retr`` (default) instead of ``expmap``.
+        max_rounds: redraw rounds of rejected negatives (then masked).
+        max_step: optional bound on the Riemannian length ``lr |rgrad|_x`` of one row's
+            update (hyperbolic units); longer steps are shortened, direction kept.
+        lr_schedule: ``"constant"`` or ``"linear"`` (from ``lr`` after burn-in to
+            ``lr * lr_end_mult`` at the last epoch); with ``"linear"`` the schedule
+            depends on ``epochs``, so a resumed run must keep ``epochs``.
+        lr_end_mult: final learning-rate factor of the linear schedule (``< 1`` decays,
+            ``> 1`` ramps up).
+        checkpoint_every: epochs between checkpoints (``None``: only at the end; needs
+            ``train(checkpoint_dir=...)``).
+        device: ``"cpu"``, ``"cuda"``, ``"cuda:N"`` or ``"auto"`` (CUDA when available).
+        fast: the fast update (``train`` docstring); needs ``retraction=True``.
+
+    Raises:
+        TypeError: a value of the wrong type (``"TrainConfig: <name> must be ...; got ..."``).
+        ValueError: a value out of range, or ``fast=True`` with ``retraction=False``.
+
+    Example:
+        >>> cfg = TrainConfig(dim=2, nc=2, epochs=100, seed=0)
+        >>> dataclasses.replace(cfg, lr=3.0).lr
+        3.0
+        >>> TrainConfig(lr_schedule="cosine")
+        Traceback (most recent call last):
+        ...
+        ValueError: TrainConfig: lr_schedule must be one of 'constant', 'linear'; got 'cosine'
+
+        ``train(graph, PoincareHalfspace(), cfg)`` then runs it; ``print(cfg)`` shows
+        :meth:`describe`.
+    """
+
+    dim: int = 2
+    nc: int | None = 2
+    dtype: torch.dtype = torch.float64
+    epochs: int = 1000
+    lr: float = DEFAULTS["lr"]
+    batch_size: int = DEFAULTS["batch_size"]
+    negatives: int = DEFAULTS["negatives"]
+    burnin: int = DEFAULTS["burnin"]
+    burnin_lr_mult: float = DEFAULTS["burnin_lr_mult"]
+    scale: float = DEFAULTS["scale"]
+    seed: int = 0
+    init_std: float = DEFAULT_INIT_STD
+    retraction: bool = True
+    max_rounds: int = MAX_ROUNDS
+    max_step: float | None = DEFAULTS["max_step"]
+    lr_schedule: str = DEFAULTS["lr_schedule"]
+    lr_end_mult: float = DEFAULTS["lr_end_mult"]
+    checkpoint_every: int | None = None
+    device: str = "cpu"
+    fast: bool = False
+
+    def __post_init__(self) -> None:
+        where = type(self).__name__
+
+        def positive(name: str, **kw: Any) -> float:
+            return check_real(where, name, getattr(self, name), minimum=0.0, open_min=True, **kw)
+
+        checked = {
+            "dim": check_int(where, "dim", self.dim),
+            "nc": check_nc(where, self.nc, allow_none=True),
+            "dtype": check_dtype(where, self.dtype),
+            "epochs": check_int(where, "epochs", self.epochs, minimum=0),
+            "lr": positive("lr"),
+            "batch_size": check_int(where, "batch_size", self.batch_size),
+            "negatives": check_int(where, "negatives", self.negatives),
+            "burnin": check_int(where, "burnin", self.burnin, minimum=0),
+            "burnin_lr_mult": positive("burnin_lr_mult"),
+            "scale": positive("scale"),
+            "seed": check_int(where, "seed", self.seed, minimum=None),
+            "init_std": positive("init_std"),
+            "retraction": check_bool(where, "retraction", self.retraction),
+            "max_rounds": check_int(where, "max_rounds", self.max_rounds, minimum=0),
+            "max_step": positive("max_step", allow_none=True),
+            "lr_schedule": check_choice(where, "lr_schedule", self.lr_schedule, LR_SCHEDULES),
+            "lr_end_mult": positive("lr_end_mult"),
+            "checkpoint_every": check_int(where, "checkpoint_every", self.checkpoint_every, allow_none=True),
+            "device": device_name(self.device, where),
+            "fast": check_bool(where, "fast", self.fast),
+        }
+        if checked["fast"] and not checked["retraction"]:
+            raise ValueError(f"{where}: fast=True needs retraction=True (the fast update is a retraction); "
+                             "got retraction=False")
+        for name, value in checked.items():
+            object.__setattr__(self, name, value)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The fields as a JSON-safe dict (``dtype`` as its name, e.g. ``"float64"``), in field order."""
+        out = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        out["dtype"] = str(self.dtype).removeprefix("torch.")
+        return out
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> TrainConfig:
+        """The config of :meth:`to_dict`, or of a checkpoint's ``config`` record.
+
+        The run keys ``train`` stores next to the fields (:data:`RECORD_KEYS`: manifold,
+        graph checksum, ...) are skipped. A field that is missing takes its default; a
+        record written before ``device`` was stored takes its ``device_type``.
+
+        Raises:
+            TypeError: ``data`` is not a mapping, or a field has the wrong type.
+            ValueError: an unknown key, an unknown dtype name, or a value out of range.
+        """
+        where = f"{cls.__name__}.from_dict"
+        check_instance(where, "data", data, Mapping, "a dict (TrainConfig.to_dict() or a checkpoint's config)")
+        names = [f.name for f in dataclasses.fields(cls)]
+        unknown = [key for key in data if key not in names and key not in RECORD_KEYS]
+        if unknown:
+            raise ValueError(f"{where}: unknown keys {unknown}; expected TrainConfig fields ({', '.join(names)})")
+        values = {key: data[key] for key in names if key in data}
+        if isinstance(values.get("dtype"), str):
+            values["dtype"] = _DTYPE_NAMES[check_choice(where, "dtype", values["dtype"], _DTYPE_NAMES)]
+        if "device" not in values and "device_type" in data:
+            values["device"] = data["device_type"]
+        return cls(**values)
+
+    def describe(self) -> str:
+        """A few lines naming every field with its value (what the CLI prints at the start).
+
+        Example:
+            >>> print(TrainConfig(epochs=10))
+            TrainConfig
+              dim=2  nc=2  dtype=float64  device=cpu  seed=0
+              epochs=10  lr=10.0  lr_schedule=linear  lr_end_mult=8.0  burnin=20  burnin_lr_mult=0.01
+              batch_size=512  negatives=50  max_rounds=10  scale=0.5
+              retraction=True  fast=False  max_step=1.0  init_std=0.001  checkpoint_every=None
+        """
+        d = self.to_dict()
+        groups = (
+            ("dim", "nc", "dtype", "device", "seed"),
+            ("epochs", "lr", "lr_schedule", "lr_end_mult", "burnin", "burnin_lr_mult"),
+            ("batch_size", "negatives", "max_rounds", "scale"),
+            ("retraction", "fast", "max_step", "init_std", "checkpoint_every"),
+        )
+        lines = ["  " + "  ".join(f"{name}={d[name]}" for name in group) for group in groups]
+        return "\n".join([type(self).__name__, *lines])
+
+    def __str__(self) -> str:
+        return self.describe()
