@@ -1,0 +1,126 @@
+"""The docstring examples run, and every public name shows one.
+
+``test_doctests`` runs the ``>>>`` examples of every module under ``hypermc/`` with
+:mod:`doctest` (``ELLIPSIS | NORMALIZE_WHITESPACE``; the module's globals plus ``torch``,
+``hypermc`` and its usual alias ``hm``; ``torch.manual_seed(0)`` before each docstring), one test per module so
+that a failure names the module.
+
+``test_public_names_have_examples`` checks that every public function and class of a
+module (the names in its ``__all__``, or without ``__all__`` the public functions and
+classes it defines) has a docstring with an ``Example:``/``Examples:`` section holding at
+least one ``>>>`` line that runs (is not marked ``+SKIP``). A name re-exported by a package is checked in the module that
+defines it.
+"""
+
+from __future__ import annotations
+
+import doctest
+import importlib
+import inspect
+import pkgutil
+import re
+
+import pytest
+import torch
+
+import hypermc
+
+MODULES = sorted(info.name for info in pkgutil.walk_packages(hypermc.__path__, "hypermc."))
+
+# Modules whose ``>>>`` examples are not run yet, with the reason. The lead empties this
+# set after merging the branches that rewrite these modules.
+PENDING_DOCTESTS: dict[str, str] = {
+    "hypermc.embed.train": "the 'Example:' of train() is illustrative (a full training run); "
+                           "train.py is being rewritten on another branch",
+}
+
+# Modules whose public names are not yet required to show an example, with the reason.
+# The lead empties this set after merging the branches that edit these modules.
+_OTHER_BRANCH = "being edited on another branch; examples are added after the merge"
+PENDING_EXAMPLES: dict[str, str] = {
+    "hypermc.mcf.tensor": _OTHER_BRANCH,
+    "hypermc.mcf.arith": _OTHER_BRANCH,
+    "hypermc.mcf.elementary": _OTHER_BRANCH,
+    "hypermc.mcf.native": _OTHER_BRANCH,
+    "hypermc.mcf.native_source": _OTHER_BRANCH,
+    "hypermc.mcf.compile": _OTHER_BRANCH,
+    "hypermc.manifolds": _OTHER_BRANCH,
+    "hypermc.manifolds.ball": _OTHER_BRANCH,
+    "hypermc.manifolds.base": _OTHER_BRANCH,
+    "hypermc.manifolds.convert": _OTHER_BRANCH,
+    "hypermc.manifolds.euclidean": _OTHER_BRANCH,
+    "hypermc.manifolds.halfspace": _OTHER_BRANCH,
+    "hypermc.manifolds.lorentz": _OTHER_BRANCH,
+    "hypermc.manifolds.parameter": _OTHER_BRANCH,
+    "hypermc.manifolds.math": _OTHER_BRANCH,
+    "hypermc.manifolds.math.ball": _OTHER_BRANCH,
+    "hypermc.manifolds.math.common": _OTHER_BRANCH,
+    "hypermc.manifolds.math.halfspace": _OTHER_BRANCH,
+    "hypermc.manifolds.math.lorentz": _OTHER_BRANCH,
+    "hypermc.embed.train": _OTHER_BRANCH,
+    "hypermc.embed.distance": _OTHER_BRANCH,
+    "hypermc.embed.distributed": _OTHER_BRANCH,
+    "hypermc.nn.modules": _OTHER_BRANCH,
+    "hypermc.nn.hyperbolic": _OTHER_BRANCH,
+}
+
+_FLAGS = doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE
+_EXAMPLE_SECTION = re.compile(r"^\s*Examples?:\s*$", re.M)
+
+
+def test_every_module_is_listed():
+    assert {"hypermc.embed.sampler", "hypermc.mcf.eft", "hypermc.optim.riemannian"} <= set(MODULES)
+    stale = (set(PENDING_DOCTESTS) | set(PENDING_EXAMPLES)) - set(MODULES)
+    assert not stale, f"PENDING names modules that do not exist: {sorted(stale)}"
+
+
+@pytest.mark.parametrize("name", MODULES)
+def test_doctests(name, tmp_path, monkeypatch):
+    if name in PENDING_DOCTESTS:
+        pytest.skip(f"pending: {PENDING_DOCTESTS[name]}")
+    module = importlib.import_module(name)
+    monkeypatch.chdir(tmp_path)  # examples that write files write them here
+    globs = {**vars(module), "torch": torch, "hypermc": hypermc, "hm": hypermc}
+    tests = doctest.DocTestFinder(exclude_empty=True).find(module, name, globs=globs)
+    runner = doctest.DocTestRunner(optionflags=_FLAGS)
+    failures = []
+    for test in tests:
+        if not test.examples:
+            continue
+        torch.manual_seed(0)
+        lines: list[str] = []
+        result = runner.run(test, out=lines.append, clear_globs=False)
+        if result.failed:
+            failures.append("".join(lines))
+    assert not failures, f"{name}: failing doctests:\n" + "\n".join(failures)
+
+
+def _public(module):
+    names = getattr(module, "__all__", None)
+    if names is None:
+        names = [n for n, obj in vars(module).items()
+                 if not n.startswith("_") and (inspect.isfunction(obj) or inspect.isclass(obj))]
+    for n in names:
+        obj = getattr(module, n)
+        if (inspect.isfunction(obj) or inspect.isclass(obj)) and obj.__module__ == module.__name__:
+            yield n, obj
+
+
+def _has_example(doc: str | None) -> bool:
+    """``doc`` has an ``Example:`` section with a ``>>>`` example that runs (not ``+SKIP``)."""
+    if not doc:
+        return False
+    m = _EXAMPLE_SECTION.search(doc)
+    if m is None:
+        return False
+    examples = doctest.DocTestParser().get_examples(doc[m.end():])
+    return any(not ex.options.get(doctest.SKIP, False) for ex in examples)
+
+
+@pytest.mark.parametrize("name", MODULES)
+def test_public_names_have_examples(name):
+    if name in PENDING_EXAMPLES:
+        pytest.skip(f"pending: {PENDING_EXAMPLES[name]}")
+    module = importlib.import_module(name)
+    missing = [n for n, obj in _public(module) if not _has_example(inspect.getdoc(obj))]
+    assert not missing, f"{name}: public names without an 'Example:' section with a '>>>' line: {missing}"
