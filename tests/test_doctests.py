@@ -123,4 +123,4 @@ def test_public_names_have_examples(name):
         pytest.skip(f"pending: {PENDING_EXAMPLES[name]}")
     module = importlib.import_module(name)
     missing = [n for n, obj in _public(module) if not _has_example(inspect.getdoc(obj))]
-    assert not missing, f"{name}: public names without an 'Example:' section with a '>>>' line: {missing}"
+    assert not missing, f"{name}: public names without an 'Example:' section with a '>>>' line that runs: {missing}"
