@@ -2,8 +2,8 @@
 
 ``test_doctests`` runs the ``>>>`` examples of every module under ``hypermc/`` with
 :mod:`doctest` (``ELLIPSIS | NORMALIZE_WHITESPACE``; the module's globals plus
-``torch``, ``hypermc`` and its usual alias ``hm``; ``torch.manual_seed(0)`` before each
-docstring; the working directory a fresh temporary one, for examples that write files),
+``torch``, ``hypermc`` and its usual alias ``hm``; ``torch.manual_seed(seed)`` (the
+``seed`` fixture) before each docstring; the working directory a fresh temporary one, for examples that write files),
 one test per module so that a failure names the module.
 
 ``test_public_names_have_examples`` checks that every public function and class of a
@@ -12,6 +12,7 @@ classes it defines) has a docstring with an ``Example:``/``Examples:`` section h
 at least one ``>>>`` line that runs (is not marked ``+SKIP``). A name re-exported by a
 package is checked in the module that defines it.
 """
+
 from __future__ import annotations
 
 import doctest
@@ -84,7 +85,7 @@ def test_every_module_is_listed():
 
 
 @pytest.mark.parametrize("name", MODULES)
-def test_doctests(name, tmp_path, monkeypatch):
+def test_doctests(name, seed, tmp_path, monkeypatch):
     if name in PENDING_DOCTESTS:
         pytest.skip(f"pending: {PENDING_DOCTESTS[name]}")
     module = importlib.import_module(name)
@@ -96,7 +97,7 @@ def test_doctests(name, tmp_path, monkeypatch):
     for test in tests:
         if not test.examples:
             continue
-        torch.manual_seed(0)
+        torch.manual_seed(seed)
         lines: list[str] = []
         result = runner.run(test, out=lines.append, clear_globs=False)
         if result.failed:
@@ -104,14 +105,18 @@ def test_doctests(name, tmp_path, monkeypatch):
     assert not failures, f"{name}: failing doctests:\n" + "\n".join(failures)
 
 
+def _defined_here(obj, module) -> bool:
+    """A function or class (or a wrapped one, e.g. ``functools.cache``) defined in ``module``."""
+    return callable(obj) and not inspect.ismodule(obj) and getattr(obj, "__module__", None) == module.__name__
+
+
 def _public(module):
     names = getattr(module, "__all__", None)
     if names is None:
-        names = [n for n, obj in vars(module).items()
-                 if not n.startswith("_") and (inspect.isfunction(obj) or inspect.isclass(obj))]
+        names = [n for n in vars(module) if not n.startswith("_")]
     for n in names:
         obj = getattr(module, n)
-        if (inspect.isfunction(obj) or inspect.isclass(obj)) and obj.__module__ == module.__name__:
+        if _defined_here(obj, module):
             yield n, obj
 
 
