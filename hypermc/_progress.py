@@ -14,7 +14,12 @@ from tqdm import tqdm
 
 
 def show_progress(quiet: bool) -> bool:
-    """What a command line passes as ``progress``: stderr is a terminal and no ``--quiet``."""
+    """What a command line passes as ``progress``: stderr is a terminal and no ``--quiet``.
+
+    Example:
+        >>> show_progress(quiet=True)
+        False
+    """
     return not quiet and sys.stderr.isatty()
 
 
@@ -34,6 +39,13 @@ def progress_bar(progress: bool, total: int | None = None, *, initial: int = 0, 
 
     Returns:
         a ``tqdm`` instance; use ``update`` / ``close`` (or ``with``).
+
+    Example:
+        >>> with progress_bar(False, total=3, unit="epoch") as bar:  # progress=False: draws nothing
+        ...     for _ in range(3):
+        ...         bar.update(1)
+        >>> bar.disable
+        True
     """
     return tqdm(total=total, initial=initial, unit=unit, desc=desc, dynamic_ncols=True, leave=False,
                 disable=not progress)

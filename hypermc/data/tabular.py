@@ -38,6 +38,12 @@ class TabularDataset(NamedTuple):
         target: int64 tensor ``(n_samples,)`` of class ids ``0 .. n_classes - 1``.
         feature_names: one name per column of ``data``.
         target_names: the name of each class id.
+
+    Example:
+        >>> ds = TabularDataset(torch.zeros(3, 2, dtype=torch.float64), torch.tensor([0, 1, 1]),
+        ...                     ("a", "b"), ("no", "yes"))
+        >>> ds.data.shape, ds.target_names[ds.target[1]]
+        (torch.Size([3, 2]), 'yes')
     """
 
     data: torch.Tensor
@@ -110,6 +116,13 @@ def make_classification(
 
     Raises:
         ValueError: inconsistent sizes.
+
+    Example:
+        >>> ds = make_classification(100, 4, n_classes=3, seed=0)
+        >>> ds.data.shape, ds.data.dtype, ds.feature_names
+        (torch.Size([100, 4]), torch.float64, ('x0', 'x1', 'x2', 'x3'))
+        >>> torch.equal(make_classification(100, 4, n_classes=3, seed=0).data, ds.data)  # same seed, same data
+        True
     """
     if n_samples < n_classes or n_classes < 2:
         raise ValueError(f"need n_classes >= 2 and n_samples >= n_classes; got {n_samples=}, {n_classes=}")
@@ -159,6 +172,14 @@ def train_test_split(
 
     Raises:
         ValueError: no tensors, different lengths, or ``test_size`` outside ``(0, 1)``.
+
+    Example:
+        >>> x, y = torch.arange(10.0).reshape(5, 2), torch.arange(5)
+        >>> x_train, x_test, y_train, y_test = train_test_split(x, y, test_size=0.4, seed=0)
+        >>> len(x_train), len(x_test)
+        (3, 2)
+        >>> torch.equal(x_test[:, 0], 2.0 * y_test)  # rows stay paired
+        True
     """
     if not tensors:
         raise ValueError("train_test_split needs at least one tensor")

@@ -126,6 +126,13 @@ class WordNetNotFoundError(LookupError, FileNotFoundError):
 
     A :class:`LookupError` like nltk's own missing-resource error, and a
     :class:`FileNotFoundError`.
+
+    Example:
+        >>> try:
+        ...     wordnet_closure(wordnet_dir="no-such-dir")
+        ... except FileNotFoundError as exc:
+        ...     print(type(exc).__name__, "-", str(exc).split(":")[0])
+        WordNetNotFoundError - WordNet 3.0 not found in wordnet_dir='no-such-dir'
     """
 
 
@@ -184,6 +191,13 @@ def wordnet_closure(
         >>> g = wordnet_closure("mammal.n.01")  # doctest: +SKIP
         >>> g.num_nodes, g.num_edges, g.checksum()[:8]  # doctest: +SKIP
         (1180, 6540, 'f5e7d8fb')
+
+        A root is checked before WordNet is looked for:
+
+        >>> wordnet_closure("mammal")
+        Traceback (most recent call last):
+        ...
+        ValueError: wordnet_closure: root must name a noun synset like 'mammal.n.01', got 'mammal'
     """
     if root is not None and not isinstance(root, str):
         raise TypeError(
@@ -232,6 +246,13 @@ def load_mammals(legacy: bool = False) -> Graph:
 
     Returns:
         Graph: the closure, edges child -> ancestor.
+
+    Example:
+        >>> g = load_mammals()
+        >>> g.num_nodes, g.num_edges, g.checksum()[:8]
+        (1180, 6540, 'f5e7d8fb')
+        >>> ("dog.n.01", "mammal.n.01") in set(g.pairs())
+        True
     """
     resource = importlib.resources.files(__package__) / MAMMAL_CSV
     with importlib.resources.as_file(resource) as path:

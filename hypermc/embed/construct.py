@@ -58,6 +58,10 @@ def max_components(dtype: torch.dtype = torch.float64) -> int:
     Division needs ``nc p < -emin`` (``hypermc.mcf.arith.div``'s precondition: float64
     19); the square root's scaling margin ``2^((nc + 1) p + 4)`` must be a finite float64
     (float64: 18; at 19 ``hypermc.mcf.arith.sqrt`` raises OverflowError).
+
+    Example:
+        >>> max_components(), max_components(torch.float32)
+        (18, 5)
     """
     p = _precision(dtype)
     emin = -1022 if dtype == torch.float64 else -126
@@ -74,6 +78,10 @@ def bits_needed(tau: float, depth: int, dtype: torch.dtype = torch.float64) -> i
 
     Returns:
         ``ceil(tau * depth * log2(e)) + p + 8``.
+
+    Example:
+        >>> bits_needed(5.0, 3)  # ceil(15 log2(e)) + 53 + 8
+        83
     """
     if not (isinstance(tau, (int, float)) and math.isfinite(tau) and tau > 0):
         raise ValueError(f"tau: expected a finite float > 0, got {tau!r}")
@@ -83,7 +91,12 @@ def bits_needed(tau: float, depth: int, dtype: torch.dtype = torch.float64) -> i
 
 
 def components_needed(tau: float, depth: int, dtype: torch.dtype = torch.float64) -> int:
-    """Smallest ``nc`` whose ``nc * p`` bits cover :func:`bits_needed`."""
+    """Smallest ``nc`` whose ``nc * p`` bits cover :func:`bits_needed`.
+
+    Example:
+        >>> components_needed(5.0, 3), components_needed(5.0, 3, torch.float32)
+        (2, 3)
+    """
     return math.ceil(bits_needed(tau, depth, dtype) / _precision(dtype))
 
 
@@ -99,6 +112,10 @@ def max_tau(depth: int, nc: int | None = None, dtype: torch.dtype = torch.float6
         depth: tree depth (>= 1).
         nc: component count, or ``None`` for :func:`max_components`.
         dtype: component dtype.
+
+    Example:
+        >>> round(max_tau(10), 2), round(max_tau(10, nc=2), 3), max_tau(3, nc=1)
+        (59.51, 3.119, 0.0)
     """
     if isinstance(depth, bool) or not isinstance(depth, int) or depth < 1:
         raise ValueError(f"depth: expected an int >= 1, got {depth!r}")
@@ -152,6 +169,13 @@ def spanning_tree(graph: Any) -> tuple[torch.Tensor, torch.Tensor]:
 
     Raises:
         ValueError: the graph has a cycle.
+
+    Example:
+        >>> from hypermc.data import Graph
+        >>> g = Graph.from_pairs([("b", "a"), ("c", "a"), ("d", "b"), ("d", "a")])  # a closure, root a
+        >>> parent, depth = spanning_tree(g)  # d keeps b, the parent with more ancestors
+        >>> parent.tolist(), depth.tolist()
+        ([-1, 0, 0, 1], [0, 1, 1, 2])
     """
     graph = _as_graph(graph)
     n = graph.num_nodes
@@ -206,6 +230,11 @@ def tau_for_epsilon(epsilon: float, min_angle: float) -> float:
     ``a + b + 2 log sin(alpha / 2)`` (up to ``O(e^{-min(a, b)})``), so a tree path of ``k``
     edges shrinks by at most ``2 (k - 1) log(1 / sin(alpha / 2))``; this ``tau`` keeps that
     below a fraction ``eps / (1 + eps)`` of ``k tau``.
+
+    Example:
+        >>> import math
+        >>> round(tau_for_epsilon(1.0, math.pi / 2), 6)  # 4 log(sqrt 2) = 2 log 2
+        1.386294
     """
     if not (isinstance(epsilon, (int, float)) and math.isfinite(epsilon) and epsilon > 0):
         raise ValueError(f"epsilon: expected a finite float > 0, got {epsilon!r}")
@@ -265,6 +294,16 @@ def embed_tree(graph: Any, manifold: Any = None, *, dim: int = 2, nc: int | str 
     Raises:
         ValueError: bad arguments, several roots, or an explicit ``nc`` too small (the
             message names the ``nc`` needed).
+
+    Example:
+        >>> from hypermc.data import Graph
+        >>> g = Graph.from_pairs([("b", "a"), ("c", "a"), ("d", "b"), ("d", "a")])  # a closure, root a
+        >>> r = embed_tree(g, tau=5.0)
+        >>> r["nc"], r["bits_needed"], r["depth"], r["embeddings"].shape
+        (2, 76, 2, torch.Size([4, 2]))
+        >>> from hypermc.manifolds import PoincareBall
+        >>> round(PoincareBall().dist(r["embeddings"][0], r["embeddings"][3]).approx().item(), 9)  # root to d: 2 tau
+        10.0
     """
     from ..manifolds import Lorentz, PoincareBall, PoincareHalfspace, convert
 
@@ -413,6 +452,13 @@ def fit_tau(graph: Any, *, dim: int = 2, nc: int | str = "auto", dtype: torch.dt
     Raises:
         ValueError: ``nc`` holds no ``tau`` for this tree (the message names the ``nc``
             that does), or bad arguments.
+
+    Example:
+        >>> from hypermc.data import Graph
+        >>> g = Graph.from_pairs([("b", "a"), ("c", "a"), ("d", "b"), ("d", "a")])  # a closure, root a
+        >>> f = fit_tau(g, nc=2, steps=2)
+        >>> [round(t, 3) for t, _ in f["grid"]], round(f["tau"], 3), f["d_avg"]
+        ([15.596, 11.028], 15.596, 0.0)
     """
     if isinstance(steps, bool) or not isinstance(steps, int) or steps < 1:
         raise ValueError(f"steps: expected an int >= 1, got {steps!r}")
@@ -515,6 +561,14 @@ def distortion(emb: torch.Tensor, graph: Any, manifold: Any = None, *, pairs: st
     non-positives and scores an average precision near ``1 / (k + 1)``, whatever the
     precision of the embedding (mammals 2-D, eps=1: 0.825). The tree-neighbour MAP of
     Sala et al. is over undirected neighbours.
+
+    Example:
+        >>> from hypermc.data import Graph
+        >>> g = Graph.from_pairs([("b", "a"), ("c", "a"), ("d", "b"), ("d", "a")])  # a closure, root a
+        >>> r = embed_tree(g, tau=5.0)
+        >>> d = distortion(r["embeddings"], g, tau=r["tau"])
+        >>> round(d["d_avg"], 9), round(d["d_wc"], 9), d["num_pairs"], d["tree_map"]
+        (0.0, 1.0, 6, 1.0)
     """
     from scipy.sparse import coo_matrix
     from scipy.sparse.csgraph import shortest_path
@@ -592,6 +646,16 @@ def save_construction(path: Any, result: dict, graph: Any, manifold: Any = None,
 
     Returns:
         ``str(path)``.
+
+    Example:
+        >>> from hypermc.data import Graph
+        >>> g = Graph.from_pairs([("b", "a"), ("c", "a"), ("d", "b"), ("d", "a")])  # a closure, root a
+        >>> save_construction("tree.pt", embed_tree(g, tau=5.0), g)
+        'tree.pt'
+        >>> from hypermc.embed import load_checkpoint
+        >>> ckpt = load_checkpoint("tree.pt")
+        >>> ckpt["config"]["method"], ckpt["epoch"], ckpt["embeddings"].shape
+        ('construct', 0, torch.Size([4, 2]))
     """
     from .train import CHECKPOINT_FORMAT, manifold_name, write_checkpoint
 

@@ -29,7 +29,15 @@ def _mobius_add(x, y):
 
 
 def reference_construction(parent: list[int], tau: float, prec: int) -> list[list[mpmath.mpf]]:
-    """Ball coordinates (mpf pairs) of every node; ``parent[i]`` is ``-1`` for the root."""
+    """Ball coordinates (mpf pairs) of every node; ``parent[i]`` is ``-1`` for the root.
+
+    Example:
+        >>> x = reference_construction([-1, 0, 0, 1], tau=5.0, prec=200)  # root 0; 3 under 1
+        >>> [float(v) for v in x[1]], float(x[2][0])  # the root's children at angles 0 and pi
+        ([0.9866142981514303, 0.0], -0.9866142981514303)
+        >>> round(float(ball_distance(x[0], x[3], 200)), 12)  # two edges of length tau
+        10.0
+    """
     n = len(parent)
     children: list[list[int]] = [[] for _ in range(n)]
     for i, p in enumerate(parent):
@@ -58,7 +66,13 @@ def reference_construction(parent: list[int], tau: float, prec: int) -> list[lis
 
 
 def ball_distance(a, b, prec: int) -> mpmath.mpf:
-    """``acosh(1 + 2 |a - b|^2 / ((1 - |a|^2)(1 - |b|^2)))`` in mpmath."""
+    """``acosh(1 + 2 |a - b|^2 / ((1 - |a|^2)(1 - |b|^2)))`` in mpmath.
+
+    Example:
+        >>> d = ball_distance([mpmath.mpf(0), mpmath.mpf(0)], [mpmath.mpf("0.5"), mpmath.mpf(0)], 100)
+        >>> mpmath.nstr(d, 20)  # 2 atanh(1/2) = log 3
+        '1.0986122886681096914'
+    """
     with mpmath.workprec(prec):
         diff = (a[0] - b[0]) ** 2 + (a[1] - b[1]) ** 2
         den = (1 - a[0] ** 2 - a[1] ** 2) * (1 - b[0] ** 2 - b[1] ** 2)

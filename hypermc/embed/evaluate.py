@@ -159,9 +159,17 @@ def evaluate(
             ``edges`` (refused, not skipped: they would count a distance 0 "neighbour").
 
     Example:
-        >>> evaluate(PoincareHalfspace(), result.embeddings, graph.edges)["map"]
-        >>> evaluate(M, emb, graph.edges, sample=1000, seed=0)["sampled_sources"]
-        '1000 of 82115'
+        A root 0 with children 1 and 2 and a grandchild 3 under 1 (closure edges), placed
+        in the half-space with ancestors higher up:
+
+        >>> from hypermc.manifolds import PoincareHalfspace
+        >>> emb = torch.tensor([[0.0, 1.0], [-1.0, 0.3], [1.0, 0.3], [-1.0, 0.01]], dtype=torch.float64)
+        >>> edges = torch.tensor([[1, 0], [2, 0], [3, 0], [3, 1]])
+        >>> r = evaluate(PoincareHalfspace(), emb, edges)
+        >>> r["map"], r["mean_rank"], r["num_sources"], r["num_edges"]
+        (1.0, 1.0, 3, 4)
+        >>> evaluate(PoincareHalfspace(), hm.mc(emb, nc=2), edges, sample=2, seed=0)["sampled_sources"]
+        '2 of 3'
     """
     _validate(manifold, embeddings, edges, chunk_size, sample, seed, memory_budget, reduce, shard)
     from .train import resolve_device

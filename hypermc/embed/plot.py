@@ -66,6 +66,12 @@ def hierarchy_edges(graph: Graph) -> torch.Tensor:
     Raises:
         TypeError: ``graph`` is not a Graph.
         ValueError: ``graph`` has a cycle.
+
+    Example:
+        >>> from hypermc.data import Graph
+        >>> g = Graph.from_pairs([("b", "a"), ("c", "a"), ("d", "b"), ("d", "a")])  # a closure
+        >>> hierarchy_edges(g).tolist()  # d -> a is implied by d -> b -> a
+        [[1, 0], [2, 0], [3, 1]]
     """
     if not isinstance(graph, Graph):
         raise TypeError(f"graph: expected a hypermc.data.Graph, got {type(graph).__name__}")
@@ -88,6 +94,12 @@ def compressed_radii(manifold: Any, embeddings: torch.Tensor) -> torch.Tensor:
     Returns:
         float64 tensor ``(N,)`` in ``[0, MAX_RADIUS]``, increasing with the hyperbolic
         distance from the origin (all zeros when every point is the origin).
+
+    Example:
+        >>> from hypermc.manifolds import PoincareBall
+        >>> x = torch.tensor([[0.0, 0.0], [0.5, 0.0], [0.0, -0.9]], dtype=torch.float64)
+        >>> compressed_radii(PoincareBall(), x)  # the farthest point gets MAX_RADIUS = 0.95
+        tensor([0.0000, 0.3545, 0.9500], dtype=torch.float64)
     """
     return _compress(_dist0(manifold, embeddings))
 

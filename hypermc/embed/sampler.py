@@ -49,8 +49,11 @@ class AliasTable:
 
     Example:
         >>> table = AliasTable(torch.tensor([1.0, 3.0]))
-        >>> table.sample((4,), generator=torch.Generator().manual_seed(0))
-        tensor([1, 1, 0, 1])
+        >>> table.probabilities()
+        tensor([0.2500, 0.7500], dtype=torch.float64)
+        >>> draws = table.sample((10000,), generator=torch.Generator().manual_seed(0))
+        >>> draws.shape, draws.dtype, abs((draws == 1).double().mean().item() - 0.75) < 0.02
+        (torch.Size([10000]), torch.int64, True)
     """
 
     def __init__(self, weights: torch.Tensor):
@@ -100,12 +103,25 @@ class AliasTable:
 
 
 def edge_keys(edges: torch.Tensor, num_nodes: int) -> torch.Tensor:
-    """Sorted unique keys ``child * num_nodes + parent`` of an ``(E, 2)`` edge tensor."""
+    """Sorted unique keys ``child * num_nodes + parent`` of an ``(E, 2)`` edge tensor.
+
+    Example:
+        >>> edge_keys(torch.tensor([[2, 0], [1, 0], [2, 0]]), num_nodes=3)
+        tensor([3, 6])
+    """
     return torch.unique(edges[:, 0] * num_nodes + edges[:, 1])
 
 
 def target_counts(edges: torch.Tensor, num_nodes: int, weights: torch.Tensor | None = None) -> torch.Tensor:
-    """``1 +`` the total weight of the edges pointing at each node (``(N,)`` float64)."""
+    """``1 +`` the total weight of the edges pointing at each node (``(N,)`` float64).
+
+    Example:
+        >>> edges = torch.tensor([[1, 0], [2, 0], [2, 1]])
+        >>> target_counts(edges, 3)
+        tensor([3., 2., 1.], dtype=torch.float64)
+        >>> target_counts(edges, 3, weights=torch.tensor([0.5, 0.5, 2.0]))
+        tensor([2., 3., 1.], dtype=torch.float64)
+    """
     w = None if weights is None else weights.to(torch.float64)
     return 1.0 + torch.bincount(edges[:, 1], weights=w, minlength=num_nodes).to(torch.float64)
 
@@ -125,6 +141,16 @@ class NegativeSampler:
 
     Raises:
         ValueError: on a bad ``negatives``, ``max_rounds`` or edge tensor.
+
+    Example:
+        A chain 0 -> 1 -> 2 -> 3 with its closure: node 0's ancestors are 1, 2 and 3, so
+        no candidate for it is valid; node 1 may only get 0.
+
+        >>> edges = torch.tensor([[0, 1], [0, 2], [0, 3], [1, 2], [1, 3], [2, 3]])
+        >>> sampler = NegativeSampler(edges, 4, negatives=5)
+        >>> targets, valid = sampler.sample(torch.tensor([0, 1]), generator=torch.Generator().manual_seed(0))
+        >>> targets.shape, valid[0].any().item(), targets[1][valid[1]].eq(0).all().item()
+        (torch.Size([2, 5]), False, True)
     """
 
     def __init__(

@@ -60,6 +60,11 @@ class FloatFormat(NamedTuple):
             up afterwards.
         wider: a dtype whose significand holds the exact product of two values of this
             dtype (``2p`` bits) and whose exponent range covers it, or ``None``.
+
+    Example:
+        >>> fmt = float_format(torch.float32)
+        >>> fmt.p, fmt.split_shift, fmt.split_threshold == 2.0**114, fmt.wider
+        (24, 12, True, torch.float64)
     """
 
     p: int
@@ -81,6 +86,10 @@ def float_format(dtype: torch.dtype) -> FloatFormat:
 
     Raises:
         TypeError: if ``dtype`` is not float16, bfloat16, float32 or float64.
+
+    Example:
+        >>> float_format(torch.float64)
+        FloatFormat(p=53, split_shift=27, split_threshold=6.69...e+299, wider=None)
     """
     try:
         return _FORMATS[dtype]
@@ -109,6 +118,11 @@ def two_sum(a: torch.Tensor, b: torch.Tensor) -> tuple[torch.Tensor, torch.Tenso
 
     Returns:
         ``(s, e)`` with ``|e| <= ulp(s) / 2``.
+
+    Example:
+        >>> s, e = two_sum(torch.tensor(0.1, dtype=torch.float64), torch.tensor(0.2, dtype=torch.float64))
+        >>> s.item(), e.item()  # 0.1 + 0.2 rounds up; e is what was lost
+        (0.30000000000000004, -2.7755575615628914e-17)
     """
     s = a + b
     bb = s - a
@@ -125,6 +139,11 @@ def fast_two_sum(a: torch.Tensor, b: torch.Tensor) -> tuple[torch.Tensor, torch.
 
     Returns:
         ``(s, e)`` with ``s + e == a + b`` and ``|e| <= ulp(s) / 2``.
+
+    Example:
+        >>> s, e = fast_two_sum(torch.tensor(1.0, dtype=torch.float64), torch.tensor(1e-20, dtype=torch.float64))
+        >>> s.item(), e.item()
+        (1.0, 1e-20)
     """
     s = a + b
     e = b - (s - a)
@@ -147,6 +166,12 @@ def split(a: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
 
     Returns:
         ``(hi, lo)`` with ``hi + lo == a``.
+
+    Example:
+        >>> a = torch.tensor(0.1, dtype=torch.float64)
+        >>> hi, lo = split(a)
+        >>> hi.item().hex(), lo.item().hex(), bool(hi + lo == a)  # 26 and 25 significant bits
+        ('0x1.9999998000000p-4', '0x1.99999a0000000p-32', True)
     """
     fmt = float_format(a.dtype)
     factor = float(2**fmt.split_shift + 1)
@@ -175,6 +200,12 @@ def two_prod_dekker(a: torch.Tensor, b: torch.Tensor) -> tuple[torch.Tensor, tor
         ``ah * bh`` finite: otherwise ``e`` is NaN although ``a * b`` is finite (top-binade
         operands; float64 ``a = b = (2 - 2^-52) 2^511``): strict xfail
         ``test_two_prod_dekker_near_overflow``.
+
+    Example:
+        >>> a = torch.tensor(1 + 2**-30, dtype=torch.float64)  # a * a = 1 + 2^-29 + 2^-60
+        >>> p, e = two_prod_dekker(a, a)
+        >>> p.item() == 1 + 2**-29, e.item() == 2**-60
+        (True, True)
     """
     p = a * b
     ah, al = split(a)
@@ -205,6 +236,10 @@ def has_fused_addcmul(device_type: str, dtype: torch.dtype) -> bool:
     built with ``-ffp-contract=off``), so the error term would be rounded. The kernels
     then use Dekker's product or the wider-dtype product, in which every product is
     exact, so they stay error-free whether or not a backend contracts ``a * b + c``.
+
+    Example:
+        >>> isinstance(has_fused_addcmul("cpu", torch.float64), bool)  # the value depends on the build
+        True
     """
     if tracing():
         return False
@@ -261,6 +296,12 @@ def two_prod(a: torch.Tensor, b: torch.Tensor) -> tuple[torch.Tensor, torch.Tens
         FMA) also the overflow conditions of :func:`two_prod_dekker` (``e`` can be NaN
         for finite products of top-binade operands); the wide-dtype and FMA paths give a
         NaN ``e`` only when ``p`` overflows.
+
+    Example:
+        >>> a = torch.tensor([1 + 2**-30, 3.0], dtype=torch.float64)
+        >>> p, e = two_prod(a, a)
+        >>> p.tolist() == [1 + 2**-29, 9.0], e.tolist() == [2**-60, 0.0]
+        (True, True)
     """
     fmt = float_format(a.dtype)
     if fmt.wider is not None:
@@ -280,12 +321,22 @@ def pack(components: list[torch.Tensor]) -> torch.Tensor:
     The result has shape ``(*shape, nc)`` and is a view of a *planar* buffer
     ``(nc, *shape)``, so ``unpack`` hands contiguous per-component tensors to the next
     kernel (elementwise kernels on strided slices are measurably slower).
+
+    Example:
+        >>> x = pack([torch.tensor([1.0, 2.0], dtype=torch.float64), torch.tensor([1e-20, 0.0], dtype=torch.float64)])
+        >>> x.shape, x.tolist()
+        (torch.Size([2, 2]), [[1.0, 1e-20], [2.0, 0.0]])
     """
     return torch.stack(components, dim=0).movedim(0, -1)
 
 
 def unpack(x: torch.Tensor) -> list[torch.Tensor]:
-    """Split a component tensor ``(*shape, nc)`` into its ``nc`` components."""
+    """Split a component tensor ``(*shape, nc)`` into its ``nc`` components.
+
+    Example:
+        >>> [c.tolist() for c in unpack(torch.tensor([[1.0, 0.5], [2.0, 0.25]]))]
+        [[1.0, 2.0], [0.5, 0.25]]
+    """
     return list(x.unbind(-1))
 
 
@@ -432,6 +483,13 @@ def renormalize(
 
     Returns:
         tensor of shape ``(*shape, nc)``.
+
+    Example:
+        >>> renormalize(torch.tensor([1.0, 1e-20, 1.0], dtype=torch.float64), 2).tolist()
+        [2.0, 1e-20]
+        >>> renormalize([torch.tensor([1e-20, 1.0], dtype=torch.float64), torch.tensor([1.0, 2.0], dtype=torch.float64)], 3)
+        tensor([[1.0000e+00, 1.0000e-20, 0.0000e+00],
+                [3.0000e+00, 0.0000e+00, 0.0000e+00]], dtype=torch.float64)
     """
     t = unpack(terms) if isinstance(terms, torch.Tensor) else list(terms)
     if len(t) == 1:

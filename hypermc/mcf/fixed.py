@@ -63,13 +63,24 @@ CANCEL_FACTOR = 64.0
 
 
 def applies(dtype: torch.dtype, nc: int) -> bool:
-    """Whether the fixed networks serve ``nc`` components of ``dtype``."""
+    """Whether the fixed networks serve ``nc`` components of ``dtype``.
+
+    Example:
+        >>> applies(torch.float64, 3), applies(torch.float64, 2), applies(torch.float16, 4)
+        (True, False, False)
+    """
     return nc in FIXED_NCS and dtype in (torch.float32, torch.float64)
 
 
 def two_sum(a: torch.Tensor, b: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """Knuth's TwoSum (``s + e == a + b`` exactly, no precondition) in six kernels and
-    three fresh buffers (the last three roundings run in place)."""
+    three fresh buffers (the last three roundings run in place).
+
+    Example:
+        >>> s, e = two_sum(torch.tensor([0.1], dtype=torch.float64), torch.tensor([0.2], dtype=torch.float64))
+        >>> s.item(), e.item()
+        (0.30000000000000004, -2.7755575615628914e-17)
+    """
     s = a + b
     bb = s - a
     e = s - bb
@@ -106,6 +117,15 @@ def add_levels(xs: list[torch.Tensor], ys: list[torch.Tensor], nc: int) -> list[
     ``|x + y| >= 64 u M`` of the fast path this is ``<= 66/64 u^nc |x + y|`` before the
     final truncation of :func:`renorm_levels`; as an absolute error it is
     ``O(u^(nc+1) M)`` whatever the cancellation (what a division remainder needs).
+
+    Example:
+        Two sums of 3-component numbers, the second one cancelling to ``2^-60``:
+
+        >>> x = torch.tensor([[1.0, 2**-60, 2**-120], [1.0, 2**-60, 0.0]], dtype=torch.float64)
+        >>> y = torch.tensor([[0.5, 2**-61, 2**-121], [-1.0, 0.0, 0.0]], dtype=torch.float64)
+        >>> levels = add_levels(list(x.unbind(-1)), list(y.unbind(-1)), 3)
+        >>> [level.tolist() for level in levels]
+        [[1.5, 0.0], [1.3010426069826053e-18, 8.673617379884035e-19], [1.128474576789396e-36, 0.0], [0.0, 0.0]]
     """
     levels: list[list[torch.Tensor]] = [[] for _ in range(nc + 1)]
     for k in range(nc):
@@ -134,6 +154,13 @@ def renorm_levels(t: list[torch.Tensor], nc: int) -> torch.Tensor:
 
     Returns:
         tensor of shape ``(*shape, nc)``, a view of a planar ``(nc, *shape)`` buffer.
+
+    Example:
+        >>> x = torch.tensor([[1.0, 2**-60, 2**-120], [1.0, 2**-60, 0.0]], dtype=torch.float64)
+        >>> y = torch.tensor([[0.5, 2**-61, 2**-121], [-1.0, 0.0, 0.0]], dtype=torch.float64)
+        >>> levels = add_levels(list(x.unbind(-1)), list(y.unbind(-1)), 3)
+        >>> renorm_levels(levels, 3).tolist()  # 1.5 (1 + 2^-60 + 2^-120) and 2^-60
+        [[1.5, 1.3010426069826053e-18, 1.128474576789396e-36], [8.673617379884035e-19, 0.0, 0.0]]
     """
     n = len(t) - 1
     v = t[n]
@@ -160,6 +187,13 @@ def normalised(c: torch.Tensor, bound: torch.Tensor | None = None) -> torch.Tens
     ``fl(c_k + c_(k+1)) == c_k`` for every ``k`` (so ``|c_(k+1)| <= ulp(c_k) / 2`` and no
     zero is followed by a non-zero; NaN anywhere fails) and ``0 < |c_0| <= max``. With ``bound``
     (the operand magnitude ``M`` of a sum), also ``|c_0| > 64 u M`` (no heavy cancellation).
+
+    Example:
+        >>> c = torch.tensor([[1.0, 2**-60, 0.0], [1.0, 0.5, 0.0], [0.0, 0.0, 0.0]], dtype=torch.float64)
+        >>> normalised(c)  # 0.5 overlaps 1.0; a zero value fails
+        tensor([ True, False, False])
+        >>> normalised(c[:1] * 2**-60, bound=torch.tensor([1.0], dtype=torch.float64))  # cancelled
+        tensor([False])
     """
     comps = c.unbind(-1)
     lead = comps[0].abs()
@@ -181,6 +215,22 @@ def patch(out: torch.Tensor, ok: torch.Tensor, general: Callable[..., torch.Tens
     returns); ``operands`` are component tensors broadcastable to ``shape``. Eager: if any
     element fails, only those are gathered (rows of the broadcast operands), recomputed and
     scattered back. Traced: one ``where`` over ``general`` on all elements.
+
+    Example:
+        The cancelling second sum fails the check and is recomputed by a general kernel:
+
+        >>> from hypermc.mcf.eft import renormalize
+        >>> x = torch.tensor([[1.0, 2**-60, 2**-120], [1.0, 2**-60, 0.0]], dtype=torch.float64)
+        >>> y = torch.tensor([[0.5, 2**-61, 2**-121], [-1.0, 0.0, 0.0]], dtype=torch.float64)
+        >>> levels = add_levels(list(x.unbind(-1)), list(y.unbind(-1)), 3)
+        >>> out = renorm_levels(levels, 3)
+        >>> ok = normalised(out, torch.maximum(x[:, 0].abs(), y[:, 0].abs()))
+        >>> ok
+        tensor([ True, False])
+        >>> def general(a, b):
+        ...     return renormalize(torch.cat([a, b], -1), 3)
+        >>> torch.equal(patch(out, ok, general, x, y), general(x, y))
+        True
     """
     if all_true(ok):
         return out

@@ -159,6 +159,13 @@ class MatmulPlan(NamedTuple):
         levels: float64 accumulators of the error-free cascade for the large pairs.
         gemms: GEMMs of the product's size: one per kept pair (pairs sharing a slice run
             as one larger call) plus the one for ``|A||B|``.
+
+    Example:
+        >>> a = torch.ones(4, 3, 1)  # float32, nc = 1: exact in one float64 GEMM
+        >>> matmul_plan(a, a.transpose(0, 1))
+        MatmulPlan(path='wide', engine=torch.float64, beta_a=0, beta_b=0, pairs=(), n_head=0, slices_a=0, slices_b=0, levels=0)
+        >>> matmul_plan(a, a.transpose(0, 1)).gemms
+        1
     """
 
     path: str
@@ -187,6 +194,10 @@ def default_engine(device: torch.device | str) -> torch.dtype:
     float64 GEMMs give ``beta`` of about ``(53 - log2 k) / 2`` bits per slice (five GEMMs
     for a float32 nc=2 @ float32 product); a float32 engine gives about ``(24 - log2 k) / 2``
     and several times more GEMMs, which only pays where float64 runs at 1/32 rate or less.
+
+    Example:
+        >>> default_engine("cpu")
+        torch.float64
     """
     device = torch.device(device)
     if device.type == "cuda":
@@ -206,6 +217,13 @@ def full_precision_gemm() -> Iterator[None]:
     and ``torch.backends.cuda.matmul.allow_tf32`` on older versions. The previous values
     are restored even if the block raises. float64 GEMMs are never reduced; the guard
     matters for the float32 engine.
+
+    Example:
+        >>> a = torch.tensor([[1 + 2**-20]]).unsqueeze(-1)  # float32, nc = 1
+        >>> with full_precision_gemm():
+        ...     c = mm(a, a, nc=2)
+        >>> c.double().sum().item() == (1 + 2**-20) ** 2  # the exact square, in two float32 components
+        True
     """
     backends = [torch.backends.cuda.matmul]
     mkldnn = getattr(torch.backends, "mkldnn", None)
@@ -287,6 +305,12 @@ def matmul_plan(
 
     Runs the data-dependent analysis (scales, ``|A||B|``, exponent ranges) but not the
     slice GEMMs. For benchmarks, tests and tuning.
+
+    Example:
+        >>> a = arith.from_float(torch.linspace(0.1, 1.0, 12, dtype=torch.float64).reshape(4, 3), 2)
+        >>> plan = matmul_plan(a, a.transpose(0, 1))
+        >>> plan.path, plan.engine
+        ('sliced', torch.float64)
     """
     a, b, nc, engine = _validate(a, b, nc, engine, "matmul_plan")
     a2, b2, _, _ = _as_matrices(a, b)
@@ -304,6 +328,11 @@ def dot(a: torch.Tensor, b: torch.Tensor, nc: int | None = None, *,
     """Dot product of two 1-D component tensors ``(k, nca)``, ``(k, ncb)`` -> ``(nc,)``.
 
     Same algorithm and bound as :func:`matmul`. Raises ``ValueError`` unless both are 1-D.
+
+    Example:
+        >>> x = torch.tensor([1e16, 1.0, -1e16], dtype=torch.float64).unsqueeze(-1)
+        >>> dot(x, torch.ones(3, 1, dtype=torch.float64), nc=2)
+        tensor([1., 0.], dtype=torch.float64)
     """
     _check_logical_dims("dot", a, b, (1,), (1,))
     return matmul(a, b, nc, engine=engine)
@@ -311,21 +340,43 @@ def dot(a: torch.Tensor, b: torch.Tensor, nc: int | None = None, *,
 
 def mv(a: torch.Tensor, b: torch.Tensor, nc: int | None = None, *,
        engine: torch.dtype | None = None) -> torch.Tensor:
-    """Matrix-vector product ``(m, k, nca) @ (k, ncb) -> (m, nc)`` (bound as :func:`matmul`)."""
+    """Matrix-vector product ``(m, k, nca) @ (k, ncb) -> (m, nc)`` (bound as :func:`matmul`).
+
+    Example:
+        >>> A = torch.tensor([[1e16, 1.0, -1e16], [1.0, 2.0, 3.0]], dtype=torch.float64).unsqueeze(-1)  # nc = 1
+        >>> mv(A, torch.ones(3, 1, dtype=torch.float64), nc=2).tolist()
+        [[1.0, 0.0], [6.0, 0.0]]
+    """
     _check_logical_dims("mv", a, b, (2,), (1,))
     return matmul(a, b, nc, engine=engine)
 
 
 def mm(a: torch.Tensor, b: torch.Tensor, nc: int | None = None, *,
        engine: torch.dtype | None = None) -> torch.Tensor:
-    """Matrix product ``(m, k, nca) @ (k, n, ncb) -> (m, n, nc)`` (bound as :func:`matmul`)."""
+    """Matrix product ``(m, k, nca) @ (k, n, ncb) -> (m, n, nc)`` (bound as :func:`matmul`).
+
+    Example:
+        >>> A = torch.tensor([[1e16, 1.0, -1e16], [1.0, 2.0, 3.0]], dtype=torch.float64).unsqueeze(-1)  # nc = 1
+        >>> B = torch.tensor([[1.0, 0.0], [1.0, 1.0], [1.0, 0.0]], dtype=torch.float64).unsqueeze(-1)
+        >>> mm(A, B, nc=2)[..., 0]  # leading components
+        tensor([[1., 1.],
+                [6., 2.]], dtype=torch.float64)
+    """
     _check_logical_dims("mm", a, b, (2,), (2,))
     return matmul(a, b, nc, engine=engine)
 
 
 def bmm(a: torch.Tensor, b: torch.Tensor, nc: int | None = None, *,
         engine: torch.dtype | None = None) -> torch.Tensor:
-    """Batched product ``(B, m, k, nca) @ (B, k, n, ncb) -> (B, m, n, nc)``, no broadcasting."""
+    """Batched product ``(B, m, k, nca) @ (B, k, n, ncb) -> (B, m, n, nc)``, no broadcasting.
+
+    Example:
+        >>> a = torch.ones(5, 2, 3, 1, dtype=torch.float64)
+        >>> b = torch.ones(5, 3, 4, 2, dtype=torch.float64) * torch.tensor([1.0, 0.0], dtype=torch.float64)
+        >>> c = bmm(a, b)
+        >>> c.shape, c[0, 0, 0].tolist()
+        (torch.Size([5, 2, 4, 2]), [3.0, 0.0])
+    """
     _check_logical_dims("bmm", a, b, (3,), (3,))
     if a.shape[0] != b.shape[0]:
         raise ValueError(f"bmm: batch sizes differ: a has {a.shape[0]}, b has {b.shape[0]}; "
@@ -351,6 +402,12 @@ def addmm(
         scales ``b`` and ``beta`` scales ``c`` with one extra component each (error
         ``8 u^(nc+1)``), the product's float64 expansion and ``beta c`` are renormalised
         together before the single rounding to ``nc`` components.
+
+    Example:
+        >>> c = torch.tensor([[-1e16]], dtype=torch.float64).unsqueeze(-1)
+        >>> a = torch.tensor([[1e16, 1.0]], dtype=torch.float64).unsqueeze(-1)
+        >>> addmm(c, a, torch.ones(2, 1, 1, dtype=torch.float64), nc=2)  # -1e16 + (1e16 + 1)
+        tensor([[[1., 0.]]], dtype=torch.float64)
     """
     _check_logical_dims("addmm", a, b, (2,), (2,))
     _check_component_tensor("addmm", "c", c)
@@ -388,6 +445,13 @@ def linear(
 
     Bound:
         as :func:`addmm` with ``alpha = beta = 1``: ``4 u^nc (|bias| + |x| |W^T|)``.
+
+    Example:
+        >>> x = torch.tensor([[0.1, 0.2]], dtype=torch.float64).unsqueeze(-1)
+        >>> weight = torch.ones(1, 2, 1, dtype=torch.float64)
+        >>> y = linear(x, weight, torch.tensor([[-0.3]], dtype=torch.float64), nc=2)
+        >>> y[0, 0, 0].item() == 2**-55  # the exact 0.1 + 0.2 - 0.3 of the float64 inputs
+        True
     """
     _check_component_tensor("linear", "x", x)
     _check_component_tensor("linear", "weight", weight)
@@ -542,7 +606,11 @@ _WORKSPACE_MIN_BYTES = 1 << 16  # smaller buffers are cheap to allocate
 
 
 def clear_workspace() -> None:
-    """Free the CPU work buffers that the products here keep between calls (this thread)."""
+    """Free the CPU work buffers that the products here keep between calls (this thread).
+
+    Example:
+        >>> clear_workspace()  # e.g. after a large product, to return its memory
+    """
     _workspace.free = {}
 
 

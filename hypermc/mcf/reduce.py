@@ -266,6 +266,11 @@ def mean(x: torch.Tensor, dim: Dim = None, keepdim: bool = False) -> torch.Tenso
     Bound:
         relative to the exact mean, the :func:`sum` bound divided by ``|S|`` plus 8 u^nc
         (division; exact count). Mean over an empty dim is NaN (0 / 0).
+
+    Example:
+        >>> x = torch.tensor([[1e20, 0.0], [1.0, 0.0], [-1e20, 0.0], [2.0, 0.0]], dtype=torch.float64)
+        >>> mean(x)  # (1e20 + 1 - 1e20 + 2) / 4; plain float64 gives 0.5
+        tensor([0.7500, 0.0000], dtype=torch.float64)
     """
     ndim = x.dim() - 1
     if ndim == 0:
@@ -336,6 +341,12 @@ def dot(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         ``|computed - D| <= u^nc |D| + (nc+1)! (u (h+3))^(nc+1) sum_i |x_i y_i|``
         (each product's expansion counts as two more tree levels), plus the error terms
         lost to underflow. Tested.
+
+    Example:
+        >>> x = torch.tensor([[1e16, 0.0], [1.0, 0.0], [-1e16, 0.0]], dtype=torch.float64)
+        >>> y = torch.ones(3, 1, dtype=torch.float64)  # nc = 1: padded to x's nc = 2
+        >>> dot(x, y)
+        tensor([1., 0.], dtype=torch.float64)
     """
     nc = builtins.max(x.shape[-1], y.shape[-1])
     comps = torch.broadcast_tensors(*unpack(arith.pad(x, nc)), *unpack(arith.pad(y, nc)))
@@ -349,6 +360,11 @@ def sumsq(x: torch.Tensor, dim: Dim = None, keepdim: bool = False) -> torch.Tens
     Squares are expanded exactly up to order ``u^nc`` like in :func:`dot` (with the
     symmetric cross terms doubled), then summed by the slotted tree. No cancellation,
     so the relative error is ``<= u^nc + (nc+1)! (u (h+3))^(nc+1)`` (first order).
+
+    Example:
+        >>> x = torch.tensor([[1 + 2**-30, 0.0]], dtype=torch.float64)
+        >>> sumsq(x).tolist() == [1 + 2**-29, 2**-60]  # (1 + 2^-30)^2, exactly
+        True
     """
     ndim = x.dim() - 1
     if ndim == 0:
@@ -391,6 +407,11 @@ def norm(x: torch.Tensor, dim: Dim = -1, keepdim: bool = False) -> torch.Tensor:
         relative error ``<= u^nc / 2 + 8 u^nc`` (sum of squares + sqrt), plus the
         contributions of entries below ``2**(emin - 1)`` times the largest one, which
         scaling flushes (their squares are far below ``u^nc`` of the result).
+
+    Example:
+        >>> x = torch.tensor([[3 * 2.0**600, 0.0], [4 * 2.0**600, 0.0]], dtype=torch.float64)
+        >>> norm(x).tolist() == [5 * 2.0**600, 0.0]  # the squares would overflow float64
+        True
     """
     ndim = x.dim() - 1
     if ndim == 0:
@@ -447,6 +468,11 @@ def amax(x: torch.Tensor, dim: Dim = None, keepdim: bool = False) -> torch.Tenso
 
     nc = 1 is ``torch.amax``; otherwise a pairwise tree of exact
     :func:`arith.maximum` comparisons. Raises ``ValueError`` for an empty dim.
+
+    Example:
+        >>> x = torch.tensor([[1.0, 2**-60], [1.0, 2**-61], [-2.0, 0.0]], dtype=torch.float64)
+        >>> amax(x).tolist() == [1.0, 2**-60]  # decided by the second component
+        True
     """
     return _extreme(x, dim, keepdim, largest=True)
 
@@ -456,5 +482,10 @@ def amin(x: torch.Tensor, dim: Dim = None, keepdim: bool = False) -> torch.Tenso
 
     nc = 1 is ``torch.amin``; otherwise a pairwise tree of exact
     :func:`arith.minimum` comparisons. Raises ``ValueError`` for an empty dim.
+
+    Example:
+        >>> x = torch.tensor([[1.0, 2**-60], [1.0, -2**-61], [3.0, 0.0]], dtype=torch.float64)
+        >>> amin(x).tolist() == [1.0, -2**-61]  # decided by the second component
+        True
     """
     return _extreme(x, dim, keepdim, largest=False)

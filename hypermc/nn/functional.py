@@ -77,6 +77,11 @@ def to_tensor(x: torch.Tensor) -> torch.Tensor:
     on as an MCTensor with ``x``'s ``nc`` (exact), so gradients keep flowing in MC
     arithmetic through layers that follow. This is how an MC layer's output is "turned
     into a Tensor" between layers.
+
+    Example:
+        >>> y = to_tensor(hm.mc([1.0, 2.0], nc=2, dtype=torch.float64))
+        >>> type(y).__name__, y
+        ('Tensor', tensor([1., 2.], dtype=torch.float64))
     """
     if isinstance(x, MCTensor):
         return _ToTensor.apply(x)
@@ -88,6 +93,15 @@ def as_mc(x: torch.Tensor, nc: int = 1) -> MCTensor:
 
     MCTensor input is returned unchanged. The backward hands a plain input the nearest
     plain value of its (MC) gradient.
+
+    Example:
+        >>> x = torch.tensor([1.0, 2.0], dtype=torch.float64, requires_grad=True)
+        >>> m = as_mc(x, nc=2)
+        >>> type(m).__name__, m.nc
+        ('MCTensor', 2)
+        >>> to_tensor(m * 3.0).sum().backward()
+        >>> x.grad
+        tensor([3., 3.], dtype=torch.float64)
     """
     if isinstance(x, MCTensor):
         return x
@@ -133,6 +147,13 @@ def linear(input: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None 
     Raises:
         TypeError: dtypes differ.
         ValueError: ``input``'s last dimension is not ``in_features``.
+
+    Example:
+        >>> x = hm.mc([[0.1, 0.2]], nc=2, dtype=torch.float64)
+        >>> weight = hm.mc([[1.0, 1.0]], nc=2, dtype=torch.float64)
+        >>> y = linear(x, weight, hm.mc([-0.3], nc=2, dtype=torch.float64))
+        >>> y.shape, y.approx().item() == 2**-55  # exact 0.1 + 0.2 - 0.3 of the float64 inputs
+        (torch.Size([1, 1]), True)
     """
     _check_input("linear", input, weight, "weight")
     if input.dim() == 0 or input.shape[-1] != weight.shape[-1]:
@@ -162,6 +183,13 @@ def embedding(
     Raises:
         TypeError: ``input`` is not an integer tensor.
         IndexError: an index is out of range.
+
+    Example:
+        >>> weight = hm.mc([[1.0, 2.0], [3.0, 4.0], [5.0, 6.0]], nc=2, dtype=torch.float64)
+        >>> rows = embedding(torch.tensor([2, 0]), weight)
+        >>> rows.nc, rows.approx()
+        (2, tensor([[5., 6.],
+                [1., 2.]], dtype=torch.float64))
     """
     if not isinstance(input, torch.Tensor) or input.is_floating_point() or input.dtype == torch.bool:
         raise TypeError(
@@ -178,7 +206,14 @@ def embedding(
 
 
 def relu(input: torch.Tensor, inplace: bool = False) -> MCTensor:
-    """``max(input, 0)`` elementwise (a plain input becomes an exact 1-component MCTensor)."""
+    """``max(input, 0)`` elementwise (a plain input becomes an exact 1-component MCTensor).
+
+    Example:
+        >>> relu(hm.mc([-1.0, 2.0], nc=2, dtype=torch.float64)).approx()
+        tensor([0., 2.], dtype=torch.float64)
+        >>> relu(torch.tensor([-1.0, 2.0])).nc
+        1
+    """
     x = _mc_operand(input)
     return torch.relu_(x) if inplace and x is input else torch.relu(x)
 
@@ -194,6 +229,12 @@ def gelu(input: torch.Tensor, approximate: str = "none") -> MCTensor:
 
     Raises:
         ValueError: ``approximate`` is neither ``"none"`` nor ``"tanh"``.
+
+    Example:
+        >>> [round(v, 6) for v in gelu(hm.mc([0.0, 1.0], nc=2, dtype=torch.float32)).approx().tolist()]
+        [0.0, 0.841345]
+        >>> gelu(hm.mc([0.0, 1.0], nc=2, dtype=torch.float64), approximate="tanh").approx()
+        tensor([0.0000, 0.8412], dtype=torch.float64)
     """
     if approximate not in ("none", "tanh"):
         raise ValueError(f"gelu: approximate must be 'none' or 'tanh'; got {approximate!r}")
@@ -222,7 +263,12 @@ def _check_dim(name: str, dim: object, ndim: int) -> int:
 
 
 def softmax(input: torch.Tensor, dim: int) -> MCTensor:
-    """``exp(x) / sum(exp(x), dim)`` in MC arithmetic (shifted by the slice maximum)."""
+    """``exp(x) / sum(exp(x), dim)`` in MC arithmetic (shifted by the slice maximum).
+
+    Example:
+        >>> softmax(hm.mc([[0.0, 1000.0, 1000.0]], nc=2, dtype=torch.float64), dim=1).approx()
+        tensor([[0.0000, 0.5000, 0.5000]], dtype=torch.float64)
+    """
     x = _mc_operand(input)
     dim = _check_dim("softmax", dim, x.dim())
     e = torch.exp(x - _shift(x, dim))
@@ -230,7 +276,12 @@ def softmax(input: torch.Tensor, dim: int) -> MCTensor:
 
 
 def log_softmax(input: torch.Tensor, dim: int) -> MCTensor:
-    """``x - log(sum(exp(x), dim))`` in MC arithmetic (shifted by the slice maximum)."""
+    """``x - log(sum(exp(x), dim))`` in MC arithmetic (shifted by the slice maximum).
+
+    Example:
+        >>> log_softmax(hm.mc([[0.0, 0.0]], nc=2, dtype=torch.float64), dim=1).approx()  # log(1/2)
+        tensor([[-0.6931, -0.6931]], dtype=torch.float64)
+    """
     x = _mc_operand(input)
     dim = _check_dim("log_softmax", dim, x.dim())
     z = x - _shift(x, dim)
@@ -271,6 +322,10 @@ def mse_loss(input: torch.Tensor, target: torch.Tensor, reduction: str = "mean")
     Raises:
         ValueError: shapes differ, or an unknown ``reduction``.
         TypeError: dtypes differ.
+
+    Example:
+        >>> mse_loss(hm.mc([1.0, 2.0], nc=2, dtype=torch.float64), torch.tensor([1.0, 1.0], dtype=torch.float64)).approx()
+        tensor(0.5000, dtype=torch.float64)
     """
     _check_loss_args("mse_loss", input, target, reduction)
     d = _mc_operand(input) - target
@@ -288,6 +343,11 @@ def binary_cross_entropy_with_logits(
     Raises:
         ValueError: shapes differ, or an unknown ``reduction``.
         TypeError: dtypes differ.
+
+    Example:
+        >>> z = hm.mc([0.0, 40.0], nc=2, dtype=torch.float64)
+        >>> binary_cross_entropy_with_logits(z, torch.tensor([1.0, 0.0], dtype=torch.float64), reduction="none").approx()
+        tensor([ 0.6931, 40.0000], dtype=torch.float64)
     """
     _check_loss_args("binary_cross_entropy_with_logits", input, target, reduction)
     z = _mc_operand(input)
@@ -304,6 +364,11 @@ def binary_cross_entropy(input: torch.Tensor, target: torch.Tensor, reduction: s
     Raises:
         ValueError: shapes differ, or an unknown ``reduction``.
         TypeError: dtypes differ.
+
+    Example:
+        >>> p = hm.mc([0.5, 1.0], nc=2, dtype=torch.float64)
+        >>> binary_cross_entropy(p, torch.tensor([1.0, 0.0], dtype=torch.float64), reduction="none").approx()  # log 0 -> -100
+        tensor([  0.6931, 100.0000], dtype=torch.float64)
     """
     _check_loss_args("binary_cross_entropy", input, target, reduction)
     p = _mc_operand(input)
@@ -324,6 +389,11 @@ def cross_entropy(input: torch.Tensor, target: torch.Tensor, reduction: str = "m
     Raises:
         ValueError: bad shapes or an unknown ``reduction``.
         TypeError: ``target`` is not an integer tensor.
+
+    Example:
+        >>> logits = hm.mc([[0.0, 0.0], [0.0, 100.0]], nc=2, dtype=torch.float64)
+        >>> cross_entropy(logits, torch.tensor([0, 1]), reduction="none").approx()  # log 2, log(1 + e^-100)
+        tensor([6.9315e-01, 3.7201e-44], dtype=torch.float64)
     """
     if reduction not in _REDUCTIONS:
         raise ValueError(f"cross_entropy: reduction must be one of {_REDUCTIONS}; got {reduction!r}")

@@ -99,6 +99,15 @@ class HGCNManifold:
     last except in :meth:`inner`) and returns what the hypermc manifold returns:
     MCTensors for MC inputs. Argument checks are the hypermc manifold's (``TypeError`` /
     ``ValueError`` naming the argument) plus :func:`_c_value` for ``c``.
+
+    Example:
+        >>> M = PoincareBall()  # any subclass
+        >>> M.manifold(1.0) is M.manifold(torch.tensor([1.0]))  # one native manifold per value of c
+        True
+        >>> M.manifold(torch.tensor([1.0], requires_grad=True))
+        Traceback (most recent call last):
+        ...
+        TypeError: PoincareBall: c requires grad, but learnable curvature is not supported ...
     """
 
     name = "Manifold"
@@ -206,6 +215,15 @@ class PoincareBall(HGCNManifold):
 
     :meth:`mobius_add` and :meth:`mobius_matvec` are the ball's own closed forms;
     :meth:`to_hyperboloid` is :func:`hypermc.manifolds.convert.ball_to_lorentz`.
+
+    Example:
+        >>> M = PoincareBall()
+        >>> x = hm.mc([[0.5, 0.0]], nc=2, dtype=torch.float64)
+        >>> origin = hm.mc([[0.0, 0.0]], nc=2, dtype=torch.float64)
+        >>> round(M.sqdist(x, origin, c=1.0).approx().item(), 6)  # (2 atanh 0.5)^2
+        1.206949
+        >>> M.mobius_add(x, x, c=1.0).approx()  # (1 + 1) 0.5 / (1 + 0.25)
+        tensor([[0.8000, 0.0000]], dtype=torch.float64)
     """
 
     name = "PoincareBall"
@@ -232,6 +250,16 @@ class Hyperboloid(HGCNManifold):
     """HGCN's ``Hyperboloid`` (``-x_0^2 + |x_bar|^2 = -1/c``) on :class:`hypermc.manifolds.Lorentz`.
 
     Adds HGCN's :meth:`minkowski_dot`, :meth:`minkowski_norm` and :meth:`to_poincare`.
+
+    Example:
+        >>> H = Hyperboloid()
+        >>> p = PoincareBall().to_hyperboloid(hm.mc([[0.5, 0.0]], nc=2, dtype=torch.float64), c=1.0)
+        >>> p.approx()  # (1 + |x|^2, 2 x) / (1 - |x|^2), time coordinate first
+        tensor([[1.6667, 1.3333, 0.0000]], dtype=torch.float64)
+        >>> H.minkowski_dot(p, p).approx()  # -1/c
+        tensor([[-1.]], dtype=torch.float64)
+        >>> H.to_poincare(p, c=1.0).approx()
+        tensor([[0.5000, 0.0000]], dtype=torch.float64)
     """
 
     name = "Hyperboloid"
@@ -254,7 +282,17 @@ class Hyperboloid(HGCNManifold):
 
 
 class Euclidean(HGCNManifold):
-    """HGCN's ``Euclidean``: ``c`` is accepted and ignored, as in HGCN."""
+    """HGCN's ``Euclidean``: ``c`` is accepted and ignored, as in HGCN.
+
+    Example:
+        >>> E = Euclidean()
+        >>> a = torch.tensor([[3.0, 4.0], [0.3, 0.4]], dtype=torch.float64)
+        >>> E.sqdist(a, torch.zeros_like(a), c=None)
+        tensor([25.0000,  0.2500], dtype=torch.float64)
+        >>> E.normalize(a)  # rows longer than 1 scaled to norm 1
+        tensor([[0.6000, 0.8000],
+                [0.3000, 0.4000]], dtype=torch.float64)
+    """
 
     name = "Euclidean"
 

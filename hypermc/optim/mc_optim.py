@@ -142,6 +142,15 @@ def mc_sgd(
         momentum_buffer_list: one entry per parameter, ``None`` before the first step
             with momentum; new buffers are written into the list (like torch).
         lr, momentum, dampening, weight_decay, nesterov, maximize: as ``torch.optim.SGD``.
+
+    Example:
+        >>> x = hm.mc([1.0, 2.0], nc=2, dtype=torch.float64)
+        >>> g = hm.mc([0.5, 0.5], nc=2, dtype=torch.float64)
+        >>> bufs = [None]
+        >>> mc_sgd([x], [g], bufs, lr=0.1, momentum=0.9)  # first step: the buffer is g
+        >>> mc_sgd([x], [g], bufs, lr=0.1, momentum=0.9)  # buffer 0.9 * 0.5 + 0.5
+        >>> x.approx(), bufs[0].approx()
+        (tensor([0.8550, 1.8550], dtype=torch.float64), tensor([0.9500, 0.9500], dtype=torch.float64))
     """
     lr = _scalar(lr)
     for i, param in enumerate(params):
@@ -183,8 +192,25 @@ class MCSGD(Optimizer):
             or Nesterov without momentum / with dampening.
 
     Example:
-        >>> opt = MCSGD(model.parameters(), lr=0.05, momentum=0.9)
-        >>> loss.backward(); opt.step(); opt.zero_grad()
+        Ten steps of ``1e-4`` on a float16 parameter: plain float16 rounds each one away
+        (half an ulp of 1.0 is ``4.9e-4``), two components keep them.
+
+        >>> p = torch.nn.Parameter(hm.mc([1.0], nc=2, dtype=torch.float16))
+        >>> opt = MCSGD([p], lr=1e-4, momentum=0.0)
+        >>> for _ in range(10):
+        ...     opt.zero_grad()
+        ...     p.sum().backward()
+        ...     _ = opt.step()
+        >>> round(p.components.double().sum().item(), 4)  # 1 - 10 * 1e-4
+        0.999
+        >>> q = torch.nn.Parameter(torch.tensor([1.0], dtype=torch.float16))
+        >>> opt = torch.optim.SGD([q], lr=1e-4)
+        >>> for _ in range(10):
+        ...     opt.zero_grad()
+        ...     q.sum().backward()
+        ...     _ = opt.step()
+        >>> q.item()
+        1.0
     """
 
     def __init__(
@@ -272,6 +298,14 @@ def mc_adam(
             (``max_exp_avg_sqs`` only read with ``amsgrad``).
         state_steps: one float32 scalar tensor per parameter, incremented in place.
         amsgrad, beta1, beta2, lr, weight_decay, eps, maximize: as ``torch.optim.Adam``.
+
+    Example:
+        >>> x = hm.mc([1.0], nc=2, dtype=torch.float64)
+        >>> g = hm.mc([1e-3], nc=2, dtype=torch.float64)
+        >>> m, v, step = torch.zeros_like(x), torch.zeros_like(x), torch.tensor(0.0)
+        >>> mc_adam([x], [g], [m], [v], [], [step], beta1=0.9, beta2=0.999, lr=0.01)
+        >>> step.item(), round(x.approx().item(), 6)  # the first step moves by about lr
+        (1.0, 0.99)
     """
     lr = _scalar(lr)
     for i, param in enumerate(params):
@@ -322,6 +356,18 @@ class MCAdam(Optimizer):
     Raises:
         ValueError: negative ``lr``, ``eps`` or ``weight_decay``, or a beta outside
             ``[0, 1)`` (torch's messages).
+
+    Example:
+        >>> p = torch.nn.Parameter(hm.mc([1.0, -2.0], nc=2, dtype=torch.float16))
+        >>> opt = MCAdam([p], lr=1e-3)
+        >>> for _ in range(5):
+        ...     opt.zero_grad()
+        ...     (p * p).sum().backward()
+        ...     _ = opt.step()
+        >>> [round(v, 4) for v in p.components.double().sum(-1).tolist()]  # each step about lr
+        [0.995, -1.995]
+        >>> opt.state[p]["step"].item(), opt.state[p]["exp_avg"].nc
+        (5.0, 2)
     """
 
     def __init__(

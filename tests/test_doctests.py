@@ -1,0 +1,138 @@
+"""The docstring examples run, and every public name shows one.
+
+``test_doctests`` runs the ``>>>`` examples of every module under ``hypermc/`` with
+:mod:`doctest` (``ELLIPSIS | NORMALIZE_WHITESPACE``; the module's globals plus
+``torch``, ``hypermc`` and its usual alias ``hm``; ``torch.manual_seed(seed)`` (the
+``seed`` fixture) before each docstring; the working directory a fresh temporary one, for examples that write files),
+one test per module so that a failure names the module.
+
+``test_public_names_have_examples`` checks that every public function and class of a
+module (the names in its ``__all__``, or without ``__all__`` the public functions and
+classes it defines) has a docstring with an ``Example:``/``Examples:`` section holding
+at least one ``>>>`` line that runs (is not marked ``+SKIP``). A name re-exported by a
+package is checked in the module that defines it.
+"""
+
+from __future__ import annotations
+
+import doctest
+import importlib
+import inspect
+import pkgutil
+import re
+
+import pytest
+import torch
+
+import hypermc
+
+MODULES = sorted(info.name for info in pkgutil.walk_packages(hypermc.__path__, "hypermc."))
+
+# Modules whose ``>>>`` examples are not run yet, with the reason. The lead empties this
+# set after merging the branches that rewrite these modules.
+_FIX_AFTER_MERGE = "its examples use names they never import (or print nothing where a value is shown); fixed after the merge"
+PENDING_DOCTESTS: dict[str, str] = {
+    "hypermc.embed.train": "the 'Example:' of train() is illustrative (a full training run); "
+                           "train.py is being rewritten on another branch",
+    "hypermc.embed.distributed": "DataParallel's example needs torchrun (init_process_group) and a graph; "
+                                 "being edited on another branch",
+    "hypermc.manifolds.halfspace": _FIX_AFTER_MERGE,
+    "hypermc.manifolds.parameter": _FIX_AFTER_MERGE,
+    "hypermc.nn.hyperbolic": _FIX_AFTER_MERGE,
+}
+
+# Modules whose public names are not yet required to show an example, with the reason.
+# The lead empties this set after merging the branches that edit these modules.
+_OTHER_BRANCH = "being edited on another branch; examples are added after the merge"
+PENDING_EXAMPLES: dict[str, str] = {
+    "hypermc.mcf.tensor": _OTHER_BRANCH,
+    "hypermc.mcf.arith": _OTHER_BRANCH,
+    "hypermc.mcf.elementary": _OTHER_BRANCH,
+    "hypermc.mcf.native": _OTHER_BRANCH,
+    "hypermc.mcf.native_source": _OTHER_BRANCH,
+    "hypermc.mcf.compile": _OTHER_BRANCH,
+    "hypermc.manifolds.ball": _OTHER_BRANCH,
+    "hypermc.manifolds.base": _OTHER_BRANCH,
+    "hypermc.manifolds.convert": _OTHER_BRANCH,
+    "hypermc.manifolds.euclidean": _OTHER_BRANCH,
+    "hypermc.manifolds.halfspace": _OTHER_BRANCH,
+    "hypermc.manifolds.lorentz": _OTHER_BRANCH,
+    "hypermc.manifolds.parameter": _OTHER_BRANCH,
+    "hypermc.manifolds.math.ball": _OTHER_BRANCH,
+    "hypermc.manifolds.math.common": _OTHER_BRANCH,
+    "hypermc.manifolds.math.halfspace": _OTHER_BRANCH,
+    "hypermc.manifolds.math.lorentz": _OTHER_BRANCH,
+    "hypermc.embed.train": _OTHER_BRANCH,
+    "hypermc.embed.distance": _OTHER_BRANCH,
+    "hypermc.embed.distributed": _OTHER_BRANCH,
+    "hypermc.nn.modules": _OTHER_BRANCH,
+    "hypermc.nn.hyperbolic": _OTHER_BRANCH,
+    # not part of issue #20's first batch (no other branch edits them):
+    "hypermc.__main__": "the CLI entry point main(argv); its usage is shown in README.md",
+    "hypermc._checks": "private argument-check helpers; examples to be added with the next change there",
+}
+
+_FLAGS = doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE
+_EXAMPLE_SECTION = re.compile(r"^\s*Examples?:\s*$", re.M)
+
+
+def test_every_module_is_listed():
+    assert {"hypermc.embed.sampler", "hypermc.mcf.eft", "hypermc.optim.riemannian"} <= set(MODULES)
+    stale = (set(PENDING_DOCTESTS) | set(PENDING_EXAMPLES)) - set(MODULES)
+    assert not stale, f"PENDING names modules that do not exist: {sorted(stale)}"
+
+
+@pytest.mark.parametrize("name", MODULES)
+def test_doctests(name, seed, tmp_path, monkeypatch):
+    if name in PENDING_DOCTESTS:
+        pytest.skip(f"pending: {PENDING_DOCTESTS[name]}")
+    module = importlib.import_module(name)
+    monkeypatch.chdir(tmp_path)  # examples that write files write them here
+    globs = {**vars(module), "torch": torch, "hypermc": hypermc, "hm": hypermc}
+    tests = doctest.DocTestFinder(exclude_empty=True).find(module, name, globs=globs)
+    runner = doctest.DocTestRunner(optionflags=_FLAGS)
+    failures = []
+    for test in tests:
+        if not test.examples:
+            continue
+        torch.manual_seed(seed)
+        lines: list[str] = []
+        result = runner.run(test, out=lines.append, clear_globs=False)
+        if result.failed:
+            failures.append("".join(lines))
+    assert not failures, f"{name}: failing doctests:\n" + "\n".join(failures)
+
+
+def _defined_here(obj, module) -> bool:
+    """A function or class (or a wrapped one, e.g. ``functools.cache``) defined in ``module``."""
+    return callable(obj) and not inspect.ismodule(obj) and getattr(obj, "__module__", None) == module.__name__
+
+
+def _public(module):
+    names = getattr(module, "__all__", None)
+    if names is None:
+        names = [n for n in vars(module) if not n.startswith("_")]
+    for n in names:
+        obj = getattr(module, n)
+        if _defined_here(obj, module):
+            yield n, obj
+
+
+def _has_example(doc: str | None) -> bool:
+    """``doc`` has an ``Example:`` section with a ``>>>`` example that runs (not ``+SKIP``)."""
+    if not doc:
+        return False
+    m = _EXAMPLE_SECTION.search(doc)
+    if m is None:
+        return False
+    examples = doctest.DocTestParser().get_examples(doc[m.end():])
+    return any(not ex.options.get(doctest.SKIP, False) for ex in examples)
+
+
+@pytest.mark.parametrize("name", MODULES)
+def test_public_names_have_examples(name):
+    if name in PENDING_EXAMPLES:
+        pytest.skip(f"pending: {PENDING_EXAMPLES[name]}")
+    module = importlib.import_module(name)
+    missing = [n for n, obj in _public(module) if not _has_example(inspect.getdoc(obj))]
+    assert not missing, f"{name}: public names without an 'Example:' section with a '>>>' line that runs: {missing}"
