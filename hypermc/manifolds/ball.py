@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import torch
 
-from .base import Manifold, _reason
+from .._checks import check_bool, check_instance
+from .base import Device, Manifold, _reason
 from .math import ball as B
-from .math import common
+from .math import batch, common
 
 __all__ = ["PoincareBall"]
 
@@ -42,116 +43,120 @@ class PoincareBall(Manifold):
     name = "ball"
     min_dim = 1
 
-    def dist(self, x, y, *, keepdim: bool = False, check: bool = True):
+    def __init__(self, *, curvature: float | torch.Tensor = -1.0) -> None:
+        """Args: curvature: ``K < 0`` (keyword-only; see :mod:`hypermc.manifolds.base`)."""
+        super().__init__(curvature=curvature)
+
+    def dist(self, x: torch.Tensor, y: torch.Tensor, *, keepdim: bool = False, check: bool = True) -> torch.Tensor:
         """Distance; see :func:`.math.ball.dist` (formula, laws, accuracy). ``check``: see :mod:`.base`."""
         self._check("dist", x=x, y=y)
         self._check_on("dist", check, x=x, y=y)
-        return self._keep(B.dist(x, y, self.c), keepdim)
+        return self._keep("dist", B.dist(x, y, self.c), keepdim)
 
-    def dist0(self, x, *, keepdim: bool = False, check: bool = True):
+    def dist0(self, x: torch.Tensor, *, keepdim: bool = False, check: bool = True) -> torch.Tensor:
         """Distance from the origin; see :func:`.math.ball.dist0`. ``check``: see :mod:`.base`."""
         self._check("dist0", x=x)
         self._check_on("dist0", check, x=x)
-        return self._keep(B.dist0(x, self.c), keepdim)
+        return self._keep("dist0", B.dist0(x, self.c), keepdim)
 
-    def expmap(self, x, u, *, check: bool = True):
+    def expmap(self, x: torch.Tensor, u: torch.Tensor, *, check: bool = True) -> torch.Tensor:
         """Exponential map; see :func:`.math.ball.expmap`. ``check``: see :mod:`.base`."""
         self._check("expmap", x=x, u=u)
         self._check_on("expmap", check, x=x)
-        return self._edge(B.expmap(x, u, self.c))
+        return self.projx(B.expmap(x, u, self.c))
 
-    def logmap(self, x, y, *, check: bool = True):
+    def logmap(self, x: torch.Tensor, y: torch.Tensor, *, check: bool = True) -> torch.Tensor:
         """Logarithmic map; see :func:`.math.ball.logmap`. ``check``: see :mod:`.base`."""
         self._check("logmap", x=x, y=y)
         self._check_on("logmap", check, x=x, y=y)
         return B.logmap(x, y, self.c)
 
-    def expmap0(self, u):
+    def expmap0(self, u: torch.Tensor) -> torch.Tensor:
         """``expmap(0, u)``; see :func:`.math.ball.expmap0`."""
         self._check("expmap0", u=u)
-        return self._edge(B.expmap0(u, self.c))
+        return self.projx(B.expmap0(u, self.c))
 
-    def logmap0(self, y, *, check: bool = True):
+    def logmap0(self, y: torch.Tensor, *, check: bool = True) -> torch.Tensor:
         """``logmap(0, y)``; see :func:`.math.ball.logmap0`. ``check``: see :mod:`.base`."""
         self._check("logmap0", y=y)
         self._check_on("logmap0", check, y=y)
         return B.logmap0(y, self.c)
 
-    def retr(self, x, u):
+    def retr(self, x: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
         """Retraction ``projx(x + u)``."""
         self._check("retr", x=x, u=u)
-        return B.projx(x + u, self.c, EDGE_MARGIN_BITS)
+        return self.projx(x + u)
 
-    def transp(self, x, y, v):
+    def transp(self, x: torch.Tensor, y: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
         """Parallel transport; see :func:`.math.ball.transp`."""
         self._check("transp", x=x, y=y, v=v)
         return B.transp(x, y, v, self.c)
 
-    def inner(self, x, u, v=None, *, keepdim: bool = False):
+    def inner(self, x: torch.Tensor, u: torch.Tensor, v: torch.Tensor | None = None, *, keepdim: bool = False) -> torch.Tensor:
         """``<u, v>_x = lambda_x^2 <u, v>`` (``v`` defaults to ``u``)."""
         v = u if v is None else v
         self._check("inner", x=x, u=u, v=v)
-        return B.inner(x, u, v, self.c, keepdim)
+        return B.inner(x, u, v, self.c, check_bool("PoincareBall.inner", "keepdim", keepdim))
 
-    def norm(self, x, u, *, keepdim: bool = False):
+    def norm(self, x: torch.Tensor, u: torch.Tensor, *, keepdim: bool = False) -> torch.Tensor:
         """``|u|_x = lambda_x |u|``."""
         self._check("norm", x=x, u=u)
-        return B.norm(x, u, self.c, keepdim)
+        return B.norm(x, u, self.c, check_bool("PoincareBall.norm", "keepdim", keepdim))
 
-    def projx(self, x):
+    def projx(self, x: torch.Tensor) -> torch.Tensor:
         """Pull points beyond the MC range (or outside the ball) back to its edge; see
         :func:`.math.ball.projx` and :data:`EDGE_MARGIN_BITS`. Idempotent."""
         self._check("projx", x=x)
         return B.projx(x, self.c, EDGE_MARGIN_BITS)
 
-    def proju(self, x, u):
+    def proju(self, x: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
         """Every vector is tangent: returns ``u``."""
         self._check("proju", x=x, u=u)
         return u
 
-    def egrad2rgrad(self, x, g):
+    def egrad2rgrad(self, x: torch.Tensor, g: torch.Tensor) -> torch.Tensor:
         """Riemannian gradient ``g / lambda_x^2``."""
         self._check("egrad2rgrad", x=x, g=g)
         return B.egrad2rgrad(x, g, self.c)
 
-    def mobius_add(self, x, y):
+    def dist_batch(self, rows: torch.Tensor, ia: torch.Tensor, ib: torch.Tensor, *,
+                   leaf: torch.Tensor | None = None, cache: dict[str, torch.Tensor] | None = None) -> torch.Tensor:
+        """Batched distances of table rows; see :meth:`.base.Manifold.dist_batch` and :func:`.math.batch.ball`."""
+        self._check_batch(rows, ia, ib, leaf, cache)
+        return batch.ball(rows, ia, ib, self.c, leaf=leaf, cache=cache)
+
+    def mobius_add(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         """Möbius addition ``x ⊕ y``; see :func:`.math.ball.mobius_add`."""
         self._check("mobius_add", x=x, y=y)
-        return self._edge(B.mobius_add(x, y, self.c))
+        return self.projx(B.mobius_add(x, y, self.c))
 
-    def mobius_scalar_mul(self, r, x):
+    def mobius_scalar_mul(self, r: float | torch.Tensor, x: torch.Tensor) -> torch.Tensor:
         """Möbius scalar multiplication ``r ⊗ x``; see :func:`.math.ball.mobius_scalar_mul`."""
         self._check("mobius_scalar_mul", x=x)
-        return self._edge(B.mobius_scalar_mul(r, x, self.c))
+        return self.projx(B.mobius_scalar_mul(r, x, self.c))
 
-    def mobius_matvec(self, m, x):
+    def mobius_matvec(self, m: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
         """Möbius matrix-vector product ``M ⊗ x`` (``Mx = x @ m.T``); see
         :func:`.math.ball.mobius_matvec`."""
         self._check("mobius_matvec", x=x)
-        if not isinstance(m, torch.Tensor) or m.dim() < 2 or m.shape[-1] != x.shape[-1]:
+        check_instance("PoincareBall.mobius_matvec", "m", m, torch.Tensor, f"a matrix (out, {x.shape[-1]})")
+        if m.dim() < 2 or m.shape[-1] != x.shape[-1]:
             raise ValueError(
-                f"PoincareBall.mobius_matvec: m must be a matrix (out, {x.shape[-1]}); got "
-                f"{tuple(m.shape) if isinstance(m, torch.Tensor) else type(m).__name__}"
+                f"PoincareBall.mobius_matvec: m must be a matrix (out, {x.shape[-1]}); got shape {tuple(m.shape)}"
             )
         if m.dtype != x.dtype:
             raise TypeError(f"PoincareBall.mobius_matvec: m has dtype {m.dtype} but x has {x.dtype}")
-        return self._edge(B.mobius_matvec(m, x, self.c))
+        return self.projx(B.mobius_matvec(m, x, self.c))
 
     # -------------------------------------------------------------- helpers
 
-    def _edge(self, y):
-        """Results beyond the MC range (rounded onto or outside the boundary) are pulled
-        back to its edge (:meth:`projx`; a no-op inside the range), so methods never
-        return points whose distances would be inf or NaN."""
-        return B.projx(y, self.c, EDGE_MARGIN_BITS)
-
-    def _origin_values(self, size, dtype, device):
+    def _origin_values(self, size: tuple[int, ...], dtype: torch.dtype, device: Device) -> torch.Tensor:
         return torch.zeros(size, dtype=dtype, device=device)
 
-    def _origin_tangent(self, u):
+    def _origin_tangent(self, u: torch.Tensor) -> torch.Tensor:
         return u / 2  # lambda_0 = 2
 
-    def _check_values(self, x, atol):
+    def _check_values(self, x: torch.Tensor, atol: float | None) -> tuple[bool, str | None]:
         d = B.deficit(x, self.c)
         bad = common.lead(d) <= 0
         if bool(bad.any()):

@@ -24,11 +24,35 @@ s (plain Tensors behave as ``nc = 1``); gradients through every method are MCTen
 Each model's *MC range* is the hyperbolic radius up to which stored points resolve
 hyperbolic lengths below ~1e-6 — see each class docstring and the MC range table in docs/manifolds.md.
 
-Methods (geoopt vocabulary, identical in every model): ``dist``, ``expmap``,
-``logmap``, ``expmap0``, ``logmap0``, ``retr``, ``projx``, ``proju``,
-``egrad2rgrad``, ``inner``, ``norm``, ``transp``, ``random``, ``origin``,
-``check_point``. Points are ``x, y``, tangent vectors ``u, v``; the point dimension is
-the last one and leading dimensions broadcast.
+Methods (geoopt vocabulary, identical in every model): ``dist``, ``dist0``,
+``expmap``, ``logmap``, ``expmap0``, ``logmap0``, ``retr``, ``projx``, ``proju``,
+``egrad2rgrad``, ``inner``, ``norm``, ``transp`` (abstract: every model implements
+them), and ``random``, ``origin``, ``check_point``, ``dist_batch`` (implemented here on
+top of them). Points are ``x, y``, tangent vectors ``u, v``; the point dimension is the
+last one and leading dimensions broadcast. Options (``keepdim``, ``check``, ``nc``,
+``dtype``, ...) and the curvature are keyword-only.
+
+Projection rule
+---------------
+``projx(x)`` is the one way back onto the manifold and ``proju(x, u)`` the one way onto
+the tangent space at ``x``; there are no other clamps, ``eps`` margins or ``project=``
+flags anywhere (optimizers, trainer, layers). Both are idempotent and a no-op for
+points / vectors that already satisfy the model's constraint within its MC range:
+
+* every method that returns a point -- ``expmap``, ``expmap0``, ``retr``, ``origin``,
+  ``random`` and the ball's Möbius operations -- returns it through ``projx`` (the
+  Lorentz formulas apply :func:`.math.lorentz.projx` themselves), so callers never
+  project again: the optimizers take ``expmap`` / ``retr`` steps as they are;
+* ``projx`` of a model is what keeps its points representable: the ball pulls points
+  beyond the MC range back to its edge (:data:`.ball.EDGE_MARGIN_BITS`), the halfspace
+  raises heights that underflowed to the smallest normal number, the hyperboloid
+  recomputes ``x_0`` from the spatial part, Euclidean space is the identity;
+* ``proju`` is the identity for the conformal models and Euclidean space (every vector
+  is tangent); the hyperboloid's is the Minkowski-orthogonal projection, which its
+  ``egrad2rgrad`` uses.
+
+Code that builds points by other means (the trainer's fast row update, the HGCN
+adapter's ``proj``) calls ``projx``.
 
 Membership check (``check=``)
 -----------------------------
@@ -48,118 +72,191 @@ pass over the points and one host sync per argument. Rules:
 
 from __future__ import annotations
 
-import math
-import numbers
+import abc
+import inspect
+from collections.abc import Sequence
 from typing import Any
 
 import torch
 
+from .._checks import check_bool, check_dtype, check_instance, check_int, check_nc, check_real
 from ..mcf import eft
 from ..mcf.tensor import MCTensor, mc
-from .math import common
+from .math import batch, common
 
 __all__ = ["Manifold", "curvature_to_c"]
 
+#: What ``random`` / ``origin`` accept as ``device``.
+Device = torch.device | str | int | None
 
-def curvature_to_c(curvature: Any) -> float:
+
+def curvature_to_c(curvature: float | torch.Tensor, where: str = "curvature_to_c") -> float:
     """Validate a curvature ``K < 0`` and return ``c = -K`` as a Python float.
 
+    Args:
+        curvature: a real number or a 0-d plain tensor that does not require grad.
+        where: the caller, for the error message (e.g. ``"PoincareBall"``).
+
     Raises:
-        TypeError: not a real number or a 0-d real tensor.
+        TypeError: not a real number or a 0-d plain tensor; a tensor that requires grad.
         ValueError: not finite or not negative.
     """
     if isinstance(curvature, torch.Tensor):
         if curvature.numel() != 1 or isinstance(curvature, MCTensor):
             raise TypeError(
-                f"curvature must be a float or a 0-d plain tensor; got a tensor of shape "
-                f"{tuple(curvature.shape)}"
+                f"{where}: curvature must be a float or a 0-d plain tensor; got a "
+                f"{type(curvature).__name__} of shape {tuple(curvature.shape)}"
             )
         if curvature.requires_grad:
-            raise TypeError("curvature must not require grad: learnable curvature is not supported")
-        curvature = curvature.item()
-    if isinstance(curvature, bool) or not isinstance(curvature, numbers.Real):
-        raise TypeError(f"curvature must be a negative real number; got {type(curvature).__name__} {curvature!r}")
-    k = float(curvature)
-    if not math.isfinite(k) or k >= 0:
-        raise ValueError(
-            f"curvature must be a finite negative number (K < 0, default -1); got {k}. "
-            "Use Euclidean() for K = 0; a positive value is not a hyperbolic space"
-        )
+            raise TypeError(f"{where}: curvature must not require grad: learnable curvature is not supported")
+    try:
+        k = check_real(where, "curvature", curvature, maximum=0.0, open_max=True)
+    except ValueError as exc:
+        raise ValueError(f"{exc}. Use Euclidean() for K = 0; a positive K is not a hyperbolic space") from None
     return -k
 
 
-class Manifold:
-    """Base class: curvature, argument checks and the shared helpers of the models.
+class Manifold(abc.ABC):
+    """Abstract base class of the models: curvature, argument checks, shared methods.
 
-    Subclasses set ``name`` and ``min_dim`` (smallest size of the point dimension) and
-    implement the methods as one-line calls into ``hypermc.manifolds.math``.
+    A model sets ``name`` and ``min_dim`` (smallest size of the point dimension),
+    defines ``__init__(self, *, curvature=-1.0)`` (or takes no argument, like
+    :class:`Euclidean`) and implements every ``@abstractmethod`` below -- a subclass
+    that misses one cannot be instantiated -- as a one-line call into
+    :mod:`hypermc.manifolds.math` after :meth:`_check`. It follows the projection rule
+    of the module docstring. ``origin``, ``random``, ``check_point`` and ``dist_batch``
+    come from here; a model may override them (``_check_values`` adds its membership
+    conditions to ``check_point``; ``dist_batch`` has a generic fallback).
     """
 
-    name = "manifold"
-    min_dim = 1
+    name: str = "manifold"
+    min_dim: int = 1
 
-    def __init__(self, curvature: float = -1.0):
-        self.c = curvature_to_c(curvature)
-        self.curvature = -self.c
+    def __new__(cls, *args: Any, **kwargs: Any) -> Manifold:
+        if args:
+            seen = f"got {len(args)} positional argument{'s' if len(args) > 1 else ''} {args!r}"
+            if "curvature" in inspect.signature(cls.__init__).parameters:
+                raise TypeError(f"{cls.__name__}: curvature must be passed by keyword, e.g. "
+                                f"{cls.__name__}(curvature={args[0]!r}); {seen}")
+            raise TypeError(f"{cls.__name__}: takes no positional arguments; {seen}")
+        return super().__new__(cls)
+
+    def __init__(self, *, curvature: float | torch.Tensor = -1.0) -> None:
+        self.c: float = curvature_to_c(curvature, type(self).__name__)
+        self.curvature: float = -self.c
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(curvature={self.curvature:g})"
 
-    def __eq__(self, other) -> bool:
+    def __eq__(self, other: object) -> bool:
         return type(self) is type(other) and self.curvature == other.curvature
 
     def __hash__(self) -> int:
         return hash((type(self).__name__, self.curvature))
 
+    # ------------------------------------------------------- abstract methods
+
+    @abc.abstractmethod
+    def dist(self, x: torch.Tensor, y: torch.Tensor, *, keepdim: bool = False, check: bool = True) -> torch.Tensor:
+        """Geodesic distance ``d(x, y)`` (symmetric, ``d(x, x) = 0``, triangle inequality)."""
+
+    @abc.abstractmethod
+    def dist0(self, x: torch.Tensor, *, keepdim: bool = False, check: bool = True) -> torch.Tensor:
+        """Distance from the origin, ``dist(origin, x)``."""
+
+    @abc.abstractmethod
+    def expmap(self, x: torch.Tensor, u: torch.Tensor, *, check: bool = True) -> torch.Tensor:
+        """Exponential map: the end of the geodesic from ``x`` with initial velocity ``u``
+        (a point, through ``projx``); ``expmap(x, logmap(x, y)) = y``."""
+
+    @abc.abstractmethod
+    def logmap(self, x: torch.Tensor, y: torch.Tensor, *, check: bool = True) -> torch.Tensor:
+        """Logarithmic map: the tangent vector at ``x`` pointing to ``y``, of norm ``d(x, y)``."""
+
+    @abc.abstractmethod
+    def expmap0(self, u: torch.Tensor) -> torch.Tensor:
+        """``expmap(origin, u)`` (a point, through ``projx``)."""
+
+    @abc.abstractmethod
+    def logmap0(self, y: torch.Tensor, *, check: bool = True) -> torch.Tensor:
+        """``logmap(origin, y)``."""
+
+    @abc.abstractmethod
+    def retr(self, x: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
+        """A retraction (first-order ``expmap``; a point, through ``projx``)."""
+
+    @abc.abstractmethod
+    def transp(self, x: torch.Tensor, y: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+        """Parallel transport of ``v`` (tangent at ``x``) to ``y``; preserves ``inner``."""
+
+    @abc.abstractmethod
+    def inner(self, x: torch.Tensor, u: torch.Tensor, v: torch.Tensor | None = None, *,
+              keepdim: bool = False) -> torch.Tensor:
+        """Riemannian inner product ``<u, v>_x`` (``v`` defaults to ``u``)."""
+
+    @abc.abstractmethod
+    def norm(self, x: torch.Tensor, u: torch.Tensor, *, keepdim: bool = False) -> torch.Tensor:
+        """Riemannian norm ``|u|_x = sqrt(<u, u>_x)``."""
+
+    @abc.abstractmethod
+    def projx(self, x: torch.Tensor) -> torch.Tensor:
+        """Back onto the manifold (the projection rule: idempotent, a no-op for points of
+        the manifold within the MC range)."""
+
+    @abc.abstractmethod
+    def proju(self, x: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
+        """``u`` onto the tangent space at ``x`` (idempotent; the identity where every
+        vector is tangent)."""
+
+    @abc.abstractmethod
+    def egrad2rgrad(self, x: torch.Tensor, g: torch.Tensor) -> torch.Tensor:
+        """Riemannian gradient of a function whose Euclidean gradient at ``x`` is ``g``
+        (a new tensor; ``g`` is not modified)."""
+
+    @abc.abstractmethod
+    def _origin_values(self, size: tuple[int, ...], dtype: torch.dtype, device: Device) -> torch.Tensor:
+        """The origin as a plain tensor of shape ``size`` (``origin`` projects it)."""
+
     # ----------------------------------------------------------------- checks
 
-    def _check(self, fname: str, **tensors) -> None:
+    def _check(self, fname: str, **tensors: torch.Tensor) -> None:
         """Type, dtype and shape checks of the arguments of a public method."""
+        where = f"{type(self).__name__}.{fname}"
         dtype = None
         first = None
         shapes = []
         for name, t in tensors.items():
-            if not isinstance(t, torch.Tensor):
-                raise TypeError(
-                    f"{type(self).__name__}.{fname}: {name} must be a Tensor or MCTensor; "
-                    f"got {type(t).__name__}"
-                )
+            check_instance(where, name, t, torch.Tensor, "a Tensor or MCTensor")
             if not t.is_floating_point():
-                raise TypeError(
-                    f"{type(self).__name__}.{fname}: {name} must have a floating dtype; got {t.dtype}"
-                )
+                raise TypeError(f"{where}: {name} must have a floating dtype; got {t.dtype}")
             if t.dim() < 1 or t.shape[-1] < self.min_dim:
                 raise ValueError(
-                    f"{type(self).__name__}.{fname}: {name} must have a last (point) dimension of "
-                    f"size >= {self.min_dim}; got shape {tuple(t.shape)}"
+                    f"{where}: {name} must have a last (point) dimension of size >= {self.min_dim}; "
+                    f"got shape {tuple(t.shape)}"
                 )
             if dtype is None:
                 dtype, first = t.dtype, name
             elif t.dtype != dtype:
                 raise TypeError(
-                    f"{type(self).__name__}.{fname}: {first} has dtype {dtype} but {name} has "
-                    f"{t.dtype}; convert one with .to(dtype) (no implicit precision change)"
+                    f"{where}: {first} has dtype {dtype} but {name} has {t.dtype}; convert one with "
+                    ".to(dtype) (no implicit precision change)"
                 )
             shapes.append((name, tuple(t.shape)))
         dims = {s[-1] for _, s in shapes}
         if len(dims) > 1:
             desc = ", ".join(f"{n} {s}" for n, s in shapes)
-            raise ValueError(
-                f"{type(self).__name__}.{fname}: the point dimensions (last) differ: {desc}"
-            )
+            raise ValueError(f"{where}: the point dimensions (last) differ: {desc}")
         try:
             torch.broadcast_shapes(*(s[:-1] for _, s in shapes))
         except RuntimeError:
             desc = ", ".join(f"{n} {s}" for n, s in shapes)
-            raise ValueError(
-                f"{type(self).__name__}.{fname}: the leading (batch) dimensions do not broadcast: {desc}"
-            ) from None
+            raise ValueError(f"{where}: the leading (batch) dimensions do not broadcast: {desc}") from None
 
-    def _check_on(self, fname: str, check: bool, **points) -> None:
+    def _check_on(self, fname: str, check: bool, **points: torch.Tensor) -> None:
         """The membership check of the public entry points (``check=``, see the module
         docstring): ``ValueError`` unless every argument passes :meth:`check_point`.
         Skipped with ``check=False`` and while ``torch.compile`` traces."""
-        if not check or eft.tracing():
+        if not check_bool(f"{type(self).__name__}.{fname}", "check", check) or eft.tracing():
             return
         with torch.no_grad():
             for name, x in points.items():
@@ -170,75 +267,85 @@ class Manifold:
                         f"project it (projx) or pass check=False to skip this check"
                     )
 
-    @staticmethod
-    def _keep(out, keepdim: bool):
-        return out.unsqueeze(-1) if keepdim else out
+    def _keep(self, fname: str, out: torch.Tensor, keepdim: bool) -> torch.Tensor:
+        """``out`` with the reduced point dimension kept (size 1) if ``keepdim``."""
+        return out.unsqueeze(-1) if check_bool(f"{type(self).__name__}.{fname}", "keepdim", keepdim) else out
 
     # ------------------------------------------------------------- factories
 
-    def _origin_values(self, size: tuple[int, ...], dtype, device) -> torch.Tensor:
-        raise NotImplementedError
-
-    def _size(self, size) -> tuple[int, ...]:
+    def _size(self, fname: str, size: tuple[Any, ...]) -> tuple[int, ...]:
+        where = f"{type(self).__name__}.{fname}"
         if len(size) == 1 and isinstance(size[0], (tuple, list, torch.Size)):
             size = tuple(size[0])
-        size = tuple(int(s) for s in size)
+        size = tuple(check_int(where, "size", s, minimum=0) for s in size)
         if not size or size[-1] < self.min_dim:
-            raise ValueError(
-                f"{type(self).__name__}: size must end with the point dimension (>= {self.min_dim}); got {size}"
-            )
+            raise ValueError(f"{where}: size must end with the point dimension (>= {self.min_dim}); got {size}")
         return size
 
-    @staticmethod
-    def _as_mc(t: torch.Tensor, nc: int | None):
-        return t if nc is None else mc(t, nc=nc)
+    def _factory_args(self, fname: str, nc: int | None, dtype: torch.dtype | None) -> torch.dtype:
+        where = f"{type(self).__name__}.{fname}"
+        check_nc(where, nc, allow_none=True, what_none="a plain Tensor")
+        return torch.get_default_dtype() if dtype is None else check_dtype(where, dtype)
 
-    def origin(self, *size, nc: int | None = 2, dtype: torch.dtype | None = None, device=None):
+    def origin(self, *size: int | Sequence[int], nc: int | None = 2, dtype: torch.dtype | None = None,
+               device: Device = None) -> torch.Tensor:
         """The origin (the base point of ``expmap0`` / ``logmap0``), broadcast to ``size``.
 
         Args:
-            size: shape, ending with the point dimension.
+            size: shape, ending with the point dimension (ints, or one sequence).
             nc: components of the MCTensor result; ``None`` for a plain Tensor.
             dtype: component dtype (default ``torch.get_default_dtype()``).
+            device: device of the result.
         """
-        size = self._size(size)
-        values = self._origin_values(size, dtype or torch.get_default_dtype(), device)
-        return self._as_mc(values, nc)
+        size = self._size("origin", size)
+        dtype = self._factory_args("origin", nc, dtype)
+        values = self._origin_values(size, dtype, device)
+        return self.projx(values if nc is None else mc(values, nc=nc))
 
-    def random(self, *size, std: float = 1.0, nc: int | None = 2, dtype: torch.dtype | None = None,
-               device=None, generator: torch.Generator | None = None):
+    def random(self, *size: int | Sequence[int], std: float = 1.0, nc: int | None = 2,
+               dtype: torch.dtype | None = None, device: Device = None,
+               generator: torch.Generator | None = None) -> torch.Tensor:
         """Random points: ``expmap0`` of a tangent vector at the origin whose Riemannian
         coordinates are ``N(0, std^2)`` (computed in MC arithmetic).
 
         Args:
-            size: shape, ending with the point dimension.
+            size: shape, ending with the point dimension (ints, or one sequence).
             std: standard deviation of each tangent coordinate (hyperbolic units).
             nc: components of the MCTensor result; ``None`` for a plain Tensor.
             dtype: component dtype (default ``torch.get_default_dtype()``).
+            device: device of the result.
             generator: a ``torch.Generator`` (the library never reads a global seed
                 implicitly; without one torch's default generator is used).
         """
-        size = self._size(size)
-        dtype = dtype or torch.get_default_dtype()
-        if not (isinstance(std, numbers.Real) and std >= 0 and math.isfinite(std)):
-            raise ValueError(f"random: std must be a finite number >= 0; got {std!r}")
+        where = f"{type(self).__name__}.random"
+        size = self._size("random", size)
+        dtype = self._factory_args("random", nc, dtype)
+        std = check_real(where, "std", std, minimum=0.0)
+        if generator is not None:
+            check_instance(where, "generator", generator, torch.Generator, "a torch.Generator or None")
         u = torch.randn(size, dtype=dtype, device=device, generator=generator) * std
-        return self.expmap0(self._origin_tangent(self._as_mc(u, nc)))
+        return self.expmap0(self._origin_tangent(u if nc is None else mc(u, nc=nc)))
 
-    def _origin_tangent(self, u):
+    def _origin_tangent(self, u: torch.Tensor) -> torch.Tensor:
         """A tangent vector at the origin with Riemannian coordinates ``u``."""
         return u
 
     # --------------------------------------------------------- check_point
 
-    def check_point(self, x, *, atol: float | None = None) -> tuple[bool, str | None]:
+    def check_point(self, x: torch.Tensor, *, atol: float | None = None) -> tuple[bool, str | None]:
         """Whether ``x`` holds points of this manifold.
+
+        Args:
+            x: points ``(*, n)``.
+            atol: tolerance of an equality constraint (the hyperboloid's), ``None`` for
+                the model's default.
 
         Returns:
             ``(True, None)`` or ``(False, reason)``; the reason names the violated
             condition, how many points violate it and the first index.
         """
         self._check("check_point", x=x)
+        atol = check_real(f"{type(self).__name__}.check_point", "atol", atol, minimum=0.0, allow_none=True)
         lead = common.lead(x)
         finite = torch.isfinite(lead).all(dim=-1)
         if isinstance(x, MCTensor):
@@ -248,8 +355,62 @@ class Manifold:
             return False, _reason("contains inf or NaN", bad)
         return self._check_values(x, atol)
 
-    def _check_values(self, x, atol):
+    def _check_values(self, x: torch.Tensor, atol: float | None) -> tuple[bool, str | None]:
+        """The model's membership conditions beyond finiteness (none here)."""
         return True, None
+
+    # ------------------------------------------------------ batched distance
+
+    def dist_batch(self, rows: torch.Tensor, ia: torch.Tensor, ib: torch.Tensor, *,
+                   leaf: torch.Tensor | None = None, cache: dict[str, torch.Tensor] | None = None) -> torch.Tensor:
+        """Distances ``d(rows[ia], rows[ib])`` between rows of a table of MC components,
+        as plain numbers: what training and evaluation need by the million.
+
+        The cancellation-prone parts are computed from the components, the rest in plain
+        arithmetic; the result is within a few ulps of ``dist`` of the MC points rounded
+        to the component dtype, and its gradient with respect to ``leaf`` is that of the
+        exact formula at the stored points (see :mod:`hypermc.manifolds.math.batch`).
+        The four models override this with their specialised forms; this generic version
+        (any model) evaluates ``dist`` in full MC arithmetic (~100x slower).
+
+        Args:
+            rows: MC components ``(U, n, nc)`` of the points (``nc = 1`` for plain points;
+                :func:`~hypermc.manifolds.math.batch.components_of` makes them from a table).
+            ia, ib: int64 (or int32) indices into ``rows``, broadcastable against each other.
+            leaf: optional plain ``(U, n)`` tensor equal to ``rows[..., 0]`` that requires
+                grad; the distances are then differentiable with respect to it.
+            cache: optional dict for per-row quantities (the ball's deficits) reused by
+                later calls with the same ``rows`` and no ``leaf`` (the evaluator's chunks).
+
+        Returns:
+            Plain tensor of the broadcast shape of ``ia`` and ``ib``, component dtype.
+        """
+        self._check_batch(rows, ia, ib, leaf, cache)
+        return batch.generic(lambda x, y: self.dist(x, y, check=False), rows, ia, ib, leaf=leaf)
+
+    def _check_batch(self, rows: torch.Tensor, ia: torch.Tensor, ib: torch.Tensor, leaf: torch.Tensor | None,
+                     cache: dict[str, torch.Tensor] | None) -> None:
+        """Argument checks of :meth:`dist_batch` (no host sync: indices are not range-checked)."""
+        where = f"{type(self).__name__}.dist_batch"
+        check_instance(where, "rows", rows, torch.Tensor, "a plain Tensor of MC components (U, n, nc)")
+        if isinstance(rows, MCTensor):
+            raise TypeError(f"{where}: rows must be a plain Tensor of MC components (U, n, nc); got an MCTensor "
+                            "(pass components_of(table))")
+        if rows.dim() != 3 or rows.shape[1] < self.min_dim or not rows.is_floating_point():
+            raise ValueError(f"{where}: rows must be floating MC components (U, n, nc) with n >= {self.min_dim}; "
+                             f"got {rows.dtype} of shape {tuple(rows.shape)}")
+        for name, idx in (("ia", ia), ("ib", ib)):
+            check_instance(where, name, idx, torch.Tensor, "an int64 Tensor of row indices")
+            if idx.dtype not in (torch.int64, torch.int32):
+                raise TypeError(f"{where}: {name} must be an int64 Tensor of row indices; got {idx.dtype}")
+        if leaf is not None:
+            check_instance(where, "leaf", leaf, torch.Tensor, "a plain Tensor (U, n) or None")
+            if isinstance(leaf, MCTensor) or leaf.shape != rows.shape[:-1] or leaf.dtype != rows.dtype:
+                raise ValueError(f"{where}: leaf must be a plain {rows.dtype} Tensor of shape "
+                                 f"{tuple(rows.shape[:-1])} (rows[..., 0]); got {type(leaf).__name__} "
+                                 f"{leaf.dtype} {tuple(leaf.shape)}")
+        if cache is not None:
+            check_instance(where, "cache", cache, dict, "a dict or None")
 
 
 def _reason(what: str, bad: torch.Tensor) -> str:

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import torch
 
+from .._checks import check_instance
 from .base import curvature_to_c
 from .math import common
 
@@ -43,18 +44,16 @@ __all__ = [
 ]
 
 
-def _check(x, name: str, min_dim: int = 1):
-    if not isinstance(x, torch.Tensor):
-        raise TypeError(f"{name}: expected a Tensor or MCTensor of points, got {type(x).__name__}")
+def _check(x: torch.Tensor, where: str, min_dim: int = 1, arg: str = "x") -> None:
+    check_instance(where, arg, x, torch.Tensor, "a Tensor or MCTensor of points")
     if not x.is_floating_point():
-        raise TypeError(f"{name}: expected floating point coordinates, got dtype {x.dtype}")
+        raise TypeError(f"{where}: {arg} must have a floating dtype; got {x.dtype}")
     if x.dim() < 1 or x.shape[-1] < min_dim:
-        raise ValueError(
-            f"{name}: points need a last dimension of size >= {min_dim}; got shape {tuple(x.shape)}"
-        )
+        raise ValueError(f"{where}: {arg} must have a last (point) dimension of size >= {min_dim}; "
+                         f"got shape {tuple(x.shape)}")
 
 
-def _scale(x, c: float, power: float):
+def _scale(x: torch.Tensor, c: float, power: float) -> torch.Tensor:
     return common.scale_c(x, c, power)
 
 
@@ -75,56 +74,56 @@ def _halfspace_to_ball_unit(x):
     return torch.cat([2 * xb, (r - 1) * (r + 1)], dim=-1) / den
 
 
-def halfspace_to_ball(x, *, curvature: float = -1.0):
+def halfspace_to_ball(x: torch.Tensor, *, curvature: float | torch.Tensor = -1.0) -> torch.Tensor:
     r"""Halfspace point ``(*, n)`` -> ball point ``(*, n)`` (an isometry).
 
     .. math:: b = \frac{(2\bar x,\ |x|^2 - 1)}{\sqrt c\,(|\bar x|^2 + (x_n + 1)^2)}
     """
     _check(x, "halfspace_to_ball")
-    c = curvature_to_c(curvature)
+    c = curvature_to_c(curvature, "halfspace_to_ball")
     return _scale(_halfspace_to_ball_unit(x), c, -0.5)
 
 
-def ball_to_halfspace(b, *, curvature: float = -1.0):
+def ball_to_halfspace(b: torch.Tensor, *, curvature: float | torch.Tensor = -1.0) -> torch.Tensor:
     r"""Ball point ``(*, n)`` -> halfspace point ``(*, n)`` (an isometry).
 
     .. math:: x = \frac{(2\sqrt c\,\bar b,\ 1 - c|b|^2)}{c|\bar b|^2 + (1 - \sqrt c\, b_n)^2}
     """
-    _check(b, "ball_to_halfspace")
-    c = curvature_to_c(curvature)
+    _check(b, "ball_to_halfspace", arg="b")
+    c = curvature_to_c(curvature, "ball_to_halfspace")
     return _ball_to_halfspace_unit(b, c)
 
 
-def ball_to_lorentz(b, *, curvature: float = -1.0):
+def ball_to_lorentz(b: torch.Tensor, *, curvature: float | torch.Tensor = -1.0) -> torch.Tensor:
     r"""Ball point ``(*, n)`` -> hyperboloid point ``(*, n + 1)`` (an isometry).
 
     .. math:: X = \left(\frac{2/D_b - 1}{\sqrt c},\ \frac{2 b}{D_b}\right),\quad D_b = 1 - c|b|^2
     """
-    _check(b, "ball_to_lorentz")
-    c = curvature_to_c(curvature)
+    _check(b, "ball_to_lorentz", arg="b")
+    c = curvature_to_c(curvature, "ball_to_lorentz")
     d = common.deficit(b, c, keepdim=True)
     x0 = _scale(2 / d - 1, c, -0.5)
     return torch.cat([x0, 2 * b / d], dim=-1)
 
 
-def lorentz_to_ball(x, *, curvature: float = -1.0):
+def lorentz_to_ball(x: torch.Tensor, *, curvature: float | torch.Tensor = -1.0) -> torch.Tensor:
     r"""Hyperboloid point ``(*, n + 1)`` -> ball point ``(*, n)`` (an isometry).
 
     .. math:: b = \frac{\bar X}{1 + \sqrt c\,X_0}
     """
     _check(x, "lorentz_to_ball", 2)
-    c = curvature_to_c(curvature)
+    c = curvature_to_c(curvature, "lorentz_to_ball")
     return x[..., 1:] / (1 + _scale(x[..., :1], c, 0.5))
 
 
-def halfspace_to_lorentz(x, *, curvature: float = -1.0):
+def halfspace_to_lorentz(x: torch.Tensor, *, curvature: float | torch.Tensor = -1.0) -> torch.Tensor:
     r"""Halfspace point ``(*, n)`` -> hyperboloid point ``(*, n + 1)`` (an isometry).
 
     .. math:: X = \frac{1}{\sqrt c}\left(\frac{|x|^2 + 1}{2x_n},\ \frac{\bar x}{x_n},\
               \frac{|x|^2 - 1}{2x_n}\right)
     """
     _check(x, "halfspace_to_lorentz")
-    c = curvature_to_c(curvature)
+    c = curvature_to_c(curvature, "halfspace_to_lorentz")
     t = x[..., -1:]
     r = common.norm(x, keepdim=True)
     sq = r * r
@@ -132,7 +131,7 @@ def halfspace_to_lorentz(x, *, curvature: float = -1.0):
     return _scale(out, c, -0.5)
 
 
-def lorentz_to_halfspace(x, *, curvature: float = -1.0):
+def lorentz_to_halfspace(x: torch.Tensor, *, curvature: float | torch.Tensor = -1.0) -> torch.Tensor:
     r"""Hyperboloid point ``(*, n + 1)`` -> halfspace point ``(*, n)`` (an isometry).
 
     .. math:: x = \frac{(\bar X', 1/\sqrt c)}{X_0 - X_n}
@@ -141,7 +140,7 @@ def lorentz_to_halfspace(x, *, curvature: float = -1.0):
     cancellation for points high up in the halfspace).
     """
     _check(x, "lorentz_to_halfspace", 2)
-    c = curvature_to_c(curvature)
+    c = curvature_to_c(curvature, "lorentz_to_halfspace")
     xu = _scale(x, c, 0.5)  # unit hyperboloid
     x0, mid, xn = xu[..., :1], xu[..., 1:-1], xu[..., -1:]
     up = common.lead(xn) > 0

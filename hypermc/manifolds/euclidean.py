@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import torch
 
-from .base import Manifold
-from .math import common
+from .._checks import check_bool
+from .base import Device, Manifold
+from .math import batch, common
 
 __all__ = ["Euclidean"]
 
@@ -13,88 +14,99 @@ __all__ = ["Euclidean"]
 class Euclidean(Manifold):
     """``R^n`` with the Euclidean metric (curvature 0): ``expmap(x, u) = x + u``,
     ``logmap(x, y) = y - x``, ``dist = |x - y|``, transport is the identity. MC inputs
-    give MC results like every other model."""
+    give MC results like every other model. ``projx`` and ``proju`` are the identity
+    (so the points ``expmap`` and ``retr`` return are their own projections).
+
+    The optimizers treat parameters without a manifold as ``Euclidean()``.
+    """
 
     name = "euclidean"
     min_dim = 1
 
-    def __init__(self):
-        self.c = 0.0
-        self.curvature = 0.0
+    def __init__(self) -> None:
+        """Takes no arguments (the curvature is 0)."""
+        self.c: float = 0.0
+        self.curvature: float = 0.0
 
-    def dist(self, x, y, *, keepdim: bool = False, check: bool = True):
+    def dist(self, x: torch.Tensor, y: torch.Tensor, *, keepdim: bool = False, check: bool = True) -> torch.Tensor:
         """``|x - y|``. ``check``: see :mod:`.base`."""
         self._check("dist", x=x, y=y)
         self._check_on("dist", check, x=x, y=y)
-        return common.norm(x - y, keepdim=keepdim)
+        return common.norm(x - y, keepdim=check_bool("Euclidean.dist", "keepdim", keepdim))
 
-    def dist0(self, x, *, keepdim: bool = False, check: bool = True):
+    def dist0(self, x: torch.Tensor, *, keepdim: bool = False, check: bool = True) -> torch.Tensor:
         """``|x|``. ``check``: see :mod:`.base`."""
         self._check("dist0", x=x)
         self._check_on("dist0", check, x=x)
-        return common.norm(x, keepdim=keepdim)
+        return common.norm(x, keepdim=check_bool("Euclidean.dist0", "keepdim", keepdim))
 
-    def expmap(self, x, u, *, check: bool = True):
+    def expmap(self, x: torch.Tensor, u: torch.Tensor, *, check: bool = True) -> torch.Tensor:
         """``x + u``. ``check``: see :mod:`.base`."""
         self._check("expmap", x=x, u=u)
         self._check_on("expmap", check, x=x)
         return x + u
 
-    def logmap(self, x, y, *, check: bool = True):
+    def logmap(self, x: torch.Tensor, y: torch.Tensor, *, check: bool = True) -> torch.Tensor:
         """``y - x``. ``check``: see :mod:`.base`."""
         self._check("logmap", x=x, y=y)
         self._check_on("logmap", check, x=x, y=y)
         return y - x
 
-    def expmap0(self, u):
+    def expmap0(self, u: torch.Tensor) -> torch.Tensor:
         """``u``."""
         self._check("expmap0", u=u)
         return u
 
-    def logmap0(self, y, *, check: bool = True):
+    def logmap0(self, y: torch.Tensor, *, check: bool = True) -> torch.Tensor:
         """``y``. ``check``: see :mod:`.base`."""
         self._check("logmap0", y=y)
         self._check_on("logmap0", check, y=y)
         return y
 
-    def retr(self, x, u):
+    def retr(self, x: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
         """``x + u``."""
         self._check("retr", x=x, u=u)
         return x + u
 
-    def transp(self, x, y, v):
+    def transp(self, x: torch.Tensor, y: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
         """``v``."""
         self._check("transp", x=x, y=y, v=v)
         return v
 
-    def inner(self, x, u, v=None, *, keepdim: bool = False):
+    def inner(self, x: torch.Tensor, u: torch.Tensor, v: torch.Tensor | None = None, *, keepdim: bool = False) -> torch.Tensor:
         """``<u, v>``."""
         v = u if v is None else v
         self._check("inner", x=x, u=u, v=v)
-        return common.dot(u, v, keepdim=keepdim)
+        return common.dot(u, v, keepdim=check_bool("Euclidean.inner", "keepdim", keepdim))
 
-    def norm(self, x, u, *, keepdim: bool = False):
+    def norm(self, x: torch.Tensor, u: torch.Tensor, *, keepdim: bool = False) -> torch.Tensor:
         """``|u|``."""
         self._check("norm", x=x, u=u)
-        return common.norm(u, keepdim=keepdim)
+        return common.norm(u, keepdim=check_bool("Euclidean.norm", "keepdim", keepdim))
 
-    def projx(self, x):
+    def projx(self, x: torch.Tensor) -> torch.Tensor:
         """``x``."""
         self._check("projx", x=x)
         return x
 
-    def proju(self, x, u):
+    def proju(self, x: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
         """``u``."""
         self._check("proju", x=x, u=u)
         return u
 
-    def egrad2rgrad(self, x, g):
+    def egrad2rgrad(self, x: torch.Tensor, g: torch.Tensor) -> torch.Tensor:
         """``g``."""
         self._check("egrad2rgrad", x=x, g=g)
         return g
 
+    def dist_batch(self, rows: torch.Tensor, ia: torch.Tensor, ib: torch.Tensor, *,
+                   leaf: torch.Tensor | None = None, cache: dict[str, torch.Tensor] | None = None) -> torch.Tensor:
+        """Batched distances of table rows; see :meth:`.base.Manifold.dist_batch` and :func:`.math.batch.euclidean`."""
+        self._check_batch(rows, ia, ib, leaf, cache)
+        return batch.euclidean(rows, ia, ib, leaf=leaf, cache=cache)
+
     def __repr__(self) -> str:
         return "Euclidean()"
 
-    def _origin_values(self, size, dtype, device):
+    def _origin_values(self, size: tuple[int, ...], dtype: torch.dtype, device: Device) -> torch.Tensor:
         return torch.zeros(size, dtype=dtype, device=device)

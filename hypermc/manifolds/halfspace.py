@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import torch
 
-from .base import Manifold, _reason
-from .math import common
+from .._checks import check_bool
+from .base import Device, Manifold, _reason
+from .math import batch, common
 from .math import halfspace as H
 
 __all__ = ["PoincareHalfspace"]
@@ -38,92 +39,102 @@ class PoincareHalfspace(Manifold):
     name = "halfspace"
     min_dim = 1
 
-    def dist(self, x, y, *, keepdim: bool = False, check: bool = True):
+    def __init__(self, *, curvature: float | torch.Tensor = -1.0) -> None:
+        """Args: curvature: ``K < 0`` (keyword-only; see :mod:`hypermc.manifolds.base`)."""
+        super().__init__(curvature=curvature)
+
+    def dist(self, x: torch.Tensor, y: torch.Tensor, *, keepdim: bool = False, check: bool = True) -> torch.Tensor:
         """Distance; see :func:`.math.halfspace.dist` (formula, laws, accuracy). ``check``: see :mod:`.base`."""
         self._check("dist", x=x, y=y)
         self._check_on("dist", check, x=x, y=y)
-        return self._keep(H.dist(x, y, self.c), keepdim)
+        return self._keep("dist", H.dist(x, y, self.c), keepdim)
 
-    def dist0(self, x, *, keepdim: bool = False, check: bool = True):
+    def dist0(self, x: torch.Tensor, *, keepdim: bool = False, check: bool = True) -> torch.Tensor:
         """Distance from the origin ``(0, ..., 0, 1)``. ``check``: see :mod:`.base`."""
         self._check("dist0", x=x)
         self._check_on("dist0", check, x=x)
-        return self._keep(H.dist(self._origin_like(x), x, self.c), keepdim)
+        return self._keep("dist0", H.dist(self._origin_like(x), x, self.c), keepdim)
 
-    def expmap(self, x, u, *, check: bool = True):
+    def expmap(self, x: torch.Tensor, u: torch.Tensor, *, check: bool = True) -> torch.Tensor:
         """Exponential map; see :func:`.math.halfspace.expmap`. ``check``: see :mod:`.base`."""
         self._check("expmap", x=x, u=u)
         self._check_on("expmap", check, x=x)
-        return H.projx(H.expmap(x, u))
+        return self.projx(H.expmap(x, u))
 
-    def logmap(self, x, y, *, check: bool = True):
+    def logmap(self, x: torch.Tensor, y: torch.Tensor, *, check: bool = True) -> torch.Tensor:
         """Logarithmic map; see :func:`.math.halfspace.logmap`. ``check``: see :mod:`.base`."""
         self._check("logmap", x=x, y=y)
         self._check_on("logmap", check, x=x, y=y)
         return H.logmap(x, y)
 
-    def expmap0(self, u):
+    def expmap0(self, u: torch.Tensor) -> torch.Tensor:
         """``expmap(origin, u)``."""
         self._check("expmap0", u=u)
-        return H.projx(H.expmap(self._origin_like(u), u))
+        return self.projx(H.expmap(self._origin_like(u), u))
 
-    def logmap0(self, y, *, check: bool = True):
+    def logmap0(self, y: torch.Tensor, *, check: bool = True) -> torch.Tensor:
         """``logmap(origin, y)``. ``check``: see :mod:`.base`."""
         self._check("logmap0", y=y)
         self._check_on("logmap0", check, y=y)
         return H.logmap(self._origin_like(y), y)
 
-    def retr(self, x, u):
+    def retr(self, x: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
         """Retraction ``(x_bar + u_bar, x_n exp(u_n / x_n))`` (stays in the halfspace)."""
         self._check("retr", x=x, u=u)
-        return H.projx(H.retr(x, u))
+        return self.projx(H.retr(x, u))
 
-    def transp(self, x, y, v):
+    def transp(self, x: torch.Tensor, y: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
         """Parallel transport; see :func:`.math.halfspace.transp`."""
         self._check("transp", x=x, y=y, v=v)
         return H.transp(x, y, v)
 
-    def inner(self, x, u, v=None, *, keepdim: bool = False):
+    def inner(self, x: torch.Tensor, u: torch.Tensor, v: torch.Tensor | None = None, *, keepdim: bool = False) -> torch.Tensor:
         """``<u, v>_x = <u, v> / (c x_n^2)`` (``v`` defaults to ``u``)."""
         v = u if v is None else v
         self._check("inner", x=x, u=u, v=v)
-        return H.inner(x, u, v, self.c, keepdim)
+        return H.inner(x, u, v, self.c, check_bool("PoincareHalfspace.inner", "keepdim", keepdim))
 
-    def norm(self, x, u, *, keepdim: bool = False):
+    def norm(self, x: torch.Tensor, u: torch.Tensor, *, keepdim: bool = False) -> torch.Tensor:
         """``|u|_x = |u| / (sqrt(c) x_n)``."""
         self._check("norm", x=x, u=u)
-        return H.norm(x, u, self.c, keepdim)
+        return H.norm(x, u, self.c, check_bool("PoincareHalfspace.norm", "keepdim", keepdim))
 
-    def projx(self, x):
+    def projx(self, x: torch.Tensor) -> torch.Tensor:
         """Raise heights below the smallest normal number to it (idempotent)."""
         self._check("projx", x=x)
         return H.projx(x)
 
-    def proju(self, x, u):
+    def proju(self, x: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
         """Every vector is tangent: returns ``u``."""
         self._check("proju", x=x, u=u)
         return u
 
-    def egrad2rgrad(self, x, g):
+    def egrad2rgrad(self, x: torch.Tensor, g: torch.Tensor) -> torch.Tensor:
         """Riemannian gradient ``c x_n^2 g``."""
         self._check("egrad2rgrad", x=x, g=g)
         return H.egrad2rgrad(x, g, self.c)
 
+    def dist_batch(self, rows: torch.Tensor, ia: torch.Tensor, ib: torch.Tensor, *,
+                   leaf: torch.Tensor | None = None, cache: dict[str, torch.Tensor] | None = None) -> torch.Tensor:
+        """Batched distances of table rows; see :meth:`.base.Manifold.dist_batch` and :func:`.math.batch.halfspace`."""
+        self._check_batch(rows, ia, ib, leaf, cache)
+        return batch.halfspace(rows, ia, ib, self.c, leaf=leaf, cache=cache)
+
     # -------------------------------------------------------------- helpers
 
-    def _origin_like(self, x):
+    def _origin_like(self, x: torch.Tensor) -> torch.Tensor:
         """The origin as a plain tensor ``(n,)`` (broadcasts against ``x``)."""
         return self._origin_values((x.shape[-1],), x.dtype, x.device)
 
-    def _origin_values(self, size, dtype, device):
+    def _origin_values(self, size: tuple[int, ...], dtype: torch.dtype, device: Device) -> torch.Tensor:
         out = torch.zeros(size, dtype=dtype, device=device)
         out[..., -1] = 1
         return out
 
-    def _origin_tangent(self, u):
+    def _origin_tangent(self, u: torch.Tensor) -> torch.Tensor:
         return common.scale_c(u, self.c, 0.5)
 
-    def _check_values(self, x, atol):
+    def _check_values(self, x: torch.Tensor, atol: float | None) -> tuple[bool, str | None]:
         bad = common.lead(x[..., -1]) <= 0
         if bool(bad.any()):
             return False, _reason("height x_n <= 0 (outside the halfspace)", bad)

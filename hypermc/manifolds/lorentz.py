@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import torch
 
-from .base import Manifold, _reason
-from .math import common
+from .._checks import check_bool
+from .base import Device, Manifold, _reason
+from .math import batch, common
 from .math import lorentz as L
 
 __all__ = ["Lorentz"]
@@ -36,96 +37,98 @@ class Lorentz(Manifold):
     name = "lorentz"
     min_dim = 2
 
-    def dist(self, x, y, *, keepdim: bool = False, check: bool = True):
+    def __init__(self, *, curvature: float | torch.Tensor = -1.0) -> None:
+        """Args: curvature: ``K < 0`` (keyword-only; see :mod:`hypermc.manifolds.base`)."""
+        super().__init__(curvature=curvature)
+
+    def dist(self, x: torch.Tensor, y: torch.Tensor, *, keepdim: bool = False, check: bool = True) -> torch.Tensor:
         """Distance; see :func:`.math.lorentz.dist` (formula, laws, accuracy). ``check``: see :mod:`.base`."""
         self._check("dist", x=x, y=y)
         self._check_on("dist", check, x=x, y=y)
-        return self._keep(L.dist(x, y, self.c), keepdim)
+        return self._keep("dist", L.dist(x, y, self.c), keepdim)
 
-    def dist0(self, x, *, keepdim: bool = False, check: bool = True):
+    def dist0(self, x: torch.Tensor, *, keepdim: bool = False, check: bool = True) -> torch.Tensor:
         """Distance from the origin ``asinh(sqrt(c)|x_bar|) / sqrt(c)``. ``check``: see :mod:`.base`."""
         self._check("dist0", x=x)
         self._check_on("dist0", check, x=x)
-        return self._keep(L.dist0(x, self.c), keepdim)
+        return self._keep("dist0", L.dist0(x, self.c), keepdim)
 
-    def expmap(self, x, u, *, check: bool = True):
+    def expmap(self, x: torch.Tensor, u: torch.Tensor, *, check: bool = True) -> torch.Tensor:
         """Exponential map; see :func:`.math.lorentz.expmap`. ``check``: see :mod:`.base`."""
         self._check("expmap", x=x, u=u)
         self._check_on("expmap", check, x=x)
         return L.expmap(x, u, self.c)
 
-    def logmap(self, x, y, *, check: bool = True):
+    def logmap(self, x: torch.Tensor, y: torch.Tensor, *, check: bool = True) -> torch.Tensor:
         """Logarithmic map; see :func:`.math.lorentz.logmap`. ``check``: see :mod:`.base`."""
         self._check("logmap", x=x, y=y)
         self._check_on("logmap", check, x=x, y=y)
         return L.logmap(x, y, self.c)
 
-    def expmap0(self, u):
+    def expmap0(self, u: torch.Tensor) -> torch.Tensor:
         """``expmap(origin, u)``; see :func:`.math.lorentz.expmap0`."""
         self._check("expmap0", u=u)
         return L.expmap0(u, self.c)
 
-    def logmap0(self, y, *, check: bool = True):
+    def logmap0(self, y: torch.Tensor, *, check: bool = True) -> torch.Tensor:
         """``logmap(origin, y)``; see :func:`.math.lorentz.logmap0`. ``check``: see :mod:`.base`."""
         self._check("logmap0", y=y)
         self._check_on("logmap0", check, y=y)
         return L.logmap0(y, self.c)
 
-    def retr(self, x, u):
+    def retr(self, x: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
         """Retraction ``projx(x + u)``."""
         self._check("retr", x=x, u=u)
-        return L.projx(x + u, self.c)
+        return self.projx(x + u)
 
-    def transp(self, x, y, v):
+    def transp(self, x: torch.Tensor, y: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
         """Parallel transport; see :func:`.math.lorentz.transp`."""
         self._check("transp", x=x, y=y, v=v)
         return L.transp(x, y, v, self.c)
 
-    def inner(self, x, u, v=None, *, keepdim: bool = False):
+    def inner(self, x: torch.Tensor, u: torch.Tensor, v: torch.Tensor | None = None, *, keepdim: bool = False) -> torch.Tensor:
         """Minkowski product ``<u, v>_L`` of tangent vectors (``v`` defaults to ``u``)."""
         v = u if v is None else v
         self._check("inner", x=x, u=u, v=v)
-        return L.inner(x, u, v, self.c, keepdim)
+        return L.inner(x, u, v, self.c, check_bool("Lorentz.inner", "keepdim", keepdim))
 
-    def norm(self, x, u, *, keepdim: bool = False):
+    def norm(self, x: torch.Tensor, u: torch.Tensor, *, keepdim: bool = False) -> torch.Tensor:
         """``sqrt(<u, u>_L)`` (0 where rounding makes it negative)."""
         self._check("norm", x=x, u=u)
-        return L.norm(x, u, self.c, keepdim)
+        return L.norm(x, u, self.c, check_bool("Lorentz.norm", "keepdim", keepdim))
 
-    def projx(self, x):
+    def projx(self, x: torch.Tensor) -> torch.Tensor:
         """``(sqrt(1/c + |x_bar|^2), x_bar)``; see :func:`.math.lorentz.projx`."""
         self._check("projx", x=x)
         return L.projx(x, self.c)
 
-    def proju(self, x, u):
+    def proju(self, x: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
         """``u + c <x, u>_L x``; see :func:`.math.lorentz.proju`."""
         self._check("proju", x=x, u=u)
         return L.proju(x, u, self.c)
 
-    def egrad2rgrad(self, x, g):
+    def egrad2rgrad(self, x: torch.Tensor, g: torch.Tensor) -> torch.Tensor:
         """Riemannian gradient ``proju(x, J g)``, ``J = diag(-1, 1, ..., 1)``."""
         self._check("egrad2rgrad", x=x, g=g)
         return L.egrad2rgrad(x, g, self.c)
 
+    def dist_batch(self, rows: torch.Tensor, ia: torch.Tensor, ib: torch.Tensor, *,
+                   leaf: torch.Tensor | None = None, cache: dict[str, torch.Tensor] | None = None) -> torch.Tensor:
+        """Batched distances of table rows; see :meth:`.base.Manifold.dist_batch` and :func:`.math.batch.lorentz`."""
+        self._check_batch(rows, ia, ib, leaf, cache)
+        return batch.lorentz(rows, ia, ib, self.c, leaf=leaf, cache=cache)
+
     # -------------------------------------------------------------- helpers
 
-    def _origin_values(self, size, dtype, device):
+    def _origin_values(self, size: tuple[int, ...], dtype: torch.dtype, device: Device) -> torch.Tensor:
         out = torch.zeros(size, dtype=dtype, device=device)
         out[..., 0] = float(L.origin_time(self.c))
         return out
 
-    def origin(self, *size, nc: int | None = 2, dtype: torch.dtype | None = None, device=None):
-        """The origin ``(1/sqrt c, 0, ..., 0)`` (time coordinate at MC precision)."""
-        size = self._size(size)
-        values = self._origin_values(size, dtype or torch.get_default_dtype(), device)
-        if nc is None:
-            return values
-        return L.projx(self._as_mc(values, nc), self.c)
-
-    def _origin_tangent(self, u):
+    def _origin_tangent(self, u: torch.Tensor) -> torch.Tensor:
         return torch.cat([torch.zeros_like(u[..., :1]), u[..., 1:]], dim=-1)
 
-    def _check_values(self, x, atol):
+    def _check_values(self, x: torch.Tensor, atol: float | None) -> tuple[bool, str | None]:
         x0 = x[..., 0]
         bad = common.lead(x0) <= 0
         if bool(bad.any()):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from .._checks import check_bool, check_instance
 from .base import Manifold
 
 __all__ = ["ManifoldParameter", "manifold_of"]
@@ -39,13 +40,10 @@ class ManifoldParameter(nn.Parameter, metaclass=_ManifoldParameterMeta):
     """
 
     def __new__(cls, data=None, manifold: Manifold | None = None, requires_grad: bool = True):
-        if not isinstance(manifold, Manifold):
-            raise TypeError(
-                f"ManifoldParameter: manifold must be a hypermc manifold (e.g. PoincareBall()); "
-                f"got {type(manifold).__name__}"
-            )
-        if data is not None and not isinstance(data, torch.Tensor):
-            raise TypeError(f"ManifoldParameter: data must be a Tensor or MCTensor; got {type(data).__name__}")
+        check_instance("ManifoldParameter", "manifold", manifold, Manifold, "a hypermc manifold (e.g. PoincareBall())")
+        if data is not None:
+            check_instance("ManifoldParameter", "data", data, torch.Tensor, "a Tensor or MCTensor")
+        check_bool("ManifoldParameter", "requires_grad", requires_grad)
         if data is not None and (data.dim() < 1 or data.shape[-1] < manifold.min_dim):
             raise ValueError(
                 f"ManifoldParameter: data must end with a point dimension of size >= "

@@ -22,8 +22,9 @@ and ``mobius_add`` equal :meth:`PoincareBall.mobius_matvec` / :meth:`PoincareBal
 (tested), and the bias step is ``h ⊕ expmap0(b)``. On the hyperboloid they are HGCN's
 (Chami et al., 2019) definitions. Unlike HGCN's code no ``proj`` is applied after the
 maps and nothing is clamped: the manifold methods already return points on the manifold
-(the ball pulls a point back only beyond its MC range, see
-:data:`hypermc.manifolds.ball.EDGE_MARGIN_BITS`), and inf / NaN propagate.
+(the projection rule of :mod:`hypermc.manifolds.base`: the ball pulls a point back only
+beyond its MC range, see :data:`hypermc.manifolds.ball.EDGE_MARGIN_BITS`), and inf / NaN
+propagate.
 
 Parameters (weights and bias, Euclidean) are plain ``nn.Parameter`` s with ``nc=None``
 or MC parameters (``nn.Parameter(MCTensor)``) with ``nc=k``; train them with
@@ -33,12 +34,12 @@ or MC parameters (``nn.Parameter(MCTensor)``) with ``nc=k``; train them with
 from __future__ import annotations
 
 import math
-import numbers
 from collections.abc import Callable
 
 import torch
 from torch import nn
 
+from .._checks import check_bool, check_callable, check_choice, check_dtype, check_instance, check_int, check_nc, check_real
 from ..manifolds.base import Manifold
 from ..mcf import MCTensor, mc
 
@@ -63,52 +64,16 @@ _AGGREGATIONS = ("mean", "sum")
 # --------------------------------------------------------------------------- checks
 
 
-def _check_manifold(name: str, manifold: object, arg: str = "manifold") -> Manifold:
-    if not isinstance(manifold, Manifold):
-        raise TypeError(
-            f"{name}: {arg} must be a hypermc manifold instance (e.g. PoincareBall() or Lorentz()); "
-            f"got {type(manifold).__name__}"
-        )
-    return manifold
+def _check_manifold(where: str, manifold: object, arg: str = "manifold") -> Manifold:
+    return check_instance(where, arg, manifold, Manifold, "a hypermc manifold instance (e.g. PoincareBall() or Lorentz())")
 
 
-def _check_features(name: str, arg: str, value: object, manifold: Manifold) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"{name}: {arg} must be an int; got {type(value).__name__} {value!r}")
-    if value < manifold.min_dim:
-        raise ValueError(
-            f"{name}: {arg} must be >= {manifold.min_dim} (the smallest point dimension of "
-            f"{manifold!r}); got {value}. For the Lorentz model count the time coordinate"
-        )
-    return value
-
-
-def _check_aggr(name: str, aggr: object) -> str:
-    if aggr not in _AGGREGATIONS:
-        raise ValueError(f"{name}: aggr must be one of {_AGGREGATIONS}; got {aggr!r}")
-    return aggr  # type: ignore[return-value]
-
-
-def _check_act(name: str, act: object) -> Callable:
-    if not callable(act):
-        raise TypeError(f"{name}: act must be callable (e.g. torch.relu); got {type(act).__name__}")
-    return act
-
-
-def _check_dropout(name: str, p: object) -> float:
-    if isinstance(p, bool) or not isinstance(p, numbers.Real) or not 0.0 <= p < 1.0:
-        raise ValueError(f"{name}: dropout must be a number in [0, 1); got {p!r}")
-    return float(p)
-
-
-def _check_nc(name: str, nc: object) -> int | None:
-    if nc is None:
-        return None
-    if isinstance(nc, bool) or not isinstance(nc, int):
-        raise TypeError(f"{name}: nc must be None (plain parameters) or an int >= 1; got {type(nc).__name__} {nc!r}")
-    if nc < 1:
-        raise ValueError(f"{name}: nc must be None (plain parameters) or an int >= 1; got {nc}")
-    return nc
+def _check_features(where: str, arg: str, value: object, manifold: Manifold) -> int:
+    try:
+        return check_int(where, arg, value, minimum=manifold.min_dim)
+    except ValueError as exc:
+        raise ValueError(f"{exc} (the smallest point dimension of {manifold!r}; for the Lorentz model count "
+                         "the time coordinate)") from None
 
 
 def _check_adj(name: str, adj: object, x: torch.Tensor) -> None:
@@ -257,7 +222,7 @@ def hyp_agg(manifold: Manifold, x: torch.Tensor, adj: torch.Tensor, aggr: str = 
             ``aggr="mean"`` with a row of ``adj`` summing to 0 (that node's mean is
             undefined: add self-loops).
     """
-    _check_aggr("hyp_agg", aggr)
+    check_choice("hyp_agg", "aggr", aggr, _AGGREGATIONS)
     _check_adj("hyp_agg", adj, x)
     support = _aggregate(manifold.logmap0(x), adj)
     if aggr == "mean":
@@ -351,9 +316,10 @@ class HypLinear(nn.Module):
         self.manifold = _check_manifold("HypLinear", manifold)
         self.in_features = _check_features("HypLinear", "in_features", in_features, manifold)
         self.out_features = _check_features("HypLinear", "out_features", out_features, manifold)
-        self.dropout = _check_dropout("HypLinear", dropout)
-        self.nc = _check_nc("HypLinear", nc)
-        dtype = torch.get_default_dtype() if dtype is None else dtype
+        self.dropout = check_real("HypLinear", "dropout", dropout, minimum=0.0, maximum=1.0, open_max=True)
+        self.nc = check_nc("HypLinear", nc, allow_none=True, what_none="plain parameters")
+        check_bool("HypLinear", "bias", bias)
+        dtype = torch.get_default_dtype() if dtype is None else check_dtype("HypLinear", dtype)
         self.weight = _parameter((out_features, in_features), self.nc, dtype, device)
         if bias:
             self.bias = _parameter((out_features,), self.nc, dtype, device)
@@ -397,7 +363,7 @@ class HypAgg(nn.Module):
     def __init__(self, manifold: Manifold, aggr: str = "mean") -> None:
         super().__init__()
         self.manifold = _check_manifold("HypAgg", manifold)
-        self.aggr = _check_aggr("HypAgg", aggr)
+        self.aggr = check_choice("HypAgg", "aggr", aggr, _AGGREGATIONS)
 
     def forward(self, x: torch.Tensor, adj: torch.Tensor) -> torch.Tensor:
         return hyp_agg(self.manifold, x, adj, self.aggr)
@@ -423,7 +389,7 @@ class HypAct(nn.Module):
         super().__init__()
         self.manifold = _check_manifold("HypAct", manifold)
         self.manifold_out = manifold if manifold_out is None else _check_manifold("HypAct", manifold_out, "manifold_out")
-        self.act = _check_act("HypAct", act)
+        self.act = check_callable("HypAct", "act", act, "torch.relu")
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return hyp_act(self.manifold, x, self.act, self.manifold_out)

@@ -7,13 +7,14 @@ so ``state_dict()`` round-trips); the updates are the functions :func:`riemannia
 and :func:`riemannian_adam` (after geoopt's ``RiemannianSGD`` / ``RiemannianAdam``)::
 
     rgrad = M.egrad2rgrad(x, grad (+ weight_decay * x))
-    x_new = M.projx(M.expmap(x, -lr * direction))      (M.retr when retraction=True)
+    x_new = M.expmap(x, -lr * direction)               (M.retr when retraction=True)
     momentum / first moment transported: M.transp(x, x_new, buf)
 
 With MCTensor parameters every quantity (Riemannian gradient, moments, step, the new
 point) is an MC value, so the tiny coordinate changes of a point far from the origin
-(``~ D_x`` in the ball) are kept. ``projx`` is a no-op for points inside the model's MC
-range and keeps the points on the manifold.
+(``~ D_x`` in the ball) are kept. ``expmap`` and ``retr`` return points through the
+model's ``projx`` (the projection rule of :mod:`hypermc.manifolds.base`: a no-op inside
+the MC range), so the optimizers do not project again.
 
 Row-sparse mode (embedding tables): with ``sparse_rows=True`` in a parameter group, a
 parameter of shape ``(N, n)`` is updated only in the rows whose gradient row is not
@@ -66,10 +67,10 @@ def _check_grad(param: torch.Tensor, grad: torch.Tensor) -> None:
 
 
 def _move(manifold: Manifold, x, u, retraction: bool):
-    """The new point: ``projx(expmap(x, u))`` or ``projx(retr(x, u))`` (options handled here)."""
+    """The new point: ``expmap(x, u)`` or ``retr(x, u)`` (options handled here); both
+    return projected points (the projection rule of :mod:`hypermc.manifolds.base`)."""
     # check=False: an inner loop over its own iterates (check the initial points once)
-    y = manifold.retr(x, u) if retraction else manifold.expmap(x, u, check=False)
-    return manifold.projx(y)
+    return manifold.retr(x, u) if retraction else manifold.expmap(x, u, check=False)
 
 
 def _second_moment(manifold: Manifold, x, g):
@@ -145,7 +146,7 @@ def riemannian_sgd(
         r = M.egrad2rgrad(x, g + weight_decay * x)
         b = r (first step)   or   b = momentum * b + (1 - dampening) * r
         d = r + momentum * b (nesterov)   or   d = b      (if momentum != 0; else d = r)
-        x_new = M.projx(M.expmap(x, -lr * d))              (M.retr if retraction)
+        x_new = M.expmap(x, -lr * d)                       (M.retr if retraction)
         b = M.transp(x, x_new, b)
 
     Args:
@@ -340,7 +341,7 @@ def riemannian_adam(
         v = beta2 * v + (1 - beta2) * |r|_x^2          (per point; g^2 if Euclidean)
         v_max = max(v_max, v)                            (amsgrad)
         d = (m / (1 - beta1^t)) / (sqrt(v / (1 - beta2^t)) + eps)
-        x_new = M.projx(M.expmap(x, -lr * d))            (M.retr if retraction)
+        x_new = M.expmap(x, -lr * d)                     (M.retr if retraction)
         m = M.transp(x, x_new, m)
 
     ``exp_avgs``, ``exp_avg_sqs``, ``max_exp_avg_sqs`` (amsgrad) and ``state_steps``

@@ -71,9 +71,17 @@ def test_rounded_difference_is_accurate(rng):
                        a.components[..., 0] - b.components[..., 0])
 
 
-def test_unsupported_manifold_is_a_type_error():
+def test_not_a_manifold_is_a_type_error():
+    with pytest.raises(TypeError, match="batch_distance: manifold must be a hypermc manifold .*; got str"):
+        batch_distance("ball", torch.zeros(2, 2, 1, dtype=F64), torch.tensor([0]), torch.tensor([1]))
+
+
+def test_is_the_manifold_method(rng):
+    """The shim calls ``Manifold.dist_batch``; a subclass of a model inherits its form."""
+
     class Other(PoincareBall):
         pass
 
-    with pytest.raises(TypeError, match="manifold must be one of"):
-        batch_distance(Other(), torch.zeros(2, 2, 1, dtype=F64), torch.tensor([0]), torch.tensor([1]))
+    rows = components_of(PoincareBall().random(3, 2, nc=2, dtype=F64, generator=rng))
+    ia, ib = torch.tensor([0, 1]), torch.tensor([1, 2])
+    assert torch.equal(batch_distance(Other(), rows, ia, ib), PoincareBall().dist_batch(rows, ia, ib))

@@ -69,12 +69,16 @@ def test_lorentz_needs_two_coordinates():
 
 
 def test_curvature_validation():
-    with pytest.raises(ValueError, match="curvature must be a finite negative number"):
+    with pytest.raises(ValueError, match=r"PoincareBall: curvature must be a finite number < 0.0; got 1.0\. Use Euclidean"):
         PoincareBall(curvature=1.0)
-    with pytest.raises(ValueError, match="curvature must be a finite negative number"):
+    with pytest.raises(ValueError, match="Lorentz: curvature must be a finite number < 0.0; got 0.0"):
         Lorentz(curvature=0)
-    with pytest.raises(TypeError, match="curvature must be a negative real number"):
+    with pytest.raises(ValueError, match="curvature must be a finite number < 0.0; got nan"):
+        Lorentz(curvature=math.nan)
+    with pytest.raises(TypeError, match="PoincareHalfspace: curvature must be a finite number < 0.0; got str '-1'"):
         PoincareHalfspace(curvature="-1")
+    with pytest.raises(TypeError, match="curvature must be a float or a 0-d plain tensor"):
+        PoincareBall(curvature=torch.tensor([-1.0, -2.0]))
     with pytest.raises(TypeError, match="learnable curvature is not supported"):
         PoincareBall(curvature=torch.tensor(-1.0, requires_grad=True))
     assert PoincareBall(curvature=torch.tensor(-2.0)).c == 2.0
@@ -85,10 +89,10 @@ def test_curvature_scales_distances():
     c = 2.5
     x = P.to_mc([P.halfspace_point(3.0, P.unit(2, 0)), P.halfspace_point(7.0, P.unit(2, 1))], 2)
     d1 = PoincareHalfspace().dist(x[:1], x[1:])
-    dk = PoincareHalfspace(-c).dist(x[:1], x[1:])
+    dk = PoincareHalfspace(curvature=-c).dist(x[:1], x[1:])
     assert ((dk * dk * c - d1 * d1).abs() <= 1e-28 * d1 * d1).all()  # c = 2.5 is exact
     b = C.halfspace_to_ball(x, curvature=-c)
-    assert ((PoincareBall(-c).dist(b[:1], b[1:]) - dk).abs() <= 1e-28 * dk).all()
+    assert ((PoincareBall(curvature=-c).dist(b[:1], b[1:]) - dk).abs() <= 1e-28 * dk).all()
 
 
 # ------------------------------------------------------------- plain tensors, nc = 1
@@ -145,7 +149,7 @@ def test_huge_steps_do_not_give_nan():
 
 
 def test_mobius_laws():
-    B = PoincareBall(-1.5)
+    B = PoincareBall(curvature=-1.5)
     g = torch.Generator().manual_seed(4)
     x, y = B.random(3, 3, dtype=F64, generator=g), B.random(3, 3, dtype=F64, generator=g)
     tol = 1e-28
@@ -198,5 +202,15 @@ def test_random_and_origin():
         assert isinstance(x, hm.MCTensor) and x.nc == 3 and x.dtype == torch.float32 and x.shape == (5, n)
         o = M.origin(n, nc=None, dtype=F64)
         assert o.dtype == F64 and not isinstance(o, hm.MCTensor)
-    with pytest.raises(ValueError, match="std must be a finite number"):
+    with pytest.raises(ValueError, match="PoincareBall.random: std must be a finite number >= 0.0; got -1.0"):
         PoincareBall().random(2, 2, std=-1.0)
+    with pytest.raises(TypeError, match="PoincareBall.random: std must be a finite number >= 0.0; got str"):
+        PoincareBall().random(2, 2, std="1")
+    with pytest.raises(ValueError, match="Lorentz.origin: nc must be an int >= 1 or None"):
+        Lorentz().origin(2, 3, nc=0)
+    with pytest.raises(TypeError, match="PoincareHalfspace.random: dtype must be one of"):
+        PoincareHalfspace().random(2, 3, dtype=torch.int64)
+    with pytest.raises(TypeError, match="PoincareHalfspace.random: generator must be a torch.Generator"):
+        PoincareHalfspace().random(2, 3, generator=0)
+    with pytest.raises(TypeError, match="Euclidean.origin: size must be an int"):
+        Euclidean().origin(2.5, 3)

@@ -23,7 +23,7 @@ def test_same_distance_in_all_models(curvature):
     """d is the same through all three models (radii up to the Lorentz range)."""
     c = -curvature
     radii = [0.1 / c**0.5, 5.0, 12.0, 20.0]
-    B, H, L = PoincareBall(curvature), PoincareHalfspace(curvature), Lorentz(curvature)
+    B, H, L = PoincareBall(curvature=curvature), PoincareHalfspace(curvature=curvature), Lorentz(curvature=curvature)
     b1, b2 = _ball_points(radii, 0, c), _ball_points(radii[::-1], 10, c)
     h1, h2 = C.ball_to_halfspace(b1, curvature=curvature), C.ball_to_halfspace(b2, curvature=curvature)
     l1, l2 = C.ball_to_lorentz(b1, curvature=curvature), C.ball_to_lorentz(b2, curvature=curvature)
@@ -69,9 +69,13 @@ def test_exact_far_point_in_the_halfspace():
 
 
 def test_bad_input():
-    with pytest.raises(TypeError, match="expected a Tensor"):
+    with pytest.raises(TypeError, match="ball_to_lorentz: b must be a Tensor or MCTensor of points; got list"):
         C.ball_to_lorentz([[0.1, 0.2]])
-    with pytest.raises(ValueError, match="last dimension of size >= 2"):
+    with pytest.raises(TypeError, match="lorentz_to_ball: x must have a floating dtype; got torch.int64"):
+        C.lorentz_to_ball(torch.ones(3, 2, dtype=torch.int64))
+    with pytest.raises(ValueError, match=r"lorentz_to_ball: x must have a last \(point\) dimension of size >= 2"):
         C.lorentz_to_ball(torch.ones(3, 1, dtype=F64))
-    with pytest.raises(ValueError, match="curvature must be a finite negative"):
+    with pytest.raises(ValueError, match=r"ball_to_halfspace: curvature must be a finite number < 0.0; got 1.0\. Use Euclidean"):
         C.ball_to_halfspace(torch.zeros(2, dtype=F64), curvature=1.0)
+    with pytest.raises(TypeError, match="curvature must be passed by keyword"):
+        PoincareBall(-1.0)

@@ -20,7 +20,7 @@ from tests.manifolds import points as P
 f32, f64 = torch.float32, torch.float64
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 
-MANIFOLDS = [PoincareBall(), Lorentz(), PoincareBall(-2.0), Lorentz(-0.5)]
+MANIFOLDS = [PoincareBall(), Lorentz(), PoincareBall(curvature=-2.0), Lorentz(curvature=-0.5)]
 IDS = [repr(m) for m in MANIFOLDS]
 
 
@@ -91,7 +91,7 @@ def test_plain_points_mc_parameters_give_mc(M, seed):
 
 
 def test_hyp_act_to_another_curvature(seed):
-    Mi, Mo = Lorentz(-1.0), Lorentz(-3.0)
+    Mi, Mo = Lorentz(curvature=-1.0), Lorentz(curvature=-3.0)
     x = _points(Mi, 5, 4, 2, f64, seed)
     y = HypAct(Mi, torch.relu, Mo)(x)
     assert Mo.check_point(y) == (True, None)
@@ -124,7 +124,7 @@ def test_mean_aggregation_is_the_mean_in_the_tangent_space(seed):
 
 
 def test_ball_generic_operations_equal_the_gyrovector_ones(seed):
-    M = PoincareBall(-1.5)
+    M = PoincareBall(curvature=-1.5)
     x, y = _points(M, 6, 4, 2, f64, seed), _points(M, 6, 4, 2, f64, seed + 1, std=2.0)
     w = torch.randn(3, 4, dtype=f64, generator=torch.Generator().manual_seed(seed))
     assert _max_abs(H.mobius_add(M, x, y) - M.mobius_add(x, y)) < 1e-28
@@ -249,13 +249,13 @@ def test_errors_name_the_argument():
     M = Lorentz()
     with pytest.raises(TypeError, match="manifold must be a hypermc manifold"):
         HypLinear("ball", 3, 3)
-    with pytest.raises(ValueError, match="in_features must be >= 2"):
+    with pytest.raises(ValueError, match=r"in_features must be an int >= 2; got 1 \(the smallest point dimension of Lorentz"):
         HypLinear(M, 1, 3)
     with pytest.raises(TypeError, match="out_features must be an int"):
         HypLinear(M, 3, 3.0)
-    with pytest.raises(ValueError, match="dropout must be a number in"):
+    with pytest.raises(ValueError, match=r"dropout must be a finite number in \[0.0, 1.0\); got 1.0"):
         HypLinear(M, 3, 3, dropout=1.0)
-    with pytest.raises(ValueError, match="nc must be None"):
+    with pytest.raises(ValueError, match=r"nc must be an int >= 1 or None \(plain parameters\); got 0"):
         HypLinear(M, 3, 3, nc=0)
     with pytest.raises(ValueError, match="aggr must be one of"):
         HypAgg(M, "max")
