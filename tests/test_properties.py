@@ -30,7 +30,10 @@ def test_mc_int_is_exact_or_refused(v, nc):
         x = hm.mc(v, nc=nc, dtype=F64)
     except ValueError as exc:
         assert f"int {v} does not fit exactly in nc={nc}" in str(exc)
-        assert abs(v) > 2**53  # anything a double holds always fits
+        # refused only if the significant bits span more than nc doubles hold (anything
+        # within 53 * nc bits fits: split it into 53-bit pieces)
+        span = abs(v).bit_length() - (abs(v) & -abs(v)).bit_length() + 1
+        assert span > 53 * nc, f"{v} spans {span} bits and fits in nc={nc} components"
         return
     assert sum(Fraction(c) for c in x.components.tolist()) == v
 

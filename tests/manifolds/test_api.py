@@ -101,12 +101,12 @@ def test_curvature_scales_distances():
 @pytest.mark.parametrize("M", ALL[:3], ids=lambda m: type(m).__name__)
 def test_plain_equals_nc1(M):
     """Plain float64 tensors behave as nc = 1 MCTensors (to a few ulps: MC sums with
-    nc = 1 are compensated, torch.sum is not)."""
+    nc = 1 are compensated, torch.sum is not; measured: bitwise except 1.8 ulps in logmap)."""
     n = 3 if isinstance(M, Lorentz) else 2
     x = M.random(3, n, nc=None, dtype=F64, generator=torch.Generator().manual_seed(0))
     y = M.random(3, n, nc=None, dtype=F64, generator=torch.Generator().manual_seed(1))
     xm, ym = hm.mc(x, nc=1), hm.mc(y, nc=1)
-    tol = dict(rtol=1e-14, atol=1e-15)
+    tol = dict(rtol=4 * torch.finfo(F64).eps, atol=0.0)
     torch.testing.assert_close(M.dist(x, y), M.dist(xm, ym).approx(), **tol)
     u = M.logmap(x, y)
     assert isinstance(u, torch.Tensor) and not isinstance(u, hm.MCTensor)
@@ -142,7 +142,7 @@ def test_huge_steps_do_not_give_nan():
         u = e * (1e4 / M.norm(x, e, keepdim=True))
         y = M.expmap(x, u)
         assert M.check_point(y) == (True, None)
-        assert not torch.isnan(M.dist(x, y).approx()).any()
+        assert torch.isfinite(M.dist(x, y).components).all()
 
 
 # -------------------------------------------------------------------- Möbius laws

@@ -73,9 +73,11 @@ def test_retraction_mode():
     g = torch.Generator().manual_seed(1)
     p = ManifoldParameter(M.random(4, 2, dtype=F64, generator=g), manifold=M)
     target = M.random(4, 2, dtype=F64, generator=g)
+    start = float(M.dist(p, target).detach().sum())
     d = _run(M, p, target, RiemannianSGD([p], lr=0.5, retraction=True), 5)
     assert M.check_point(p) == (True, None)
-    assert float(d.sum()) < float(M.dist(M.random(4, 2, dtype=F64, generator=g), target).sum())
+    # measured 5.93 -> 0.20 (the old comparison with a fresh random point passed with lr=0)
+    assert float(d.sum()) < start / 10
 
 
 @pytest.mark.parametrize("opt_cls", [RiemannianSGD, RiemannianAdam])
@@ -97,7 +99,7 @@ def test_sparse_rows(opt_cls):
     sparse_p, dense_p = results
     keep = torch.tensor([0, 2, 3, 5])
     assert torch.equal(sparse_p[keep].components, table[keep].components)
-    assert ((sparse_p[rows] - dense_p[rows]).abs() <= 1e-28).all()
+    assert torch.equal(sparse_p[rows].components, dense_p[rows].components)
     if opt_cls is RiemannianSGD:  # explicit rows
         p = ManifoldParameter(table.clone(), manifold=M)
         opt = opt_cls([p], lr=0.1, sparse_rows=True)

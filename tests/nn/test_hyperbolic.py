@@ -106,7 +106,7 @@ def test_sparse_and_dense_aggregation_agree(seed):
         for aggr in ("mean", "sum"):
             d = H.hyp_agg(M, x, adj, aggr)
             s = H.hyp_agg(M, x, adj.to_sparse(), aggr)
-            assert _max_abs(d - s) < 1e-15
+            assert _max_abs(d - s) < (1e-15 if nc is None else 1e-28)  # measured 6e-17, 1e-32
 
 
 def test_mean_aggregation_is_the_mean_in_the_tangent_space(seed):
