@@ -562,6 +562,31 @@ def main(argv: list[str] | None = None) -> int:
     Errors print one line ``hypermc: error: ...`` to stderr and return 2 (argument
     errors exit 2 through argparse). Set ``HYPERMC_DEBUG=1`` to get the traceback
     instead (for reporting bugs).
+
+    Example:
+        Train on an edge list -- the closure of a small tree, written by
+        :meth:`~hypermc.data.Graph.to_csv` -- then evaluate the checkpoint; the last line
+        each command prints is one JSON object:
+
+        >>> import contextlib, io
+        >>> from hypermc.data import Graph
+        >>> tree = Graph.from_pairs([("a", "r"), ("b", "r"), ("a1", "a"), ("a1", "r"), ("b1", "b"), ("b1", "r")])
+        >>> tree.to_csv("tree.csv")
+        >>> with contextlib.redirect_stdout(io.StringIO()) as out:
+        ...     code = main(["train", "--data", "tree.csv", "--epochs", "10", "--burnin", "0", "--lr", "3",
+        ...                  "--negatives", "4", "--out", "run", "--quiet"])
+        >>> record = json.loads(out.getvalue().splitlines()[-1])
+        >>> code, record["epochs"], record["map"], record["checkpoint"]
+        (0, 10, 1.0, 'run/checkpoint.pt')
+        >>> with contextlib.redirect_stdout(io.StringIO()) as out:
+        ...     code = main(["eval", "run/checkpoint.pt"])
+        >>> code, json.loads(out.getvalue().splitlines()[-1])["map"]
+        (0, 1.0)
+
+        An error is one line on stderr (``hypermc: error: ...``) and exit code 2:
+
+        >>> main(["eval", "missing.pt"])
+        2
     """
     parser = _parser()
     args = parser.parse_args(argv)

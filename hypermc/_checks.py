@@ -62,6 +62,14 @@ def check_int(where: str, name: str, value: Any, *, minimum: int | None = 1, max
     Raises:
         TypeError: not an int (nor ``None`` when ``allow_none``).
         ValueError: outside the range.
+
+    Example:
+        >>> check_int("train", "epochs", 10, minimum=0), check_int("TrainConfig", "checkpoint_every", None, allow_none=True)
+        (10, None)
+        >>> check_int("train", "epochs", 2.0)
+        Traceback (most recent call last):
+        ...
+        TypeError: train: epochs must be an int >= 1; got float 2.0
     """
     if value is None and allow_none:
         return None
@@ -124,14 +132,28 @@ def check_real(where: str, name: str, value: Any, *, minimum: float | None = Non
 
 
 def check_bool(where: str, name: str, value: Any) -> bool:
-    """``value`` if it is a ``bool`` (0/1 and truthy objects are refused: they hide typos)."""
+    """``value`` if it is a ``bool`` (0/1 and truthy objects are refused: they hide typos).
+
+    Example:
+        >>> check_bool("RiemannianSGD", "retraction", True)
+        True
+        >>> check_bool("MCSGD", "nesterov", 1)
+        Traceback (most recent call last):
+        ...
+        TypeError: MCSGD: nesterov must be True or False; got int 1
+    """
     if not isinstance(value, bool):
         raise TypeError(f"{where}: {name} must be True or False; got {_type_name(value)} {value!r}")
     return value
 
 
 def check_choice(where: str, name: str, value: Any, choices: Iterable[T]) -> T:
-    """``value`` if it is one of ``choices`` (compared with ``==``), else ``ValueError``."""
+    """``value`` if it is one of ``choices`` (compared with ``==``), else ``ValueError``.
+
+    Example:
+        >>> check_choice("train", "lr_schedule", "linear", ("constant", "linear"))
+        'linear'
+    """
     choices = tuple(choices)
     if value not in choices:
         raise ValueError(f"{where}: {name} must be one of {', '.join(map(repr, choices))}; got {value!r}")
@@ -142,6 +164,8 @@ def check_nc(where: str, nc: Any, *, allow_none: bool = False, what_none: str = 
     """The component count ``nc``: an int >= 1 (or ``None``, meaning ``what_none``).
 
     Example:
+        >>> check_nc("MCLinear", 3), check_nc("TrainConfig", None, allow_none=True)
+        (3, None)
         >>> check_nc("MCLinear", 0)
         Traceback (most recent call last):
         ...
@@ -158,7 +182,16 @@ def check_nc(where: str, nc: Any, *, allow_none: bool = False, what_none: str = 
 
 
 def check_dtype(where: str, dtype: Any, allowed: tuple[torch.dtype, ...] = FLOAT_DTYPES, name: str = "dtype") -> torch.dtype:
-    """``dtype`` if it is one of ``allowed`` (default: the four floating dtypes)."""
+    """``dtype`` if it is one of ``allowed`` (default: the four floating dtypes).
+
+    Example:
+        >>> check_dtype("mc", torch.float32)
+        torch.float32
+        >>> check_dtype("mc", torch.int64)
+        Traceback (most recent call last):
+        ...
+        TypeError: mc: dtype must be one of float16, bfloat16, float32, float64; got torch.int64
+    """
     if not isinstance(dtype, torch.dtype):
         raise TypeError(f"{where}: {name} must be a torch.dtype ({_names(allowed)}); got {_type_name(dtype)} {dtype!r}")
     if dtype not in allowed:
@@ -171,14 +204,33 @@ def _names(dtypes: tuple[torch.dtype, ...]) -> str:
 
 
 def check_instance(where: str, name: str, value: Any, types: type | tuple[type, ...], expected: str) -> Any:
-    """``value`` if ``isinstance(value, types)``; ``expected`` says it in words (``"a Graph"``)."""
+    """``value`` if ``isinstance(value, types)``; ``expected`` says it in words (``"a Graph"``).
+
+    Example:
+        >>> edges = torch.tensor([[1, 0], [2, 0]])
+        >>> check_instance("evaluate", "edges", edges, torch.Tensor, "an (E, 2) int64 tensor") is edges
+        True
+        >>> check_instance("evaluate", "edges", [[1, 0], [2, 0]], torch.Tensor, "an (E, 2) int64 tensor")
+        Traceback (most recent call last):
+        ...
+        TypeError: evaluate: edges must be an (E, 2) int64 tensor; got list
+    """
     if not isinstance(value, types):
         raise TypeError(f"{where}: {name} must be {expected}; got {_type_name(value)}")
     return value
 
 
 def check_callable(where: str, name: str, value: Any, example: str = "") -> Callable:
-    """``value`` if it is callable; ``example`` (e.g. ``"torch.relu"``) is shown in the message."""
+    """``value`` if it is callable; ``example`` (e.g. ``"torch.relu"``) is shown in the message.
+
+    Example:
+        >>> check_callable("MCSequential", "activation", torch.relu) is torch.relu
+        True
+        >>> check_callable("MCSequential", "activation", "relu", "torch.relu")
+        Traceback (most recent call last):
+        ...
+        TypeError: MCSequential: activation must be callable (e.g. torch.relu); got str
+    """
     if not callable(value):
         hint = f" (e.g. {example})" if example else ""
         raise TypeError(f"{where}: {name} must be callable{hint}; got {_type_name(value)}")

@@ -69,6 +69,16 @@ def device_name(device: Any, where: str) -> str:
     Raises:
         TypeError: not a str or ``torch.device``.
         ValueError: an unknown device string or device type.
+
+    Example:
+        >>> device_name(None, "TrainConfig"), device_name(torch.device("cuda", 1), "TrainConfig")
+        ('cpu', 'cuda:1')
+        >>> device_name("auto", "TrainConfig")
+        'auto'
+        >>> device_name("gpu", "TrainConfig")
+        Traceback (most recent call last):
+        ...
+        ValueError: TrainConfig: device must be 'cpu', 'cuda', 'cuda:N' or 'auto'; got 'gpu'
     """
     if device is None:
         return "cpu"
@@ -192,7 +202,13 @@ class TrainConfig:
             object.__setattr__(self, name, value)
 
     def to_dict(self) -> dict[str, Any]:
-        """The fields as a JSON-safe dict (``dtype`` as its name, e.g. ``"float64"``), in field order."""
+        """The fields as a JSON-safe dict (``dtype`` as its name, e.g. ``"float64"``), in field order.
+
+        Example:
+            >>> d = TrainConfig(dim=5, dtype=torch.float32).to_dict()
+            >>> list(d)[:4], d["dim"], d["dtype"]
+            (['dim', 'nc', 'dtype', 'epochs'], 5, 'float32')
+        """
         out = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
         out["dtype"] = str(self.dtype).removeprefix("torch.")
         return out
@@ -208,6 +224,15 @@ class TrainConfig:
         Raises:
             TypeError: ``data`` is not a mapping, or a field has the wrong type.
             ValueError: an unknown key, an unknown dtype name, or a value out of range.
+
+        Example:
+            >>> cfg = TrainConfig.from_dict({"dim": 5, "dtype": "float32", "manifold": "ball"})
+            >>> cfg.dim, cfg.dtype, cfg.epochs  # "manifold" is a record key (skipped); epochs: the default
+            (5, torch.float32, 1000)
+            >>> TrainConfig.from_dict({"dims": 5})
+            Traceback (most recent call last):
+            ...
+            ValueError: TrainConfig.from_dict: unknown keys ['dims']; expected TrainConfig fields (dim, nc, ...)
         """
         where = f"{cls.__name__}.from_dict"
         check_instance(where, "data", data, Mapping, "a dict (TrainConfig.to_dict() or a checkpoint's config)")

@@ -83,15 +83,48 @@ _DIGEST_BYTES = 32
 
 
 class DistributedError(RuntimeError):
-    """A collective failed: another rank died, stalled past the timeout, or disagrees."""
+    """A collective failed: another rank died, stalled past the timeout, or disagrees.
+
+    Example:
+        A collective on a group that is gone (here: a one-process gloo group, closed):
+
+        >>> import os, tempfile
+        >>> import torch.distributed as dist
+        >>> tmp = tempfile.TemporaryDirectory()
+        >>> store = dist.FileStore(os.path.join(tmp.name, "store"), 1)
+        >>> dist.init_process_group("gloo", store=store, rank=0, world_size=1)
+        >>> parallel = DataParallel()
+        >>> parallel.close()
+        >>> parallel.sum(torch.ones(2))
+        Traceback (most recent call last):
+        ...
+        hypermc.embed.distributed.DistributedError: data-parallel training, rank 0 of 1: the collective sum
+            failed (...); another rank probably died or stalled past the timeout -- check its log
+        >>> tmp.cleanup()
+    """
 
 
 class ReplicaMismatchError(DistributedError):
-    """The ranks' embedding replicas (or generator states, or configs) are not identical."""
+    """The ranks' embedding replicas (or generator states, or configs) are not identical.
+
+    Raised by :meth:`DataParallel.start` and :meth:`DataParallel.check_replicas` on every
+    rank, naming the ranks that differ from rank 0.
+
+    Example:
+        One handler catches it with the failed collectives:
+
+        >>> issubclass(ReplicaMismatchError, DistributedError), issubclass(DistributedError, RuntimeError)
+        (True, True)
+    """
 
 
 def launched_by_torchrun() -> bool:
-    """Whether the environment names a multi-process job (``WORLD_SIZE`` > 1)."""
+    """Whether the environment names a multi-process job (``WORLD_SIZE`` > 1).
+
+    Example:
+        >>> launched_by_torchrun()  # a plain ``python`` process: WORLD_SIZE unset
+        False
+    """
     try:
         return int(os.environ.get("WORLD_SIZE", "1")) > 1
     except ValueError:
@@ -99,7 +132,12 @@ def launched_by_torchrun() -> bool:
 
 
 def default_backend() -> str:
-    """``"nccl"`` when CUDA is available, else ``"gloo"``."""
+    """``"nccl"`` when CUDA is available, else ``"gloo"``.
+
+    Example:
+        >>> default_backend() == ("nccl" if torch.cuda.is_available() and dist.is_nccl_available() else "gloo")
+        True
+    """
     return "nccl" if torch.cuda.is_available() and dist.is_nccl_available() else "gloo"
 
 
@@ -116,6 +154,21 @@ def init_from_env(*, timeout: float = DEFAULT_TIMEOUT, backend: str | None = Non
 
     Raises:
         ValueError: a non-positive ``timeout`` or an unknown backend.
+
+    Example:
+        Outside torchrun there is no group to join: ``train`` runs without ``parallel``.
+
+        >>> init_from_env() is None
+        True
+        >>> init_from_env(timeout=0)
+        Traceback (most recent call last):
+        ...
+        ValueError: init_from_env: timeout must be a positive number of seconds; got 0
+
+        In a script started by ``torchrun --nproc-per-node 2 script.py``:
+
+        >>> parallel = init_from_env(timeout=60)  # doctest: +SKIP
+        >>> r = train(graph, PoincareHalfspace(), dim=10, parallel=parallel)  # doctest: +SKIP
     """
     if not isinstance(timeout, (int, float)) or isinstance(timeout, bool) or not timeout > 0:
         raise ValueError(f"init_from_env: timeout must be a positive number of seconds; got {timeout!r}")
@@ -185,8 +238,34 @@ class DataParallel:
         RuntimeError: ``torch.distributed`` is not initialised.
 
     Example:
-        >>> torch.distributed.init_process_group("gloo")   # under torchrun
-        >>> r = train(graph, PoincareHalfspace(), dim=10, parallel=DataParallel())
+        Under torchrun every process calls ``train(..., parallel=init_from_env())`` with
+        the same arguments (``torchrun --nproc-per-node 2 -m hypermc train ...`` does it).
+        The same code runs in one process on a group of one -- a gloo group over a file
+        store in a temporary directory -- and then gives the bits of a run without
+        ``parallel``:
+
+        >>> import os, tempfile
+        >>> import torch.distributed as dist
+        >>> from hypermc.data import Graph
+        >>> from hypermc.embed import train
+        >>> from hypermc.manifolds import PoincareHalfspace
+        >>> tmp = tempfile.TemporaryDirectory()
+        >>> store = dist.FileStore(os.path.join(tmp.name, "store"), 1)
+        >>> dist.init_process_group("gloo", store=store, rank=0, world_size=1)
+        >>> parallel = DataParallel()
+        >>> parallel, parallel.is_writer
+        (DataParallel(rank=0, world_size=1, device=cpu), True)
+        >>> g = Graph.from_pairs([("a", "r"), ("b", "r"), ("a1", "a"), ("a1", "r"), ("b1", "b"), ("b1", "r")])
+        >>> r = train(g, PoincareHalfspace(), dim=2, epochs=3, negatives=4, parallel=parallel, progress=False)
+        >>> one = train(g, PoincareHalfspace(), dim=2, epochs=3, negatives=4, progress=False)
+        >>> torch.equal(r.embeddings.components, one.embeddings.components)
+        True
+        >>> parallel.sum(torch.tensor([1.5, 2.0]))  # every rank's tensor, summed in rank order
+        tensor([1.5000, 2.0000])
+        >>> parallel.close()  # a barrier, then the group is destroyed
+        >>> dist.is_initialized()
+        False
+        >>> tmp.cleanup()
     """
 
     def __init__(self, group: dist.ProcessGroup | None = None):

@@ -116,6 +116,16 @@ class TrainResult:
         seconds: training time of all epochs, resumed ones included.
         epoch: number of completed epochs.
         checkpoint: path of the last checkpoint written, or ``None``.
+
+    Example:
+        >>> g = Graph.from_pairs([("a", "r"), ("b", "r")])
+        >>> r = train(g, Euclidean(), dim=2, nc=None, epochs=1, negatives=1, progress=False)
+        >>> r.epoch, r.checkpoint, r.embeddings.shape
+        (1, None, torch.Size([3, 2]))
+        >>> sorted(r.history[0])
+        ['burnin', 'epoch', 'loss', 'lr', 'masked', 'seconds']
+        >>> r.config["manifold"], r.config["num_nodes"], r.config["nc"]
+        ('euclidean', 3, None)
     """
 
     embeddings: torch.Tensor
@@ -129,7 +139,12 @@ class TrainResult:
 
 
 def manifold_name(manifold: Manifold) -> str:
-    """The config name of a manifold instance (``halfspace``, ``ball``, ...)."""
+    """The config name of a manifold instance (``halfspace``, ``ball``, ...).
+
+    Example:
+        >>> manifold_name(PoincareHalfspace()), manifold_name(Lorentz())
+        ('halfspace', 'lorentz')
+    """
     for name, cls in MANIFOLDS.items():
         if type(manifold) is cls:
             return name
@@ -139,7 +154,14 @@ def manifold_name(manifold: Manifold) -> str:
 
 
 def manifold_from_config(config: dict) -> Manifold:
-    """Rebuild the manifold named in a config (``manifold``, ``curvature``)."""
+    """Rebuild the manifold named in a config (``manifold``, ``curvature``).
+
+    Example:
+        >>> manifold_from_config({"manifold": "ball", "curvature": -2.0})
+        PoincareBall(curvature=-2)
+        >>> manifold_from_config({"manifold": "euclidean", "curvature": 0.0})
+        Euclidean()
+    """
     cls = MANIFOLDS[config["manifold"]]
     return cls() if cls is Euclidean else cls(curvature=config["curvature"])
 
@@ -201,10 +223,29 @@ def train(
         FloatingPointError: a non-finite loss or updated row (names epoch and nodes).
 
     Example:
-        >>> g = hypermc.data.load_mammals()
-        >>> r = train(g, PoincareHalfspace(), dim=2, nc=2, epochs=50, seed=0)
-        >>> r = train(g, PoincareHalfspace(), TrainConfig(dim=2, nc=2, epochs=50, seed=0))  # the same run
-        >>> evaluate(r.manifold, r.embeddings, g.edges)
+        The transitive closure of a small tree (root ``r``, children ``a`` and ``b``,
+        grandchildren ``a1`` and ``b1``; an edge from every node to each of its ancestors),
+        a few epochs in MC arithmetic (2 components of float64):
+
+        >>> from hypermc.embed import evaluate
+        >>> g = Graph.from_pairs([("a", "r"), ("b", "r"), ("a1", "a"), ("a1", "r"), ("b1", "b"), ("b1", "r")])
+        >>> r = train(g, PoincareHalfspace(), dim=2, nc=2, epochs=10, burnin=0, lr=3.0, negatives=4,
+        ...           seed=0, progress=False)
+        >>> r.epoch, r.embeddings.shape, r.embeddings.nc
+        (10, torch.Size([5, 2]), 2)
+        >>> round(r.history[0]["loss"], 2)  # log(1 + 4): the points start near the origin, all distances ~0
+        1.61
+        >>> r.history[-1]["loss"] < r.history[0]["loss"]
+        True
+        >>> evaluate(r.manifold, r.embeddings, g.edges)["map"]
+        1.0
+
+        The same run from a :class:`TrainConfig` is ``train(g, PoincareHalfspace(), cfg)``;
+        the result records the config:
+
+        >>> cfg = TrainConfig(dim=2, nc=2, epochs=10, burnin=0, lr=3.0, negatives=4, seed=0)
+        >>> TrainConfig.from_dict(r.config) == cfg
+        True
     """
     config = _config_of(config, hyperparameters)
     _check_run(graph, manifold, config, checkpoint_dir, callback, parallel)
@@ -252,6 +293,16 @@ def resolve_device(device: Any, where: str) -> torch.device:
     Raises:
         TypeError: not a str or ``torch.device``.
         ValueError: an unknown device string, or CUDA asked for but not available.
+
+    Example:
+        >>> resolve_device("cpu", "train")
+        device(type='cpu')
+        >>> resolve_device("auto", "train").type == ("cuda" if torch.cuda.is_available() else "cpu")
+        True
+        >>> resolve_device("tpu", "train")
+        Traceback (most recent call last):
+        ...
+        ValueError: train: device must be 'cpu', 'cuda', 'cuda:N' or 'auto'; got 'tpu'
     """
     name = device_name(device, where)
     if name == "auto":
@@ -274,6 +325,14 @@ def fast_retr_rows(manifold: Manifold, x: torch.Tensor, u: torch.Tensor) -> torc
     product of ``x`` and the plain operand, with the MC error of one addition or
     multiplication (``O(u^nc)`` relative to the coordinate, ``tests/conftest.py``).
     Reference: Nickel & Kiela (2017), the retraction of :mod:`hypermc.manifolds`.
+
+    Example:
+        One halfspace point ``(0, 1)`` moved by ``u = (0.5, 1)``: ``(0 + 0.5, 1 * exp(1 / 1))``.
+
+        >>> x = hm.mc(torch.tensor([[0.0, 1.0]], dtype=torch.float64), nc=2)
+        >>> y = fast_retr_rows(PoincareHalfspace(), x, torch.tensor([[0.5, 1.0]], dtype=torch.float64))
+        >>> y.nc, y.approx()
+        (2, tensor([[0.5000, 2.7183]], dtype=torch.float64))
     """
     if isinstance(manifold, PoincareHalfspace):
         t0 = components_of(x)[..., -1:, 0]
@@ -291,6 +350,16 @@ def epoch_lr(config: TrainConfig | Mapping[str, Any], epoch: int) -> float:
     Burn-in epochs: ``lr * burnin_lr_mult``. Afterwards ``lr`` (``constant``), or for
     ``linear`` ``lr * (1 - f (1 - lr_end_mult))`` with ``f`` going from 0 at the first
     post-burn-in epoch to 1 at the last epoch ``epochs - 1``.
+
+    Example:
+        Two burn-in epochs at a tenth of ``lr``, then a linear decay to half of it at the
+        last epoch (10):
+
+        >>> cfg = TrainConfig(epochs=11, burnin=2, lr=1.0, burnin_lr_mult=0.1, lr_schedule="linear", lr_end_mult=0.5)
+        >>> [epoch_lr(cfg, epoch) for epoch in (0, 1, 2, 6, 10)]
+        [0.1, 0.1, 1.0, 0.75, 0.5]
+        >>> epoch_lr(dataclasses.replace(cfg, lr_schedule="constant"), 10)
+        1.0
     """
     if isinstance(config, TrainConfig):
         config = config.to_dict()
@@ -656,6 +725,18 @@ def write_checkpoint(path: str | os.PathLike[str], payload: dict) -> None:
     """Write a format-2 checkpoint ``payload`` (the keys ``_Trainer.save`` writes) atomically.
 
     Adds the content hash; the payload must already hold ``"format": CHECKPOINT_FORMAT``.
+
+    Example:
+        A copy of a training checkpoint, read back by :func:`load_checkpoint`:
+
+        >>> g = Graph.from_pairs([("a", "r"), ("b", "r")])
+        >>> r = train(g, PoincareHalfspace(), epochs=1, negatives=1, checkpoint_dir="run", progress=False)
+        >>> payload = torch.load(r.checkpoint, weights_only=True)
+        >>> payload["format"] == CHECKPOINT_FORMAT
+        True
+        >>> write_checkpoint("copy/checkpoint.pt", payload)
+        >>> load_checkpoint("copy/checkpoint.pt")["epoch"]
+        1
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -711,6 +792,27 @@ def load_checkpoint(path: str | os.PathLike[str]) -> dict:
         ValueError: naming the file: not a hypermc embedding checkpoint, unreadable
             (truncated or corrupt), content hash mismatch (a changed bit), or tensors whose
             dtype / shape / nc disagree with the stored config.
+
+    Example:
+        >>> g = Graph.from_pairs([("a", "r"), ("b", "r")])
+        >>> r = train(g, PoincareHalfspace(), dim=2, nc=2, epochs=2, negatives=1, checkpoint_dir="run",
+        ...           progress=False)
+        >>> ckpt = load_checkpoint("run/checkpoint.pt")
+        >>> ckpt["epoch"], ckpt["components"].shape, ckpt["graph"].names, ckpt["manifold"]
+        (2, torch.Size([3, 2, 2]), ('a', 'b', 'r'), PoincareHalfspace(curvature=-1))
+        >>> torch.equal(ckpt["embeddings"].components, r.embeddings.components)
+        True
+
+        A changed value no longer matches the stored content hash:
+
+        >>> raw = torch.load("run/checkpoint.pt", weights_only=True)
+        >>> raw["components"][0, 0, 0] += 1.0
+        >>> torch.save(raw, "changed.pt")
+        >>> load_checkpoint("changed.pt")
+        Traceback (most recent call last):
+        ...
+        ValueError: load_checkpoint: 'changed.pt' is corrupt: its content hash does not match the stored
+            sha256 (a changed bit); use an intact copy
     """
     name = os.fspath(path)
     if not os.path.exists(name):
