@@ -134,7 +134,7 @@ def _detect_delimiter(f) -> str:
     return ","
 
 
-def _rows(f, delimiter: str) -> Iterator[tuple[int, list[str]]]:
+def _rows(f, delimiter: str) -> Iterator[tuple[int, list[str], list[str]]]:
     """Yield ``(line number, stripped fields, spellings of the two names)`` per non-blank row."""
     if delimiter == " ":
         for number, line in enumerate(f, start=1):
@@ -158,7 +158,7 @@ def _rows(f, delimiter: str) -> Iterator[tuple[int, list[str]]]:
         yield reader.line_num, [field.strip() for field in row], spellings
 
 
-def _parse(path: str, rows: Iterator[tuple[int, list[str]]], header: bool | None) -> Graph:
+def _parse(path: str, rows: Iterator[tuple[int, list[str], list[str]]], header: bool | None) -> Graph:
     """Check the rows and build the graph (see :func:`load_edges`)."""
     where = f"load_edges: {path}"
     pairs: list[tuple[str, str]] = []

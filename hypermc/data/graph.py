@@ -121,15 +121,15 @@ class Graph:
                 f"Graph.from_pairs: got {len(weight_list)} weights for {len(pairs)} "
                 "pairs; pass exactly one weight per pair"
             )
-        names = set(nodes)
-        names.update(itertools.chain.from_iterable(pairs))
-        for name in names:
+        name_set = set(nodes)
+        name_set.update(itertools.chain.from_iterable(pairs))
+        for name in name_set:
             if not isinstance(name, str):
                 raise TypeError(
                     f"Graph.from_pairs: node names must be str, got {name!r} "
                     f"({type(name).__name__})"
                 )
-        names = tuple(sorted(names))
+        names = tuple(sorted(name_set))
         index = {name: i for i, name in enumerate(names)}
         ids = torch.tensor(
             list(map(index.__getitem__, itertools.chain.from_iterable(pairs))),

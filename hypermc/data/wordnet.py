@@ -471,6 +471,7 @@ def _wordnet_reader(source: _Source, cache: Path) -> Iterator[Any]:
     if source.pointer is not None:
         root = source.pointer
     else:
+        assert source.path is not None  # a _Source holds a path or a pointer
         root = os.fspath(_corpus_copy(source.path, cache))
         added = os.fspath(cache.resolve())
         nltk.data.path.append(added)

@@ -29,7 +29,7 @@ most ``tau * depth``. :func:`bits_needed` returns that plus a guard of 8 bits, a
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import torch
@@ -327,14 +327,15 @@ def embed_tree(graph: Any, manifold: Any = None, *, dim: int = 2, nc: int | str 
     nchild = torch.bincount(parent[parent >= 0], minlength=n)
     slots = nchild + (parent >= 0).long()  # directions needed per node (children + parent)
     max_slots = int(slots.max()) if n > 1 else 1
+    table: torch.Tensor | None = None
     if dim == 2:
         min_angle = 2 * math.pi / max(max_slots, 2)
-        table = None
     else:
         table = _directions(dim, max(max_slots, 2))
         cos = (table @ table.T).fill_diagonal_(-1.0)
         min_angle = float(torch.arccos(cos.max().clamp(-1, 1)))
     if tau is None:
+        assert epsilon is not None  # exactly one of them, checked above
         tau = tau_for_epsilon(epsilon, min_angle)
     elif not (isinstance(tau, (int, float)) and math.isfinite(tau) and tau > 0):
         raise ValueError(f"tau: expected a finite float > 0, got {tau!r}")
@@ -395,6 +396,7 @@ def embed_tree(graph: Any, manifold: Any = None, *, dim: int = 2, nc: int | str 
                 ang = 2 * math.pi * j.to(torch.float64) / m
                 base = torch.stack([torch.cos(ang), torch.sin(ang)], dim=-1)
             else:
+                assert table is not None  # built above for dim > 2
                 base = table[j]
             w = torch.zeros_like(dvec)
             w[:, 0] = 1.0
@@ -415,7 +417,7 @@ def embed_tree(graph: Any, manifold: Any = None, *, dim: int = 2, nc: int | str 
             g = _gyration(xv, w, w).approx().to(torch.float64)
             back[kids] = -g / g.norm(dim=-1, keepdim=True)
             bar.update(1)
-    emb = MCTensor(comps)
+    emb: torch.Tensor = MCTensor(comps)
     if isinstance(manifold, PoincareHalfspace):
         emb = convert.ball_to_halfspace(emb)
     elif isinstance(manifold, Lorentz):
@@ -469,7 +471,7 @@ def fit_tau(graph: Any, *, dim: int = 2, nc: int | str = "auto", dtype: torch.dt
     max_depth = int(depth.max())
     if max_depth < 1:
         raise ValueError("graph: a single node has no edge length to fit")
-    hi = max_tau(max_depth, None if nc == "auto" else nc, dtype)
+    hi = max_tau(max_depth, None if nc == "auto" else int(nc), dtype)
     if hi <= 0:
         p = _precision(dtype)
         raise ValueError(
@@ -492,10 +494,10 @@ def _ball_of(emb: torch.Tensor, manifold: Any) -> MCTensor:
     if not isinstance(emb, MCTensor):
         emb = mc(emb, nc=1)
     if isinstance(manifold, PoincareHalfspace):
-        return convert.halfspace_to_ball(emb)
-    if isinstance(manifold, Lorentz):
-        return convert.lorentz_to_ball(emb)
-    return emb
+        emb = convert.halfspace_to_ball(emb)
+    elif isinstance(manifold, Lorentz):
+        emb = convert.lorentz_to_ball(emb)
+    return cast(MCTensor, emb)  # MC in, MC out
 
 
 def _pair_dist(comps: torch.Tensor, a: torch.Tensor, i: torch.Tensor, j: torch.Tensor) -> torch.Tensor:
@@ -585,7 +587,7 @@ def distortion(emb: torch.Tensor, graph: Any, manifold: Any = None, *, pairs: st
         sampled = None
     else:
         rng = np.random.default_rng(seed)
-        sources = np.sort(rng.choice(n, size=pairs, replace=False))
+        sources = np.sort(rng.choice(n, size=int(pairs), replace=False))
         sampled = f"{pairs} of {n}"
     dt = shortest_path(adj, directed=False, unweighted=True, indices=sources)
     x = _ball_of(emb, manifold)

@@ -198,7 +198,7 @@ def _update_rows(opt: torch.optim.Optimizer, comps: torch.Tensor, rows: torch.Te
     if type(opt) is not RiemannianSGD or len(opt.param_groups) != 1 or len(group["params"]) != 1 or (
         group["momentum"] != 0
     ):
-        opt.step(rows=rows)
+        opt.step(rows=rows)  # type: ignore[call-overload]  # RiemannianSGD(sparse_rows=True) takes rows
         return
     (param,) = group["params"]
     sub = param.detach()[rows]

@@ -408,7 +408,7 @@ def _label_ids(graph: Graph, labels: Iterable[str] | None) -> list[int]:
 
 def _draw(ax: Any, xy: torch.Tensor, edges: torch.Tensor, depth: torch.Tensor) -> Any:
     """Edges (grey segments, labelled ``edges``) under the nodes (coloured by depth, ``nodes``)."""
-    segments = torch.stack([xy[edges[:, 0]], xy[edges[:, 1]]], dim=1).numpy()
+    segments = list(torch.stack([xy[edges[:, 0]], xy[edges[:, 1]]], dim=1).numpy())
     ax.add_collection(LineCollection(segments, colors="0.55", linewidths=0.4, alpha=0.6, zorder=1,
                                      label="edges"), autolim=True)
     return ax.scatter(xy[:, 0].numpy(), xy[:, 1].numpy(), c=depth.numpy(), cmap="viridis", s=7, zorder=2,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import torch
 from torch import nn
+from torch.nn.parameter import _ParameterMeta  # type: ignore[attr-defined]  # torch's metaclass, not in its stubs
 
 from .._checks import check_bool, check_instance
 from .base import Manifold
@@ -11,7 +12,7 @@ from .base import Manifold
 __all__ = ["ManifoldParameter", "manifold_of"]
 
 
-class _ManifoldParameterMeta(type(nn.Parameter)):
+class _ManifoldParameterMeta(_ParameterMeta):
     def __instancecheck__(cls, instance) -> bool:
         if cls is ManifoldParameter and isinstance(instance, torch.Tensor):
             if getattr(instance, "_is_param", False) or isinstance(instance, nn.Parameter):
@@ -44,6 +45,7 @@ class ManifoldParameter(nn.Parameter, metaclass=_ManifoldParameterMeta):
         if data is not None:
             check_instance("ManifoldParameter", "data", data, torch.Tensor, "a Tensor or MCTensor")
         check_bool("ManifoldParameter", "requires_grad", requires_grad)
+        assert manifold is not None  # checked above
         if data is not None and (data.dim() < 1 or data.shape[-1] < manifold.min_dim):
             raise ValueError(
                 f"ManifoldParameter: data must end with a point dimension of size >= "
@@ -56,7 +58,9 @@ class ManifoldParameter(nn.Parameter, metaclass=_ManifoldParameterMeta):
     def __init__(self, data=None, manifold: Manifold | None = None, requires_grad: bool = True):
         pass
 
-    def __repr__(self) -> str:
+    manifold: Manifold
+
+    def __repr__(self) -> str:  # type: ignore[override]  # torch's stub has a keyword-only catch-all
         return f"ManifoldParameter on {self.manifold!r} containing:\n{self.data!r}"
 
     def __deepcopy__(self, memo):
@@ -92,7 +96,9 @@ def manifold_from_state(state) -> Manifold:
             f"pickled ManifoldParameter: manifold state must be (one of {sorted(classes)}, curvature); got {state!r}"
         )
     name, curvature = state
-    return classes[name]() if name == "Euclidean" else classes[name](curvature=curvature)
+    if name == "Euclidean":
+        return Euclidean()
+    return classes[name](curvature=curvature)  # type: ignore[call-arg]
 
 
 def _rebuild_manifold_parameter(data, manifold, requires_grad):

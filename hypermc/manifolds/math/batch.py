@@ -133,12 +133,13 @@ def ball(rows: torch.Tensor, ia: torch.Tensor, ib: torch.Tensor, c: float, *,
     """Ball distances ``d(rows[ia], rows[ib])``; ``cache`` keeps the per-row deficits."""
     p = _plain(rows, leaf)
     pa, pb = p[ia], p[ib]
-    if cache is None or leaf is not None:
-        dfc = _ball_deficit(rows, leaf, c)
+    cached: torch.Tensor | None = None if cache is None or leaf is not None else cache.get("deficit")
+    if cached is not None:
+        dfc = cached
     else:
-        dfc = cache.get("deficit")
-        if dfc is None:
-            dfc = cache["deficit"] = _ball_deficit(rows, None, c)
+        dfc = _ball_deficit(rows, leaf, c)
+        if cache is not None and leaf is None:
+            cache["deficit"] = dfc
     delta = _exact(lambda: pa - pb, rounded_difference(rows[ia], rows[ib]), leaf)
     h = (torch.sqrt(dfc[ia]) * torch.sqrt(dfc[ib])).unsqueeze(-1)
     a = torch.linalg.vector_norm(delta / h, dim=-1) * math.sqrt(c)
@@ -189,4 +190,4 @@ def generic(dist: Callable[[torch.Tensor, torch.Tensor], torch.Tensor], rows: to
         points = rows[..., 0] if rows.shape[-1] == 1 else MCTensor.from_components(rows)
         d = dist(points[ia], points[ib])
         exact = d.approx() if isinstance(d, MCTensor) else d
-    return _exact(lambda: dist(leaf[ia], leaf[ib]), exact, leaf)
+    return _exact(lambda: dist(_plain(rows, leaf)[ia], _plain(rows, leaf)[ib]), exact, leaf)

@@ -111,7 +111,7 @@ def unit_roundoff(x) -> float:
 
 
 @functools.lru_cache(maxsize=256)
-def _mc_power(c: float, power: float, dtype: torch.dtype, nc: int, device: str) -> MCTensor:
+def _mc_power(c: float, power: float, dtype: torch.dtype, nc: int, device: str) -> torch.Tensor:
     with mpmath.workprec(nc * 64 + 64):
         value = mpmath.power(mpmath.mpf(c), mpmath.mpf(power))
         return from_mpmath([value], nc=nc, dtype=dtype, device=device)[0]
