@@ -212,6 +212,10 @@ def from_value(t: torch.Tensor, dtype: torch.dtype, nc: int) -> torch.Tensor:
 
     Raises:
         ValueError: an integer value above ``2**53``.
+
+    Example:
+        >>> from_value(torch.tensor([1 + 2**-30], dtype=torch.float64), torch.float32, 2).tolist()  # exact
+        [[1.0, 9.313225746154785e-10]]
     """
     t = t.detach()
     if t.dtype == torch.bool or not t.is_floating_point():
@@ -229,7 +233,12 @@ def from_value(t: torch.Tensor, dtype: torch.dtype, nc: int) -> torch.Tensor:
 def to_dtype(x: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
     """``x`` with components of ``dtype`` and the same ``nc``: each component converted
     with :func:`from_value` (exactly, in as many ``dtype`` components as it needs) and
-    the whole renormalised once to ``nc`` components."""
+    the whole renormalised once to ``nc`` components.
+
+    Example:
+        >>> to_dtype(torch.tensor([[1.0, 2.0**-30]], dtype=torch.float64), torch.float32).tolist()
+        [[1.0, 9.313225746154785e-10]]
+    """
     nc = x.shape[-1]
     parts = [from_value(xi, dtype, _parts_needed(x.dtype, dtype)) for xi in unpack(x)]
     return renormalize([p for part in parts for p in unpack(part)], nc)
@@ -245,6 +254,10 @@ def nearest_float(x: torch.Tensor) -> torch.Tensor:
     ``c0 + c1`` rounded once, except where it is exactly halfway between two floats:
     there the sign of the rest of the tail decides (``fl(c0 + c1)`` alone would round
     ``1 + 2**-53 + 2**-110`` down to 1).
+
+    Example:
+        >>> nearest_float(torch.tensor([[1.0, 2.0**-53, 2.0**-110]], dtype=torch.float64)).item() == 1 + 2**-52
+        True
     """
     c = unpack(x)
     if len(c) == 1:

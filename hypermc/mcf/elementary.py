@@ -1142,6 +1142,10 @@ def sigmoid(x: torch.Tensor) -> torch.Tensor:
 
     Bound (first order, not a separate entry of the tests' bound table): the sum of the
     three steps' bounds, ``64 + 8 + 8 u^nc`` relative.
+
+    Example:
+        >>> sigmoid(torch.zeros(1, 2, dtype=torch.float64)).tolist()
+        [[0.5, 0.0]]
     """
     e = exp(-x)
     return arith.rdiv_float(torch.ones_like(e[..., 0]), arith.add_float(e, torch.ones_like(e[..., 0])))
@@ -1163,6 +1167,10 @@ def erf(x: torch.Tensor) -> torch.Tensor:
 
     Bound: float64 ``erf``'s error (a few ulps of float64, i.e. below ``u^nc / 4``) plus
     the final rounding to ``nc`` components.
+
+    Example:
+        >>> erf(torch.zeros(1, 2, dtype=torch.float32)).tolist()
+        [[0.0, 0.0]]
     """
     nc = x.shape[-1]
     if nc == 1:

@@ -23,7 +23,12 @@ __all__ = ["to_mpmath", "from_mpmath"]
 
 def to_mpmath(c: torch.Tensor) -> np.ndarray:
     """Exact values of component tensor ``c`` (``(*shape, nc)``) as a numpy object array of
-    ``mpmath.mpf`` of shape ``shape`` (the sum of the components, added without rounding)."""
+    ``mpmath.mpf`` of shape ``shape`` (the sum of the components, added without rounding).
+
+    Example:
+        >>> to_mpmath(torch.tensor([[1.0, 2.0**-60]], dtype=torch.float64))[0] - 1 == mpmath.mpf(2)**-60
+        True
+    """
     nc = c.shape[-1]
     comps = c.detach().to("cpu", torch.float64 if c.dtype != torch.float64 else None)
     flat = comps.reshape(-1, nc).tolist()
@@ -47,6 +52,11 @@ def from_mpmath(values: Any, nc: int, dtype: torch.dtype, device: torch.device |
         nc: number of components (validated by the caller).
         dtype: component dtype.
         device: where the result goes (default: the CPU, where it is computed).
+
+    Example:
+        >>> c = from_mpmath(["0.1"], nc=2, dtype=torch.float64)
+        >>> c[0, 0].item() == 0.1, c[0, 1].item() != 0.0  # 0.1 to about 106 bits
+        (True, True)
     """
     fmt = float_format(dtype)
     arr = np.asarray(values, dtype=object)

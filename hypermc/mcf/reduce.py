@@ -500,6 +500,12 @@ def scatter_add(base: torch.Tensor, indices: list, vals: torch.Tensor) -> torch.
     duplicate-free gather / :func:`arith.add` / scatter. Rounds = the largest
     multiplicity of a slot. Bound: that of one :func:`arith.add` per entry, in index
     order (the backward of ``index_select``, ``gather`` and ``embedding``).
+
+    Example:
+        >>> base = torch.zeros(2, 2, dtype=torch.float64)  # two MC zeros, nc = 2
+        >>> vals = torch.tensor([[1.0, 0.0], [2.0**-60, 0.0], [5.0, 0.0]], dtype=torch.float64)
+        >>> scatter_add(base, [torch.tensor([0, 0, 1])], vals).tolist() == [[1.0, 2.0**-60], [5.0, 0.0]]
+        True
     """
     shape = base.shape[:-1]
     nc = base.shape[-1]
