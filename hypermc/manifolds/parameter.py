@@ -7,6 +7,7 @@ from torch import nn
 from torch.nn.parameter import _ParameterMeta  # type: ignore[attr-defined]  # torch's metaclass, not in its stubs
 
 from .._checks import check_bool, check_instance
+from ..mcf.tensor import register_manifold_pickling
 from .base import Manifold
 
 __all__ = ["ManifoldParameter", "manifold_of"]
@@ -108,6 +109,14 @@ def _rebuild_manifold_parameter(data, manifold, requires_grad):
 
 
 torch.serialization.add_safe_globals([_rebuild_manifold_parameter])
+
+
+def _rebuild_mc_parameter(tensor: torch.Tensor, state, requires_grad: bool) -> ManifoldParameter:
+    """An MCTensor parameter loaded back (the MCTensor is the parameter, see the class)."""
+    return ManifoldParameter(tensor.detach(), manifold=manifold_from_state(state), requires_grad=requires_grad)
+
+
+register_manifold_pickling(manifold_state, _rebuild_mc_parameter)
 
 
 def manifold_of(p: torch.Tensor) -> Manifold | None:

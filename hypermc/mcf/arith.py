@@ -59,6 +59,7 @@ from .eft import (
     pack,
     renormalize,
     two_prod,
+    two_sum,
     unpack,
 )
 
@@ -67,6 +68,9 @@ __all__ = [
     "to_engine",
     "from_engine",
     "from_float",
+    "from_value",
+    "to_dtype",
+    "nearest_float",
     "pad",
     "add",
     "sub",
@@ -197,6 +201,77 @@ def pad(x: torch.Tensor, nc: int) -> torch.Tensor:
         return x
     zero = torch.zeros_like(x[..., 0])
     return pack(unpack(x) + [zero] * (nc - have))
+
+
+def from_value(t: torch.Tensor, dtype: torch.dtype, nc: int) -> torch.Tensor:
+    """Components in ``dtype`` of a plain tensor ``t`` of any dtype: exact when ``t`` fits
+    in ``nc`` components (a float64 tensor in 3-component float32), otherwise each
+    component is the remainder rounded to nearest.
+
+    Integer and bool tensors are read as float64 (exact up to ``2**53``).
+
+    Raises:
+        ValueError: an integer value above ``2**53``.
+
+    Example:
+        >>> from_value(torch.tensor([1 + 2**-30], dtype=torch.float64), torch.float32, 2).tolist()  # exact
+        [[1.0, 9.313225746154785e-10]]
+    """
+    t = t.detach()
+    if t.dtype == torch.bool or not t.is_floating_point():
+        t = t.to(torch.float64)
+        if t.abs().max().item() > 2**53 if t.numel() else False:
+            raise ValueError("integer values above 2**53 cannot be converted exactly")
+    if t.dtype == dtype:
+        return from_float(t, nc)
+    if float_format(t.dtype).p <= float_format(dtype).p:
+        return from_float(t.to(dtype), nc)
+    # Narrowing: peel off components; every remainder is exact in the source dtype.
+    return from_engine(t, dtype, nc)
+
+
+def to_dtype(x: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """``x`` with components of ``dtype`` and the same ``nc``: each component converted
+    with :func:`from_value` (exactly, in as many ``dtype`` components as it needs) and
+    the whole renormalised once to ``nc`` components.
+
+    Example:
+        >>> to_dtype(torch.tensor([[1.0, 2.0**-30]], dtype=torch.float64), torch.float32).tolist()
+        [[1.0, 9.313225746154785e-10]]
+    """
+    nc = x.shape[-1]
+    parts = [from_value(xi, dtype, _parts_needed(x.dtype, dtype)) for xi in unpack(x)]
+    return renormalize([p for part in parts for p in unpack(part)], nc)
+
+
+def _parts_needed(src: torch.dtype, dst: torch.dtype) -> int:
+    return max(1, -(-float_format(src).p // float_format(dst).p) + 1)
+
+
+def nearest_float(x: torch.Tensor) -> torch.Tensor:
+    """The plain tensor nearest to the values of ``x`` (ties to even; a new tensor).
+
+    ``c0 + c1`` rounded once, except where it is exactly halfway between two floats:
+    there the sign of the rest of the tail decides (``fl(c0 + c1)`` alone would round
+    ``1 + 2**-53 + 2**-110`` down to 1).
+
+    Example:
+        >>> nearest_float(torch.tensor([[1.0, 2.0**-53, 2.0**-110]], dtype=torch.float64)).item() == 1 + 2**-52
+        True
+    """
+    c = unpack(x)
+    if len(c) == 1:
+        return c[0].clone()
+    s, e = two_sum(c[0], c[1])
+    if len(c) == 2:
+        return s
+    tail = c[-1]
+    for ci in reversed(c[2:-1]):
+        tail = ci + tail  # non-overlapping: the rounded sum has the sign of the exact one
+    neighbour = torch.nextafter(s, torch.where(e > 0, math.inf, -math.inf).to(s.dtype))
+    tie = (e != 0) & (e == (neighbour - s) * 0.5)
+    away = tie & (torch.sign(tail) == torch.sign(e))
+    return torch.where(away & torch.isfinite(s), neighbour, s)
 
 
 def _common(x: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, int]:

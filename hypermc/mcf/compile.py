@@ -57,7 +57,7 @@ from torch.utils._pytree import tree_flatten, tree_unflatten
 
 from .eft import is_traced
 
-__all__ = ["MCCompileError", "is_opaque", "call_opaque", "run_spec", "code_version"]
+__all__ = ["MCCompileError", "is_opaque", "call_opaque", "define_mc_op", "run_spec", "code_version"]
 
 
 class MCCompileError(RuntimeError):
@@ -179,13 +179,6 @@ def code_version() -> str:
     return h.hexdigest()[:16]
 
 
-def _dispatch_table() -> tuple[type, Callable]:
-    # tensor.py imports this module; the reverse lookup is resolved at call time.
-    from .tensor import MCTensor, dispatch_impl
-
-    return MCTensor, dispatch_impl
-
-
 def _planar(c: torch.Tensor) -> torch.Tensor:
     """``c`` (``(*shape, nc)``) with each component contiguous (a planar buffer)."""
     return c.movedim(-1, 0).contiguous().movedim(0, -1)
@@ -203,14 +196,15 @@ def _storage_key(t: torch.Tensor) -> Any:
     return t.untyped_storage().data_ptr()
 
 
-def run_spec(spec: str, tensors: list[torch.Tensor]) -> list[torch.Tensor]:
+def run_spec(spec: str, tensors: list[torch.Tensor], mc_type: type, dispatch_impl: Callable) -> list[torch.Tensor]:
     """Run the MC op described by ``spec`` on ``tensors`` with its eager implementation.
 
     The body of ``hypermc::mc_op`` (and of its fake implementation, on symbolic tensors).
-    Returns the flat list of output tensors (components for MC outputs), none of which
-    aliases an input.
+    ``mc_type`` is :class:`~hypermc.MCTensor` and ``dispatch_impl(func, args, kwargs)``
+    its op table's lookup, both passed in by :func:`define_mc_op` (this module sits below
+    the class and does not import it). Returns the flat list of output tensors
+    (components for MC outputs), none of which aliases an input.
     """
-    mc_type, dispatch_impl = _dispatch_table()
     d = _parsed(spec)
     func = _op_from_name(d["op"])
     args = _decode({"tu": d["args"]}, tensors, mc_type)
@@ -243,14 +237,27 @@ def run_spec(spec: str, tensors: list[torch.Tensor]) -> list[torch.Tensor]:
     return flat
 
 
-@torch.library.custom_op("hypermc::mc_op", mutates_args=())
-def mc_op(spec: str, tensors: list[torch.Tensor]) -> list[torch.Tensor]:
-    """One MC aten op (``spec``) on component/plain tensors, run eagerly (see module docstring)."""
-    return run_spec(spec, tensors)
+def define_mc_op(mc_type: type, dispatch_impl: Callable) -> Callable:
+    """Define the custom op ``hypermc::mc_op(spec, tensors)`` and its fake implementation.
+
+    Called once, by :mod:`hypermc.mcf.tensor`, with :class:`~hypermc.MCTensor` and its op
+    table's lookup ``dispatch_impl(func, args, kwargs)``: the op rebuilds the MC operands
+    as ``mc_type`` and runs :func:`run_spec` with them. Returns the op.
+    """
+
+    @torch.library.custom_op("hypermc::mc_op", mutates_args=())
+    def mc_op(spec: str, tensors: list[torch.Tensor]) -> list[torch.Tensor]:
+        """One MC aten op (``spec``) on component/plain tensors, run eagerly (see module docstring)."""
+        return run_spec(spec, tensors, mc_type, dispatch_impl)
+
+    @mc_op.register_fake
+    def _mc_op_fake(spec: str, tensors: list[torch.Tensor]) -> list[torch.Tensor]:
+        return _fake_outputs(spec, tensors, mc_type, dispatch_impl)
+
+    return mc_op
 
 
-@mc_op.register_fake
-def _mc_op_fake(spec: str, tensors: list[torch.Tensor]) -> list[torch.Tensor]:
+def _fake_outputs(spec: str, tensors: list[torch.Tensor], mc_type: type, dispatch_impl: Callable) -> list[torch.Tensor]:
     """Output metadata of ``hypermc::mc_op``: the implementation runs once per spec and
     input shapes on host stand-ins of the inputs' shapes (MC operands 1, float operands
     1, integer and bool operands 0: every index valid, every kernel on its fast path),
@@ -271,7 +278,7 @@ def _mc_op_fake(spec: str, tensors: list[torch.Tensor]) -> list[torch.Tensor]:
     meta = _FAKE_OUTPUTS.get(key)
     if meta is None:
         with unset_fake_temporarily():
-            outs = run_spec(spec, _stand_ins(spec, shapes))
+            outs = run_spec(spec, _stand_ins(spec, shapes), mc_type, dispatch_impl)
         kinds = [k for k in _OUT_STRUCTURE[spec][1] if k in ("mc", "t")]
         meta = _FAKE_OUTPUTS[key] = [(tuple(o.shape), o.dtype, k) for o, k in zip(outs, kinds)]
     device = _result_device(spec, tensors)
@@ -321,8 +328,9 @@ def _result_device(spec: str, tensors: list[torch.Tensor]) -> torch.device:
     return tensors[0].device
 
 
-def call_opaque(func: torch._ops.OpOverload, args: tuple, kwargs: dict) -> Any:
-    """Trace MC op ``func(*args, **kwargs)`` as one ``hypermc::mc_op`` call.
+def call_opaque(func: torch._ops.OpOverload, args: tuple, kwargs: dict, mc_type: type) -> Any:
+    """Trace MC op ``func(*args, **kwargs)`` as one ``hypermc::mc_op`` call
+    (``mc_type``: :class:`~hypermc.MCTensor`, passed in by its ``__torch_dispatch__``).
 
     In-place ops (arguments the schema marks as written) run on a copy inside the op;
     the result is copied back into the written argument's components in the traced
@@ -331,7 +339,6 @@ def call_opaque(func: torch._ops.OpOverload, args: tuple, kwargs: dict) -> Any:
     Raises:
         MCCompileError: an argument cannot be encoded (symbolic sizes or scalars).
     """
-    mc_type, _ = _dispatch_table()
     pos, names = _mutated_names(func)
     tensors: list[torch.Tensor] = []
     targs = [_encode(a, tensors, mc_type, i in pos, func) for i, a in enumerate(args)]

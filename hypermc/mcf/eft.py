@@ -31,6 +31,9 @@ import functools
 from typing import NamedTuple
 
 import torch
+from torch._guards import detect_fake_mode
+from torch._subclasses.fake_tensor import is_fake
+from torch.utils._python_dispatch import _disable_current_modes
 
 __all__ = [
     "FloatFormat",
@@ -248,8 +251,6 @@ def has_fused_addcmul(device_type: str, dtype: torch.dtype) -> bool:
 
 @functools.cache
 def _probe_fused_addcmul(device_type: str, dtype: torch.dtype) -> bool:
-    from torch.utils._python_dispatch import _disable_current_modes
-
     with _disable_current_modes(), torch._C._DisableTorchDispatch():
         return _measure_fused_addcmul(device_type, dtype)
 
@@ -526,8 +527,6 @@ def tracing() -> bool:
     """Whether a ``torch.compile``/export trace is running (Dynamo or AOT dispatch tracing)."""
     if torch.compiler.is_compiling():
         return True
-    from torch._guards import detect_fake_mode
-
     return detect_fake_mode() is not None
 
 
@@ -540,8 +539,6 @@ def is_traced(t: torch.Tensor) -> bool:
     """
     if torch.compiler.is_compiling():
         return True
-    from torch._subclasses.fake_tensor import is_fake
-
     return is_fake(t)
 
 

@@ -78,7 +78,9 @@ import math
 from collections.abc import Callable
 from typing import NamedTuple
 
+import mpmath
 import torch
+from torch.utils._python_dispatch import _disable_current_modes
 
 from . import arith, fixed, native
 from .arith import add_float, engine_dtype, from_float
@@ -93,7 +95,7 @@ from .eft import (
     unpack,
 )
 
-__all__ = ["exp", "expm1", "log", "log1p", "sinh", "cosh", "tanh", "asinh", "acosh", "atanh"]
+__all__ = ["exp", "expm1", "log", "log1p", "sinh", "cosh", "tanh", "asinh", "acosh", "atanh", "sigmoid", "erf"]
 
 # Bits carried beyond nc * p by the series, the tables and the float64 detour.
 _GUARD_BITS = 4
@@ -188,8 +190,6 @@ class _Constants(NamedTuple):
 
 def _split_mpf(value, p: int, nc: int) -> list[float]:
     """Components of an mpf: each the remainder rounded to nearest ``p``-bit float."""
-    import mpmath
-
     out = []
     rest = value
     for _ in range(nc):
@@ -230,15 +230,11 @@ def _constants(dtype: torch.dtype, nc: int, device: torch.device) -> _Constants:
 
     Built with every dispatch mode suspended: a first call while ``torch.compile``
     traces (fake tensors) must still cache real tensors."""
-    from torch.utils._python_dispatch import _disable_current_modes
-
     with _disable_current_modes(), torch._C._DisableTorchDispatch():
         return _build_constants(dtype, nc, device)
 
 
 def _build_constants(dtype: torch.dtype, nc: int, device: torch.device) -> _Constants:
-    import mpmath
-
     p = float_format(dtype).p
     emin, emax = _exponent_range(dtype)
     # exp(bound) overflows, exp(-bound) is below half the smallest subnormal.
@@ -1138,3 +1134,52 @@ def atanh(x: torch.Tensor) -> torch.Tensor:
 for _fn in (exp, expm1, log, log1p, sinh, cosh, tanh, asinh, acosh, atanh):
     _fn.__doc__ = _fn.__doc__.replace("    {args}", _ARGS_DOC.rstrip("\n"))
 del _fn
+
+
+def sigmoid(x: torch.Tensor) -> torch.Tensor:
+    """Logistic function ``1 / (1 + exp(-x))``: one :func:`exp`, one MC×float add and one
+    float÷MC division (:func:`arith.rdiv_float`).
+
+    Bound (first order, not a separate entry of the tests' bound table): the sum of the
+    three steps' bounds, ``64 + 8 + 8 u^nc`` relative.
+
+    Example:
+        >>> sigmoid(torch.zeros(1, 2, dtype=torch.float64)).tolist()
+        [[0.5, 0.0]]
+    """
+    e = exp(-x)
+    return arith.rdiv_float(torch.ones_like(e[..., 0]), arith.add_float(e, torch.ones_like(e[..., 0])))
+
+
+# erf has no MC kernel: it is evaluated once in float64 and split, the wide-engine path of
+# ``arith``, where float64 holds the nc*p-bit value plus guard bits for erf's own error
+# (float64 erf is within a few ulps).
+_ERF_ENGINE = torch.float64
+_ERF_GUARD_BITS = 4
+
+
+def erf(x: torch.Tensor) -> torch.Tensor:
+    """Error function, evaluated in float64 on the value (:func:`arith.to_engine`) and split
+    back into ``nc`` components; ``nc == 1`` is ``torch.erf``.
+
+    Precondition: ``nc p + 4 <= 53`` (float32 up to 2 components, float16 up to 4,
+    bfloat16 up to 6); otherwise ``NotImplementedError``.
+
+    Bound: float64 ``erf``'s error (a few ulps of float64, i.e. below ``u^nc / 4``) plus
+    the final rounding to ``nc`` components.
+
+    Example:
+        >>> erf(torch.zeros(1, 2, dtype=torch.float32)).tolist()
+        [[0.0, 0.0]]
+    """
+    nc = x.shape[-1]
+    if nc == 1:
+        return torch.erf(x[..., 0]).unsqueeze(-1)
+    if nc * float_format(x.dtype).p + _ERF_GUARD_BITS > float_format(_ERF_ENGINE).p:
+        raise NotImplementedError(
+            f"MCTensor erf is evaluated in float64 and supports at most "
+            f"{(float_format(_ERF_ENGINE).p - _ERF_GUARD_BITS) // float_format(x.dtype).p} components of "
+            f"{x.dtype}; got nc={nc} (for GELU use approximate='tanh')"
+        )
+    z = torch.erf(arith.to_engine(x, _ERF_ENGINE))
+    return arith.from_engine(z, x.dtype, nc)

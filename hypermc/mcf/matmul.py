@@ -91,6 +91,7 @@ from typing import NamedTuple
 
 import torch
 
+from .._checks import check_dtype, check_instance, check_nc
 from . import arith
 from .eft import float_format, is_traced, unpack
 
@@ -284,7 +285,7 @@ def matmul(
         them. Otherwise slice digits can exceed their bound and GEMMs may round.
 
     Raises:
-        TypeError: different or unsupported dtypes, non-tensor arguments.
+        TypeError: different or unsupported dtypes (or engine), non-tensor arguments, a non-int ``nc``.
         ValueError: a 0-d logical operand, mismatched contracted sizes, batch shapes
             that do not broadcast, different devices, ``nc < 1``.
 
@@ -476,9 +477,7 @@ def linear(
 
 
 def _check_component_tensor(name: str, arg: str, x: object) -> None:
-    if not isinstance(x, torch.Tensor):
-        raise TypeError(f"{name}: {arg} must be a component tensor (torch.Tensor of shape "
-                        f"(*shape, nc)), got {type(x).__name__}")
+    check_instance(name, arg, x, torch.Tensor, "a component tensor (torch.Tensor of shape (*shape, nc))")
     if x.dim() < 1:
         raise ValueError(f"{name}: {arg} must have a trailing component dim, got a 0-d tensor; "
                          "pass a plain tensor t as t.unsqueeze(-1)")
@@ -510,14 +509,12 @@ def _validate(a, b, nc, engine, name, extra_nc: int = 1):
                          f"{tuple(a.shape[:-1])} and {tuple(b.shape[:-1])}")
     if nc is None:
         nc = max(a.shape[-1], b.shape[-1], extra_nc)
-    if not isinstance(nc, int) or isinstance(nc, bool) or nc < 1:
-        raise ValueError(f"{name}: nc must be a positive int, got {nc!r}")
+    nc = check_nc(name, nc)
     if a.shape[-1] < 1 or b.shape[-1] < 1:
         raise ValueError(f"{name}: operands need at least one component")
     if engine is None:
         engine = default_engine(a.device)
-    if engine not in _ENGINE_P:
-        raise TypeError(f"{name}: engine must be torch.float64 or torch.float32, got {engine}")
+    check_dtype(name, engine, tuple(_ENGINE_P), name="engine")
     if a.device.type == "mps":
         raise ValueError(f"{name}: the sliced product accumulates in float64, which MPS lacks")
     ka = a.shape[-2]

@@ -53,6 +53,11 @@ from typing import Any, NamedTuple
 
 import torch
 
+from . import arith  # the self-check's reference kernels (arith imports this module too)
+from .eft import float_format, renormalize, tracing
+from .fixed import patch
+from .native_source import source as generate
+
 __all__ = ["available", "status", "add", "mul", "div", "sqrt", "Result", "NCS"]
 
 #: Component counts with native kernels.
@@ -107,8 +112,6 @@ def _atomic_write(path: Path, data: bytes) -> None:
 
 def _build(cxx: str, name: str, nc: int) -> Path:
     """Generate, compile and cache the library of one configuration; its path."""
-    from .native_source import source as generate
-
     src = generate(name, nc).encode()
     version = subprocess.run([cxx, "--version"], capture_output=True, text=True, timeout=60).stdout
     key = hashlib.sha256(src + " ".join(_FLAGS).encode() + version.encode() + _cpu_tag().encode()
@@ -187,8 +190,6 @@ def _open(dtype: torch.dtype, name: str, nc: int) -> ctypes.CDLL | str:
 
 def _self_check_inputs(dtype: torch.dtype, nc: int) -> tuple[torch.Tensor, torch.Tensor]:
     """Normalised operands: random, cancelling pairs, huge and tiny exponents, zeros."""
-    from .eft import float_format, renormalize
-
     gen = torch.Generator().manual_seed(20261125)
     n = 1024
     p = float_format(dtype).p
@@ -211,8 +212,6 @@ def _self_check_inputs(dtype: torch.dtype, nc: int) -> tuple[torch.Tensor, torch
 def _self_check(lib: ctypes.CDLL, dtype: torch.dtype, nc: int) -> str | None:
     """Name of the first fused kernel whose bits differ from the torch kernels, else None."""
     from torch.utils._python_dispatch import _disable_current_modes
-
-    from . import arith
 
     ops = {
         "add": lambda x, y: arith.add(x, y),
@@ -268,8 +267,6 @@ def _eligible(*ts: torch.Tensor) -> ctypes.CDLL | None:
     for s in ts:
         if s.requires_grad or s.dtype != t.dtype or type(s) is not torch.Tensor:
             return None
-    from .eft import tracing
-
     return None if tracing() else _load(t.dtype, t.shape[-1])
 
 
@@ -335,8 +332,6 @@ class Result(NamedTuple):
         """``out`` with the failed elements recomputed by ``general(*operands)`` (rows)."""
         if not self.bad:
             return self.out
-        from .fixed import patch
-
         return patch(self.out, self.ok, general, *operands)
 
 

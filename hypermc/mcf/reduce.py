@@ -49,7 +49,7 @@ import torch
 from . import arith
 from .eft import float_format, renormalize, two_prod, unpack
 
-__all__ = ["sum", "mean", "dot", "sumsq", "norm", "amax", "amin"]
+__all__ = ["sum", "mean", "dot", "sumsq", "norm", "amax", "amin", "scatter_add"]
 
 Dim = int | Sequence[int] | None
 
@@ -489,3 +489,42 @@ def amin(x: torch.Tensor, dim: Dim = None, keepdim: bool = False) -> torch.Tenso
         True
     """
     return _extreme(x, dim, keepdim, largest=False)
+
+
+def scatter_add(base: torch.Tensor, indices: list, vals: torch.Tensor) -> torch.Tensor:
+    """``base[indices] += vals`` (a new tensor) with duplicate indices summed in MC arithmetic.
+
+    ``indices`` is an aten index list over the logical dims of ``base`` (``None`` for a
+    full slice); ``vals`` broadcasts to the indexed shape. Entries are grouped by target
+    slot; the k-th entry of every slot is added in round k, so each round is a
+    duplicate-free gather / :func:`arith.add` / scatter. Rounds = the largest
+    multiplicity of a slot. Bound: that of one :func:`arith.add` per entry, in index
+    order (the backward of ``index_select``, ``gather`` and ``embedding``).
+
+    Example:
+        >>> base = torch.zeros(2, 2, dtype=torch.float64)  # two MC zeros, nc = 2
+        >>> vals = torch.tensor([[1.0, 0.0], [2.0**-60, 0.0], [5.0, 0.0]], dtype=torch.float64)
+        >>> scatter_add(base, [torch.tensor([0, 0, 1])], vals).tolist() == [[1.0, 2.0**-60], [5.0, 0.0]]
+        True
+    """
+    shape = base.shape[:-1]
+    nc = base.shape[-1]
+    flat_ids = torch.arange(math.prod(shape), device=base.device).reshape(shape)
+    # aten's None in an index list means a full slice (Python's None would add a dim)
+    target = flat_ids[tuple(slice(None) if i is None else i for i in indices)]
+    vals = vals.expand(*target.shape, nc).reshape(-1, nc)
+    target = target.reshape(-1)
+    flat = base.reshape(-1, nc).clone()
+    if target.numel() == 0:
+        return flat.reshape(base.shape)
+    order = torch.argsort(target, stable=True)
+    target, vals = target[order], vals[order]
+    starts = torch.ones_like(target, dtype=torch.bool)
+    starts[1:] = target[1:] != target[:-1]
+    group_start = torch.cummax(torch.where(starts, torch.arange(len(target), device=base.device), 0), 0).values
+    rank = torch.arange(len(target), device=base.device) - group_start
+    for k in range(int(rank.max()) + 1):
+        sel = rank == k
+        t = target[sel]
+        flat[t] = arith.add(flat[t], vals[sel])
+    return flat.reshape(base.shape)

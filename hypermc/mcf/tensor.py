@@ -4,13 +4,18 @@ An ``MCTensor`` of logical shape ``S`` and dtype ``d`` holds one inner tensor
 ``components`` of shape ``(*S, nc)`` and dtype ``d``; element ``i`` is the exact sum of
 its ``nc`` components (leading first, non-overlapping, decreasing). Every aten op that
 reaches ``__torch_dispatch__`` is looked up in one table, ``{aten op: implementation}``,
-filled by :func:`implements`; an op that is not in the table raises
+filled by :func:`implements` (the implementations live in :mod:`hypermc.mcf.ops`, which
+``hypermc.mcf`` imports right after this module); an op that is not in the table raises
 ``NotImplementedError`` naming it. There is no fallback to the leading component.
+
+This module holds the class, the table and its dispatch, and the constructors; the
+numerics are the functional kernels (:mod:`~hypermc.mcf.arith`,
+:mod:`~hypermc.mcf.exact`, ...) on component tensors, which never import this module.
 
 Autograd runs *above* the dispatch: torch's own derivative formulas call aten ops on
 MCTensors, so gradients are MCTensors computed in MC arithmetic. ``nn.Parameter(mc)``,
 ``state_dict``, ``torch.save``/``torch.load`` and ``torch.optim.SGD`` work because they
-reduce to ops implemented here.
+reduce to ops in the table.
 
 Operands: MC ⊕ plain tensor uses the MC×float kernels when the plain tensor has the
 component dtype (integer and bool tensors are converted exactly when they fit).
@@ -22,26 +27,21 @@ another dtype, or an MCTensor of another component dtype, raises ``TypeError``.
 
 from __future__ import annotations
 
-import importlib
 import math
-import numbers
-import operator
 from collections.abc import Callable
 from fractions import Fraction
-from typing import Any
+from typing import Any, NamedTuple
 
 import mpmath
 import numpy as np
 import torch
-from torch.utils._python_dispatch import return_and_correct_aliasing
 
-from . import arith
-from .compile import call_opaque, code_version, is_opaque
-from .eft import float_format, is_traced, pack, renormalize, two_sum, unpack
+from .. import _checks
+from . import arith, exact
+from .compile import call_opaque, code_version, define_mc_op, is_opaque
+from .eft import float_format, is_traced, renormalize
 
-__all__ = ["MCTensor", "mc", "from_mpmath", "implements"]
-
-aten = torch.ops.aten
+__all__ = ["MCTensor", "mc", "from_mpmath", "implements", "register_manifold_pickling"]
 
 _OPS: dict[Any, Callable] = {}
 
@@ -59,11 +59,6 @@ def implements(*ops: Any) -> Callable:
         return fn
 
     return register
-
-
-def _kernels(name: str):
-    """The kernel module ``hypermc.mcf.<name>`` (imported on first use)."""
-    return importlib.import_module(f"{__package__}.{name}")
 
 
 # --------------------------------------------------------------------------- the class
@@ -198,31 +193,11 @@ class MCTensor(torch.Tensor):
         there the sign of the rest of the tail decides (``fl(c0 + c1)`` alone would round
         ``1 + 2**-53 + 2**-110`` down to 1).
         """
-        c = unpack(self._components.detach())
-        if len(c) == 1:
-            return c[0].clone()
-        s, e = two_sum(c[0], c[1])
-        if len(c) == 2:
-            return s
-        tail = c[-1]
-        for ci in reversed(c[2:-1]):
-            tail = ci + tail  # non-overlapping: the rounded sum has the sign of the exact one
-        neighbour = torch.nextafter(s, torch.where(e > 0, math.inf, -math.inf).to(s.dtype))
-        tie = (e != 0) & (e == (neighbour - s) * 0.5)
-        away = tie & (torch.sign(tail) == torch.sign(e))
-        return torch.where(away & torch.isfinite(s), neighbour, s)
+        return arith.nearest_float(self._components.detach())
 
     def to_mpmath(self) -> np.ndarray:
         """Exact values as a numpy object array of ``mpmath.mpf`` (same shape)."""
-        comps = self._components.detach().to("cpu", torch.float64 if self.dtype != torch.float64 else None)
-        flat = comps.reshape(-1, self.nc).tolist()
-        out = np.empty(len(flat), dtype=object)
-        for i, row in enumerate(flat):
-            total = mpmath.mpf(0)
-            for c in row:
-                total = mpmath.fadd(total, mpmath.mpf(c), exact=True)
-            out[i] = total
-        return out.reshape(tuple(self.shape))
+        return exact.to_mpmath(self._components)
 
     # -------------------------------------------------------- flatten / serialise
 
@@ -247,9 +222,8 @@ class MCTensor(torch.Tensor):
         # so that pickle and torch.load(weights_only=True) give the parameter back
         manifold = getattr(self, "manifold", None)
         if manifold is not None:
-            from ..manifolds.parameter import manifold_state
-
-            return (_rebuild_mctensor, (self._components.detach(), self.requires_grad, manifold_state(manifold)))
+            state = _manifold_pickling[0].state(manifold)
+            return (_rebuild_mctensor, (self._components.detach(), self.requires_grad, state))
         return (_rebuild_mctensor, (self._components.detach(), self.requires_grad))
 
     def __repr__(self, *, tensor_contents=None) -> str:
@@ -272,7 +246,7 @@ class MCTensor(torch.Tensor):
     def __torch_dispatch__(cls, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
         if _traced_operands(args) and is_opaque(func):
-            return call_opaque(func, args, kwargs)  # one opaque op (see hypermc.mcf.compile)
+            return call_opaque(func, args, kwargs, MCTensor)  # one opaque op (see hypermc.mcf.compile)
         return dispatch_impl(func, args, kwargs)
 
 
@@ -300,36 +274,41 @@ def _traced_operands(args: tuple) -> bool:
     return False
 
 
+class _ManifoldPickling(NamedTuple):
+    state: Callable  # manifold -> plain state (strings and floats)
+    rebuild: Callable  # (MCTensor, state, requires_grad) -> ManifoldParameter
+
+
+# How an MCTensor that is a ManifoldParameter (the MCTensor itself with a ``manifold``
+# attribute) pickles its manifold; filled by hypermc.manifolds.parameter, which sits
+# above this module (importing hypermc imports it).
+_manifold_pickling: list[_ManifoldPickling] = []
+
+
+def register_manifold_pickling(state: Callable, rebuild: Callable) -> None:
+    """Set how an MCTensor with a ``manifold`` attribute pickles it: ``state(manifold)``
+    gives the plain state stored with the components, ``rebuild(tensor, state,
+    requires_grad)`` the parameter loaded back. Called once, by
+    :mod:`hypermc.manifolds.parameter`."""
+    _manifold_pickling[:] = [_ManifoldPickling(state, rebuild)]
+
+
 def _rebuild_mctensor(components: torch.Tensor, requires_grad: bool, manifold_state=None) -> MCTensor:
     t = MCTensor(components, requires_grad=requires_grad)
     if manifold_state is None:
         return t
-    from ..manifolds.parameter import ManifoldParameter, manifold_from_state
-
-    return ManifoldParameter(t.detach(), manifold=manifold_from_state(manifold_state), requires_grad=requires_grad)
+    return _manifold_pickling[0].rebuild(t, manifold_state, requires_grad)
 
 
 # torch.load(weights_only=True) accepts MCTensors: the rebuild function only wraps a
 # plain tensor the safe unpickler has already loaded.
 torch.serialization.add_safe_globals([_rebuild_mctensor])
 
+# The opaque op that torch.compile puts in its graphs for MC ops (hypermc.mcf.compile).
+define_mc_op(MCTensor, dispatch_impl)
+
 
 # -------------------------------------------------------------------- constructors
-
-
-def _components_of_value(t: torch.Tensor, dtype: torch.dtype, nc: int) -> torch.Tensor:
-    """Components of a plain tensor ``t`` in ``dtype``: exact when ``t`` fits in nc parts."""
-    t = t.detach()
-    if t.dtype == torch.bool or not t.is_floating_point():
-        t = t.to(torch.float64)
-        if t.abs().max().item() > 2**53 if t.numel() else False:
-            raise ValueError("integer values above 2**53 cannot be converted exactly")
-    if t.dtype == dtype:
-        return arith.from_float(t, nc)
-    if float_format(t.dtype).p <= float_format(dtype).p:
-        return arith.from_float(t.to(dtype), nc)
-    # Narrowing: peel off components; every remainder is exact in the source dtype.
-    return arith.from_engine(t, dtype, nc)
 
 
 def mc(data: Any, nc: int = 2, dtype: torch.dtype | None = None, *, device=None, requires_grad: bool = False) -> MCTensor:
@@ -357,7 +336,7 @@ def mc(data: Any, nc: int = 2, dtype: torch.dtype | None = None, *, device=None,
         >>> (x - 1.0).approx()
         tensor(1.0000e-40, dtype=torch.float64)
     """
-    _check_nc(nc)
+    nc = _checks.check_nc("mc", nc)
     if isinstance(data, MCTensor):
         dtype = dtype or data.dtype
         # pad before a dtype change, so that narrowing rounds to nc components, not to
@@ -383,7 +362,7 @@ def mc(data: Any, nc: int = 2, dtype: torch.dtype | None = None, *, device=None,
     float_format(dtype)
     if device is not None:
         t = t.to(device)
-    return MCTensor(_components_of_value(t, dtype, nc), requires_grad=requires_grad)
+    return MCTensor(arith.from_value(t, dtype, nc), requires_grad=requires_grad)
 
 
 def _leaves(data: Any):
@@ -442,72 +421,22 @@ def _is_exotic(data: Any) -> bool:
     return False
 
 
-def _check_nc(nc: Any) -> None:
-    if isinstance(nc, bool) or not isinstance(nc, int):
-        raise TypeError(f"nc must be an int >= 1; got {type(nc).__name__} {nc!r}")
-    if nc < 1:
-        raise ValueError(f"nc must be >= 1; got {nc}")
-
-
 def from_mpmath(values: Any, nc: int = 2, dtype: torch.dtype = torch.float64, *, device=None) -> MCTensor:
     """Nearest MCTensor of high-precision values (mpmath.mpf, str, Fraction, floats).
 
     Each component is the value's remainder rounded to nearest in ``dtype``, computed
-    exactly in mpmath; so the result is the nearest ``nc``-component expansion (up to
-    ties), the form the accuracy tests compare against.
+    exactly in mpmath (:func:`hypermc.mcf.exact.from_mpmath`); so the result is the
+    nearest ``nc``-component expansion (up to ties), the form the accuracy tests compare
+    against.
 
     Args:
         values: a scalar or (nested) sequence / numpy object array of such values.
         nc: number of components.
         dtype: component dtype.
     """
-    _check_nc(nc)
-    fmt = float_format(dtype)
-    arr = np.asarray(values, dtype=object)
-    flat = arr.reshape(-1)
-    info = torch.finfo(dtype)
-    out = np.zeros((flat.size, nc), dtype=np.float64)
-    for i, v in enumerate(flat):
-        rest = _to_mpf(v, nc * fmt.p + 64)
-        for k in range(nc):
-            c = _round_to_format(rest, fmt.p, info)
-            out[i, k] = c
-            if not math.isfinite(c):
-                break
-            rest = mpmath.fsub(rest, mpmath.mpf(c), exact=True)
-    comps = torch.from_numpy(out).to(dtype).reshape(*arr.shape, nc)
-    if device is not None:
-        comps = comps.to(device)
-    return MCTensor(pack(unpack(comps)))
-
-
-def _to_mpf(v: Any, prec: int) -> mpmath.mpf:
-    """Exact mpf for numbers/mpf; strings and Fractions rounded at ``prec`` bits."""
-    if isinstance(v, int):  # mpf(int) rounds to the working precision: make it exact
-        with mpmath.workprec(max(v.bit_length(), 1) + 1):
-            return mpmath.mpf(v)
-    if isinstance(v, (mpmath.mpf, float)):
-        return mpmath.mpf(v) if not isinstance(v, mpmath.mpf) else v
-    with mpmath.workprec(prec):
-        if isinstance(v, Fraction):
-            return mpmath.mpf(v.numerator) / v.denominator
-        return mpmath.mpf(v)
-
-
-def _round_to_format(v: mpmath.mpf, p: int, info: torch.finfo) -> float:
-    """Round an mpf to nearest in a format with ``p`` significand bits (incl. subnormals)."""
-    if not mpmath.isfinite(v):
-        return float(v)
-    if v == 0:
-        return 0.0
-    emin = math.frexp(info.tiny)[1]  # exponent of the smallest normal (frexp convention)
-    e = int(mpmath.floor(mpmath.log(abs(v), 2))) + 1 if v != 0 else 0
-    bits = p - max(0, emin - e)  # fewer bits in the subnormal range
-    with mpmath.workprec(max(bits, 1)):
-        r = +v if bits > 0 else mpmath.mpf(0)
-    if abs(r) > info.max:
-        return math.copysign(math.inf, float(v))
-    return float(r)
+    nc = _checks.check_nc("from_mpmath", nc)
+    float_format(dtype)
+    return MCTensor(exact.from_mpmath(values, nc, dtype, device))
 
 
 # ------------------------------------------------------------------------ formatting
@@ -526,913 +455,3 @@ def _format(x: MCTensor) -> str:
     grad = ", requires_grad=True" if x.requires_grad else ""
     dev = f", device='{x.device}'" if x.device.type != "cpu" else ""
     return f"MCTensor({body}, nc={x.nc}, dtype={x.dtype}{dev}{grad})"
-
-
-# ---------------------------------------------------------------------- operands
-
-
-def _comps(a: MCTensor) -> torch.Tensor:
-    return a._components
-
-
-def _wrap(c: torch.Tensor) -> MCTensor:
-    return MCTensor(c)
-
-
-class _Plain:
-    """A plain operand already in the component dtype (use the MC×float kernels)."""
-
-    __slots__ = ["t"]
-
-    def __init__(self, t: torch.Tensor):
-        self.t = t
-
-
-def _operand(a: Any, dtype: torch.dtype, nc: int, device) -> torch.Tensor | _Plain:
-    """Normalise an operand: component tensor for MC values, ``_Plain`` for floats."""
-    if isinstance(a, MCTensor):
-        if a.dtype != dtype:
-            raise _OperandTypeError(
-                f"MCTensor operands must share their component dtype; got {dtype} and "
-                f"{a.dtype}. Convert one explicitly with .to(dtype)"
-            )
-        return a._components
-    if isinstance(a, numbers.Number):
-        t = torch.tensor(float(a), dtype=torch.float64)  # on the host: the test reads it
-        fitted = t.to(dtype)
-        if fitted.to(torch.float64) == t or not math.isfinite(float(a)):
-            return _Plain(fitted.to(device))
-        return arith.from_engine(t, dtype, nc).to(device)
-    if isinstance(a, torch.Tensor):
-        if a.is_floating_point():
-            if a.dtype != dtype:
-                raise _OperandTypeError(
-                    f"cannot combine an MCTensor of component dtype {dtype} with a plain "
-                    f"tensor of dtype {a.dtype} (no implicit precision change); convert "
-                    "the plain tensor with .to(dtype) or build an MCTensor of it"
-                )
-            return _Plain(a)
-        return _Plain(a.to(dtype))
-    raise TypeError(f"unsupported operand type {type(a).__name__} for an MCTensor op")
-
-
-def _first_mc(*args) -> MCTensor:
-    for a in args:
-        if isinstance(a, MCTensor):
-            return a
-        if isinstance(a, (list, tuple)):
-            for b in a:
-                if isinstance(b, MCTensor):
-                    return b
-    raise TypeError("no MCTensor among the operands")
-
-
-def _nc_of(*args) -> int:
-    return max(a.nc for a in args if isinstance(a, MCTensor))
-
-
-def _binary(kernel_mc, kernel_float, kernel_rfloat=None, *, plain=None):
-    """Build a binary op from MC×MC and MC×float kernels (operands in any order).
-
-    ``plain`` is the torch operator: with ``nc == 1`` and a Python number operand it is
-    applied to the components directly, so the number is rounded the way torch rounds
-    it (e.g. float16 ``x * 0.1`` in float32 opmath) and nc=1 equals plain torch bitwise.
-    """
-
-    def op(a, b):
-        ref = _first_mc(a, b)
-        nc = _nc_of(a, b)
-        if nc == 1 and plain is not None and isinstance(a if a is not ref else b, numbers.Number):
-            return plain(a._components if a is ref else a, b._components if b is ref else b)
-        x = _operand(a, ref.dtype, nc, ref.device)
-        y = _operand(b, ref.dtype, nc, ref.device)
-        if isinstance(x, _Plain) and isinstance(y, _Plain):
-            raise AssertionError("unreachable: one operand is an MCTensor")
-        if isinstance(y, _Plain):
-            return kernel_float(x, y.t)
-        if isinstance(x, _Plain):
-            if kernel_rfloat is None:
-                return kernel_float(y, x.t)
-            return kernel_rfloat(x.t, y)
-        return kernel_mc(x, y)
-
-    return op
-
-
-_add = _binary(arith.add, arith.add_float, plain=operator.add)
-_mul = _binary(arith.mul, arith.mul_float, plain=operator.mul)
-_div = _binary(arith.div, arith.div_float, arith.rdiv_float, plain=operator.truediv)
-
-
-def _sub(a, b):
-    return _add(a, _negate(b))
-
-
-def _negate(b):
-    if isinstance(b, MCTensor):
-        return MCTensor(-b._components)
-    return -b
-
-
-def _scaled(b, alpha):
-    """``alpha * b`` for the ``alpha=`` keyword of add/sub (exact when alpha == 1)."""
-    if alpha == 1:
-        return b
-    if isinstance(b, MCTensor):
-        return _wrap(_mul(b, alpha))
-    if isinstance(b, numbers.Number):
-        return b * alpha
-    return b * alpha
-
-
-# --------------------------------------------------------------- arithmetic ops
-
-
-@implements(aten.add.Tensor, aten.add.Scalar)
-def _op_add(func, a, b, *, alpha=1):
-    return _wrap(_add(a, _scaled(b, alpha)))
-
-
-@implements(aten.sub.Tensor, aten.sub.Scalar)
-def _op_sub(func, a, b, *, alpha=1):
-    return _wrap(_sub(a, _scaled(b, alpha)))
-
-
-@implements(aten.rsub.Tensor, aten.rsub.Scalar)
-def _op_rsub(func, a, b, *, alpha=1):
-    return _wrap(_sub(b, _scaled(a, alpha)))
-
-
-@implements(aten.mul.Tensor, aten.mul.Scalar)
-def _op_mul(func, a, b):
-    return _wrap(_mul(a, b))
-
-
-@implements(aten.div.Tensor, aten.div.Scalar)
-def _op_div(func, a, b):
-    return _wrap(_div(a, b))
-
-
-@implements(aten.div.Tensor_mode, aten.div.Scalar_mode)
-def _op_div_mode(func, a, b, *, rounding_mode=None):
-    if rounding_mode is not None:
-        raise NotImplementedError(f"MCTensor does not support {func} with rounding_mode={rounding_mode!r}")
-    return _wrap(_div(a, b))
-
-
-@implements(aten.neg.default)
-def _op_neg(func, a):
-    return MCTensor(-a._components)
-
-
-@implements(aten.abs.default)
-def _op_abs(func, a):
-    return _wrap(arith.abs(a._components))
-
-
-@implements(aten.sign.default)
-def _op_sign(func, a):
-    return _wrap(arith.from_float(arith.sign(a._components), a.nc))
-
-
-@implements(aten.sgn.default)
-def _op_sgn(func, a):
-    return _op_sign(func, a)
-
-
-@implements(aten.sqrt.default)
-def _op_sqrt(func, a):
-    return _wrap(arith.sqrt(a._components))
-
-
-@implements(aten.rsqrt.default)
-def _op_rsqrt(func, a):
-    return _wrap(arith.reciprocal(arith.sqrt(a._components)))
-
-
-@implements(aten.reciprocal.default)
-def _op_reciprocal(func, a):
-    return _wrap(arith.reciprocal(a._components))
-
-
-@implements(aten.square.default)
-def _op_square(func, a):
-    return _wrap(arith.square(a._components))
-
-
-@implements(aten.pow.Tensor_Scalar)
-def _op_pow(func, a, exponent):
-    c = a._components
-    if isinstance(exponent, bool) or not isinstance(exponent, numbers.Real):
-        raise NotImplementedError(f"MCTensor ** {type(exponent).__name__} is not supported")
-    if float(exponent).is_integer():
-        return _wrap(arith.pow_int(c, int(exponent)))
-    if exponent == 0.5:
-        return _wrap(arith.sqrt(c))
-    if exponent == -0.5:
-        return _wrap(arith.reciprocal(arith.sqrt(c)))
-    el = _kernels("elementary")
-    exp_mc = _operand(exponent, a.dtype, a.nc, a.device)
-    log_x = el.log(c)
-    prod = arith.mul_float(log_x, exp_mc.t) if isinstance(exp_mc, _Plain) else arith.mul(log_x, exp_mc)
-    return _wrap(el.exp(prod))
-
-
-@implements(aten.pow.Tensor_Tensor)
-def _op_pow_tt(func, a, b):
-    if isinstance(b, MCTensor) or b.dim() != 0:
-        raise NotImplementedError("MCTensor ** tensor is only supported for a 0-dim exponent")
-    return _op_pow(func, a, b.item())
-
-
-def _unary_kernel(module: str, name: str):
-    def impl(func, a):
-        return _wrap(getattr(_kernels(module), name)(a._components))
-
-    return impl
-
-
-for _name in ("exp", "expm1", "log", "log1p", "sinh", "cosh", "tanh", "asinh", "acosh", "atanh"):
-    implements(getattr(aten, _name).default)(_unary_kernel("elementary", _name))
-
-
-@implements(aten.relu.default)
-def _op_relu(func, a):
-    c = a._components
-    return _wrap(torch.where((c[..., :1] > 0) | torch.isnan(c[..., :1]), c, torch.zeros_like(c)))
-
-
-@implements(aten.threshold_backward.default)
-def _op_threshold_backward(func, grad, self, threshold):
-    mask = _lead(self) <= threshold
-    if isinstance(grad, MCTensor):
-        return _wrap(torch.where(mask.unsqueeze(-1), 0.0, grad._components))
-    return torch.where(mask, 0.0, grad)
-
-
-@implements(aten.tanh_backward.default)
-def _op_tanh_backward(func, grad, out):
-    # grad * (1 - out^2)
-    one_minus = _sub(1.0, _wrap(arith.square(out._components)))
-    return _wrap(_mul(grad, _wrap(one_minus)))
-
-
-@implements(aten.sigmoid.default)
-def _op_sigmoid(func, a):
-    # 1 / (1 + exp(-a))
-    e = _kernels("elementary").exp(-a._components)
-    return _wrap(arith.rdiv_float(torch.ones_like(e[..., 0]), arith.add_float(e, torch.ones_like(e[..., 0]))))
-
-
-@implements(aten.sigmoid_backward.default)
-def _op_sigmoid_backward(func, grad, out):
-    one_minus = _wrap(_sub(1.0, out))
-    return _wrap(_mul(grad, _wrap(_mul(out, one_minus))))
-
-
-def _lead(a):
-    return a._components[..., 0] if isinstance(a, MCTensor) else a
-
-
-# ----------------------------------------------------------------- comparisons
-
-
-def _compare(kernel):
-    def impl(func, a, b):
-        ref = _first_mc(a, b)
-        nc = _nc_of(a, b)
-        x = _operand(a, ref.dtype, nc, ref.device)
-        y = _operand(b, ref.dtype, nc, ref.device)
-        x = arith.from_float(x.t, nc) if isinstance(x, _Plain) else x
-        y = arith.from_float(y.t, nc) if isinstance(y, _Plain) else y
-        return kernel(x, y)
-
-    return impl
-
-
-for _name, _kernel in (("eq", arith.eq), ("ne", arith.ne), ("lt", arith.lt), ("le", arith.le), ("gt", arith.gt), ("ge", arith.ge)):
-    implements(getattr(aten, _name).Tensor, getattr(aten, _name).Scalar)(_compare(_kernel))
-
-
-def _as_components(a, ref: MCTensor, nc: int) -> torch.Tensor:
-    x = _operand(a, ref.dtype, nc, ref.device)
-    return arith.from_float(x.t, nc) if isinstance(x, _Plain) else x
-
-
-@implements(aten.maximum.default)
-def _op_maximum(func, a, b):
-    ref, nc = _first_mc(a, b), _nc_of(a, b)
-    return _wrap(arith.maximum(_as_components(a, ref, nc), _as_components(b, ref, nc)))
-
-
-@implements(aten.minimum.default)
-def _op_minimum(func, a, b):
-    ref, nc = _first_mc(a, b), _nc_of(a, b)
-    return _wrap(arith.minimum(_as_components(a, ref, nc), _as_components(b, ref, nc)))
-
-
-@implements(aten.clamp.default, aten.clamp.Tensor)
-def _op_clamp(func, a, min=None, max=None):
-    nc = _nc_of(a, min, max)
-    lo = None if min is None else _as_components(min, a, nc)
-    hi = None if max is None else _as_components(max, a, nc)
-    return _wrap(arith.clamp(arith.pad(a._components, nc), lo, hi))
-
-
-@implements(aten.clamp_min.default, aten.clamp_min.Tensor)
-def _op_clamp_min(func, a, min):
-    return _op_clamp(func, a, min=min)
-
-
-@implements(aten.clamp_max.default, aten.clamp_max.Tensor)
-def _op_clamp_max(func, a, max):
-    return _op_clamp(func, a, max=max)
-
-
-@implements(aten.where.self)
-def _op_where(func, cond, a, b):
-    ref = _first_mc(a, b)
-    nc = _nc_of(a, b)
-    return _wrap(arith.where(cond, _as_components(a, ref, nc), _as_components(b, ref, nc)))
-
-
-@implements(aten.isnan.default)
-def _op_isnan(func, a):
-    return torch.isnan(a._components[..., 0])
-
-
-@implements(aten.isinf.default)
-def _op_isinf(func, a):
-    return torch.isinf(a._components[..., 0])
-
-
-@implements(aten.isfinite.default)
-def _op_isfinite(func, a):
-    return torch.isfinite(a._components[..., 0])
-
-
-# --------------------------------------------------------------------- reductions
-
-
-def _dims(dim, ndim: int) -> list[int]:
-    if dim is None or (isinstance(dim, (list, tuple)) and len(dim) == 0):
-        return list(range(ndim))
-    dims = [dim] if isinstance(dim, int) else list(dim)
-    out = []
-    for d in dims:
-        if not -max(ndim, 1) <= d < max(ndim, 1):
-            raise IndexError(f"dimension {d} out of range for a {ndim}-d MCTensor")
-        out.append(d % max(ndim, 1))
-    return out
-
-
-@implements(aten.sum.default)
-def _op_sum(func, a, *, dtype=None):
-    _no_dtype_change(func, a, dtype)
-    return _wrap(_kernels("reduce").sum(a._components, dim=None, keepdim=False))
-
-
-@implements(aten.sum.dim_IntList)
-def _op_sum_dim(func, a, dim=None, keepdim=False, *, dtype=None):
-    _no_dtype_change(func, a, dtype)
-    return _wrap(_kernels("reduce").sum(a._components, dim=_dims(dim, a.dim()) if a.dim() else None, keepdim=keepdim))
-
-
-@implements(aten.mean.default)
-def _op_mean(func, a, *, dtype=None):
-    _no_dtype_change(func, a, dtype)
-    return _wrap(_kernels("reduce").mean(a._components, dim=None, keepdim=False))
-
-
-@implements(aten.mean.dim)
-def _op_mean_dim(func, a, dim=None, keepdim=False, *, dtype=None):
-    _no_dtype_change(func, a, dtype)
-    return _wrap(_kernels("reduce").mean(a._components, dim=_dims(dim, a.dim()) if a.dim() else None, keepdim=keepdim))
-
-
-@implements(aten.linalg_vector_norm.default)
-def _op_vector_norm(func, a, ord=2, dim=None, keepdim=False, *, dtype=None):
-    _no_dtype_change(func, a, dtype)
-    if ord != 2:
-        raise NotImplementedError(f"MCTensor supports only the 2-norm in {func}; got ord={ord}")
-    dims = _dims(dim, a.dim()) if a.dim() else None
-    return _wrap(_kernels("reduce").norm(a._components, dim=tuple(dims) if dims else None, keepdim=keepdim))
-
-
-def _no_dtype_change(func, a, dtype):
-    if dtype is not None and dtype != a.dtype:
-        raise TypeError(f"{func}: dtype={dtype} would change the component dtype {a.dtype}; convert explicitly first")
-
-
-# ------------------------------------------------------------------- linear algebra
-
-
-def _mm_operand(a, ref: MCTensor) -> torch.Tensor:
-    if isinstance(a, MCTensor):
-        if a.dtype != ref.dtype:
-            raise _OperandTypeError(f"matmul operands must share their component dtype; got {ref.dtype} and {a.dtype}")
-        return a._components
-    if a.dtype != ref.dtype:
-        raise _OperandTypeError(
-            f"cannot multiply an MCTensor of component dtype {ref.dtype} with a plain tensor of "
-            f"dtype {a.dtype}; convert the plain tensor with .to(dtype)"
-        )
-    return a.unsqueeze(-1)
-
-
-def _matmul_impl(func, a, b):
-    ref = _first_mc(a, b)
-    nc = _nc_of(a, b)
-    return _wrap(_kernels("matmul").matmul(_mm_operand(a, ref), _mm_operand(b, ref), nc))
-
-
-implements(aten.mm.default, aten.bmm.default, aten.mv.default, aten.dot.default, aten.matmul.default)(_matmul_impl)
-
-
-@implements(aten.addmm.default)
-def _op_addmm(func, c, a, b, *, beta=1, alpha=1):
-    prod = _wrap(_matmul_impl(func, a, b)._components)
-    if alpha != 1:
-        prod = _wrap(_mul(prod, alpha))
-    if beta == 0:
-        return prod
-    return _wrap(_add(prod, _scaled(c, beta)))
-
-
-# ---------------------------------------------------------------- shape and views
-
-
-def _view_result(func, args, kwargs, out):
-    return return_and_correct_aliasing(func, args, kwargs, out)
-
-
-def _logical(fn):
-    """Register a view op whose implementation maps the components tensor."""
-
-    def impl(func, a, *args, **kwargs):
-        out = MCTensor(fn(a, *args, **kwargs))
-        return _view_result(func, (a, *args), kwargs, out)
-
-    return impl
-
-
-def _planar(a: MCTensor) -> torch.Tensor:
-    return a._components.movedim(-1, 0)
-
-
-implements(aten.view.default, aten._unsafe_view.default)(
-    _logical(lambda a, size: _planar(a).view(a.nc, *size).movedim(0, -1))
-)
-implements(aten.expand.default)(_logical(lambda a, size, implicit=False: a._components.expand(*size, a.nc)))
-implements(aten.permute.default)(_logical(lambda a, dims: a._components.permute(*_dims(dims, a.dim()), a.dim())))
-implements(aten.transpose.int)(
-    _logical(lambda a, d0, d1: a._components.transpose(*_dims([d0, d1], a.dim())) if a.dim() else a._components)
-)
-implements(aten.t.default)(_logical(lambda a: a._components.transpose(0, 1) if a.dim() == 2 else a._components))
-implements(aten.unsqueeze.default)(
-    _logical(lambda a, dim: a._components.unsqueeze(dim % (a.dim() + 1)))
-)
-implements(aten.squeeze.default)(
-    _logical(lambda a: a._components.squeeze(tuple(d for d in range(a.dim()) if a.shape[d] == 1)) if a.dim() else a._components)
-)
-implements(aten.squeeze.dim)(
-    _logical(lambda a, dim: a._components.squeeze(_dims(dim, a.dim())[0]) if a.dim() else a._components)
-)
-implements(aten.squeeze.dims)(
-    _logical(lambda a, dims: a._components.squeeze(tuple(_dims(dims, a.dim()))) if a.dim() else a._components)
-)
-implements(aten.select.int)(_logical(lambda a, dim, index: a._components.select(_dims(dim, a.dim())[0], index)))
-implements(aten.slice.Tensor)(
-    _logical(
-        lambda a, dim=0, start=None, end=None, step=1: aten.slice.Tensor(
-            a._components, _dims(dim, a.dim())[0], start, end, step
-        )
-    )
-)
-implements(aten.alias.default)(_logical(lambda a: a._components.view_as(a._components)))
-implements(aten.diagonal.default)(
-    _logical(
-        lambda a, offset=0, dim1=0, dim2=1: a._components.diagonal(offset, *_dims([dim1, dim2], a.dim())).movedim(-2, -1)
-    )
-)
-
-
-@implements(aten.detach.default)
-def _op_detach(func, a):
-    return _view_result(func, (a,), {}, MCTensor(a._components))
-
-
-@implements(aten.unbind.int)
-def _op_unbind(func, a, dim=0):
-    outs = [MCTensor(c) for c in a._components.unbind(_dims(dim, a.dim())[0])]
-    return _view_result(func, (a, dim), {}, outs)
-
-
-@implements(aten.split.Tensor, aten.split_with_sizes.default)
-def _op_split(func, a, split_size, dim=0):
-    d = _dims(dim, a.dim())[0]
-    outs = [MCTensor(c) for c in torch.split(a._components, split_size, d)]
-    return _view_result(func, (a, split_size, dim), {}, outs)
-
-
-@implements(aten.clone.default)
-def _op_clone(func, a, *, memory_format=None):
-    return MCTensor(pack(unpack(a._components)))
-
-
-@implements(aten.contiguous.default)
-def _op_contiguous(func, a, *, memory_format=None):
-    return _op_clone(func, a)
-
-
-@implements(aten.cat.default)
-def _op_cat(func, tensors, dim=0):
-    ref = _first_mc(tensors)
-    nc = _nc_of(*tensors)
-    parts = [arith.pad(_as_components(t, ref, nc), nc) for t in tensors]
-    parts = [p for p, t in zip(parts, tensors) if not (t.dim() == 1 and t.shape[0] == 0 and ref.dim() != 1)]
-    return MCTensor(torch.cat(parts, dim=_dims(dim, ref.dim())[0]))
-
-
-@implements(aten.stack.default)
-def _op_stack(func, tensors, dim=0):
-    ref = _first_mc(tensors)
-    nc = _nc_of(*tensors)
-    parts = [arith.pad(_as_components(t, ref, nc), nc) for t in tensors]
-    return MCTensor(torch.stack(parts, dim=dim % (ref.dim() + 1)))
-
-
-@implements(aten.index.Tensor)
-def _op_index(func, a, indices):
-    return MCTensor(aten.index.Tensor(a._components, list(indices)))
-
-
-@implements(aten.index_select.default)
-def _op_index_select(func, a, dim, index):
-    return MCTensor(a._components.index_select(_dims(dim, a.dim())[0], index))
-
-
-@implements(aten.gather.default)
-def _op_gather(func, a, dim, index, *, sparse_grad=False):
-    d = _dims(dim, a.dim())[0]
-    idx = index.unsqueeze(-1).expand(*index.shape, a.nc)
-    return MCTensor(a._components.gather(d, idx))
-
-
-@implements(aten.masked_fill.Scalar, aten.masked_fill.Tensor)
-def _op_masked_fill(func, a, mask, value):
-    v = _as_components(value, a, a.nc)
-    return MCTensor(torch.where(mask.unsqueeze(-1), v, a._components))
-
-
-@implements(aten.flip.default)
-def _op_flip(func, a, dims):
-    return MCTensor(a._components.flip(_dims(dims, a.dim())))
-
-
-@implements(aten.roll.default)
-def _op_roll(func, a, shifts, dims=()):
-    return MCTensor(a._components.roll(shifts, _dims(dims, a.dim()) if dims else None))
-
-
-# Backward helpers of indexing ops: scatter an MC gradient into MC zeros (exact adds).
-
-
-@implements(aten.index_put.default, aten.index_put_.default, aten._index_put_impl_.default)
-def _op_index_put(func, a, indices, values, accumulate=False, unsafe=False):
-    indices = list(indices)
-    nc = _nc_of(a, values)
-    if func is not aten.index_put.default and not accumulate:
-        # In place: write only the indexed slots of a's components (no copy of the whole
-        # table); values with more components are rounded to a.nc, as _inplace_assign does.
-        vals = _as_components(values, a, nc)
-        vals = renormalize(vals, a.nc) if nc > a.nc else arith.pad(vals, a.nc)
-        a._components.index_put_(indices, vals)
-        return a
-    base = arith.pad(a._components, nc)
-    vals = _as_components(values, a, nc)
-    if accumulate:
-        # Exact accumulation: sum duplicates with MC adds via an index_add over flattened slots.
-        result = _scatter_add_mc(base, indices, vals)
-    else:
-        result = aten.index_put.default(base, indices, vals)
-    if func is aten.index_put.default:
-        return MCTensor(result)
-    return _inplace_assign(func, a, result, (a, indices, values, accumulate))
-
-
-def _scatter_add_mc(base: torch.Tensor, indices: list, vals: torch.Tensor) -> torch.Tensor:
-    """``base[indices] += vals`` with duplicate indices summed in MC arithmetic.
-
-    Entries are grouped by target slot; the k-th entry of every slot is added in round
-    k, so each round is a duplicate-free gather / MC add / scatter. Rounds = the largest
-    multiplicity of a slot.
-    """
-    shape = base.shape[:-1]
-    nc = base.shape[-1]
-    flat_ids = torch.arange(math.prod(shape), device=base.device).reshape(shape)
-    # aten's None in an index list means a full slice (Python's None would add a dim)
-    target = flat_ids[tuple(slice(None) if i is None else i for i in indices)]
-    vals = vals.expand(*target.shape, nc).reshape(-1, nc)
-    target = target.reshape(-1)
-    flat = base.reshape(-1, nc).clone()
-    if target.numel() == 0:
-        return flat.reshape(base.shape)
-    order = torch.argsort(target, stable=True)
-    target, vals = target[order], vals[order]
-    starts = torch.ones_like(target, dtype=torch.bool)
-    starts[1:] = target[1:] != target[:-1]
-    group_start = torch.cummax(torch.where(starts, torch.arange(len(target), device=base.device), 0), 0).values
-    rank = torch.arange(len(target), device=base.device) - group_start
-    for k in range(int(rank.max()) + 1):
-        sel = rank == k
-        t = target[sel]
-        flat[t] = arith.add(flat[t], vals[sel])
-    return flat.reshape(base.shape)
-
-
-def _grad_into_zeros(grad: MCTensor, input_sizes) -> tuple[torch.Tensor, int]:
-    """MC zeros of the input's shape for a view op's backward, and the number of dims."""
-    return grad._components.new_zeros((*input_sizes, grad.nc)), len(input_sizes)
-
-
-@implements(aten.select_backward.default)
-def _op_select_backward(func, grad, input_sizes, dim, index):
-    out, ndim = _grad_into_zeros(grad, input_sizes)
-    out.select(_dims(dim, ndim)[0], index).copy_(grad._components)
-    return MCTensor(out)
-
-
-@implements(aten.slice_backward.default)
-def _op_slice_backward(func, grad, input_sizes, dim, start, end, step):
-    out, ndim = _grad_into_zeros(grad, input_sizes)
-    aten.slice.Tensor(out, _dims(dim, ndim)[0], start, end, step).copy_(grad._components)
-    return MCTensor(out)
-
-
-@implements(aten.diagonal_backward.default)
-def _op_diagonal_backward(func, grad, input_sizes, offset, dim1, dim2):
-    out, ndim = _grad_into_zeros(grad, input_sizes)
-    out.diagonal(offset, *_dims([dim1, dim2], ndim)).copy_(grad._components.movedim(-1, -2))
-    return MCTensor(out)
-
-
-@implements(aten.index_add.default, aten.index_add_.default)
-def _op_index_add(func, a, dim, index, source, *, alpha=1):
-    """``a.index_add(dim, index, source)``: the backward of ``index_select`` (MC adds)."""
-    ref, nc = _first_mc(a, source), _nc_of(a, source)
-    base = arith.pad(_as_components(a, ref, nc), nc)
-    d = _dims(dim, a.dim())[0]
-    vals = _as_components(_scaled(source, alpha), ref, nc)
-    if index.dim() == 0:  # a 0-d index: source lacks the indexed dim
-        index, vals = index.reshape(1), vals.unsqueeze(d)
-    result = _scatter_add_mc(base, [slice(None)] * d + [index], vals)
-    return _inplace_assign(func, a, result, ()) if func is aten.index_add_.default else MCTensor(result)
-
-
-@implements(aten.scatter_add.default, aten.scatter_add_.default)
-def _op_scatter_add(func, a, dim, index, src):
-    """``a.scatter_add(dim, index, src)``: the backward of ``gather`` (MC adds)."""
-    ref, nc = _first_mc(a, src), _nc_of(a, src)
-    base = arith.pad(_as_components(a, ref, nc), nc)
-    d = _dims(dim, a.dim())[0]
-    grids = torch.meshgrid(*[torch.arange(n, device=index.device) for n in index.shape], indexing="ij")
-    indices = [index if k == d else grids[k] for k in range(index.dim())]
-    vals = _as_components(src, ref, nc)[tuple(slice(0, n) for n in index.shape)]
-    result = _scatter_add_mc(base, indices, vals)
-    return _inplace_assign(func, a, result, ()) if func is aten.scatter_add_.default else MCTensor(result)
-
-
-# ------------------------------------------------------------- factories / in-place
-
-
-def _new_filled(ref: MCTensor, size, value, device=None) -> MCTensor:
-    """MCTensor of ``size`` filled with ``value``, a number taken at MC precision like an operand."""
-    v = _as_components(value, ref, ref.nc).to(device or ref.device)
-    return MCTensor(pack(unpack(v.expand(*size, ref.nc))))
-
-
-def _factory_like(value):
-    def impl(func, a, *args, dtype=None, layout=None, device=None, pin_memory=None, memory_format=None, **kw):
-        if dtype is not None and dtype != a.dtype:
-            raise TypeError(f"{func}: dtype={dtype} differs from the MCTensor's component dtype {a.dtype}")
-        fill = args[0] if value is None else value
-        return _new_filled(a, a.shape, fill, device=device)
-
-    return impl
-
-
-implements(aten.zeros_like.default)(_factory_like(0.0))
-implements(aten.ones_like.default)(_factory_like(1.0))
-implements(aten.empty_like.default)(_factory_like(0.0))
-implements(aten.full_like.default)(_factory_like(None))
-
-
-def _factory_new(value):
-    def impl(func, a, size, *args, dtype=None, layout=None, device=None, pin_memory=None, **kw):
-        if dtype is not None and dtype != a.dtype:
-            raise TypeError(f"{func}: dtype={dtype} differs from the MCTensor's component dtype {a.dtype}")
-        fill = args[0] if value is None else value
-        return _new_filled(a, size, fill, device=device)
-
-    return impl
-
-
-implements(aten.new_zeros.default)(_factory_new(0.0))
-implements(aten.new_ones.default)(_factory_new(1.0))
-implements(aten.new_empty.default)(_factory_new(0.0))
-implements(aten.new_full.default)(_factory_new(None))
-
-
-@implements(aten.new_empty_strided.default)
-def _op_new_empty_strided(func, a, size, stride, *, dtype=None, layout=None, device=None, pin_memory=None):
-    return _factory_new(0.0)(func, a, size, dtype=dtype, device=device)
-
-
-def _inplace_assign(func, a: MCTensor, result: torch.Tensor, args) -> MCTensor:
-    """Write ``result`` into ``a``'s components in place (views and optimizer state stay valid)."""
-    if tuple(result.shape[:-1]) != tuple(a.shape):
-        raise RuntimeError(
-            f"{func}: result of shape {tuple(result.shape[:-1])} cannot be written in place into an "
-            f"MCTensor of shape {tuple(a.shape)}"
-        )
-    if result.shape[-1] > a.nc:
-        # The in-place target keeps its nc: round the result to it.
-        result = renormalize(result, a.nc)
-    elif result.shape[-1] < a.nc:
-        result = arith.pad(result, a.nc)
-    a._components.copy_(result)
-    return a
-
-
-def _inplace(out_of_place):
-    def impl(func, a, *args, **kwargs):
-        result = out_of_place(func, a, *args, **kwargs)
-        return _inplace_assign(func, a, result._components, args)
-
-    return impl
-
-
-for _op, _impl in (
-    (aten.add_.Tensor, _op_add),
-    (aten.add_.Scalar, _op_add),
-    (aten.sub_.Tensor, _op_sub),
-    (aten.sub_.Scalar, _op_sub),
-    (aten.mul_.Tensor, _op_mul),
-    (aten.mul_.Scalar, _op_mul),
-    (aten.div_.Tensor, _op_div),
-    (aten.div_.Scalar, _op_div),
-    (aten.neg_.default, _op_neg),
-    (aten.clamp_.default, _op_clamp),
-    (aten.clamp_min_.default, _op_clamp_min),
-    (aten.clamp_max_.default, _op_clamp_max),
-    (aten.sqrt_.default, _op_sqrt),
-    (aten.abs_.default, _op_abs),
-    (aten.relu_.default, _op_relu),
-    (aten.masked_fill_.Scalar, _op_masked_fill),
-    (aten.masked_fill_.Tensor, _op_masked_fill),
-):
-    implements(_op)(_inplace(_impl))
-
-
-@implements(aten.addcmul.default, aten.addcmul_.default)
-def _op_addcmul(func, a, t1, t2, *, value=1):
-    result = _wrap(_add(a, _scaled(_wrap(_mul(t1, t2)) if _any_mc(t1, t2) else t1 * t2, value)))
-    if func is aten.addcmul_.default:
-        return _inplace_assign(func, a, result._components, ())
-    return result
-
-
-@implements(aten.addcdiv.default, aten.addcdiv_.default)
-def _op_addcdiv(func, a, t1, t2, *, value=1):
-    result = _wrap(_add(a, _scaled(_wrap(_div(t1, t2)) if _any_mc(t1, t2) else t1 / t2, value)))
-    if func is aten.addcdiv_.default:
-        return _inplace_assign(func, a, result._components, ())
-    return result
-
-
-@implements(aten.lerp.Scalar, aten.lerp_.Scalar)
-def _op_lerp(func, a, end, weight):
-    # a + weight * (end - a)
-    result = _wrap(_add(a, _wrap(_mul(_wrap(_sub(end, a)), weight))))
-    if func is aten.lerp_.Scalar:
-        return _inplace_assign(func, a, result._components, ())
-    return result
-
-
-def _any_mc(*args) -> bool:
-    return any(isinstance(a, MCTensor) for a in args)
-
-
-@implements(aten.copy_.default)
-def _op_copy_(func, a, src, non_blocking=False):
-    if isinstance(src, MCTensor):
-        if src.dtype != a.dtype:
-            raise TypeError(f"copy_: source component dtype {src.dtype} differs from the target's {a.dtype}")
-        c = src._components.to(a.device)
-    else:
-        c = _components_of_value(src.to(a.device), a.dtype, a.nc)
-    c = c.expand(*a.shape, c.shape[-1])
-    return _inplace_assign(func, a, c, (a, src))
-
-
-@implements(aten.fill_.Scalar, aten.fill_.Tensor)
-def _op_fill_(func, a, value):
-    v = _as_components(value if not isinstance(value, torch.Tensor) or value.dim() == 0 else value, a, a.nc)
-    return _inplace_assign(func, a, v.expand(*a.shape, v.shape[-1]), (a, value))
-
-
-@implements(aten.zero_.default)
-def _op_zero_(func, a):
-    a._components.zero_()
-    return a
-
-
-@implements(aten._to_copy.default)
-def _op_to_copy(func, a, *, dtype=None, layout=None, device=None, pin_memory=None, non_blocking=False, memory_format=None):
-    c = a._components
-    if device is not None:
-        c = c.to(device, non_blocking=non_blocking)
-    if dtype is not None and dtype != a.dtype:
-        float_format(dtype)
-        parts = [_components_of_value(ci, dtype, _parts_needed(a.dtype, dtype)) for ci in unpack(c)]
-        c = renormalize([p for part in parts for p in unpack(part)], a.nc)
-    return MCTensor(pack(unpack(c)))
-
-
-def _parts_needed(src: torch.dtype, dst: torch.dtype) -> int:
-    return max(1, -(-float_format(src).p // float_format(dst).p) + 1)
-
-
-@implements(aten._local_scalar_dense.default)
-def _op_item(func, a):
-    # the nearest double of the exact value (summing the components in float64 can
-    # round twice, e.g. 1 + 2**-53 + 2**-110 -> 1.0)
-    return float(a.to_mpmath().item())
-
-
-@implements(aten.is_same_size.default)
-def _op_is_same_size(func, a, b):
-    return tuple(a.shape) == tuple(b.shape)
-
-
-@implements(aten.is_nonzero.default)
-def _op_is_nonzero(func, a):
-    return bool(a._components[..., 0].item() != 0)
-
-
-@implements(aten.lift_fresh.default)
-def _op_lift_fresh(func, a):
-    return a
-
-
-# ------------------------------------------------- embedding and erf (hypermc.nn, issue 5)
-
-
-@implements(aten.embedding.default)
-def _op_embedding(func, weight, indices, padding_idx=-1, scale_grad_by_freq=False, sparse=False):
-    """Rows of an MC weight: ``weight[indices]`` (exact; a gather of components)."""
-    return MCTensor(pack(unpack(weight._components[indices])))
-
-
-@implements(aten.embedding_dense_backward.default)
-def _op_embedding_dense_backward(func, grad, indices, num_weights, padding_idx, scale_grad_by_freq):
-    """Scatter-add the rows' gradients into MC zeros; duplicates are summed in MC arithmetic.
-
-    ``padding_idx`` rows get no gradient; ``scale_grad_by_freq`` divides each row's
-    gradient by the number of times the row occurs in ``indices`` (an MC division).
-    """
-    g = grad._components if isinstance(grad, MCTensor) else grad.unsqueeze(-1)
-    nc, dim = g.shape[-1], g.shape[-2]
-    idx = indices.reshape(-1)
-    vals = g.reshape(-1, dim, nc)
-    if scale_grad_by_freq:
-        counts = torch.bincount(idx, minlength=num_weights).to(torch.float64)[idx]
-        vals = arith.div(vals, arith.from_engine(counts, g.dtype, nc).unsqueeze(-2))
-    if padding_idx is not None and padding_idx >= 0:
-        keep = idx != padding_idx
-        idx, vals = idx[keep], vals[keep]
-    base = g.new_zeros((num_weights, dim, nc))
-    return MCTensor(pack(unpack(_scatter_add_mc(base, [idx], vals))))
-
-
-# erf has no MC kernel: it is evaluated once in float64 and split, the wide-engine path of
-# ``arith``, where float64 holds the nc*p-bit value plus guard bits for erf's own error
-# (float64 erf is within a few ulps).
-_ERF_ENGINE = torch.float64
-_ERF_GUARD_BITS = 4
-
-
-@implements(aten.erf.default)
-def _op_erf(func, a):
-    c = a._components
-    if a.nc == 1:
-        return MCTensor(torch.erf(c[..., 0]).unsqueeze(-1))
-    if a.nc * float_format(a.dtype).p + _ERF_GUARD_BITS > float_format(_ERF_ENGINE).p:
-        raise NotImplementedError(
-            f"MCTensor erf is evaluated in float64 and supports at most "
-            f"{(float_format(_ERF_ENGINE).p - _ERF_GUARD_BITS) // float_format(a.dtype).p} components of "
-            f"{a.dtype}; got nc={a.nc} (for GELU use approximate='tanh')"
-        )
-    z = torch.erf(arith.to_engine(c, _ERF_ENGINE))
-    return MCTensor(arith.from_engine(z, a.dtype, a.nc))

@@ -15,11 +15,11 @@ kernels that MCTensor does not implement; use the forms below.
 from __future__ import annotations
 
 import math
-import numbers
 
 import torch
 import torch.nn.functional as F
 
+from .._checks import check_choice, check_instance, check_int, check_nc
 from ..mcf import MCTensor, mc
 
 __all__ = [
@@ -94,6 +94,10 @@ def as_mc(x: torch.Tensor, nc: int = 1) -> MCTensor:
     MCTensor input is returned unchanged. The backward hands a plain input the nearest
     plain value of its (MC) gradient.
 
+    Raises:
+        TypeError: ``x`` is not a floating Tensor, or ``nc`` not an int.
+        ValueError: ``nc < 1``.
+
     Example:
         >>> x = torch.tensor([1.0, 2.0], dtype=torch.float64, requires_grad=True)
         >>> m = as_mc(x, nc=2)
@@ -105,11 +109,10 @@ def as_mc(x: torch.Tensor, nc: int = 1) -> MCTensor:
     """
     if isinstance(x, MCTensor):
         return x
-    if not isinstance(x, torch.Tensor):
-        raise TypeError(f"expected a Tensor or MCTensor; got {type(x).__name__}")
+    check_instance("as_mc", "x", x, torch.Tensor, "a Tensor or MCTensor")
     if not x.is_floating_point():
-        raise TypeError(f"expected a floating-point tensor; got dtype {x.dtype}")
-    return _AsMC.apply(x, nc)
+        raise TypeError(f"as_mc: x must be a floating-point tensor; got dtype {x.dtype}")
+    return _AsMC.apply(x, check_nc("as_mc", nc))
 
 
 def _mc_operand(x: torch.Tensor) -> MCTensor:
@@ -118,8 +121,7 @@ def _mc_operand(x: torch.Tensor) -> MCTensor:
 
 def _check_input(name: str, x: object, ref: torch.Tensor, what: str) -> None:
     """TypeError unless ``x`` is a floating Tensor of the dtype of ``ref`` (a parameter)."""
-    if not isinstance(x, torch.Tensor):
-        raise TypeError(f"{name}: input must be a Tensor or MCTensor; got {type(x).__name__}")
+    check_instance(name, "input", x, torch.Tensor, "a Tensor or MCTensor")
     if x.dtype != ref.dtype:
         raise TypeError(
             f"{name}: input has dtype {x.dtype} but the {what} has component dtype {ref.dtype}; "
@@ -236,8 +238,7 @@ def gelu(input: torch.Tensor, approximate: str = "none") -> MCTensor:
         >>> gelu(hm.mc([0.0, 1.0], nc=2, dtype=torch.float64), approximate="tanh").approx()
         tensor([0.0000, 0.8412], dtype=torch.float64)
     """
-    if approximate not in ("none", "tanh"):
-        raise ValueError(f"gelu: approximate must be 'none' or 'tanh'; got {approximate!r}")
+    check_choice("gelu", "approximate", approximate, ("none", "tanh"))
     x = _mc_operand(input)
     if approximate == "tanh":
         inner = (x + x * x * x * _GELU_TANH_COEFF) * _SQRT_2_OVER_PI
@@ -255,11 +256,10 @@ def _shift(x: MCTensor, dim: int) -> torch.Tensor:
 
 
 def _check_dim(name: str, dim: object, ndim: int) -> int:
-    if isinstance(dim, bool) or not isinstance(dim, numbers.Integral):
-        raise TypeError(f"{name}: dim must be an int; got {type(dim).__name__} {dim!r}")
+    dim = check_int(name, "dim", dim, minimum=None)
     if not -max(ndim, 1) <= dim < max(ndim, 1):
         raise IndexError(f"{name}: dim {dim} out of range for a {ndim}-d input")
-    return int(dim)
+    return dim
 
 
 def softmax(input: torch.Tensor, dim: int) -> MCTensor:
@@ -300,8 +300,7 @@ def _reduce(loss: MCTensor, reduction: str) -> MCTensor:
 
 
 def _check_loss_args(name: str, input: torch.Tensor, target: torch.Tensor, reduction: str) -> None:
-    if reduction not in _REDUCTIONS:
-        raise ValueError(f"{name}: reduction must be one of {_REDUCTIONS}; got {reduction!r}")
+    check_choice(name, "reduction", reduction, _REDUCTIONS)
     if tuple(input.shape) != tuple(target.shape):
         raise ValueError(
             f"{name}: target shape {tuple(target.shape)} differs from input shape {tuple(input.shape)}"
@@ -395,8 +394,7 @@ def cross_entropy(input: torch.Tensor, target: torch.Tensor, reduction: str = "m
         >>> cross_entropy(logits, torch.tensor([0, 1]), reduction="none").approx()  # log 2, log(1 + e^-100)
         tensor([6.9315e-01, 3.7201e-44], dtype=torch.float64)
     """
-    if reduction not in _REDUCTIONS:
-        raise ValueError(f"cross_entropy: reduction must be one of {_REDUCTIONS}; got {reduction!r}")
+    check_choice("cross_entropy", "reduction", reduction, _REDUCTIONS)
     if target.is_floating_point():
         raise TypeError(f"cross_entropy: target must hold class indices (int64); got dtype {target.dtype}")
     if input.dim() != 2 or target.dim() != 1 or target.shape[0] != input.shape[0]:

@@ -14,28 +14,17 @@ import math
 import torch
 from torch import nn
 
+from .._checks import check_choice, check_dtype, check_int, check_nc
 from ..mcf import MCTensor, mc
 from . import functional as MF
 
 __all__ = ["MCLinear", "MCEmbedding", "MCSequential", "MCReLU", "MCGELU", "MCSoftmax", "MCToTensor"]
 
 
-def _check_config(name: str, nc: object, dtype: torch.dtype | None) -> torch.dtype:
-    """Validate ``nc`` and ``dtype`` once, at construction; return the dtype to use."""
-    if isinstance(nc, bool) or not isinstance(nc, int):
-        raise TypeError(f"{name}: nc must be an int >= 1; got {type(nc).__name__} {nc!r}")
-    if nc < 1:
-        raise ValueError(f"{name}: nc must be >= 1; got {nc}")
-    dtype = torch.get_default_dtype() if dtype is None else dtype
-    if dtype not in (torch.float16, torch.bfloat16, torch.float32, torch.float64):
-        raise TypeError(f"{name}: dtype must be float16, bfloat16, float32 or float64; got {dtype}")
-    return dtype
-
-
-def _check_size(name: str, arg: str, value: object) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise ValueError(f"{name}: {arg} must be a non-negative int; got {value!r}")
-    return value
+def _check_config(name: str, nc: object, dtype: torch.dtype | None) -> tuple[int, torch.dtype]:
+    """Validate ``nc`` and ``dtype`` once, at construction; return them (dtype defaulted)."""
+    nc = check_nc(name, nc)
+    return nc, check_dtype(name, torch.get_default_dtype() if dtype is None else dtype)
 
 
 def _mc_parameter(shape: tuple[int, ...], nc: int, dtype: torch.dtype, device) -> nn.Parameter:
@@ -88,9 +77,9 @@ class MCLinear(nn.Module):
         device: torch.device | str | None = None,
     ) -> None:
         super().__init__()
-        self.in_features = _check_size("MCLinear", "in_features", in_features)
-        self.out_features = _check_size("MCLinear", "out_features", out_features)
-        dtype = _check_config("MCLinear", nc, dtype)
+        self.in_features = check_int("MCLinear", "in_features", in_features, minimum=0)
+        self.out_features = check_int("MCLinear", "out_features", out_features, minimum=0)
+        nc, dtype = _check_config("MCLinear", nc, dtype)
         self.nc = nc
         self.weight = _mc_parameter((out_features, in_features), nc, dtype, device)
         if bias:
@@ -175,11 +164,11 @@ class MCEmbedding(nn.Module):
         device: torch.device | str | None = None,
     ) -> None:
         super().__init__()
-        self.num_embeddings = _check_size("MCEmbedding", "num_embeddings", num_embeddings)
-        self.embedding_dim = _check_size("MCEmbedding", "embedding_dim", embedding_dim)
+        self.num_embeddings = check_int("MCEmbedding", "num_embeddings", num_embeddings, minimum=0)
+        self.embedding_dim = check_int("MCEmbedding", "embedding_dim", embedding_dim, minimum=0)
         if dtype is None and _weight is not None and _weight.is_floating_point():
             dtype = _weight.dtype
-        dtype = _check_config("MCEmbedding", nc, dtype)
+        nc, dtype = _check_config("MCEmbedding", nc, dtype)
         if max_norm is not None:
             raise ValueError("MCEmbedding: max_norm is not supported; renormalise the rows explicitly if needed")
         if sparse:
@@ -302,9 +291,7 @@ class MCGELU(nn.Module):
 
     def __init__(self, approximate: str = "none") -> None:
         super().__init__()
-        if approximate not in ("none", "tanh"):
-            raise ValueError(f"MCGELU: approximate must be 'none' or 'tanh'; got {approximate!r}")
-        self.approximate = approximate
+        self.approximate = check_choice("MCGELU", "approximate", approximate, ("none", "tanh"))
 
     def forward(self, input: torch.Tensor) -> MCTensor:
         return MF.gelu(input, approximate=self.approximate)
@@ -325,9 +312,7 @@ class MCSoftmax(nn.Module):
 
     def __init__(self, dim: int) -> None:
         super().__init__()
-        if isinstance(dim, bool) or not isinstance(dim, int):
-            raise TypeError(f"MCSoftmax: dim must be an int; got {type(dim).__name__} {dim!r}")
-        self.dim = dim
+        self.dim = check_int("MCSoftmax", "dim", dim, minimum=None)
 
     def forward(self, input: torch.Tensor) -> MCTensor:
         return MF.softmax(input, self.dim)

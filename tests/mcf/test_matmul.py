@@ -523,11 +523,13 @@ def test_validation_messages(gen):
         mcmm.matmul(a, random_mc((5, 2), 1, torch.float32, gen))
     with pytest.raises(ValueError, match="at least one logical dim"):
         mcmm.matmul(torch.ones(2), b)
-    with pytest.raises(ValueError, match="nc must be a positive int"):
+    with pytest.raises(ValueError, match=r"^matmul: nc must be an int >= 1; got 0$"):
         mcmm.matmul(a, b, 0)
+    with pytest.raises(TypeError, match=r"^matmul: nc must be an int >= 1; got float 2\.0$"):
+        mcmm.matmul(a, b, 2.0)
     with pytest.raises(ValueError, match="batch shapes"):
         mcmm.matmul(torch.ones(2, 3, 4, 1), torch.ones(3, 4, 2, 1))
-    with pytest.raises(TypeError, match="engine must be"):
+    with pytest.raises(TypeError, match=r"^matmul: engine must be one of float64, float32; got torch\.float16$"):
         mcmm.matmul(a, b, engine=torch.float16)
     with pytest.raises(TypeError, match="component dtype must be"):
         mcmm.matmul(a.to(torch.int32), b.to(torch.int32))

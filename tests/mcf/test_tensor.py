@@ -1071,19 +1071,21 @@ def test_python_scalars_integer_tensors_and_unrelated_types():
 
 @pytest.mark.parametrize("nc", [0, -1])
 def test_nc_below_one_raises_value_error(nc):
-    with pytest.raises(ValueError, match=rf"nc must be >= 1; got {nc}"):
+    with pytest.raises(ValueError, match=rf"^mc: nc must be an int >= 1; got {nc}$"):
         hm.mc(1.0, nc=nc)
-    with pytest.raises(ValueError, match=rf"nc must be >= 1; got {nc}"):
+    with pytest.raises(ValueError, match=rf"^from_mpmath: nc must be an int >= 1; got {nc}$"):
         hm.from_mpmath(["0.1"], nc=nc)
-    with pytest.raises(ValueError, match=rf"nc must be >= 1; got {nc}"):
+    with pytest.raises(ValueError, match=rf"^mc: nc must be an int >= 1; got {nc}$"):
         hm.mc(mcv([1.0], 2, f64), nc=nc)
 
 
 def test_nc_of_wrong_type_raises_type_error():
-    with pytest.raises(TypeError, match=r"nc must be an int >= 1; got float 2\.0"):
+    with pytest.raises(TypeError, match=r"^mc: nc must be an int >= 1; got float 2\.0$"):
         hm.mc(1.0, nc=2.0)
-    with pytest.raises(TypeError, match=r"nc must be an int >= 1; got bool"):
+    with pytest.raises(TypeError, match=r"^mc: nc must be an int >= 1; got bool True$"):
         hm.mc(1.0, nc=True)
+    with pytest.raises(TypeError, match=r"^from_mpmath: nc must be an int >= 1; got str '2'$"):
+        hm.from_mpmath(["0.1"], nc="2")
 
 
 def test_bad_components_tensors_raise():

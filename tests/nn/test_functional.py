@@ -118,8 +118,10 @@ def test_to_tensor_and_as_mc_are_differentiable(rng):
 
 def test_loss_argument_errors():
     x = _mc(torch.zeros(3))
-    with pytest.raises(ValueError, match="reduction must be one of"):
+    with pytest.raises(ValueError, match=r"^mse_loss: reduction must be one of 'none', 'mean', 'sum'; got 'avg'$"):
         MF.mse_loss(x, torch.zeros(3), reduction="avg")
+    with pytest.raises(ValueError, match=r"^cross_entropy: reduction must be one of 'none', 'mean', 'sum'; got 'avg'$"):
+        MF.cross_entropy(_mc(torch.zeros(3, 2)), torch.zeros(3, dtype=torch.int64), reduction="avg")
     with pytest.raises(ValueError, match=r"target shape \(4,\) differs from input shape \(3,\)"):
         MF.mse_loss(x, torch.zeros(4))
     with pytest.raises(TypeError, match="target dtype torch.float64 differs from input dtype torch.float32"):
@@ -128,7 +130,13 @@ def test_loss_argument_errors():
         MF.cross_entropy(_mc(torch.zeros(3, 2)), torch.zeros(3))
     with pytest.raises(ValueError, match=r"expected input \(N, C\) and target \(N,\)"):
         MF.cross_entropy(_mc(torch.zeros(3, 2)), torch.zeros(2, dtype=torch.int64))
-    with pytest.raises(TypeError, match="dim must be an int"):
+    with pytest.raises(TypeError, match=r"^softmax: dim must be an int; got NoneType None$"):
         MF.softmax(x, dim=None)
-    with pytest.raises(TypeError, match="floating-point"):
+    with pytest.raises(TypeError, match=r"^as_mc: x must be a floating-point tensor; got dtype torch\.int64$"):
         MF.as_mc(torch.zeros(3, dtype=torch.int64))
+    with pytest.raises(TypeError, match=r"^as_mc: x must be a Tensor or MCTensor; got list$"):
+        MF.as_mc([1.0])
+    with pytest.raises(ValueError, match=r"^as_mc: nc must be an int >= 1; got 0$"):
+        MF.as_mc(torch.zeros(3), nc=0)
+    with pytest.raises(ValueError, match=r"^gelu: approximate must be one of 'none', 'tanh'; got 'fast'$"):
+        MF.gelu(x, approximate="fast")

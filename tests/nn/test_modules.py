@@ -124,11 +124,12 @@ def test_linear_state_dict_roundtrip():
 @pytest.mark.parametrize(
     "kwargs, error, match",
     [
-        (dict(nc=0), ValueError, "nc must be >= 1; got 0"),
-        (dict(nc=-2), ValueError, "nc must be >= 1"),
-        (dict(nc=1.5), TypeError, "nc must be an int"),
-        (dict(nc=True), TypeError, "nc must be an int"),
-        (dict(dtype=torch.int32), TypeError, "dtype must be float16, bfloat16, float32 or float64"),
+        (dict(nc=0), ValueError, r"^MCLinear: nc must be an int >= 1; got 0$"),
+        (dict(nc=-2), ValueError, r"^MCLinear: nc must be an int >= 1; got -2$"),
+        (dict(nc=1.5), TypeError, r"^MCLinear: nc must be an int >= 1; got float 1\.5$"),
+        (dict(nc=True), TypeError, r"^MCLinear: nc must be an int >= 1; got bool True$"),
+        (dict(dtype=torch.int32), TypeError, r"^MCLinear: dtype must be one of float16, bfloat16, float32, float64; got torch\.int32$"),
+        (dict(dtype="float32"), TypeError, r"^MCLinear: dtype must be a torch\.dtype"),
     ],
 )
 def test_linear_bad_config(kwargs, error, match):
@@ -137,8 +138,12 @@ def test_linear_bad_config(kwargs, error, match):
 
 
 def test_linear_bad_sizes():
-    with pytest.raises(ValueError, match="in_features must be a non-negative int"):
+    with pytest.raises(ValueError, match=r"^MCLinear: in_features must be an int >= 0; got -1$"):
         MCLinear(-1, 2)
+    with pytest.raises(TypeError, match=r"^MCLinear: out_features must be an int >= 0; got float 2\.0$"):
+        MCLinear(3, 2.0)
+    with pytest.raises(ValueError, match=r"^MCEmbedding: embedding_dim must be an int >= 0; got -2$"):
+        MCEmbedding(4, -2)
 
 
 def test_linear_input_dtype_mismatch():
@@ -199,7 +204,7 @@ def test_embedding_bad_arguments():
         MCEmbedding(4, 2, sparse=True)
     with pytest.raises(ValueError, match="padding_idx must be within"):
         MCEmbedding(4, 2, padding_idx=4)
-    with pytest.raises(ValueError, match="nc must be >= 1"):
+    with pytest.raises(ValueError, match=r"^MCEmbedding: nc must be an int >= 1; got 0$"):
         MCEmbedding(4, 2, nc=0)
     emb = MCEmbedding(4, 2, nc=2, dtype=f32)
     with pytest.raises(TypeError, match="integer"):
@@ -255,9 +260,9 @@ def test_gelu_erf_needs_engine():
     with pytest.raises(NotImplementedError, match="approximate='tanh'"):
         MCGELU()(x)
     MCGELU("tanh")(x)  # any nc
-    with pytest.raises(ValueError, match="approximate must be 'none' or 'tanh'"):
+    with pytest.raises(ValueError, match=r"^MCGELU: approximate must be one of 'none', 'tanh'; got 'fast'$"):
         MCGELU("fast")
-    with pytest.raises(TypeError, match="dim must be an int"):
+    with pytest.raises(TypeError, match=r"^MCSoftmax: dim must be an int; got NoneType None$"):
         MCSoftmax(None)
 
 
