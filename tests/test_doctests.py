@@ -30,12 +30,7 @@ MODULES = sorted(info.name for info in pkgutil.walk_packages(hypermc.__path__, "
 
 # Modules whose ``>>>`` examples are not run yet, with the reason. The lead empties this
 # set after merging the branches that rewrite these modules.
-_FIX_AFTER_MERGE = "its examples use names they never import (or print nothing where a value is shown); fixed after the merge"
-PENDING_DOCTESTS: dict[str, str] = {
-    "hypermc.manifolds.halfspace": _FIX_AFTER_MERGE,
-    "hypermc.manifolds.parameter": _FIX_AFTER_MERGE,
-    "hypermc.nn.hyperbolic": _FIX_AFTER_MERGE,
-}
+PENDING_DOCTESTS: dict[str, str] = {}
 
 # Modules whose public names are not yet required to show an example, with the reason.
 # The lead empties this set after merging the branches that edit these modules.
@@ -47,20 +42,6 @@ PENDING_EXAMPLES: dict[str, str] = {
     "hypermc.mcf.native": _OTHER_BRANCH,
     "hypermc.mcf.native_source": _OTHER_BRANCH,
     "hypermc.mcf.compile": _OTHER_BRANCH,
-    "hypermc.manifolds.ball": _OTHER_BRANCH,
-    "hypermc.manifolds.base": _OTHER_BRANCH,
-    "hypermc.manifolds.convert": _OTHER_BRANCH,
-    "hypermc.manifolds.euclidean": _OTHER_BRANCH,
-    "hypermc.manifolds.halfspace": _OTHER_BRANCH,
-    "hypermc.manifolds.lorentz": _OTHER_BRANCH,
-    "hypermc.manifolds.parameter": _OTHER_BRANCH,
-    "hypermc.manifolds.math.ball": _OTHER_BRANCH,
-    "hypermc.manifolds.math.common": _OTHER_BRANCH,
-    "hypermc.manifolds.math.halfspace": _OTHER_BRANCH,
-    "hypermc.manifolds.math.lorentz": _OTHER_BRANCH,
-    "hypermc.embed.distance": _OTHER_BRANCH,
-    "hypermc.nn.modules": _OTHER_BRANCH,
-    "hypermc.nn.hyperbolic": _OTHER_BRANCH,
 }
 
 _FLAGS = doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE

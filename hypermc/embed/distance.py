@@ -40,6 +40,12 @@ def batch_distance(
 
     Raises:
         TypeError: ``manifold`` is not a :class:`~hypermc.manifolds.base.Manifold`.
+
+    Example:
+        >>> table = hm.mc([[0.0, 1.0], [0.0, 2.0], [1.0, 1.0]], nc=2, dtype=torch.float64)
+        >>> d = batch_distance(PoincareHalfspace(), components_of(table), torch.tensor([0, 0]), torch.tensor([1, 2]))
+        >>> [round(v, 6) for v in d.tolist()]  # ln 2, 2 asinh(1/2)
+        [0.693147, 0.962424]
     """
     check_instance("batch_distance", "manifold", manifold, Manifold, "a hypermc manifold (e.g. PoincareBall())")
     return manifold.dist_batch(rows, ia, ib, leaf=leaf, cache=cache)

@@ -38,6 +38,28 @@ class PoincareBall(Manifold):
     rounded result could land on or outside the boundary) the point is pulled back to
     the radius where ``1 - c|x|^2 = 2^EDGE_MARGIN_BITS u^nc`` (float64: r ~ 32, 69, 106
     for nc = 1, 2, 3).
+
+    Example:
+        Two points at hyperbolic radius 40, ``1e-21`` apart: float64 rounds both to the
+        boundary point ``(1, 0)``; with ``nc = 2`` their distance
+        ``2 asinh(|x - y| / sqrt(D_x D_y)) = 2 asinh(0.05)`` is resolved:
+
+        >>> M = PoincareBall()
+        >>> x = hm.mc([1.0, 0.0], nc=2, dtype=torch.float64) - hm.mc([1e-20, 0.0], nc=2, dtype=torch.float64)
+        >>> y = x + hm.mc([0.0, 1e-21], nc=2, dtype=torch.float64)
+        >>> round(float(M.dist0(x)), 6), round(float(M.dist(x, y)), 6)
+        (46.744849, 0.099958)
+        >>> M.check_point(y.approx())
+        (False, 'norm >= 1/sqrt(c) = 1 (outside the ball) (1 of 1 points; first at index ())')
+
+        The Möbius operations (``0.5 ⊕ 0.5 = 0.8``, ``2 ⊗ 0.5 = 0.8``) and the maps:
+
+        >>> a = torch.tensor([0.5, 0.0], dtype=torch.float64)
+        >>> M.mobius_add(a, a), M.mobius_scalar_mul(2.0, a)
+        (tensor([0.8000, 0.0000], dtype=torch.float64), tensor([0.8000, 0.0000], dtype=torch.float64))
+        >>> u = M.logmap(a, y)
+        >>> abs(float(M.norm(a, u) - M.dist(a, y))) < 1e-9, round(float(M.dist(M.expmap(a, u), y)), 6)
+        (True, 0.0)
     """
 
     name = "ball"

@@ -100,6 +100,14 @@ def curvature_to_c(curvature: float | torch.Tensor, where: str = "curvature_to_c
     Raises:
         TypeError: not a real number or a 0-d plain tensor; a tensor that requires grad.
         ValueError: not finite or not negative.
+
+    Example:
+        >>> curvature_to_c(-4.0), curvature_to_c(torch.tensor(-0.5))
+        (4.0, 0.5)
+        >>> curvature_to_c(1.0, "PoincareBall")
+        Traceback (most recent call last):
+            ...
+        ValueError: PoincareBall: curvature must be a finite number < 0.0; got 1.0. Use Euclidean() for K = 0; ...
     """
     if isinstance(curvature, torch.Tensor):
         if curvature.numel() != 1 or isinstance(curvature, MCTensor):
@@ -127,6 +135,33 @@ class Manifold(abc.ABC):
     of the module docstring. ``origin``, ``random``, ``check_point`` and ``dist_batch``
     come from here; a model may override them (``_check_values`` adds its membership
     conditions to ``check_point``; ``dist_batch`` has a generic fallback).
+
+    Example:
+        Every model answers the same calls; a point at hyperbolic radius 40 needs MC
+        coordinates in the ball (in float64 ``|x| = 1 - 8.5e-18`` rounds to 1):
+
+        >>> from hypermc.manifolds import PoincareBall, PoincareHalfspace
+        >>> M = PoincareBall()
+        >>> isinstance(M, Manifold), M, M.c
+        (True, PoincareBall(curvature=-1), 1.0)
+        >>> x = M.expmap0(hm.mc([20.0, 0.0], nc=2, dtype=torch.float64))  # lambda_0 = 2: radius 40
+        >>> round(float(M.dist0(x)), 9), M.check_point(x)
+        (40.0, (True, None))
+        >>> M.check_point(x.approx())[0]
+        False
+        >>> M.dist0(x.approx(), check=False)
+        tensor(inf, dtype=torch.float64)
+        >>> o = M.origin(2, nc=2, dtype=torch.float64)
+        >>> y = M.expmap(o, M.logmap(o, x))  # expmap(x, logmap(x, y)) = y
+        >>> round(float(M.dist(x, y)), 6)
+        0.0
+        >>> x, y = torch.tensor([0.0, 1.0]), torch.tensor([0.0, 4.0])  # same points, d_K = d_{-1} / sqrt(c)
+        >>> [round(float(H.dist(x, y)), 6) for H in (PoincareHalfspace(), PoincareHalfspace(curvature=-4.0))]
+        [1.386294, 0.693147]
+        >>> Manifold()
+        Traceback (most recent call last):
+            ...
+        TypeError: Can't instantiate abstract class Manifold ...
     """
 
     name: str = "manifold"
@@ -343,6 +378,11 @@ class Manifold(abc.ABC):
         Returns:
             ``(True, None)`` or ``(False, reason)``; the reason names the violated
             condition, how many points violate it and the first index.
+
+        Example:
+            >>> from hypermc.manifolds import PoincareHalfspace
+            >>> PoincareHalfspace().check_point(torch.tensor([[0.0, 1.0], [2.0, -1.0]]))
+            (False, 'height x_n <= 0 (outside the halfspace) (1 of 2 points; first at index (1,))')
         """
         self._check("check_point", x=x)
         atol = check_real(f"{type(self).__name__}.check_point", "atol", atol, minimum=0.0, allow_none=True)
@@ -384,6 +424,14 @@ class Manifold(abc.ABC):
 
         Returns:
             Plain tensor of the broadcast shape of ``ia`` and ``ib``, component dtype.
+
+        Example:
+            >>> from hypermc.manifolds import PoincareHalfspace
+            >>> from hypermc.manifolds.math.batch import components_of
+            >>> table = hm.mc([[0.0, 1.0], [0.0, 2.0], [1.0, 1.0]], nc=2, dtype=torch.float64)
+            >>> d = PoincareHalfspace().dist_batch(components_of(table), torch.tensor([0, 0]), torch.tensor([1, 2]))
+            >>> [round(v, 6) for v in d.tolist()]  # ln 2, 2 asinh(1/2)
+            [0.693147, 0.962424]
         """
         self._check_batch(rows, ia, ib, leaf, cache)
         return batch.generic(lambda x, y: self.dist(x, y, check=False), rows, ia, ib, leaf=leaf)

@@ -78,6 +78,21 @@ def halfspace_to_ball(x: torch.Tensor, *, curvature: float | torch.Tensor = -1.0
     r"""Halfspace point ``(*, n)`` -> ball point ``(*, n)`` (an isometry).
 
     .. math:: b = \frac{(2\bar x,\ |x|^2 - 1)}{\sqrt c\,(|\bar x|^2 + (x_n + 1)^2)}
+
+    Example:
+        >>> halfspace_to_ball(torch.tensor([0.0, 1.0]))  # the origins correspond
+        tensor([0., 0.])
+
+        A point at height ``1e-20`` (hyperbolic radius ``20 ln 10``) lies ``2e-20`` inside
+        the ball's boundary: float64 rounds it onto the boundary, ``nc = 2`` keeps it.
+
+        >>> from hypermc.manifolds import PoincareBall, PoincareHalfspace
+        >>> x = hm.mc([0.0, 1e-20], nc=2, dtype=torch.float64)
+        >>> b = halfspace_to_ball(x)
+        >>> round(float(PoincareHalfspace().dist0(x)), 6), round(float(PoincareBall().dist0(b)), 6)
+        (46.051702, 46.051702)
+        >>> halfspace_to_ball(x.approx())
+        tensor([ 0., -1.], dtype=torch.float64)
     """
     _check(x, "halfspace_to_ball")
     c = curvature_to_c(curvature, "halfspace_to_ball")
@@ -88,6 +103,20 @@ def ball_to_halfspace(b: torch.Tensor, *, curvature: float | torch.Tensor = -1.0
     r"""Ball point ``(*, n)`` -> halfspace point ``(*, n)`` (an isometry).
 
     .. math:: x = \frac{(2\sqrt c\,\bar b,\ 1 - c|b|^2)}{c|\bar b|^2 + (1 - \sqrt c\, b_n)^2}
+
+    Example:
+        >>> ball_to_halfspace(torch.zeros(2, dtype=torch.float64))
+        tensor([0., 1.], dtype=torch.float64)
+        >>> ball_to_halfspace(torch.tensor([0.0, -0.25], dtype=torch.float64), curvature=-4.0)  # radius 1/2
+        tensor([0.0000, 0.3333], dtype=torch.float64)
+
+        The round trip through the ball, for a point ``1e-20`` high:
+
+        >>> from hypermc.manifolds import PoincareHalfspace
+        >>> x = hm.mc([0.5, 1e-20], nc=2, dtype=torch.float64)
+        >>> y = ball_to_halfspace(halfspace_to_ball(x))
+        >>> f"{float(y[-1]):.12e}", round(float(PoincareHalfspace().dist(x, y)), 6)
+        ('1.000000000000e-20', 0.0)
     """
     _check(b, "ball_to_halfspace", arg="b")
     c = curvature_to_c(curvature, "ball_to_halfspace")
@@ -98,6 +127,16 @@ def ball_to_lorentz(b: torch.Tensor, *, curvature: float | torch.Tensor = -1.0) 
     r"""Ball point ``(*, n)`` -> hyperboloid point ``(*, n + 1)`` (an isometry).
 
     .. math:: X = \left(\frac{2/D_b - 1}{\sqrt c},\ \frac{2 b}{D_b}\right),\quad D_b = 1 - c|b|^2
+
+    Example:
+        >>> ball_to_lorentz(torch.tensor([0.5, 0.0], dtype=torch.float64))  # D_b = 3/4
+        tensor([1.6667, 1.3333, 0.0000], dtype=torch.float64)
+        >>> from hypermc.manifolds import Lorentz, PoincareBall
+        >>> b = PoincareBall().random(4, 2, nc=2, dtype=torch.float64)
+        >>> d_ball = PoincareBall().dist(b[:2], b[2:])
+        >>> d_lorentz = Lorentz().dist(ball_to_lorentz(b[:2]), ball_to_lorentz(b[2:]))
+        >>> bool(((d_ball - d_lorentz).abs() < 1e-12).all())
+        True
     """
     _check(b, "ball_to_lorentz", arg="b")
     c = curvature_to_c(curvature, "ball_to_lorentz")
@@ -110,6 +149,16 @@ def lorentz_to_ball(x: torch.Tensor, *, curvature: float | torch.Tensor = -1.0) 
     r"""Hyperboloid point ``(*, n + 1)`` -> ball point ``(*, n)`` (an isometry).
 
     .. math:: b = \frac{\bar X}{1 + \sqrt c\,X_0}
+
+    Example:
+        >>> lorentz_to_ball(torch.tensor([5 / 3, 4 / 3, 0.0], dtype=torch.float64))
+        tensor([0.5000, 0.0000], dtype=torch.float64)
+        >>> lorentz_to_ball(torch.tensor([0.5, 0.0]), curvature=-4.0)  # the origin (1/sqrt c, 0)
+        tensor([0.])
+        >>> from hypermc.manifolds import Lorentz, PoincareBall
+        >>> X = Lorentz().expmap0(hm.mc([0.0, 50.0], nc=2, dtype=torch.float64))  # radius 50
+        >>> round(float(PoincareBall().dist0(lorentz_to_ball(X))), 6)
+        50.0
     """
     _check(x, "lorentz_to_ball", 2)
     c = curvature_to_c(curvature, "lorentz_to_ball")
@@ -121,6 +170,17 @@ def halfspace_to_lorentz(x: torch.Tensor, *, curvature: float | torch.Tensor = -
 
     .. math:: X = \frac{1}{\sqrt c}\left(\frac{|x|^2 + 1}{2x_n},\ \frac{\bar x}{x_n},\
               \frac{|x|^2 - 1}{2x_n}\right)
+
+    Example:
+        >>> halfspace_to_lorentz(torch.tensor([0.0, 1.0], dtype=torch.float64))
+        tensor([1., 0., 0.], dtype=torch.float64)
+        >>> from hypermc.manifolds import Lorentz, PoincareHalfspace
+        >>> x = hm.mc([0.0, 1e-6], nc=2, dtype=torch.float64)  # d_{-1} = 6 ln 10 below the origin; K = -4 halves it
+        >>> X = halfspace_to_lorentz(x, curvature=-4.0)
+        >>> Lorentz(curvature=-4.0).check_point(X)
+        (True, None)
+        >>> round(float(Lorentz(curvature=-4.0).dist0(X)), 6), round(float(PoincareHalfspace(curvature=-4.0).dist0(x)), 6)
+        (6.907755, 6.907755)
     """
     _check(x, "halfspace_to_lorentz")
     c = curvature_to_c(curvature, "halfspace_to_lorentz")
@@ -138,6 +198,18 @@ def lorentz_to_halfspace(x: torch.Tensor, *, curvature: float | torch.Tensor = -
 
     with ``X_0 - X_n = (1/c + |X_bar'|^2) / (X_0 + X_n)`` where ``X_n > 0`` (no
     cancellation for points high up in the halfspace).
+
+    Example:
+        >>> lorentz_to_halfspace(torch.tensor([1.0, 0.0, 0.0], dtype=torch.float64))
+        tensor([0., 1.], dtype=torch.float64)
+
+        A point ``1e15`` high, where ``X_0 - X_n`` is the difference of two numbers ``~5e14``
+        that differ by ``1e-15`` (formed with the constraint instead):
+
+        >>> x = hm.mc([3.0, 1e15], nc=2, dtype=torch.float64)
+        >>> y = lorentz_to_halfspace(halfspace_to_lorentz(x))
+        >>> [f"{v:.12e}" for v in y.approx().tolist()]
+        ['3.000000000000e+00', '1.000000000000e+15']
     """
     _check(x, "lorentz_to_halfspace", 2)
     c = curvature_to_c(curvature, "lorentz_to_halfspace")

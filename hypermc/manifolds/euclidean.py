@@ -18,6 +18,18 @@ class Euclidean(Manifold):
     (so the points ``expmap`` and ``retr`` return are their own projections).
 
     The optimizers treat parameters without a manifold as ``Euclidean()``.
+
+    Example:
+        >>> E = Euclidean()
+        >>> E, E.curvature
+        (Euclidean(), 0.0)
+        >>> x = hm.mc([1.0, 0.0], nc=2, dtype=torch.float64)
+        >>> y = E.expmap(x, hm.mc([1e-20, 0.0], nc=2, dtype=torch.float64))  # x + u
+        >>> float(E.dist(x, y)), float(E.dist(x.approx(), y.approx()))  # float64: 1 + 1e-20 == 1
+        (1e-20, 0.0)
+        >>> a, b = torch.tensor([3.0, 4.0]), torch.tensor([1.0, 2.0])
+        >>> E.dist0(a), E.inner(a, a, b), E.logmap(a, b)
+        (tensor(5.), tensor(11.), tensor([-2., -2.]))
     """
 
     name = "euclidean"

@@ -33,7 +33,21 @@ class PoincareHalfspace(Manifold):
         >>> M = PoincareHalfspace()
         >>> x = hm.mc([[1.0, 1e-25]], nc=3, dtype=torch.float64)
         >>> y = x + hm.mc([[1e-30, 0.0]], nc=3, dtype=torch.float64)
-        >>> M.dist(x, y)   # 2 asinh(1e-30 / (2e-25)) ≈ 1e-5
+        >>> d = M.dist(x, y)  # 2 asinh(1e-30 / (2e-25)) = 1e-5 - 4e-17
+        >>> d.shape, f"{float(d):.9e}"
+        (torch.Size([1]), '1.000000000e-05')
+        >>> M.dist(x.approx(), y.approx())  # plain float64: 1 + 1e-30 rounds to 1
+        tensor([0.], dtype=torch.float64)
+
+        Heights like ``e^-300`` are ordinary floats; the maps keep their laws there:
+
+        >>> o = M.origin(2, nc=2, dtype=torch.float64)
+        >>> z = M.expmap0(hm.mc([0.0, -300.0], nc=2, dtype=torch.float64))  # straight down
+        >>> f"{float(z[-1]):.4e}", round(float(M.dist(o, z)), 9)  # height e^-300
+        ('5.1482e-131', 300.0)
+        >>> u = M.logmap(z, o)
+        >>> round(float(M.norm(z, u)), 9), round(float(M.dist(M.expmap(z, u), o)), 9)
+        (300.0, 0.0)
     """
 
     name = "halfspace"

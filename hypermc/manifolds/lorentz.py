@@ -32,6 +32,26 @@ class Lorentz(Manifold):
 
     ``inner`` and ``norm`` are the Minkowski product of tangent vectors; ``expmap`` and
     ``projx`` recompute ``x_0`` from the spatial part.
+
+    Example:
+        A step of length ``1e-3`` at hyperbolic radius 20, where the coordinates are
+        ``~2.4e8``: float64 loses the step in the rounding of the constraint
+        (``<x - y, x - y>_L = 1e-6`` cancels out of ``x_0^2 ~ 6e16``), ``nc = 2`` keeps it:
+
+        >>> M = Lorentz()
+        >>> o = M.origin(3, nc=2, dtype=torch.float64)
+        >>> o.approx()
+        tensor([1., 0., 0.], dtype=torch.float64)
+        >>> x = M.expmap0(hm.mc([0.0, 20.0, 0.0], nc=2, dtype=torch.float64))
+        >>> v = M.transp(o, x, hm.mc([0.0, 1e-3, 0.0], nc=2, dtype=torch.float64))  # radial, norm 1e-3
+        >>> y = M.expmap(x, v)
+        >>> round(float(M.dist0(x)), 9), round(float(M.dist(x, y)), 9), M.check_point(y)
+        (20.0, 0.001, (True, None))
+        >>> M.dist(x.approx(), y.approx())
+        tensor(0., dtype=torch.float64)
+        >>> u = M.logmap(x, y)  # tangent: <x, u>_L = 0 (terms ~6e13 cancel), norm d(x, y)
+        >>> round(float(M.norm(x, u)), 9), abs(float(M.inner(x, x, u))) < 1e-12
+        (0.001, True)
     """
 
     name = "lorentz"

@@ -36,9 +36,18 @@ class ManifoldParameter(nn.Parameter, metaclass=_ManifoldParameterMeta):
         requires_grad: as for ``nn.Parameter``.
 
     Example:
+        >>> from hypermc.manifolds import PoincareBall
         >>> M = PoincareBall()
-        >>> p = hm.ManifoldParameter(M.random(10, 2, nc=2, dtype=torch.float64), manifold=M)
-        >>> opt = hypermc.optim.RiemannianSGD([p], lr=0.1)
+        >>> p = ManifoldParameter(M.random(10, 2, nc=2, dtype=torch.float64), manifold=M)
+        >>> isinstance(p, ManifoldParameter), p.manifold, p.requires_grad, p.nc
+        (True, PoincareBall(curvature=-1), True, 2)
+        >>> from hypermc.optim import RiemannianSGD
+        >>> opt = RiemannianSGD([p], lr=0.1)
+        >>> loss = M.dist0(p).sum()
+        >>> loss.backward()  # an MC gradient
+        >>> opt.step()  # a Riemannian step towards the origin, on the ball
+        >>> float(M.dist0(p.detach()).sum()) < float(loss.detach()), M.check_point(p.detach())
+        (True, (True, None))
     """
 
     def __new__(cls, data=None, manifold: Manifold | None = None, requires_grad: bool = True):
@@ -120,6 +129,13 @@ register_manifold_pickling(manifold_state, _rebuild_mc_parameter)
 
 
 def manifold_of(p: torch.Tensor) -> Manifold | None:
-    """The manifold attached to a parameter, or ``None`` for an ordinary one."""
+    """The manifold attached to a parameter, or ``None`` for an ordinary one.
+
+    Example:
+        >>> from hypermc.manifolds import Lorentz
+        >>> p = ManifoldParameter(Lorentz().origin(3, 4, nc=None), manifold=Lorentz())
+        >>> manifold_of(p), manifold_of(torch.nn.Parameter(torch.zeros(3)))
+        (Lorentz(curvature=-1), None)
+    """
     m = getattr(p, "manifold", None)
     return m if isinstance(m, Manifold) else None

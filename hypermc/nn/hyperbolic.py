@@ -99,7 +99,16 @@ def _check_adj(name: str, adj: object, x: torch.Tensor) -> None:
 
 def origin_like(manifold: Manifold, x: torch.Tensor):
     """The manifold's origin with the dtype, device, ``nc`` and point dimension of ``x``,
-    shaped ``(1, ..., 1, n)`` so it broadcasts against ``x``."""
+    shaped ``(1, ..., 1, n)`` so it broadcasts against ``x``.
+
+    Example:
+        >>> from hypermc.manifolds import Lorentz
+        >>> origin_like(Lorentz(), torch.zeros(5, 3, dtype=torch.float64))
+        tensor([[1., 0., 0.]], dtype=torch.float64)
+        >>> o = origin_like(Lorentz(), hm.mc(torch.zeros(2, 5, 3), nc=2))
+        >>> o.shape, o.nc
+        (torch.Size([1, 1, 3]), 2)
+    """
     size = (1,) * (x.dim() - 1) + (x.shape[-1],)
     nc = x.nc if isinstance(x, MCTensor) else None
     return manifold.origin(*size, nc=nc, dtype=x.dtype, device=x.device)
@@ -111,12 +120,28 @@ def proju0(manifold: Manifold, u: torch.Tensor):
     Ball and Euclidean: ``u`` itself. Lorentz: the time coordinate is removed
     (``u + c <o, u>_L o``; in MC arithmetic it becomes ``~u^nc u_0``, not exactly 0, and
     ``expmap0`` ignores it).
+
+    Example:
+        >>> from hypermc.manifolds import Lorentz, PoincareBall
+        >>> u = torch.tensor([[0.7, 1.0, 2.0]], dtype=torch.float64)
+        >>> proju0(Lorentz(), u), torch.equal(proju0(PoincareBall(), u), u)
+        (tensor([[0., 1., 2.]], dtype=torch.float64), True)
     """
     return manifold.proju(origin_like(manifold, u), u)
 
 
 def transp0(manifold: Manifold, y: torch.Tensor, v: torch.Tensor):
-    """Parallel transport of ``v`` (tangent at the origin) to ``y``: ``transp(o, y, v)``."""
+    """Parallel transport of ``v`` (tangent at the origin) to ``y``: ``transp(o, y, v)``.
+
+    Example:
+        >>> from hypermc.manifolds import PoincareBall
+        >>> M = PoincareBall()
+        >>> y = M.expmap0(torch.tensor([[0.3, -0.2]], dtype=torch.float64))
+        >>> v = torch.tensor([[0.1, 0.0]], dtype=torch.float64)
+        >>> pv = transp0(M, y, v)  # keeps the Riemannian norm: 2 |v| at the origin
+        >>> round(float(M.norm(y, pv)), 9)
+        0.2
+    """
     return manifold.transp(origin_like(manifold, y), y, v)
 
 
@@ -139,6 +164,18 @@ def mobius_matvec(manifold: Manifold, weight: torch.Tensor, x: torch.Tensor):
     Raises:
         TypeError: ``weight`` is not a matrix.
         ValueError: ``x``'s point dimension is not ``weight``'s number of columns.
+
+    Example:
+        >>> from hypermc.manifolds import Lorentz, PoincareBall
+        >>> M = PoincareBall()
+        >>> x = M.random(4, 3, nc=2, dtype=torch.float64)
+        >>> w = torch.randn(2, 3, dtype=torch.float64)
+        >>> y = mobius_matvec(M, w, x)
+        >>> y.shape, bool(torch.allclose(y.approx(), M.mobius_matvec(w, x).approx()))
+        (torch.Size([4, 2]), True)
+        >>> L = Lorentz()
+        >>> L.check_point(mobius_matvec(L, w, L.random(4, 3, nc=2, dtype=torch.float64)))
+        (True, None)
     """
     if not isinstance(weight, torch.Tensor) or weight.dim() != 2:
         raise TypeError(f"mobius_matvec: weight must be a matrix (out, n) Tensor or MCTensor; got "
@@ -157,6 +194,13 @@ def mobius_add(manifold: Manifold, x: torch.Tensor, y: torch.Tensor):
     On the ball this is the gyrovector addition (equal to
     :meth:`~hypermc.manifolds.PoincareBall.mobius_add`; laws ``0 ⊕ y = y``,
     ``x ⊕ 0 = x``); on the hyperboloid it is HGCN's ``mobius_add``.
+
+    Example:
+        >>> from hypermc.manifolds import PoincareBall
+        >>> M = PoincareBall()
+        >>> x, y = torch.tensor([0.5, 0.0], dtype=torch.float64), torch.tensor([0.1, -0.6], dtype=torch.float64)
+        >>> bool(torch.allclose(mobius_add(M, x, y), M.mobius_add(x, y))), mobius_add(M, x, x)
+        (True, tensor([0.8000, 0.0000], dtype=torch.float64))
     """
     return manifold.expmap(x, transp0(manifold, x, manifold.logmap0(y)))
 
@@ -174,6 +218,15 @@ def hyp_linear(manifold: Manifold, x: torch.Tensor, weight: torch.Tensor, bias: 
 
     Returns:
         points ``(*, out)``; an MCTensor if any operand is one.
+
+    Example:
+        >>> from hypermc.manifolds import Lorentz
+        >>> M = Lorentz()
+        >>> x = M.random(5, 4, nc=2, dtype=torch.float64)
+        >>> w, b = torch.randn(3, 4, dtype=torch.float64), torch.tensor([0.0, 0.1, -0.2], dtype=torch.float64)
+        >>> y = hyp_linear(M, x, w, b)
+        >>> type(y).__name__, y.shape, M.check_point(y)
+        ('MCTensor', torch.Size([5, 3]), (True, None))
     """
     h = mobius_matvec(manifold, weight, x)
     if bias is None:
@@ -221,6 +274,19 @@ def hyp_agg(manifold: Manifold, x: torch.Tensor, adj: torch.Tensor, aggr: str = 
         TypeError / ValueError: bad ``adj`` (type, layout, dtype, shape) or ``aggr``;
             ``aggr="mean"`` with a row of ``adj`` summing to 0 (that node's mean is
             undefined: add self-loops).
+
+    Example:
+        >>> from hypermc.manifolds import PoincareBall
+        >>> M = PoincareBall()
+        >>> x = M.random(3, 2, nc=2, dtype=torch.float64)
+        >>> adj = torch.tensor([[1.0, 1.0, 0.0], [1.0, 1.0, 0.0], [0.0, 0.0, 1.0]], dtype=torch.float64)
+        >>> y = hyp_agg(M, x, adj)  # nodes 0 and 1 average to one point; node 2 stays
+        >>> round(float(M.dist(y[0], y[1])), 9), round(float(M.dist(y[2], x[2])), 9)
+        (0.0, 0.0)
+        >>> hyp_agg(M, x, torch.zeros(3, 3, dtype=torch.float64))
+        Traceback (most recent call last):
+            ...
+        ValueError: hyp_agg: aggr='mean' but adj has 3 rows that sum to 0 (first: row 0); ...
     """
     check_choice("hyp_agg", "aggr", aggr, _AGGREGATIONS)
     _check_adj("hyp_agg", adj, x)
@@ -245,6 +311,14 @@ def hyp_act(manifold: Manifold, x: torch.Tensor, act: Callable, manifold_out: Ma
 
     ``act`` must accept the tangent vectors (an MCTensor for MC inputs: ``torch.relu``,
     ``torch.tanh``, :func:`hypermc.nn.functional.gelu` work).
+
+    Example:
+        >>> from hypermc.manifolds import PoincareBall
+        >>> M, M4 = PoincareBall(), PoincareBall(curvature=-4.0)
+        >>> x = M.expmap0(torch.tensor([[0.5, -0.5]], dtype=torch.float64))
+        >>> y = hyp_act(M, x, torch.relu, M4)  # relu((0.5, -0.5)) = (0.5, 0); tanh(2 * 0.5) / 2
+        >>> y, M4.check_point(y)
+        (tensor([[0.3808, 0.0000]], dtype=torch.float64), (True, None))
     """
     out = manifold if manifold_out is None else manifold_out
     return out.expmap0(proju0(out, act(manifold.logmap0(x))))
@@ -293,6 +367,7 @@ class HypLinear(nn.Module):
           parameters are MC.
 
     Example:
+        >>> from hypermc.manifolds import PoincareBall
         >>> M = PoincareBall()
         >>> layer = HypLinear(M, 4, 3, nc=2, dtype=torch.float64)
         >>> x = M.random(5, 4, nc=2, dtype=torch.float64)
@@ -358,6 +433,18 @@ class HypAgg(nn.Module):
         - Input: ``x`` ``(N, n)`` points and ``adj`` ``(N, N)`` plain dense or sparse COO
           Tensor of ``x``'s (component) dtype.
         - Output: ``(N, n)`` points.
+
+    Example:
+        >>> from hypermc.manifolds import Lorentz
+        >>> M = Lorentz()
+        >>> agg = HypAgg(M, aggr="mean")
+        >>> agg
+        HypAgg(Lorentz(curvature=-1), aggr='mean')
+        >>> x = M.random(4, 3, nc=2, dtype=torch.float64)
+        >>> adj = (torch.eye(4, dtype=torch.float64) + torch.eye(4, dtype=torch.float64).roll(1, dims=1)).to_sparse()  # self + next
+        >>> y = agg(x, adj)
+        >>> y.shape, M.check_point(y)
+        (torch.Size([4, 3]), (True, None))
     """
 
     def __init__(self, manifold: Manifold, aggr: str = "mean") -> None:
@@ -383,6 +470,15 @@ class HypAct(nn.Module):
 
     Shape:
         - Input: ``(*, n)`` points; Output: ``(*, n)`` points of ``manifold_out``.
+
+    Example:
+        >>> from hypermc.manifolds import PoincareBall
+        >>> act = HypAct(PoincareBall(), torch.tanh, PoincareBall(curvature=-2.0))
+        >>> act
+        HypAct(PoincareBall(curvature=-1) -> PoincareBall(curvature=-2), act=tanh)
+        >>> y = act(PoincareBall().random(5, 2, nc=2, dtype=torch.float64))
+        >>> y.shape, PoincareBall(curvature=-2.0).check_point(y)
+        (torch.Size([5, 2]), (True, None))
     """
 
     def __init__(self, manifold: Manifold, act: Callable = torch.relu, manifold_out: Manifold | None = None) -> None:
@@ -414,6 +510,7 @@ class HypGraphConv(nn.Module):
         - Output: ``(N, out_features)`` points of ``manifold_out``.
 
     Example:
+        >>> from hypermc.manifolds import Lorentz
         >>> M = Lorentz()
         >>> conv = HypGraphConv(M, 4, 3, nc=2, dtype=torch.float64)
         >>> x = M.random(6, 4, nc=2, dtype=torch.float64)

@@ -265,6 +265,12 @@ class MCReLU(nn.Module):
 
     Shape:
         - Input: :math:`(*)`; Output: :math:`(*)`, an MCTensor.
+
+    Example:
+        >>> x = hm.mc([-1.0, 1.0], nc=2, dtype=torch.float64) / 3
+        >>> y = MCReLU()(x)
+        >>> y.nc, y.approx(), torch.equal(y.components[1], x.components[1])  # 1/3 kept with both components
+        (2, tensor([0.0000, 0.3333], dtype=torch.float64), True)
     """
 
     def __init__(self, inplace: bool = False) -> None:
@@ -287,6 +293,14 @@ class MCGELU(nn.Module):
 
     Shape:
         - Input: :math:`(*)`; Output: :math:`(*)`, an MCTensor.
+
+    Example:
+        >>> t = torch.tensor([-1.0, 0.0, 1.0], dtype=torch.float64)
+        >>> y = MCGELU(approximate="tanh")(hm.mc(t, nc=2))
+        >>> [round(v, 6) for v in y.approx().tolist()]
+        [-0.158808, 0.0, 0.841192]
+        >>> bool(torch.allclose(y.approx(), torch.nn.functional.gelu(t, approximate="tanh")))
+        True
     """
 
     def __init__(self, approximate: str = "none") -> None:
@@ -308,6 +322,13 @@ class MCSoftmax(nn.Module):
 
     Shape:
         - Input: :math:`(*)`; Output: :math:`(*)`, an MCTensor, same shape.
+
+    Example:
+        >>> s = MCSoftmax(dim=-1)(hm.mc([[1.0, 2.0, 3.0]], nc=2, dtype=torch.float64))
+        >>> [round(v, 6) for v in s.approx()[0].tolist()]
+        [0.090031, 0.244728, 0.665241]
+        >>> abs(float(s.sum() - 1)) < 1e-30  # float64's softmax sums to 1 - 2.2e-16 here
+        True
     """
 
     def __init__(self, dim: int) -> None:
@@ -329,6 +350,15 @@ class MCToTensor(nn.Module):
 
     Shape:
         - Input: :math:`(*)`; Output: :math:`(*)`, a plain Tensor of the component dtype.
+
+    Example:
+        >>> net = MCSequential(MCLinear(3, 2, nc=2, dtype=torch.float64), MCToTensor(), torch.nn.Tanh())
+        >>> out = net(torch.randn(4, 3, dtype=torch.float64))
+        >>> type(out) is torch.Tensor, out.shape
+        (True, torch.Size([4, 2]))
+        >>> out.sum().backward()  # gradients reach the MC weight, as MCTensors
+        >>> type(net[0].weight.grad).__name__
+        'MCTensor'
     """
 
     def forward(self, input: torch.Tensor) -> torch.Tensor:

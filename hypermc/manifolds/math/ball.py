@@ -40,7 +40,12 @@ __all__ = [
 
 
 def deficit(x, c: float = 1.0, keepdim: bool = False):
-    r"""``D_x = 1 - c |x|^2`` formed at ``nc + 1`` components (see :func:`common.deficit`)."""
+    r"""``D_x = 1 - c |x|^2`` formed at ``nc + 1`` components (see :func:`common.deficit`).
+
+    Example:
+        >>> deficit(torch.tensor([0.6, 0.0], dtype=torch.float64)), deficit(torch.tensor([0.25, 0.0], dtype=torch.float64), 4.0)
+        (tensor(0.6400, dtype=torch.float64), tensor(0.7500, dtype=torch.float64))
+    """
     return common.deficit(x, c, keepdim=keepdim)
 
 
@@ -69,6 +74,19 @@ def dist(x, y, c: float = 1.0):
     float64 ``nc = 2`` at hyperbolic radius 60 and ``nc = 3`` at radius 100 within
     ``1e-6`` relative of mpmath for the stored points (tested), where plain float64
     returns inf.
+
+    Example:
+        >>> o, x = torch.zeros(2, dtype=torch.float64), torch.tensor([0.5, 0.0], dtype=torch.float64)
+        >>> round(float(dist(o, x)), 6), round(float(dist(o, x / 2, c=4.0)), 6)  # ln 3; c = 4: half as far
+        (1.098612, 0.549306)
+
+        Two points ``1e-20`` inside the boundary and ``1e-21`` apart (radius ~46.7):
+        ``2 asinh(1e-21 / 2e-20) = 2 asinh(0.05)``; float64 rounds both onto the boundary.
+
+        >>> x = hm.mc([1.0, 0.0], nc=2, dtype=torch.float64) - hm.mc([1e-20, 0.0], nc=2, dtype=torch.float64)
+        >>> y = x + hm.mc([0.0, 1e-21], nc=2, dtype=torch.float64)
+        >>> round(float(dist(x, y)), 9), float(dist(x.approx(), y.approx()))
+        (0.09995838, nan)
     """
     dx, dy = deficit(x, c), deficit(y, c)
     s, k = common.scaled_sqnorm(x - y)
@@ -78,7 +96,15 @@ def dist(x, y, c: float = 1.0):
 
 def dist0(x, c: float = 1.0):
     r"""Distance from the origin: ``(2 / sqrt c) asinh(sqrt(c) |x| / sqrt(D_x))``
-    (= ``2 atanh(sqrt(c)|x|) / sqrt(c)`` without forming ``1 - sqrt(c)|x|``)."""
+    (= ``2 atanh(sqrt(c)|x|) / sqrt(c)`` without forming ``1 - sqrt(c)|x|``).
+
+    Example:
+        >>> round(float(dist0(torch.tensor([0.5, 0.0], dtype=torch.float64))), 6)  # 2 atanh(1/2) = ln 3
+        1.098612
+        >>> x = hm.mc([1.0, 0.0], nc=3, dtype=torch.float64) - hm.mc([1e-40, 0.0], nc=3, dtype=torch.float64)
+        >>> round(float(dist0(x)), 6)  # ln(2e40)
+        92.796551
+    """
     s, k = common.scaled_sqnorm(x)
     a = common.ldexp(common.safe_sqrt(_scale_c(s, c) / deficit(x, c)), k)
     return _scale_inv_sqrt_c(2 * torch.asinh(a), c)
@@ -104,6 +130,13 @@ def mobius_add(x, y, c: float = 1.0):
 
     Laws: ``0 ⊕ x = x ⊕ 0 = x``, ``(-x) ⊕ x = 0``, ``(-x) ⊕ (x ⊕ y) = y`` (left
     cancellation), ``|x ⊕ y| < 1/sqrt(c)``.
+
+    Example:
+        >>> x, y = torch.tensor([0.5, 0.0], dtype=torch.float64), torch.tensor([0.1, -0.6], dtype=torch.float64)
+        >>> mobius_add(x, x)  # in one dimension: relativistic velocity addition
+        tensor([0.8000, 0.0000], dtype=torch.float64)
+        >>> bool(torch.allclose(mobius_add(-x, mobius_add(x, y)), y)), mobius_add(-x, x)
+        (True, tensor([0., 0.], dtype=torch.float64))
     """
     return _mobius_add(x, y, deficit(x, c, keepdim=True), deficit(y, c, keepdim=True), c)[0]
 
@@ -118,6 +151,11 @@ def mobius_scalar_mul(r, x, c: float = 1.0):
 
     Args:
         r: scalar (number or tensor broadcastable to ``x.shape[:-1] + (1,)``).
+
+    Example:
+        >>> x = torch.tensor([0.5, 0.0], dtype=torch.float64)
+        >>> mobius_scalar_mul(2.0, x), mobius_scalar_mul(1.0, x)  # 2 ⊗ x = x ⊕ x
+        (tensor([0.8000, 0.0000], dtype=torch.float64), tensor([0.5000, 0.0000], dtype=torch.float64))
     """
     sd = torch.sqrt(deficit(x, c, keepdim=True))
     a = _scale_sqrt_c(common.norm(x, keepdim=True), c) / sd
@@ -137,6 +175,13 @@ def mobius_matvec(m, x, c: float = 1.0):
     Args:
         m: matrix ``(out, n)`` (Tensor or MCTensor); ``Mx`` is ``x @ m^T``.
         x: points ``(*, n)``.
+
+    Example:
+        >>> x = torch.tensor([[0.5, 0.0]], dtype=torch.float64)
+        >>> mobius_matvec(2 * torch.eye(2, dtype=torch.float64), x)  # 2I ⊗ x = 2 ⊗ x
+        tensor([[0.8000, 0.0000]], dtype=torch.float64)
+        >>> mobius_matvec(torch.tensor([[1.0, 0.0], [0.0, 0.0], [0.0, 1.0]], dtype=torch.float64), x)  # 2 -> 3 dims
+        tensor([[0.5000, 0.0000, 0.0000]], dtype=torch.float64)
     """
     mx = torch.matmul(x, m.transpose(-1, -2))
     sd = torch.sqrt(deficit(x, c, keepdim=True))
@@ -158,6 +203,11 @@ def expmap(x, u, c: float = 1.0):
 
     Laws: ``expmap(x, 0) = x``, ``d(x, expmap(x, u)) = norm(x, u)``,
     ``expmap(x, logmap(x, y)) = y``.
+
+    Example:
+        >>> x, u = torch.tensor([0.5, 0.0], dtype=torch.float64), torch.tensor([0.0, 0.3], dtype=torch.float64)
+        >>> round(float(dist(x, expmap(x, u))), 9), round(float(norm(x, u)), 9)  # 2 |u| / D_x
+        (0.8, 0.8)
     """
     dx = deficit(x, c, keepdim=True)
     r = 1 / dx
@@ -170,7 +220,15 @@ def expmap(x, u, c: float = 1.0):
 
 
 def expmap0(u, c: float = 1.0):
-    r"""``expmap(0, u) = tanh(sqrt(c)|u|) u / (sqrt(c)|u|)``."""
+    r"""``expmap(0, u) = tanh(sqrt(c)|u|) u / (sqrt(c)|u|)``.
+
+    Example:
+        >>> expmap0(torch.tensor([1.0, 0.0], dtype=torch.float64))  # tanh(1)
+        tensor([0.7616, 0.0000], dtype=torch.float64)
+        >>> x = expmap0(hm.mc([20.0, 0.0], nc=2, dtype=torch.float64))  # radius 40: 1 - |x| = 8.5e-18
+        >>> f"{float(1 - x[0]):.6e}", x.approx()
+        ('8.496709e-18', tensor([1., 0.], dtype=torch.float64))
+    """
     return u * common.tanhc(_scale_sqrt_c(common.norm(u, keepdim=True), c))
 
 
@@ -195,6 +253,12 @@ def logmap(x, y, c: float = 1.0):
     with ``theta = asinh(sqrt(c)|y - x| / sqrt(D_x D_y)) = sqrt(c) d(x, y) / 2`` (so no
     ``atanh`` of a number near 1). Laws: ``logmap(x, x) = 0``,
     ``norm(x, logmap(x, y)) = d(x, y)``, ``expmap(x, logmap(x, y)) = y``.
+
+    Example:
+        >>> x, y = torch.tensor([0.5, 0.0], dtype=torch.float64), torch.tensor([-0.3, 0.6], dtype=torch.float64)
+        >>> u = logmap(x, y)
+        >>> bool(torch.allclose(expmap(x, u), y)), abs(float(norm(x, u) - dist(x, y))) < 1e-12
+        (True, True)
     """
     _, w, theta, dx, _ = _log_parts(x, y, c)
     return w * (dx * common.x_over_tanh(theta))
@@ -202,7 +266,15 @@ def logmap(x, y, c: float = 1.0):
 
 def logmap0(y, c: float = 1.0):
     r"""``logmap(0, y) = atanh(sqrt(c)|y|) y / (sqrt(c)|y|)`` with ``atanh`` as ``asinh`` of
-    ``sqrt(c)|y| / sqrt(D_y)``."""
+    ``sqrt(c)|y| / sqrt(D_y)``.
+
+    Example:
+        >>> logmap0(torch.tensor([0.5, 0.0], dtype=torch.float64))  # atanh(1/2)
+        tensor([0.5493, 0.0000], dtype=torch.float64)
+        >>> u = hm.mc([20.0, 0.0], nc=2, dtype=torch.float64)
+        >>> round(float(logmap0(expmap0(u))[0]), 9)  # the point at radius 40 round-trips
+        20.0
+    """
     sd = torch.sqrt(deficit(y, c, keepdim=True))
     a = _scale_sqrt_c(common.norm(y, keepdim=True), c) / sd
     return y * (common.asinhc(a) / sd)
@@ -220,6 +292,14 @@ def transp(x, y, v, c: float = 1.0):
 
     Laws: ``inner(y, P u, P v) = inner(x, u, v)``, ``P_{x->y} logmap(x, y) =
     -logmap(y, x)``, ``P_{x->x} = id``.
+
+    Example:
+        >>> x, y = torch.tensor([0.5, 0.0], dtype=torch.float64), torch.tensor([-0.3, 0.6], dtype=torch.float64)
+        >>> v = torch.tensor([0.2, 0.1], dtype=torch.float64)
+        >>> round(float(inner(y, transp(x, y, v), transp(x, y, v))), 9), round(float(inner(x, v, v)), 9)
+        (0.355555556, 0.355555556)
+        >>> bool(torch.allclose(transp(x, y, logmap(x, y)), -logmap(y, x)))
+        True
     """
     dx, dy = deficit(x, c, keepdim=True), deficit(y, c, keepdim=True)
     delta = y - x
@@ -230,18 +310,34 @@ def transp(x, y, v, c: float = 1.0):
 
 
 def inner(x, u, v, c: float = 1.0, keepdim: bool = False):
-    r"""``<u, v>_x = lambda_x^2 <u, v> = 4 <u, v> / D_x^2``."""
+    r"""``<u, v>_x = lambda_x^2 <u, v> = 4 <u, v> / D_x^2``.
+
+    Example:
+        >>> x, u = torch.tensor([0.5, 0.0], dtype=torch.float64), torch.tensor([0.0, 0.3], dtype=torch.float64)
+        >>> inner(x, u, u), inner(x[None], u[None], u[None], keepdim=True)  # 4 * 0.09 / 0.75^2
+        (tensor(0.6400, dtype=torch.float64), tensor([[0.6400]], dtype=torch.float64))
+    """
     dx = deficit(x, c, keepdim=keepdim)
     return 4 * common.dot(u, v, keepdim=keepdim) / (dx * dx)
 
 
 def norm(x, u, c: float = 1.0, keepdim: bool = False):
-    r"""``|u|_x = lambda_x |u| = 2 |u| / D_x``."""
+    r"""``|u|_x = lambda_x |u| = 2 |u| / D_x``.
+
+    Example:
+        >>> norm(torch.tensor([0.5, 0.0], dtype=torch.float64), torch.tensor([0.0, 0.3], dtype=torch.float64))
+        tensor(0.8000, dtype=torch.float64)
+    """
     return 2 * common.norm(u, keepdim=keepdim) / deficit(x, c, keepdim=keepdim)
 
 
 def egrad2rgrad(x, g, c: float = 1.0):
-    r"""Riemannian gradient ``g / lambda_x^2 = g D_x^2 / 4``."""
+    r"""Riemannian gradient ``g / lambda_x^2 = g D_x^2 / 4``.
+
+    Example:
+        >>> egrad2rgrad(torch.tensor([0.5, 0.0], dtype=torch.float64), torch.tensor([1.0, 0.0], dtype=torch.float64))  # 0.75^2 / 4
+        tensor([0.1406, 0.0000], dtype=torch.float64)
+    """
     dx = deficit(x, c, keepdim=True)
     return g * (dx * dx / 4)
 
@@ -255,6 +351,14 @@ def projx(x, c: float = 1.0, margin_bits: int = 8):
     r"""Pull points whose deficit is below half the edge value ``eps = 2^margin_bits u^nc``
     (beyond the MC range, or outside the ball) back to the radius where ``D = eps``;
     others are unchanged, so ``projx`` is idempotent. NaN stays NaN.
+
+    Example:
+        >>> p = projx(torch.tensor([1.0, 0.0], dtype=torch.float64))  # on the boundary: pulled in to D = 2^8 u
+        >>> round(float(deficit(p)) / 2.0**-45, 9), torch.equal(projx(p), p)
+        (1.0, True)
+        >>> x = hm.mc([1.0, 0.0], nc=2, dtype=torch.float64) - hm.mc([1e-20, 0.0], nc=2, dtype=torch.float64)
+        >>> torch.equal(projx(x).components, x.components)  # inside the MC range: unchanged
+        True
     """
     eps = edge_deficit(x, margin_bits)
     dx = deficit(x, c, keepdim=True)

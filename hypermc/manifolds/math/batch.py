@@ -56,7 +56,12 @@ __all__ = ["components_of", "rounded_difference", "halfspace", "ball", "lorentz"
 
 
 def components_of(table: torch.Tensor) -> torch.Tensor:
-    """The components ``(*shape, nc)`` of an MCTensor, or ``t.unsqueeze(-1)`` of a plain one."""
+    """The components ``(*shape, nc)`` of an MCTensor, or ``t.unsqueeze(-1)`` of a plain one.
+
+    Example:
+        >>> components_of(hm.mc([[1.0, 2.0]], nc=3)).shape, components_of(torch.zeros(4, 2)).shape
+        (torch.Size([1, 2, 3]), torch.Size([4, 2, 1]))
+    """
     if isinstance(table, MCTensor):
         return table.components
     return table.unsqueeze(-1)
@@ -72,6 +77,12 @@ def rounded_difference(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
 
     Shape:
         ``a``, ``b`` broadcastable ``(*, nc)``; result ``(*)`` (broadcast).
+
+    Example:
+        >>> a = torch.tensor([[1.0, 1e-20], [3.0, 0.0]], dtype=torch.float64)  # 1 + 1e-20 and 3
+        >>> b = torch.tensor([[1.0, 0.0], [1.0, 0.0]], dtype=torch.float64)
+        >>> rounded_difference(a, b)  # the leading components alone give 0 and 2
+        tensor([1.0000e-20, 2.0000e+00], dtype=torch.float64)
     """
     if a.shape[-1] == 1 and b.shape[-1] == 1:
         return a[..., 0] - b[..., 0]
@@ -108,7 +119,26 @@ def _plain(rows: torch.Tensor, leaf: torch.Tensor | None) -> torch.Tensor:
 
 def halfspace(rows: torch.Tensor, ia: torch.Tensor, ib: torch.Tensor, c: float, *,
               leaf: torch.Tensor | None = None, cache: dict | None = None) -> torch.Tensor:
-    """Half-space distances ``d(rows[ia], rows[ib])`` (arguments: :meth:`Manifold.dist_batch`)."""
+    """Half-space distances ``d(rows[ia], rows[ib])`` (arguments: :meth:`Manifold.dist_batch`).
+
+    Example:
+        Two points at height ``1e-20`` whose horizontal coordinates differ by ``1e-22``:
+        ``d = 2 asinh(0.005)``; the float64 rows are the same point.
+
+        >>> x = hm.mc([[1.0, 1e-20], [1.0, 1e-20]], nc=2, dtype=torch.float64)
+        >>> rows = components_of(x + hm.mc([[0.0, 0.0], [1e-22, 0.0]], nc=2, dtype=torch.float64))
+        >>> ia, ib = torch.tensor([0]), torch.tensor([1])
+        >>> round(float(halfspace(rows, ia, ib, 1.0)), 12), float(halfspace(rows[..., :1], ia, ib, 1.0))
+        (0.009999958334, 0.0)
+
+        With ``leaf`` (the leading components, requiring grad) the distances are
+        differentiable with respect to the rows:
+
+        >>> leaf = rows[..., 0].clone().requires_grad_()
+        >>> halfspace(rows, ia, ib, 1.0, leaf=leaf).sum().backward()
+        >>> leaf.grad.shape
+        torch.Size([2, 2])
+    """
     p = _plain(rows, leaf)
     pa, pb = p[ia], p[ib]
     delta = _exact(lambda: pa - pb, rounded_difference(rows[ia], rows[ib]), leaf)
@@ -130,7 +160,15 @@ def _ball_deficit(rows: torch.Tensor, leaf: torch.Tensor | None, c: float) -> to
 
 def ball(rows: torch.Tensor, ia: torch.Tensor, ib: torch.Tensor, c: float, *,
          leaf: torch.Tensor | None = None, cache: dict | None = None) -> torch.Tensor:
-    """Ball distances ``d(rows[ia], rows[ib])``; ``cache`` keeps the per-row deficits."""
+    """Ball distances ``d(rows[ia], rows[ib])``; ``cache`` keeps the per-row deficits.
+
+    Example:
+        >>> rows = components_of(hm.mc([[0.0, 0.0], [0.5, 0.0], [0.0, -0.5]], nc=2, dtype=torch.float64))
+        >>> cache = {}
+        >>> d = ball(rows, torch.tensor([0, 1]), torch.tensor([1, 2]), 1.0, cache=cache)
+        >>> [round(v, 6) for v in d.tolist()], sorted(cache)  # ln 3, then d((.5, 0), (0, -.5))
+        ([1.098612, 1.6807], ['deficit'])
+    """
     p = _plain(rows, leaf)
     pa, pb = p[ia], p[ib]
     cached: torch.Tensor | None = None if cache is None or leaf is not None else cache.get("deficit")
@@ -152,7 +190,21 @@ def _minkowski(u: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
 
 def lorentz(rows: torch.Tensor, ia: torch.Tensor, ib: torch.Tensor, c: float, *,
             leaf: torch.Tensor | None = None, cache: dict | None = None) -> torch.Tensor:
-    """Hyperboloid distances ``d(rows[ia], rows[ib])`` (time coordinate first)."""
+    """Hyperboloid distances ``d(rows[ia], rows[ib])`` (time coordinate first).
+
+    Example:
+        A step of ``1e-3`` at radius 20 (coordinates ``~2.4e8``); from the float64 rows
+        ``<delta, delta>_L`` cancels to ``<= 0`` and the distance to ``~0``:
+
+        >>> from hypermc.manifolds import Lorentz
+        >>> L = Lorentz()
+        >>> x = L.expmap0(hm.mc([0.0, 20.0], nc=2, dtype=torch.float64))
+        >>> y = L.expmap0(hm.mc([0.0, 20.001], nc=2, dtype=torch.float64))
+        >>> rows = components_of(torch.stack([x, y]))
+        >>> ia, ib = torch.tensor([0]), torch.tensor([1])
+        >>> round(float(lorentz(rows, ia, ib, 1.0)), 9), float(lorentz(rows[..., :1], ia, ib, 1.0)) < 1e-100
+        (0.001, True)
+    """
     p = _plain(rows, leaf)
     pa, pb = p[ia], p[ib]
     with torch.no_grad():
@@ -172,7 +224,14 @@ def lorentz(rows: torch.Tensor, ia: torch.Tensor, ib: torch.Tensor, c: float, *,
 
 def euclidean(rows: torch.Tensor, ia: torch.Tensor, ib: torch.Tensor, *,
               leaf: torch.Tensor | None = None, cache: dict | None = None) -> torch.Tensor:
-    """Euclidean distances ``|rows[ia] - rows[ib]|``."""
+    """Euclidean distances ``|rows[ia] - rows[ib]|``.
+
+    Example:
+        >>> x = hm.mc([[1.0, 0.0], [1.0, 0.0]], nc=2, dtype=torch.float64)
+        >>> rows = components_of(x + hm.mc([[0.0, 0.0], [3e-20, 4e-20]], nc=2, dtype=torch.float64))
+        >>> euclidean(rows, torch.tensor([0]), torch.tensor([1]))
+        tensor([5.0000e-20], dtype=torch.float64)
+    """
     p = _plain(rows, leaf)
     delta = _exact(lambda: p[ia] - p[ib], rounded_difference(rows[ia], rows[ib]), leaf)
     return torch.linalg.vector_norm(delta, dim=-1)
@@ -185,6 +244,14 @@ def generic(dist: Callable[[torch.Tensor, torch.Tensor], torch.Tensor], rows: to
     The value is ``dist`` of the MC rows (full MC arithmetic, ~100x the specialised
     forms) rounded once to the component dtype; with ``leaf`` the gradient is that of
     ``dist(leaf[ia], leaf[ib])`` in plain arithmetic, as for the specialised forms.
+
+    Example:
+        >>> from hypermc.manifolds import PoincareBall
+        >>> M = PoincareBall()
+        >>> rows = components_of(M.random(5, 2, nc=2, dtype=torch.float64))
+        >>> ia, ib = torch.tensor([0, 1, 2]), torch.tensor([3, 4, 0])
+        >>> bool(torch.allclose(generic(M.dist, rows, ia, ib), ball(rows, ia, ib, 1.0), rtol=1e-12))
+        True
     """
     with torch.no_grad():
         points = rows[..., 0] if rows.shape[-1] == 1 else MCTensor.from_components(rows)

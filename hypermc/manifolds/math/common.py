@@ -73,7 +73,12 @@ _SERIES: dict[str, tuple[float, ...]] = {
 
 
 def nc_of(x) -> int:
-    """Number of components (1 for a plain tensor)."""
+    """Number of components (1 for a plain tensor).
+
+    Example:
+        >>> nc_of(hm.mc([1.0, 2.0], nc=3)), nc_of(torch.ones(2))
+        (3, 1)
+    """
     return x.nc if isinstance(x, MCTensor) else 1
 
 
@@ -81,7 +86,15 @@ def lead(x) -> torch.Tensor:
     """The leading component as a plain, detached tensor (for masks and scales only).
 
     While ``torch.compile`` traces, an MCTensor's components are not reachable from
-    Python for tensors made inside the graph, so the op ``hypermc::lead`` is used."""
+    Python for tensors made inside the graph, so the op ``hypermc::lead`` is used.
+
+    Example:
+        >>> x = hm.mc([1.0, 2.0], nc=2, dtype=torch.float64) / 3
+        >>> lead(x)
+        tensor([0.3333, 0.6667], dtype=torch.float64)
+        >>> torch.equal(lead(x), x.components[..., 0]), lead(torch.ones(2, requires_grad=True)).requires_grad
+        (True, False)
+    """
     if isinstance(x, MCTensor):
         if torch.compiler.is_compiling():
             return torch.ops.hypermc.lead(x)
@@ -106,7 +119,14 @@ def _lead_mc(func, x):
 
 
 def unit_roundoff(x) -> float:
-    """``u^nc`` of ``x`` (``u = 2^-p`` of its component dtype) as a Python float."""
+    """``u^nc`` of ``x`` (``u = 2^-p`` of its component dtype) as a Python float.
+
+    Example:
+        >>> unit_roundoff(torch.ones(1, dtype=torch.float32)) == 2.0**-24
+        True
+        >>> unit_roundoff(hm.mc([1.0], nc=2, dtype=torch.float64)) == 2.0**-106
+        True
+    """
     return math.ldexp(1.0, -float_format(x.dtype).p * nc_of(x))
 
 
@@ -123,6 +143,13 @@ def c_power(c: float, power: float, like):
     A Python float when ``like`` is plain or the value is exact in the component dtype
     (``c = 1``, ``c = 4`` and ``power = 0.5``, ...); otherwise a 0-d MCTensor of
     ``like``'s ``nc`` computed with mpmath, so ``sqrt(c)`` keeps ``nc p`` bits.
+
+    Example:
+        >>> c_power(4.0, 0.5, torch.ones(1)), c_power(2.0, 0.5, torch.ones(1))
+        (2.0, 1.4142135623730951)
+        >>> r = c_power(2.0, 0.5, hm.mc([1.0], nc=2, dtype=torch.float64))  # sqrt 2 to 106 bits
+        >>> type(r).__name__, r.nc, abs(float(r * r - 2)) < 1e-30
+        ('MCTensor', 2, True)
     """
     with mpmath.workprec(256):
         value = mpmath.power(mpmath.mpf(c), mpmath.mpf(power))
@@ -135,12 +162,22 @@ def c_power(c: float, power: float, like):
 
 
 def scale_c(z, c: float, power: float = 1.0):
-    """``z * c**power`` (nothing to do for ``c = 1``), the constant at MC precision."""
+    """``z * c**power`` (nothing to do for ``c = 1``), the constant at MC precision.
+
+    Example:
+        >>> scale_c(torch.tensor([3.0]), 4.0, 0.5), scale_c(torch.tensor([3.0]), 4.0, -1.0)
+        (tensor([6.]), tensor([0.7500]))
+    """
     return z if c == 1.0 else z * c_power(c, power, z)
 
 
 def exponent(m: torch.Tensor) -> torch.Tensor:
-    """Integer ``k`` with ``m 2^-k`` in ``[1/2, 1)`` for a plain ``m > 0``; 0 for 0, inf, NaN."""
+    """Integer ``k`` with ``m 2^-k`` in ``[1/2, 1)`` for a plain ``m > 0``; 0 for 0, inf, NaN.
+
+    Example:
+        >>> exponent(torch.tensor([1.0, 0.75, 8.0, 0.0, float("inf")]))
+        tensor([1, 0, 4, 0, 0], dtype=torch.int32)
+    """
     if torch.compiler.is_compiling():
         return torch.ops.hypermc.exponent(m)
     return _exponent(m)
@@ -181,7 +218,15 @@ def _pow2_like(x0: torch.Tensor) -> torch.Tensor:
 
 def ldexp(x, k: torch.Tensor):
     """``x * 2^k`` for an integer tensor ``k`` (broadcast; exact unless the result
-    over- or underflows), applied in two halves so that ``2^k`` itself stays in range."""
+    over- or underflows), applied in two halves so that ``2^k`` itself stays in range.
+
+    Example:
+        >>> ldexp(torch.tensor([1.0, 3.0]), torch.tensor([-2, 1]))
+        tensor([0.2500, 6.0000])
+        >>> y = ldexp(torch.tensor([1e-300], dtype=torch.float64), torch.tensor([1100]))  # 2^1100 overflows
+        >>> f"{float(y):.4e}"
+        '1.3583e+31'
+    """
     h = torch.div(k, 2, rounding_mode="floor")
     one = torch.ones(k.shape, dtype=x.dtype, device=k.device)
     return x * torch.ldexp(one, h) * torch.ldexp(one, k - h)
@@ -190,7 +235,16 @@ def ldexp(x, k: torch.Tensor):
 def scaled_sqnorm(v, keepdim: bool = False):
     """``(s, k)`` with ``s = |v 2^-k|^2`` and ``k`` the exponent of ``max_i |v_i|``, so
     ``|v| = sqrt(s) 2^k`` with ``s`` in ``[1/4, n)`` (or 0): a norm without overflow or
-    underflow whose square root can be merged into a later one. ``k`` is ``(*, 1)``."""
+    underflow whose square root can be merged into a later one. ``k`` is ``(*, 1)``.
+
+    Example:
+        >>> v = torch.tensor([3e200, 4e200], dtype=torch.float64)
+        >>> sqnorm(v)  # overflows
+        tensor(inf, dtype=torch.float64)
+        >>> s, k = scaled_sqnorm(v)
+        >>> f"{float(torch.sqrt(s)) * 2.0 ** int(k):.6e}"
+        '5.000000e+200'
+    """
     k = exponent(lead(v).abs().amax(dim=-1, keepdim=True))
     return sqnorm(ldexp(v, -k), keepdim=keepdim), (k if keepdim else k[..., 0])
 
@@ -200,6 +254,10 @@ def pow2_like(x) -> torch.Tensor:
 
     Built from the leading component (``frexp``), so multiplying an MCTensor by it is
     exact. Zero, inf and NaN give 1. Used to scale homogeneous formulas into range.
+
+    Example:
+        >>> pow2_like(torch.tensor([3.0, 1e-3, 0.0]))
+        tensor([2.5000e-01, 5.1200e+02, 1.0000e+00])
     """
     x0 = lead(x)
     if torch.compiler.is_compiling():
@@ -211,17 +269,43 @@ def pow2_like(x) -> torch.Tensor:
 
 
 def sqnorm(x, keepdim: bool = False):
-    """``|x|^2`` along the last dim (MC: each square and the sum to ``u^nc``)."""
+    """``|x|^2`` along the last dim (MC: each square and the sum to ``u^nc``).
+
+    Example:
+        >>> sqnorm(torch.tensor([[3.0, 4.0]])), sqnorm(torch.tensor([[3.0, 4.0]]), keepdim=True)
+        (tensor([25.]), tensor([[25.]]))
+        >>> x = hm.mc([1.0, 0.0], nc=2, dtype=torch.float64) + hm.mc([1e-20, 0.0], nc=2, dtype=torch.float64)
+        >>> float(sqnorm(x) - 1)  # 2e-20 + 1e-40; float64 would give 0
+        2e-20
+    """
     return torch.sum(x * x, dim=-1, keepdim=keepdim)
 
 
 def norm(x, keepdim: bool = False):
-    """Euclidean norm along the last dim, safe from overflow and underflow."""
+    """Euclidean norm along the last dim (``torch.linalg.vector_norm``).
+
+    For MCTensors the norm is scaled, safe from overflow and underflow; for plain tensors
+    it is torch's own, whose squares over- or underflow (float64: beyond ``~1e154`` and
+    below ``~1e-154``): formulas that meet such coordinates use :func:`scaled_sqnorm`.
+
+    Example:
+        >>> norm(torch.tensor([[3.0, 4.0]])), norm(torch.tensor([[3.0, 4.0]]), keepdim=True)
+        (tensor([5.]), tensor([[5.]]))
+        >>> f"{float(norm(hm.mc([3e300, 4e300], nc=2, dtype=torch.float64))):.6e}"
+        '5.000000e+300'
+        >>> norm(torch.tensor([3e300, 4e300], dtype=torch.float64))
+        tensor(inf, dtype=torch.float64)
+    """
     return torch.linalg.vector_norm(x, dim=-1, keepdim=keepdim)
 
 
 def dot(x, y, keepdim: bool = False):
-    """``<x, y>`` along the last dim."""
+    """``<x, y>`` along the last dim.
+
+    Example:
+        >>> dot(torch.tensor([1.0, 2.0]), torch.tensor([3.0, 4.0]))
+        tensor(11.)
+    """
     return torch.sum(x * y, dim=-1, keepdim=keepdim)
 
 
@@ -230,7 +314,13 @@ def _where(cond: torch.Tensor, a, b):
 
 
 def normalize(v):
-    """``v / |v|`` along the last dim; zero vectors give zero (forward and backward)."""
+    """``v / |v|`` along the last dim; zero vectors give zero (forward and backward).
+
+    Example:
+        >>> normalize(torch.tensor([[3.0, 4.0], [0.0, 0.0]]))
+        tensor([[0.6000, 0.8000],
+                [0.0000, 0.0000]])
+    """
     n = norm(v, keepdim=True)
     zero = lead(n) == 0
     safe = _where(zero, torch.ones_like(n), n)
@@ -240,7 +330,14 @@ def normalize(v):
 def safe_sqrt(a):
     """``sqrt(a)`` with a zero (not NaN) gradient at ``a = 0``; negative ``a`` gives NaN
     (for quantities that are ``>= 0`` for valid input, e.g. the ball distance of points
-    outside the ball is NaN, of points on its boundary inf)."""
+    outside the ball is NaN, of points on its boundary inf).
+
+    Example:
+        >>> a = torch.tensor([0.0, 4.0], requires_grad=True)
+        >>> safe_sqrt(a).sum().backward()
+        >>> a.grad  # torch.sqrt would give inf at 0
+        tensor([0.0000, 0.2500])
+    """
     zero = lead(a) == 0
     s = torch.sqrt(_where(zero, torch.ones_like(a), a))
     return _where(zero, torch.zeros_like(a), s)
@@ -249,7 +346,12 @@ def safe_sqrt(a):
 def clamped_sqrt(a):
     """``sqrt(max(a, 0))`` with a zero gradient where ``a <= 0``: for quantities that
     are ``>= 0`` mathematically but may round slightly negative (the Minkowski square of
-    the difference of two nearly equal points)."""
+    the difference of two nearly equal points).
+
+    Example:
+        >>> clamped_sqrt(torch.tensor([-1e-20, 4.0]))
+        tensor([0., 2.])
+    """
     pos = lead(a) > 0
     s = torch.sqrt(_where(pos, a, torch.ones_like(a)))
     return _where(pos, s, torch.zeros_like(a))
@@ -259,7 +361,14 @@ def clamped_sqrt(a):
 
 
 def series_threshold(x) -> float:
-    """``u^(nc/6)``: below it the six-term Taylor series are accurate to ``u^nc``."""
+    """``u^(nc/6)``: below it the six-term Taylor series are accurate to ``u^nc``.
+
+    Example:
+        >>> f"{series_threshold(torch.ones(1, dtype=torch.float64)):.4e}"  # 2^(-53/6)
+        '2.1923e-03'
+        >>> f"{series_threshold(hm.mc([1.0], nc=2, dtype=torch.float64)):.4e}"  # 2^(-106/6)
+        '4.8062e-06'
+    """
     return unit_roundoff(x) ** (1.0 / 6.0)
 
 
@@ -289,17 +398,54 @@ def _regular(name: str, fn: Callable):
 
 
 tanhc = _regular("tanhc", lambda z: torch.tanh(z) / z)
-tanhc.__doc__ = "``tanh(z) / z`` (1 at 0), forward and backward free of ``0/0``."
+tanhc.__doc__ = """``tanh(z) / z`` (1 at 0), forward and backward free of ``0/0``.
+
+Example:
+    >>> z = torch.tensor([0.0, 2.0], dtype=torch.float64, requires_grad=True)
+    >>> y = tanhc(z)
+    >>> [round(v, 6) for v in y.tolist()]
+    [1.0, 0.482014]
+    >>> y.sum().backward()
+    >>> z.grad[0].item()  # the derivative at 0, not NaN
+    0.0
+"""
 sinhc = _regular("sinhc", lambda z: torch.sinh(z) / z)
-sinhc.__doc__ = "``sinh(z) / z`` (1 at 0), forward and backward free of ``0/0``."
+sinhc.__doc__ = """``sinh(z) / z`` (1 at 0), forward and backward free of ``0/0``.
+
+Example:
+    >>> [round(v, 6) for v in sinhc(torch.tensor([0.0, 1e-9, 2.0], dtype=torch.float64)).tolist()]
+    [1.0, 1.0, 1.81343]
+"""
 x_over_sinh = _regular("x_over_sinh", lambda z: z / torch.sinh(z))
-x_over_sinh.__doc__ = "``z / sinh(z)`` (1 at 0; 0 where ``sinh`` overflows)."
+x_over_sinh.__doc__ = """``z / sinh(z)`` (1 at 0; 0 where ``sinh`` overflows).
+
+Example:
+    >>> x_over_sinh(torch.tensor([0.0, 1000.0], dtype=torch.float64))
+    tensor([1., 0.], dtype=torch.float64)
+"""
 x_over_tanh = _regular("x_over_tanh", lambda z: z / torch.tanh(z))
-x_over_tanh.__doc__ = "``z / tanh(z)`` (1 at 0), forward and backward free of ``0/0``."
+x_over_tanh.__doc__ = """``z / tanh(z)`` (1 at 0), forward and backward free of ``0/0``.
+
+Example:
+    >>> [round(v, 6) for v in x_over_tanh(torch.tensor([0.0, 2.0], dtype=torch.float64)).tolist()]
+    [1.0, 2.074629]
+"""
 asinhc = _regular("asinhc", lambda z: torch.asinh(z) / z)
-asinhc.__doc__ = "``asinh(z) / z`` (1 at 0), forward and backward free of ``0/0``."
+asinhc.__doc__ = """``asinh(z) / z`` (1 at 0), forward and backward free of ``0/0``.
+
+Example:
+    >>> z = hm.mc([0.0, 1e-3], nc=2, dtype=torch.float64)
+    >>> y = asinhc(z)  # 1 - z^2/6 + 3 z^4/40 - ...
+    >>> float(y[0]), f"{float(1 - y[1]):.12e}"
+    (1.0, '1.666665916667e-07')
+"""
 expm1c = _regular("expm1c", lambda z: -torch.expm1(-z) / z)
-expm1c.__doc__ = "``(1 - exp(-z)) / z`` (1 at 0), forward and backward free of ``0/0``."
+expm1c.__doc__ = """``(1 - exp(-z)) / z`` (1 at 0), forward and backward free of ``0/0``.
+
+Example:
+    >>> [round(v, 6) for v in expm1c(torch.tensor([0.0, 1.0], dtype=torch.float64)).tolist()]
+    [1.0, 0.632121]
+"""
 
 
 # ------------------------------------------------------------------- the deficit
@@ -385,6 +531,16 @@ def deficit(x, c: float = 1.0, keepdim: bool = False):
         x: points ``(*, n)``, Tensor or MCTensor.
         c: ``-K > 0`` (Python float).
         keepdim: keep the reduced dim.
+
+    Example:
+        A ball point ``1e-20`` inside the boundary (hyperbolic radius 46.7): float64
+        rounds it onto the boundary, the MC deficit is ``2e-20 - 1e-40``:
+
+        >>> x = hm.mc([1.0, 0.0], nc=2, dtype=torch.float64) - hm.mc([1e-20, 0.0], nc=2, dtype=torch.float64)
+        >>> float(deficit(x)), deficit(x.approx())
+        (2e-20, tensor(0., dtype=torch.float64))
+        >>> deficit(torch.tensor([[0.25, 0.0]]), c=4.0, keepdim=True)
+        tensor([[0.7500]])
     """
     d = torch.ops.hypermc.deficit(x, float(c)) if torch.compiler.is_compiling() else _Deficit.apply(x, float(c))
     return d.unsqueeze(-1) if keepdim else d
@@ -394,7 +550,12 @@ def deficit(x, c: float = 1.0, keepdim: bool = False):
 
 
 def safe_reciprocal(a):
-    """``1 / a`` where ``a != 0`` and 0 where ``a == 0`` (forward and backward)."""
+    """``1 / a`` where ``a != 0`` and 0 where ``a == 0`` (forward and backward).
+
+    Example:
+        >>> safe_reciprocal(torch.tensor([0.0, 4.0]))
+        tensor([0.0000, 0.2500])
+    """
     zero = lead(a) == 0
     r = 1 / _where(zero, torch.ones_like(a), a)
     return _where(zero, torch.zeros_like(a), r)
@@ -422,6 +583,17 @@ def conformal_transp(d, e_x, v, scale):
         e_x: unit initial direction of the geodesic from x to y (or 0), ``(*, n)``.
         v: tangent vectors at x ``(*, n)``.
         scale: ``lambda_x / lambda_y`` ``(*, 1)``.
+
+    Example:
+        A geodesic that leaves ``x`` straight up (``e_x = (0, 0, 1)``) along the chord
+        ``d = (1, 0, 0)`` arrives going straight down (``e_y = -e_x``): ``R`` turns the
+        plane ``span(d, e_x)`` by ``pi`` and keeps the normal ``(0, 1, 0)``:
+
+        >>> d, e_x = torch.tensor([1.0, 0.0, 0.0]), torch.tensor([0.0, 0.0, 1.0])
+        >>> conformal_transp(d, e_x, torch.eye(3), torch.tensor([1.0]))
+        tensor([[-1.,  0.,  0.],
+                [ 0.,  1.,  0.],
+                [ 0.,  0., -1.]])
     """
     dv = dot(d, v, keepdim=True)
     ev = dot(e_x, v, keepdim=True)

@@ -60,6 +60,15 @@ def dist(x, y, c: float = 1.0):
     arithmetic op, for the stored points, at any height in the normal range, e.g.
     ``x = (1, 1e-25)``, ``y = (1 + 1e-30, 1e-25)`` in float64 ``nc = 3`` (plain float64
     gives 0). Tested against mpmath.
+
+    Example:
+        >>> x, y = torch.tensor([0.0, 1.0], dtype=torch.float64), torch.tensor([0.0, 2.0], dtype=torch.float64)
+        >>> round(float(dist(x, y)), 6), round(float(dist(x, y, c=4.0)), 6)  # ln 2, ln 2 / 2
+        (0.693147, 0.346574)
+        >>> x = hm.mc([1.0, 1e-25], nc=3, dtype=torch.float64)
+        >>> y = x + hm.mc([1e-30, 0.0], nc=3, dtype=torch.float64)
+        >>> f"{float(dist(x, y)):.9e}", float(dist(x.approx(), y.approx()))
+        ('1.000000000e-05', 0.0)
     """
     s, k = common.scaled_sqnorm(x - y)
     t, ht = _even_scaled(x[..., -1])
@@ -94,6 +103,14 @@ def expmap(x, u):
 
     Laws: ``expmap(x, 0) = x``, ``d(x, expmap(x, u)) = norm(x, u)``,
     ``expmap(x, logmap(x, y)) = y``.
+
+    Example:
+        >>> x = torch.tensor([0.0, 1.0], dtype=torch.float64)
+        >>> expmap(x, torch.tensor([0.0, 1.0], dtype=torch.float64))  # straight up by 1: height e
+        tensor([0.0000, 2.7183], dtype=torch.float64)
+        >>> u = torch.tensor([3.0, -4.0], dtype=torch.float64)
+        >>> round(float(dist(x, expmap(x, u))), 9), round(float(norm(x, u)), 9)
+        (5.0, 5.0)
     """
     ub, w = _split(u)
     t = x[..., -1:]
@@ -143,6 +160,15 @@ def logmap(x, y):
 
     Laws: ``logmap(x, x) = 0``, ``expmap(x, logmap(x, y)) = y``,
     ``norm(x, logmap(x, y)) = dist(x, y)``.
+
+    Example:
+        >>> x = torch.tensor([0.0, 1.0], dtype=torch.float64)
+        >>> logmap(x, torch.tensor([0.0, 2.0], dtype=torch.float64))  # straight up, length ln 2
+        tensor([0.0000, 0.6931], dtype=torch.float64)
+        >>> y = torch.tensor([1e10, 1e-30], dtype=torch.float64)  # far away: d = 115.13
+        >>> u = logmap(x, y)
+        >>> abs(float(norm(x, u) - dist(x, y))) < 1e-9, bool(torch.allclose(expmap(x, u), y, rtol=1e-9, atol=0))
+        (True, True)
     """
     xs, ys, s = _scaled(x, y)
     vec, coef = _log_parts(xs, ys)
@@ -159,6 +185,14 @@ def transp(x, y, v):
 
     Laws: ``inner(y, P u, P v) = inner(x, u, v)``; ``P_{x->y} logmap(x, y) =
     -logmap(y, x)``; ``P_{x->x} = id``.
+
+    Example:
+        >>> x, y = torch.tensor([0.0, 1.0], dtype=torch.float64), torch.tensor([0.0, 2.0], dtype=torch.float64)
+        >>> transp(x, y, torch.tensor([1.0, 0.0], dtype=torch.float64))  # up the vertical geodesic: scaled by y_n / x_n
+        tensor([2., 0.], dtype=torch.float64)
+        >>> y = torch.tensor([3.0, 0.5], dtype=torch.float64)
+        >>> bool(torch.allclose(transp(x, y, logmap(x, y)), -logmap(y, x)))
+        True
     """
     xs, ys, _ = _scaled(x, y)
     t, s = xs[..., -1:], ys[..., -1:]
@@ -174,27 +208,48 @@ def transp(x, y, v):
 
 def retr(x, u):
     r"""First-order retraction that never leaves the halfspace:
-    ``(x_bar + u_bar, t exp(u_n / t))``."""
+    ``(x_bar + u_bar, t exp(u_n / t))``.
+
+    Example:
+        >>> retr(torch.tensor([0.0, 1.0], dtype=torch.float64), torch.tensor([0.5, -1.0], dtype=torch.float64))  # height e^-1
+        tensor([0.5000, 0.3679], dtype=torch.float64)
+    """
     t = x[..., -1:]
     return _cat(x[..., :-1] + u[..., :-1], t * torch.exp(u[..., -1:] / t))
 
 
 def inner(x, u, v, c: float = 1.0, keepdim: bool = False):
-    r"""Riemannian inner product ``<u, v>_x = <u, v> / (c x_n^2)``."""
+    r"""Riemannian inner product ``<u, v>_x = <u, v> / (c x_n^2)``.
+
+    Example:
+        >>> x, u = torch.tensor([0.0, 0.5], dtype=torch.float64), torch.tensor([1.0, 0.0], dtype=torch.float64)
+        >>> inner(x, u, u), inner(x, u, u, c=4.0)
+        (tensor(4., dtype=torch.float64), tensor(1., dtype=torch.float64))
+    """
     t = x[..., -1:] if keepdim else x[..., -1]
     out = common.dot(u, v, keepdim=keepdim) / (t * t)
     return common.scale_c(out, c, -1.0)
 
 
 def norm(x, u, c: float = 1.0, keepdim: bool = False):
-    r"""Riemannian norm ``|u|_x = |u| / (sqrt(c) x_n)``."""
+    r"""Riemannian norm ``|u|_x = |u| / (sqrt(c) x_n)``.
+
+    Example:
+        >>> norm(torch.tensor([[0.0, 0.5]], dtype=torch.float64), torch.tensor([[3.0, 4.0]], dtype=torch.float64), keepdim=True)
+        tensor([[10.]], dtype=torch.float64)
+    """
     t = x[..., -1:] if keepdim else x[..., -1]
     out = common.norm(u, keepdim=keepdim) / t
     return common.scale_c(out, c, -0.5)
 
 
 def egrad2rgrad(x, g, c: float = 1.0):
-    r"""Riemannian gradient ``c x_n^2 g`` of a Euclidean gradient ``g``."""
+    r"""Riemannian gradient ``c x_n^2 g`` of a Euclidean gradient ``g``.
+
+    Example:
+        >>> egrad2rgrad(torch.tensor([0.0, 0.5], dtype=torch.float64), torch.tensor([1.0, 1.0], dtype=torch.float64))
+        tensor([0.2500, 0.2500], dtype=torch.float64)
+    """
     t = x[..., -1:]
     out = g * (t * t)
     return common.scale_c(out, c, 1.0)
@@ -202,7 +257,12 @@ def egrad2rgrad(x, g, c: float = 1.0):
 
 def projx(x):
     r"""Heights below the smallest positive normal number of the dtype are raised to it;
-    everything else is unchanged (idempotent). NaN stays NaN."""
+    everything else is unchanged (idempotent). NaN stays NaN.
+
+    Example:
+        >>> projx(torch.tensor([[0.3, 0.0], [0.3, 2.0]], dtype=torch.float64))[:, -1].tolist()
+        [2.2250738585072014e-308, 2.0]
+    """
     tiny = float(torch.finfo(x.dtype).tiny)
     return _cat(x[..., :-1], torch.clamp_min(x[..., -1:], tiny))
 

@@ -46,7 +46,13 @@ def _mul_c(z, c: float, power: float = 1.0):
 
 
 def minkowski(u, v, keepdim: bool = False):
-    r"""Minkowski product ``<u, v>_L = -u_0 v_0 + <u_bar, v_bar>``."""
+    r"""Minkowski product ``<u, v>_L = -u_0 v_0 + <u_bar, v_bar>``.
+
+    Example:
+        >>> x = torch.tensor([3.0, 2.0, 2.0])  # on the hyperboloid -x_0^2 + |x_bar|^2 = -1
+        >>> minkowski(x, x), minkowski(x, x, keepdim=True)
+        (tensor(-1.), tensor([-1.]))
+    """
     out = common.dot(u[..., 1:], v[..., 1:], keepdim=True) - u[..., :1] * v[..., :1]
     return out if keepdim else out[..., 0]
 
@@ -54,7 +60,16 @@ def minkowski(u, v, keepdim: bool = False):
 def sqdist_l(delta, keepdim: bool = False):
     r"""``|delta|_L = sqrt(<delta, delta>_L)`` of a space-like difference of points
     (scaled by a power of two first: no overflow or underflow), 0 if it rounds
-    negative."""
+    negative.
+
+    Example:
+        >>> sqdist_l(torch.tensor([1.0, 2.0, 2.0]))  # sqrt(-1 + 4 + 4) = sqrt 7
+        tensor(2.6458)
+        >>> sqdist_l(torch.tensor([0.0, 3e200, 4e200], dtype=torch.float64))  # squares overflow
+        tensor(5.0000e+200, dtype=torch.float64)
+        >>> sqdist_l(torch.tensor([1.0, 0.0, 0.0]))  # time-like (<delta, delta>_L < 0): 0
+        tensor(0.)
+    """
     k = common.exponent(common.lead(delta).abs().amax(dim=-1, keepdim=True))
     d = common.ldexp(delta, -k)
     q = common.sqnorm(d[..., 1:], keepdim=True) - d[..., :1] * d[..., :1]
@@ -72,20 +87,41 @@ def dist(x, y, c: float = 1.0):
     symmetry, triangle inequality. Accuracy: relative ``~ 64 u^nc`` plus
     ``~ u^nc x_0 y_0 / |x - y|_L^2`` from the constraint; e.g. float64 ``nc = 2`` at
     radius 25 within ``1e-6`` of mpmath (tested).
+
+    Example:
+        >>> o = torch.tensor([1.0, 0.0], dtype=torch.float64)
+        >>> x = expmap0(torch.tensor([0.0, 1.5], dtype=torch.float64))
+        >>> round(float(dist(o, x)), 9), round(float(dist(x, x)), 9)
+        (1.5, 0.0)
     """
     n = _mul_c(sqdist_l(x - y), c, 0.5)
     return _mul_c(2 * torch.asinh(n / 2), c, -0.5)
 
 
 def dist0(x, c: float = 1.0):
-    r"""Distance from the origin ``asinh(sqrt(c) |x_bar|) / sqrt(c)`` (spatial part only)."""
+    r"""Distance from the origin ``asinh(sqrt(c) |x_bar|) / sqrt(c)`` (spatial part only).
+
+    Example:
+        >>> dist0(expmap0(torch.tensor([0.0, 2.5], dtype=torch.float64)))
+        tensor(2.5000, dtype=torch.float64)
+        >>> x = expmap0(hm.mc([0.0, 60.0], nc=2, dtype=torch.float64), c=4.0)  # coordinates ~ e^120
+        >>> round(float(dist0(x, c=4.0)), 9)
+        60.0
+    """
     return _mul_c(torch.asinh(_mul_c(common.norm(x[..., 1:]), c, 0.5)), c, -0.5)
 
 
 def projx(x, c: float = 1.0):
     r"""Recompute the time coordinate: ``(sqrt(1/c + |x_bar|^2), x_bar)``.
 
-    Idempotent up to rounding; maps every finite ``x`` onto the upper sheet."""
+    Idempotent up to rounding; maps every finite ``x`` onto the upper sheet.
+
+    Example:
+        >>> projx(torch.tensor([-7.0, 3.0, 4.0], dtype=torch.float64))  # sqrt(26)
+        tensor([5.0990, 3.0000, 4.0000], dtype=torch.float64)
+        >>> projx(torch.tensor([0.0, 0.0], dtype=torch.float64), c=4.0)  # the origin (1/sqrt c, 0)
+        tensor([0.5000, 0.0000], dtype=torch.float64)
+    """
     xb = x[..., 1:]
     s = common.sqnorm(xb, keepdim=True)
     one_c = _mul_c(torch.ones_like(s), c, -1.0)
@@ -93,29 +129,60 @@ def projx(x, c: float = 1.0):
 
 
 def origin_time(c: float = 1.0) -> mpmath.mpf:
-    """``1 / sqrt(c)``, the time coordinate of the origin."""
+    """``1 / sqrt(c)``, the time coordinate of the origin (an mpmath number at mpmath's
+    working precision).
+
+    Example:
+        >>> origin_time(4.0), origin_time(1.0)
+        (mpf('0.5'), mpf('1.0'))
+    """
     return 1 / mpmath.sqrt(c)
 
 
 def proju(x, u, c: float = 1.0):
     r"""Minkowski-orthogonal projection onto the tangent space:
-    ``u + c <x, u>_L x``. Idempotent; ``<x, proju(x, u)>_L = 0``."""
+    ``u + c <x, u>_L x``. Idempotent; ``<x, proju(x, u)>_L = 0``.
+
+    Example:
+        >>> o = torch.tensor([1.0, 0.0, 0.0])
+        >>> proju(o, torch.tensor([1.0, 2.0, 3.0]))  # at the origin: drop the time part
+        tensor([0., 2., 3.])
+        >>> x = torch.tensor([3.0, 2.0, 2.0])
+        >>> minkowski(x, proju(x, torch.tensor([1.0, 2.0, 3.0])))
+        tensor(0.)
+    """
     return u + _mul_c(minkowski(x, u, keepdim=True), c) * x
 
 
 def egrad2rgrad(x, g, c: float = 1.0):
-    r"""Riemannian gradient: ``proju(x, J g)``, ``J = diag(-1, 1, ..., 1)``."""
+    r"""Riemannian gradient: ``proju(x, J g)``, ``J = diag(-1, 1, ..., 1)``.
+
+    Example:
+        >>> egrad2rgrad(torch.tensor([1.0, 0.0]), torch.tensor([1.0, 2.0]))
+        tensor([0., 2.])
+    """
     jg = torch.cat([-g[..., :1], g[..., 1:]], dim=-1)
     return proju(x, jg, c)
 
 
 def inner(x, u, v, c: float = 1.0, keepdim: bool = False):
-    r"""``<u, v>_x = <u, v>_L`` (``x`` only fixes the broadcast shape)."""
+    r"""``<u, v>_x = <u, v>_L`` (``x`` only fixes the broadcast shape).
+
+    Example:
+        >>> o, u = torch.tensor([1.0, 0.0, 0.0]), torch.tensor([0.0, 3.0, 4.0])
+        >>> inner(o, u, u), inner(o, u, torch.tensor([0.0, 1.0, 0.0]))
+        (tensor(25.), tensor(3.))
+    """
     return minkowski(u, v, keepdim=keepdim)
 
 
 def norm(x, u, c: float = 1.0, keepdim: bool = False):
-    r"""``|u|_x = sqrt(<u, u>_L)`` (0 where it rounds negative)."""
+    r"""``|u|_x = sqrt(<u, u>_L)`` (0 where it rounds negative).
+
+    Example:
+        >>> norm(torch.tensor([1.0, 0.0, 0.0]), torch.tensor([0.0, 3.0, 4.0]))
+        tensor(5.)
+    """
     return common.clamped_sqrt(minkowski(u, u, keepdim=keepdim))
 
 
@@ -131,6 +198,13 @@ def expmap(x, u, c: float = 1.0):
 
     Laws: ``expmap(x, 0) = x``, ``d(x, expmap(x, u)) = norm(x, u)``,
     ``expmap(x, logmap(x, y)) = y``.
+
+    Example:
+        >>> x = expmap0(torch.tensor([0.0, 1.0, 0.0], dtype=torch.float64))
+        >>> u = proju(x, torch.tensor([0.0, 0.0, 2.0], dtype=torch.float64))
+        >>> y = expmap(x, u)
+        >>> round(float(dist(x, y)), 9), round(float(norm(x, u)), 9), round(float(minkowski(y, y)), 9)
+        (2.0, 2.0, -1.0)
     """
     theta = _mul_c(norm(x, u, keepdim=True), c, 0.5)
     half = common.sinhc(theta / 2)
@@ -142,7 +216,12 @@ def expmap(x, u, c: float = 1.0):
 def expmap0(u, c: float = 1.0):
     r"""``expmap(o, u)`` at the origin ``o = (1/sqrt c, 0)``: spatial part
     ``sinh(theta)/theta u_bar`` with ``theta = sqrt(c) |u_bar|`` (``u_0`` is ignored: it
-    is 0 for tangent vectors at ``o``)."""
+    is 0 for tangent vectors at ``o``).
+
+    Example:
+        >>> expmap0(torch.tensor([0.0, 1.0], dtype=torch.float64))  # (cosh 1, sinh 1)
+        tensor([1.5431, 1.1752], dtype=torch.float64)
+    """
     theta = _mul_c(common.norm(u[..., 1:], keepdim=True), c, 0.5)
     yb = common.sinhc(theta) * u[..., 1:]
     return projx(torch.cat([u[..., :1], yb], dim=-1), c)
@@ -167,13 +246,30 @@ def logmap(x, y, c: float = 1.0):
     (``y - x - (c|y-x|_L^2/2) x`` equals ``y + c <x, y>_L x`` without its cancellation).
     Laws: ``logmap(x, x) = 0``, ``norm(x, logmap(x, y)) = d(x, y)``,
     ``expmap(x, logmap(x, y)) = y``.
+
+    Example:
+        >>> x = expmap0(torch.tensor([0.0, 1.0, 0.0], dtype=torch.float64))
+        >>> y = expmap0(torch.tensor([0.0, -0.5, 2.0], dtype=torch.float64))
+        >>> u = logmap(x, y)
+        >>> abs(float(norm(x, u) - dist(x, y))) < 1e-12, bool(torch.allclose(expmap(x, u), y))
+        (True, True)
+        >>> logmap(x, x)
+        tensor([0., 0., 0.], dtype=torch.float64)
     """
     _, _, theta, v = _log_parts(x, y, c)
     return common.x_over_sinh(theta) * v
 
 
 def logmap0(y, c: float = 1.0):
-    r"""``logmap(o, y) = (0, asinh(sqrt(c)|y_bar|) / (sqrt(c)|y_bar|) y_bar)``."""
+    r"""``logmap(o, y) = (0, asinh(sqrt(c)|y_bar|) / (sqrt(c)|y_bar|) y_bar)``.
+
+    Example:
+        >>> logmap0(torch.tensor([1.5430806348, 1.1752011936], dtype=torch.float64))  # (cosh 1, sinh 1)
+        tensor([0.0000, 1.0000], dtype=torch.float64)
+        >>> u = hm.mc([0.0, 40.0], nc=2, dtype=torch.float64)
+        >>> round(float(logmap0(expmap0(u))[1]), 9)  # a point at radius 40 round-trips
+        40.0
+    """
     yb = y[..., 1:]
     a = _mul_c(common.norm(yb, keepdim=True), c, 0.5)
     return torch.cat([torch.zeros_like(y[..., :1]), common.asinhc(a) * yb], dim=-1)
@@ -188,6 +284,16 @@ def transp(x, y, v, c: float = 1.0):
     (``= v + <y, v>_L / (1/c - <x, y>_L) (x + y)`` for ``v`` tangent at ``x``, with the
     denominator formed without cancellation). Laws: ``inner(y, P u, P v) =
     inner(x, u, v)``, ``P_{x->y} logmap(x, y) = -logmap(y, x)``.
+
+    Example:
+        >>> x = expmap0(torch.tensor([0.0, 1.0, 0.0], dtype=torch.float64))
+        >>> y = expmap0(torch.tensor([0.0, -0.5, 2.0], dtype=torch.float64))
+        >>> v = proju(x, torch.tensor([0.0, 0.3, 0.4], dtype=torch.float64))
+        >>> pv = transp(x, y, v)
+        >>> abs(float(inner(y, pv, pv) - inner(x, v, v))) < 1e-12, abs(float(minkowski(y, pv))) < 1e-12
+        (True, True)
+        >>> bool(torch.allclose(transp(x, y, logmap(x, y)), -logmap(y, x)))
+        True
     """
     delta = y - x
     n = sqdist_l(delta, keepdim=True)
