@@ -111,6 +111,12 @@ def engine_dtype(dtype: torch.dtype, nc: int) -> torch.dtype | None:
     Returns ``None`` when no native dtype is wide enough (float32 ``nc >= 3``, float64
     ``nc >= 2``) or when ``nc == 1`` (plain arithmetic needs no engine). The engine's
     exponent range covers the component dtype's, so no new overflow or underflow occurs.
+
+    Example:
+        >>> engine_dtype(torch.float32, 2), engine_dtype(torch.float16, 4), engine_dtype(torch.bfloat16, 2)
+        (torch.float64, torch.float64, torch.float32)
+        >>> engine_dtype(torch.float64, 2) is None  # 106 bits: no native dtype holds them
+        True
     """
     if nc == 1:
         return None
@@ -126,6 +132,11 @@ def to_engine(x: torch.Tensor, engine: torch.dtype) -> torch.Tensor:
 
     Bound: relative error <= ``nc * 2^-p_engine`` (no cancellation in a normalised
     expansion). The sign of a zero value is kept (its leading component's sign).
+
+    Example:
+        >>> x = torch.tensor([1.0, 2.0**-30])  # 1 + 2^-30 as two float32 components
+        >>> to_engine(x, torch.float64).item() == 1 + 2**-30
+        True
     """
     comps = unpack(x)
     if len(comps) == 1:
@@ -151,6 +162,10 @@ def from_engine(z: torch.Tensor, dtype: torch.dtype, nc: int) -> torch.Tensor:
     the expansion of ``z`` truncated after ``nc`` roundings: error <= ``u^nc |z|`` (plus
     gradual underflow of the tail components of small float16 values). Non-finite
     leading components (also from overflow of the conversion) get a zero tail.
+
+    Example:
+        >>> from_engine(torch.tensor(1 + 2**-30, dtype=torch.float64), torch.float32, 2).tolist()
+        [1.0, 9.313225746154785e-10]
     """
     return _split_engine(z, dtype, nc, scratch=False)
 
@@ -189,13 +204,23 @@ _all_finite = all_finite
 
 
 def from_float(b: torch.Tensor, nc: int) -> torch.Tensor:
-    """Exact component tensor of a plain tensor: ``(b, 0, ..., 0)``."""
+    """Exact component tensor of a plain tensor: ``(b, 0, ..., 0)``.
+
+    Example:
+        >>> from_float(torch.tensor([0.5, -3.0]), 3).tolist()
+        [[0.5, 0.0, 0.0], [-3.0, 0.0, 0.0]]
+    """
     zero = torch.zeros_like(b)
     return pack([b] + [zero] * (nc - 1))
 
 
 def pad(x: torch.Tensor, nc: int) -> torch.Tensor:
-    """Append zero components so ``x`` has ``nc`` components (exact)."""
+    """Append zero components so ``x`` has ``nc`` components (exact).
+
+    Example:
+        >>> pad(torch.tensor([[1.0, 2.0**-30]]), 3).tolist()
+        [[1.0, 9.313225746154785e-10, 0.0]]
+    """
     have = x.shape[-1]
     if have >= nc:
         return x
@@ -294,6 +319,19 @@ def add(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     Relative bound holds with cancellation (``x + (-x + tiny)``) too. The sign of a zero
     result follows IEEE addition of the values (``-0 + -0 = -0``, ``x + (-x) = +0``) at
     every nc (``test_signed_zeros``, ``test_signed_zeros_nc3``).
+
+    Example:
+        >>> one = torch.tensor([1.0, 0.0], dtype=torch.float64)
+        >>> tiny = torch.tensor([1e-30, 0.0], dtype=torch.float64)
+        >>> s = add(one, tiny)
+        >>> s.tolist()  # the tail keeps what float64 rounds away
+        [1.0, 1e-30]
+        >>> sub(s, one).tolist(), (torch.tensor(1.0, dtype=torch.float64) + 1e-30 - 1).item()
+        ([1e-30, 0.0], 0.0)
+        >>> from fractions import Fraction
+        >>> s = add(torch.tensor([0.1, 0.0], dtype=torch.float64), torch.tensor([0.2, 0.0], dtype=torch.float64))
+        >>> s.tolist(), sum(map(Fraction, s.tolist())) == Fraction(0.1) + Fraction(0.2)  # exact, like TwoSum
+        ([0.30000000000000004, -2.7755575615628914e-17], True)
     """
     return _add_sub(x, y, subtract=False)
 
@@ -460,12 +498,23 @@ def _zero_tail_of_nonfinite(c: torch.Tensor) -> torch.Tensor:
 
 
 def neg(x: torch.Tensor) -> torch.Tensor:
-    """``-x`` (exact)."""
+    """``-x`` (exact).
+
+    Example:
+        >>> neg(torch.tensor([1.0, 2.0**-60], dtype=torch.float64)).tolist()
+        [-1.0, -8.673617379884035e-19]
+    """
     return -x
 
 
 def sub(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-    """``x - y``; same algorithm and bound as :func:`add` (``y`` enters negated)."""
+    """``x - y``; same algorithm and bound as :func:`add` (``y`` enters negated).
+
+    Example:
+        >>> x = torch.tensor([1.0, 2.0**-60], dtype=torch.float64)  # 1 + 2^-60
+        >>> sub(x, torch.tensor([1.0, 0.0], dtype=torch.float64)).tolist()  # no cancellation loss
+        [8.673617379884035e-19, 0.0]
+    """
     return _add_sub(x, y, subtract=True)
 
 
@@ -474,6 +523,11 @@ def add_float(x: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
 
     ``nc == 2``: DWPlusFP (10 flops), proven bound ``2u^2``. Otherwise merge
     ``b`` into the components and renormalise (bound as :func:`add`).
+
+    Example:
+        >>> one = torch.tensor([1.0, 0.0], dtype=torch.float64)
+        >>> add_float(one, torch.tensor(1e-30, dtype=torch.float64)).tolist()
+        [1.0, 1e-30]
     """
     nc = x.shape[-1]
     if nc == 1:
@@ -530,6 +584,14 @@ def mul(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     ``O(nc^2 u^(nc+1))``, tested <= 8 ``u^nc`` (bulk random, Fractions, and products
     whose orders cancel). A zero product keeps its IEEE sign (``-0 * 1 = -0``, an
     underflow of opposite signs ``-0``) at every nc (``test_signed_zeros_nc3``).
+
+    Example:
+        >>> x = torch.tensor([1 + 2**-30, 0.0], dtype=torch.float64)
+        >>> p = mul(x, x)  # (1 + 2^-30)^2 = 1 + 2^-29 + 2^-60, exactly
+        >>> p[0].item() == 1 + 2**-29, p[1].item() == 2**-60
+        (True, True)
+        >>> (1 + 2**-30) ** 2 == 1 + 2**-29  # float64 alone loses the 2^-60
+        True
     """
     x, y, nc = _common(x, y)
     if nc == 1:
@@ -682,6 +744,13 @@ def mul_float(x: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     ``nc >= 3`` with a fused multiply-add: :func:`_product_levels` of ``x`` and ``(b)``
     renormalised without a sort, otherwise exact products sorted and renormalised (bound
     as :func:`mul`).
+
+    Example:
+        >>> x = torch.tensor([0.1, 0.0], dtype=torch.float64)  # the double nearest 0.1
+        >>> mul_float(x, torch.tensor(10.0, dtype=torch.float64)).tolist()  # exactly 1 + 2^-54
+        [1.0, 5.551115123125783e-17]
+        >>> 0.1 * 10 == 1.0  # float64 alone rounds the product to 1
+        True
     """
     nc = x.shape[-1]
     if nc == 1:
@@ -732,7 +801,12 @@ def _mul_float2_fma(x: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
 
 
 def square(x: torch.Tensor) -> torch.Tensor:
-    """Square-MCN: ``x * x`` (bound as :func:`mul`)."""
+    """Square-MCN: ``x * x`` (bound as :func:`mul`).
+
+    Example:
+        >>> square(torch.tensor([1 + 2**-30, 0.0], dtype=torch.float64)).tolist()  # 1 + 2^-29, 2^-60
+        [1.0000000018626451, 8.673617379884035e-19]
+    """
     return mul(x, x)
 
 
@@ -751,6 +825,16 @@ def div(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     the largest float is ±inf (zero tail); one below the normal range is rounded once
     per component to the subnormal spacing. Precondition: ``nc p < -emin`` (float64:
     nc <= 19). Division by zero gives ±inf or NaN like torch.
+
+    Example:
+        >>> from fractions import Fraction
+        >>> one = torch.tensor([1.0, 0.0], dtype=torch.float64)
+        >>> q = div(one, torch.tensor([3.0, 0.0], dtype=torch.float64))
+        >>> q.tolist()
+        [0.3333333333333333, 1.850371707708594e-17]
+        >>> err = sum(map(Fraction, q.tolist())) * 3 - 1  # relative error of q
+        >>> -Fraction(1, 2**104) < err < Fraction(1, 2**104)  # within 4 u^2, u = 2^-53
+        True
     """
     x, y, nc = _common(x, y)
     if nc == 1:
@@ -904,7 +988,17 @@ def _div2(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
 
 
 def div_float(x: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-    """``x / b`` for a component tensor and a plain tensor (bound as :func:`div`)."""
+    """``x / b`` for a component tensor and a plain tensor (bound as :func:`div`).
+
+    Example:
+        >>> from fractions import Fraction
+        >>> q = div_float(torch.tensor([1.0, 0.0], dtype=torch.float64), torch.tensor(10.0, dtype=torch.float64))
+        >>> q.tolist()
+        [0.1, -5.551115123125783e-18]
+        >>> err = sum(map(Fraction, q.tolist())) * 10 - 1
+        >>> -Fraction(1, 2**104) < err < Fraction(1, 2**104)
+        True
+    """
     nc = x.shape[-1]
     if nc == 1:
         return x / b.unsqueeze(-1)
@@ -917,7 +1011,12 @@ def div_float(x: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
 
 
 def rdiv_float(b: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
-    """DivN: ``b / x`` for a plain tensor and a component tensor (bound as :func:`div`)."""
+    """DivN: ``b / x`` for a plain tensor and a component tensor (bound as :func:`div`).
+
+    Example:
+        >>> rdiv_float(torch.tensor(1.0, dtype=torch.float64), torch.tensor([3.0, 0.0], dtype=torch.float64)).tolist()
+        [0.3333333333333333, 1.850371707708594e-17]
+    """
     nc = x.shape[-1]
     if nc == 1:
         return b.unsqueeze(-1) / x
@@ -930,7 +1029,17 @@ def rdiv_float(b: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
 
 
 def reciprocal(x: torch.Tensor) -> torch.Tensor:
-    """``1 / x`` (bound as :func:`div`)."""
+    """``1 / x`` (bound as :func:`div`).
+
+    Example:
+        >>> from fractions import Fraction
+        >>> r = reciprocal(torch.tensor([3.0, 0.0]))  # float32 components: 1/3 to about 48 bits
+        >>> r.tolist()
+        [0.3333333432674408, -9.934107758624577e-09]
+        >>> err = sum(map(Fraction, r.tolist())) * 3 - 1
+        >>> -Fraction(1, 2**46) < err < Fraction(1, 2**46)  # within 4 u^2, u = 2^-24
+        True
+    """
     return rdiv_float(torch.ones_like(x[..., 0]), x)
 
 
@@ -946,6 +1055,16 @@ def sqrt(x: torch.Tensor) -> torch.Tensor:
     ``p - 1`` bits, so ``nc + 1`` steps reach ``nc * p`` bits; the residual is formed in MC
     arithmetic so nothing cancels. Tested <= 8 ``u^nc``. Negative input gives NaN,
     ``sqrt(±0) = ±0``, ``sqrt(inf) = inf``.
+
+    Example:
+        >>> import mpmath
+        >>> s = sqrt(torch.tensor([2.0, 0.0], dtype=torch.float64))
+        >>> s.tolist()
+        [1.4142135623730951, -9.667293313452912e-17]
+        >>> with mpmath.workprec(300):  # relative error against mpmath, in units of u^2 = 2^-106
+        ...     err = (mpmath.mpf(s[0].item()) + s[1].item()) / mpmath.sqrt(2) - 1
+        ...     print(mpmath.nstr(err * 2**106, 3))
+        0.47
     """
     nc = x.shape[-1]
     if nc == 1:
@@ -1090,13 +1209,23 @@ def _sqrt2(x: torch.Tensor) -> torch.Tensor:
 
 
 def sign(x: torch.Tensor) -> torch.Tensor:
-    """Sign of the value as a plain tensor (-1, 0, +1; NaN for NaN). Exact."""
+    """Sign of the value as a plain tensor (-1, 0, +1; NaN for NaN). Exact.
+
+    Example:
+        >>> sign(torch.tensor([[-1.0, 2.0**-60], [0.0, 0.0], [2.0**-900, 0.0]], dtype=torch.float64))
+        tensor([-1.,  0.,  1.], dtype=torch.float64)
+    """
     x0 = x[..., 0]
     return torch.where(torch.isnan(x0), x0, torch.sign(x0))
 
 
 def abs(x: torch.Tensor) -> torch.Tensor:  # noqa: A001 - mirrors torch.abs
-    """``|x|`` (exact): the components are negated where the leading one is negative."""
+    """``|x|`` (exact): the components are negated where the leading one is negative.
+
+    Example:
+        >>> abs(torch.tensor([-1.0, 2.0**-60], dtype=torch.float64)).tolist()  # |-1 + 2^-60| = 1 - 2^-60
+        [1.0, -8.673617379884035e-19]
+    """
     if x.shape[-1] == 1:
         return torch.abs(x)
     return torch.where(torch.signbit(x[..., :1]), -x, x)
@@ -1108,6 +1237,12 @@ def compare(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     Exact because the accurate subtraction has a relative error bound: its leading
     component is zero iff ``x == y`` and otherwise has the sign of ``x - y``.
     Infinite operands compare by their leading components.
+
+    Example:
+        >>> x = torch.tensor([1.0, 2.0**-60], dtype=torch.float64)  # 1 + 2^-60
+        >>> y = torch.tensor([1.0, 0.0], dtype=torch.float64)
+        >>> compare(x, y).item(), compare(y, x).item(), compare(x, x).item()
+        (1.0, -1.0, 0.0)
     """
     x, y, _ = _common(x, y)
     d = sub(x, y)[..., 0]
@@ -1121,37 +1256,80 @@ def compare(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
 
 
 def eq(x, y):
-    """``x == y`` exactly (bool tensor)."""
+    """``x == y`` exactly (bool tensor).
+
+    Example:
+        >>> x = torch.tensor([1.0, 2.0**-60], dtype=torch.float64)  # 1 + 2^-60
+        >>> y = torch.tensor([1.0, 0.0], dtype=torch.float64)
+        >>> eq(x, y).item(), eq(x, x).item(), 1 + 2**-60 == 1.0  # float64 alone: equal
+        (False, True, True)
+    """
     return compare(x, y) == 0
 
 
 def ne(x, y):
-    """``x != y`` exactly (True for NaN, like torch)."""
+    """``x != y`` exactly (True for NaN, like torch).
+
+    Example:
+        >>> x = torch.tensor([1.0, 2.0**-60], dtype=torch.float64)
+        >>> ne(x, torch.tensor([1.0, 0.0], dtype=torch.float64)).item()
+        True
+    """
     return ~eq(x, y)
 
 
 def lt(x, y):
-    """``x < y`` exactly."""
+    """``x < y`` exactly.
+
+    Example:
+        >>> x = torch.tensor([1.0, 2.0**-60], dtype=torch.float64)
+        >>> lt(torch.tensor([1.0, 0.0], dtype=torch.float64), x).item(), lt(x, x).item()
+        (True, False)
+    """
     return compare(x, y) < 0
 
 
 def le(x, y):
-    """``x <= y`` exactly."""
+    """``x <= y`` exactly.
+
+    Example:
+        >>> x = torch.tensor([1.0, -(2.0**-60)], dtype=torch.float64)  # 1 - 2^-60
+        >>> le(x, torch.tensor([1.0, 0.0], dtype=torch.float64)).item(), le(x, x).item()
+        (True, True)
+    """
     return compare(x, y) <= 0
 
 
 def gt(x, y):
-    """``x > y`` exactly."""
+    """``x > y`` exactly.
+
+    Example:
+        >>> x = torch.tensor([1.0, 2.0**-60], dtype=torch.float64)
+        >>> gt(x, torch.tensor([1.0, 0.0], dtype=torch.float64)).item()
+        True
+    """
     return compare(x, y) > 0
 
 
 def ge(x, y):
-    """``x >= y`` exactly."""
+    """``x >= y`` exactly.
+
+    Example:
+        >>> x = torch.tensor([1.0, -(2.0**-60)], dtype=torch.float64)  # 1 - 2^-60
+        >>> ge(x, torch.tensor([1.0, 0.0], dtype=torch.float64)).item(), ge(x, x).item()
+        (False, True)
+    """
     return compare(x, y) >= 0
 
 
 def where(cond: torch.Tensor, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-    """Elementwise select between two component tensors (exact)."""
+    """Elementwise select between two component tensors (exact).
+
+    Example:
+        >>> x = torch.tensor([[1.0, 2.0**-60], [2.0, 0.0]], dtype=torch.float64)
+        >>> where(torch.tensor([True, False]), x, torch.zeros(2, 2, dtype=torch.float64)).tolist()
+        [[1.0, 8.673617379884035e-19], [0.0, 0.0]]
+    """
     x, y, _ = _common(x, y)
     return torch.where(cond.unsqueeze(-1), x, y)
 
@@ -1162,14 +1340,26 @@ def _nan_if_either(r: torch.Tensor, x: torch.Tensor, y: torch.Tensor) -> torch.T
 
 
 def maximum(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-    """Elementwise max, exact; NaN if either is NaN (like ``torch.maximum``)."""
+    """Elementwise max, exact; NaN if either is NaN (like ``torch.maximum``).
+
+    Example:
+        >>> x = torch.tensor([1.0, 2.0**-60], dtype=torch.float64)
+        >>> maximum(x, torch.tensor([1.0, 0.0], dtype=torch.float64)).tolist()
+        [1.0, 8.673617379884035e-19]
+    """
     x, y, _ = _common(x, y)
     pick = ge(x, y) | torch.isnan(x[..., 0])
     return _nan_if_either(where(pick, x, y), x, y)
 
 
 def minimum(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-    """Elementwise min, exact; NaN if either is NaN (like ``torch.minimum``)."""
+    """Elementwise min, exact; NaN if either is NaN (like ``torch.minimum``).
+
+    Example:
+        >>> x = torch.tensor([1.0, 2.0**-60], dtype=torch.float64)
+        >>> minimum(x, torch.tensor([1.0, 0.0], dtype=torch.float64)).tolist()
+        [1.0, 0.0]
+    """
     x, y, _ = _common(x, y)
     pick = le(x, y) | torch.isnan(x[..., 0])
     return _nan_if_either(where(pick, x, y), x, y)
@@ -1178,7 +1368,13 @@ def minimum(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
 def clamp(
     x: torch.Tensor, lo: torch.Tensor | None = None, hi: torch.Tensor | None = None
 ) -> torch.Tensor:
-    """Clamp to ``[lo, hi]`` (component tensors or ``None``), exact; NaN stays NaN."""
+    """Clamp to ``[lo, hi]`` (component tensors or ``None``), exact; NaN stays NaN.
+
+    Example:
+        >>> x = torch.tensor([[1.0, 2.0**-60], [0.5, 0.0]], dtype=torch.float64)
+        >>> clamp(x, hi=torch.tensor([1.0, 0.0], dtype=torch.float64)).tolist()  # 1 + 2^-60 -> 1
+        [[1.0, 0.0], [0.5, 0.0]]
+    """
     if lo is not None:
         x, lo, _ = _common(x, lo)
         x = where(lt(x, lo), lo, x)
@@ -1199,6 +1395,14 @@ def pow_int(x: torch.Tensor, n: int) -> torch.Tensor:
     ``(|n| - 1 + [n < 0]) * 8 u^nc`` (tested), not ``2 log2 |n|`` steps' worth.
     Negative ``n`` takes the reciprocal at the end; ``x ** 0 == 1`` (also for NaN, like
     torch).
+
+    Example:
+        >>> from fractions import Fraction
+        >>> p = pow_int(torch.tensor([3.0, 0.0], dtype=torch.float64), 40)
+        >>> p.tolist(), sum(map(Fraction, p.tolist())) == 3**40  # 64 bits: exact in two components
+        ([1.2157665459056929e+19, 33.0], True)
+        >>> 3.0**40 == 3**40  # float64 alone rounds it
+        False
     """
     if n == 0:
         return from_float(torch.ones_like(x[..., 0]), x.shape[-1])

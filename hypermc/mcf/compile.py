@@ -61,7 +61,15 @@ __all__ = ["MCCompileError", "is_opaque", "call_opaque", "define_mc_op", "run_sp
 
 
 class MCCompileError(RuntimeError):
-    """An MC op was traced by ``torch.compile`` with arguments that cannot be compiled."""
+    """An MC op was traced by ``torch.compile`` with arguments that cannot be compiled.
+
+    Example:
+        >>> x = hm.mc([1.0], nc=2, dtype=torch.float64)
+        >>> call_opaque(torch.ops.aten.mul.Scalar, (x, 1j), {}, hm.MCTensor)  # as torch.compile would trace it
+        Traceback (most recent call last):
+        ...
+        hypermc.mcf.compile.MCCompileError: MCTensor op aten.mul.Scalar was traced with an argument of type complex (1j) ...
+    """
 
 
 # ----------------------------------------------------------------------- which ops
@@ -74,6 +82,12 @@ def is_opaque(func: torch._ops.OpOverload) -> bool:
     False for views (their result aliases an input without a write, so they must stay
     in the traced graph to keep aliasing) and for ops that return non-tensors
     (``item``, ``is_same_size``): these move no data and round nothing.
+
+    Example:
+        >>> is_opaque(torch.ops.aten.add.Tensor), is_opaque(torch.ops.aten.add_.Tensor)
+        (True, True)
+        >>> is_opaque(torch.ops.aten.view.default), is_opaque(torch.ops.aten._local_scalar_dense.default)
+        (False, False)
     """
     schema = func._schema
     for r in schema.returns:
@@ -172,7 +186,13 @@ _OUT_STRUCTURE: dict[str, tuple[Any, list[Any]]] = {}
 def code_version() -> str:
     """A hash of the ``hypermc.mcf`` sources, part of every spec: compiled graphs are
     cached by torch (keyed by the graph, which holds the specs), and the output layouts
-    they assume come from the kernels that traced them."""
+    they assume come from the kernels that traced them.
+
+    Example:
+        >>> v = code_version()
+        >>> len(v), int(v, 16) >= 0, v == code_version()  # 16 hex digits, cached
+        (16, True, True)
+    """
     h = hashlib.sha256()
     for path in sorted(Path(__file__).parent.glob("*.py")):
         h.update(path.read_bytes())
@@ -204,6 +224,16 @@ def run_spec(spec: str, tensors: list[torch.Tensor], mc_type: type, dispatch_imp
     its op table's lookup, both passed in by :func:`define_mc_op` (this module sits below
     the class and does not import it). Returns the flat list of output tensors
     (components for MC outputs), none of which aliases an input.
+
+    Example:
+        >>> import json
+        >>> from hypermc.mcf.tensor import dispatch_impl
+        >>> c = torch.tensor([[1 + 2**-30, 0.0]], dtype=torch.float64)  # components of 1 + 2^-30
+        >>> spec = json.dumps({"op": "aten.mul.Tensor", "args": [{"mc": 0, "w": False}, {"mc": 1, "w": False}],
+        ...                    "kwargs": {}, "code": code_version()}, sort_keys=True)
+        >>> out = run_spec(spec, [c, c], hm.MCTensor, dispatch_impl)
+        >>> [t.tolist() for t in out]  # (1 + 2^-30)^2 = (1 + 2^-29) + 2^-60
+        [[[1.0000000018626451, 8.673617379884035e-19]]]
     """
     d = _parsed(spec)
     func = _op_from_name(d["op"])
@@ -243,6 +273,16 @@ def define_mc_op(mc_type: type, dispatch_impl: Callable) -> Callable:
     Called once, by :mod:`hypermc.mcf.tensor`, with :class:`~hypermc.MCTensor` and its op
     table's lookup ``dispatch_impl(func, args, kwargs)``: the op rebuilds the MC operands
     as ``mc_type`` and runs :func:`run_spec` with them. Returns the op.
+
+    Example:
+        >>> import json
+        >>> torch.ops.hypermc.mc_op.default._schema  # defined when hypermc.mcf.tensor is imported
+        hypermc::mc_op(str spec, Tensor[] tensors) -> Tensor[]
+        >>> c = torch.tensor([[1 + 2**-30, 0.0]], dtype=torch.float64)
+        >>> spec = json.dumps({"op": "aten.mul.Tensor", "args": [{"mc": 0, "w": False}, {"mc": 1, "w": False}],
+        ...                    "kwargs": {}, "code": code_version()}, sort_keys=True)
+        >>> torch.ops.hypermc.mc_op(spec, [c, c])[0].tolist()  # the components of c * c
+        [[1.0000000018626451, 8.673617379884035e-19]]
     """
 
     @torch.library.custom_op("hypermc::mc_op", mutates_args=())
@@ -338,6 +378,12 @@ def call_opaque(func: torch._ops.OpOverload, args: tuple, kwargs: dict, mc_type:
 
     Raises:
         MCCompileError: an argument cannot be encoded (symbolic sizes or scalars).
+
+    Example:
+        >>> x = hm.mc(torch.tensor([1 + 2**-30], dtype=torch.float64), nc=2)
+        >>> y = call_opaque(torch.ops.aten.mul.Tensor, (x, x), {}, hm.MCTensor)  # outside tracing it runs too
+        >>> y.components.tolist(), torch.equal(y.components, (x * x).components)  # bit for bit the eager op
+        ([[1.0000000018626451, 8.673617379884035e-19]], True)
     """
     pos, names = _mutated_names(func)
     tensors: list[torch.Tensor] = []

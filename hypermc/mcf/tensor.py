@@ -51,6 +51,19 @@ def implements(*ops: Any) -> Callable:
 
     The implementation is called as ``impl(func, *args, **kwargs)`` with the exact
     overload that was dispatched.
+
+    Example:
+        >>> x = hm.mc([-2.0, 0.5], nc=2, dtype=torch.float64)
+        >>> torch.signbit(x)  # not in the table: refused, not computed from the leading component
+        Traceback (most recent call last):
+        ...
+        NotImplementedError: MCTensor does not support the aten op aten.signbit.default; ...
+        >>> @implements(torch.ops.aten.signbit.default)
+        ... def mc_signbit(func, x):
+        ...     return torch.signbit(x.components[..., 0])  # exact: the value has its leading component's sign
+        >>> torch.signbit(x)
+        tensor([ True, False])
+        >>> del _OPS[torch.ops.aten.signbit.default]  # leave the table as it was
     """
 
     def register(fn: Callable) -> Callable:
@@ -101,6 +114,19 @@ class MCTensor(torch.Tensor):
     Attributes:
         components: inner tensor ``(*shape, nc)``, leading component first.
         nc: number of components.
+
+    Example:
+        >>> x = hm.MCTensor.from_components(torch.tensor([[1.0, 2.0**-60], [3.0, 0.0]], dtype=torch.float64))
+        >>> x
+        MCTensor([1.0000000000000000008673617379884, 3.0], nc=2, dtype=torch.float64)
+        >>> x.shape, x.nc, x.dtype
+        (torch.Size([2]), 2, torch.float64)
+        >>> (x - 1).components.tolist()  # 1 + 2^-60 - 1 keeps the 2^-60 that float64 drops
+        [[8.673617379884035e-19, 0.0], [2.0, 0.0]]
+        >>> w = hm.mc([2.0], nc=2, dtype=torch.float64, requires_grad=True)
+        >>> (w * w).sum().backward()
+        >>> w.grad  # gradients are MCTensors
+        MCTensor([4.0], nc=2, dtype=torch.float64)
     """
 
     _components: torch.Tensor
@@ -289,7 +315,19 @@ def register_manifold_pickling(state: Callable, rebuild: Callable) -> None:
     """Set how an MCTensor with a ``manifold`` attribute pickles it: ``state(manifold)``
     gives the plain state stored with the components, ``rebuild(tensor, state,
     requires_grad)`` the parameter loaded back. Called once, by
-    :mod:`hypermc.manifolds.parameter`."""
+    :mod:`hypermc.manifolds.parameter`.
+
+    Example:
+        >>> import io
+        >>> from hypermc.manifolds import PoincareHalfspace
+        >>> p = hm.ManifoldParameter(hm.mc([[0.0, 1.0]], nc=2, dtype=torch.float64), manifold=PoincareHalfspace())
+        >>> buf = io.BytesIO()
+        >>> torch.save(p, buf)  # the manifold is stored as (class name, curvature)
+        >>> _ = buf.seek(0)
+        >>> q = torch.load(buf, weights_only=True)
+        >>> q.manifold, torch.equal(q.components, p.components)
+        (PoincareHalfspace(curvature=-1), True)
+    """
     _manifold_pickling[:] = [_ManifoldPickling(state, rebuild)]
 
 
@@ -433,6 +471,16 @@ def from_mpmath(values: Any, nc: int = 2, dtype: torch.dtype = torch.float64, *,
         values: a scalar or (nested) sequence / numpy object array of such values.
         nc: number of components.
         dtype: component dtype.
+
+    Example:
+        >>> from fractions import Fraction
+        >>> x = from_mpmath(Fraction(1, 3), nc=2)
+        >>> x
+        MCTensor(0.333333333333333333333333333333332, nc=2, dtype=torch.float64)
+        >>> x.components.tolist()  # 1/3 to about 106 bits
+        [0.3333333333333333, 1.850371707708594e-17]
+        >>> from_mpmath(["0.1", "1e-400"], nc=2).components.tolist()  # 1e-400 underflows to 0
+        [[0.1, -5.551115123125783e-18], [0.0, 0.0]]
     """
     nc = _checks.check_nc("from_mpmath", nc)
     float_format(dtype)
