@@ -290,6 +290,7 @@ def _dispatch(
     *,
     prepare: Callable[[torch.Tensor], tuple[torch.Tensor, ...]] | None = None,
     odd: bool = False,
+    fused: Callable[[torch.Tensor], native.Result | None] | None = None,
 ) -> torch.Tensor:
     """Pick the path: plain torch (nc = 1), wide engine, or the generic MC algorithm.
 
@@ -300,6 +301,10 @@ def _dispatch(
     function's value of the leading component and ``odd`` functions return ``±0`` for
     ``±0`` (the engine kernels do both themselves). Large CPU inputs run the generic path
     in blocks of ``_CPU_BLOCK`` elements, so its many temporaries stay in cache.
+
+    ``fused`` (:func:`native.exp`, :func:`native.log`) runs the generic path as one fused
+    loop where :mod:`native` applies (same bits); the elements it flags take this
+    function's torch path.
     """
     nc = x.shape[-1]
     if nc == 1:
@@ -307,6 +312,9 @@ def _dispatch(
     engine = engine_dtype(x.dtype, nc)
     if engine is not None:
         return engine_fn(x, engine)
+    res = fused(x) if fused is not None else None
+    if res is not None:
+        return res.patched(lambda rows: _dispatch(rows, plain, engine_fn, generic, prepare=prepare, odd=odd), x)
     n = x[..., 0].numel()
     if x.device.type != "cpu" or n <= _CPU_BLOCK:
         return _generic_path(x, plain, generic, prepare, odd)
@@ -1001,7 +1009,7 @@ def exp(x: torch.Tensor) -> torch.Tensor:
         >>> exp(torch.tensor([[1.0, 0.0]], dtype=torch.float64))  # e to 106 bits
         tensor([[2.7183e+00, 1.4456e-16]], dtype=torch.float64)
     """
-    return _dispatch(x, torch.exp, _engine_unary("exp"), _exp_generic)
+    return _dispatch(x, torch.exp, _engine_unary("exp"), _exp_generic, fused=native.exp)
 
 
 def expm1(x: torch.Tensor) -> torch.Tensor:
@@ -1037,7 +1045,7 @@ def log(x: torch.Tensor) -> torch.Tensor:
 
     Reference: Bailey–Hida–Li (QD library) Newton-on-exp log; Muller ch. 6.
     {args}"""
-    return _dispatch(x, torch.log, _log_engine, _log1p_masked_generic, prepare=_prepare_log)
+    return _dispatch(x, torch.log, _log_engine, _log1p_masked_generic, prepare=_prepare_log, fused=native.log)
 
 
 def log1p(x: torch.Tensor) -> torch.Tensor:

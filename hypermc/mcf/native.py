@@ -53,7 +53,7 @@ from typing import Any, NamedTuple
 
 import torch
 
-__all__ = ["available", "status", "add", "mul", "div", "sqrt", "Result", "NCS"]
+__all__ = ["available", "status", "add", "mul", "div", "sqrt", "exp", "log", "Result", "NCS"]
 
 #: Component counts with native kernels.
 NCS = (2, 3, 4)
@@ -141,6 +141,9 @@ def _declare(lib: ctypes.CDLL, name: str, nc: int) -> None:
         "div": pair + [vp, i64, vp],
         "sqrt": [i64, vp, i64, i64, dbl, dbl, vp, i64, vp],
     }
+    if name == "f64":  # elementary's float64 path
+        signatures.update({"exp": [i64, vp, i64, i64, vp, i64, vp], "log_reduce": [i64, vp, i64, i64, vp, i64, vp],
+                           "log_core": pair + [vp, i64, vp]})
     for op, args in signatures.items():
         if nc == 2 and op in ("div", "sqrt"):
             continue  # double-word add and mul only
@@ -225,6 +228,13 @@ def _self_check(lib: ctypes.CDLL, dtype: torch.dtype, nc: int) -> str | None:
         # the torch kernels take one path for the whole tensor: in-range operands only
         "sqrt": lambda x, y: arith.sqrt(x[(x[:, 0] > 2.0 ** -30) & (x[:, 0] < 2.0 ** 30)]),
     }
+    if dtype == torch.float64:
+        from . import elementary
+
+        # exp: moderate arguments (and some that over- or underflow); log: |x|, and 1 + x
+        ops["exp"] = lambda x, y: elementary.exp(x * 2.0 ** -14)
+        ops["log"] = lambda x, y: elementary.log(torch.where(x[:, :1] < 0, -x, x))
+        ops["log near 1"] = lambda x, y: elementary.log(arith.add_float(x * 2.0 ** -30, torch.ones_like(x[:, 0])))
     ints = {torch.float32: torch.int32, torch.float64: torch.int64}[dtype]
     _libs[(_NAMES[dtype], nc)] = lib  # the ops below reach it through _load
     try:
@@ -312,15 +322,17 @@ def _run(fn, n: int, operands: list[tuple[torch.Tensor, int, int]], extra: tuple
 
 
 def _call(lib: ctypes.CDLL, op: str, operands: list[torch.Tensor], extra: tuple,
-          nc: int) -> Result:
+          nc: int, nout: int | None = None) -> Result:
+    """``mc_{op}_{dtype}_{nc}`` on the operands; ``nout`` (default ``nc``) outputs."""
+    nout = nc if nout is None else nout
     shape = torch.broadcast_shapes(*(o.shape[:-1] for o in operands))
     rows = [_rows(o, shape, i == 0) for i, o in enumerate(operands)]
     n = rows[0][0].shape[0]
     dtype = operands[0].dtype
-    out = torch.empty((nc, n), dtype=dtype)
+    out = torch.empty((nout, n), dtype=dtype)
     ok = torch.empty(n, dtype=torch.bool)
     bad = _run(getattr(lib, f"mc_{op}_{_NAMES[dtype]}_{nc}"), n, rows, extra, out, ok) if n else 0
-    return Result(out.view(nc, *shape).movedim(0, -1), ok.view(shape), bad)
+    return Result(out.view(nout, *shape).movedim(0, -1), ok.view(shape), bad)
 
 
 class Result(NamedTuple):
@@ -373,3 +385,40 @@ def sqrt(x: torch.Tensor, lo: float, hi: float) -> Result | None:
     if lib is None or x.shape[-1] == 2:
         return None
     return _call(lib, "sqrt", [x], (float(lo), float(hi)), x.shape[-1])
+
+
+def _elementary_eligible(x: torch.Tensor) -> ctypes.CDLL | None:
+    """The library for :mod:`elementary`'s float64 generic path on ``x``, or None (other
+    dtypes; without a measured FMA the torch path's double-word products differ)."""
+    from .eft import has_fused_addcmul
+
+    if x.dtype != torch.float64 or not has_fused_addcmul("cpu", torch.float64):
+        return None
+    return _eligible(x)
+
+
+def exp(x: torch.Tensor) -> Result | None:
+    """``exp(x)`` by ``elementary._exp_generic`` (float64, nc = 2, 3, 4): ``ok`` false for
+    non-finite ``x_0``, complete over/underflow and where a fixed network's check fails."""
+    lib = _elementary_eligible(x)
+    if lib is None:
+        return None
+    return _call(lib, "exp", [x], (), x.shape[-1])
+
+
+def log(x: torch.Tensor) -> Result | None:
+    """``log(x)`` by ``elementary``'s float64 path (nc = 2, 3, 4) in two fused calls: the
+    reduction to ``t`` (with ``e`` and a flag), torch's ``log1p`` of ``t_0`` (the Newton
+    start; the same function the torch path calls), the Newton core and ``e ln2 + y``.
+    ``ok`` false for ``x_0`` not a positive normal number and where a check fails."""
+    lib = _elementary_eligible(x)
+    if lib is None:
+        return None
+    nc = x.shape[-1]
+    first = _call(lib, "log_reduce", [x], (), nc, nc + 2)
+    start = torch.log1p(first.out[..., 0]).unsqueeze(-1)
+    second = _call(lib, "log_core", [first.out, start], (), nc)
+    if not first.bad and not second.bad:
+        return second
+    ok = first.ok & second.ok
+    return Result(second.out, ok, int((~ok).sum()))
