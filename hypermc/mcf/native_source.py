@@ -839,13 +839,18 @@ def _kernel(name: str, ctype: str, params: str, args_doc: str, variants: list[tu
     return "\n".join(out)
 
 
-def source(name: str, nc: int) -> str:
-    """The C++ translation unit of one component dtype (``"f32"``/``"f64"``) and ``nc``."""
+def source(name: str, nc: int, part: str = "arith") -> str:
+    """The C++ translation unit of one component dtype (``"f32"``/``"f64"``), ``nc`` and
+    ``part``: ``"arith"`` (add, mul, div, sqrt) or ``"elementary"`` (exp, log; float64
+    only). The elementary kernels are a library of their own: their code is large (a
+    minute or more to compile), and arithmetic alone should not wait for it."""
     ctype = DTYPES[name][0]
     common = f"int64_t n, const {ctype} *x, int64_t xse, int64_t xsc, const {ctype} *y, int64_t yse, int64_t ysc"
     both = {"x": nc, "y": nc}
     parts = [_PRELUDE, "}  // namespace", ""]
-    if name == "f64":  # elementary's generic path runs in float64 components
+    if part == "elementary":  # elementary's generic path runs in float64 components
+        if name != "f64":
+            raise ValueError(f"source: name must be 'f64' for the elementary kernels; got {name!r}")
         tables = _Tables()
         unary = f"int64_t n, const {ctype} *x, int64_t xse, int64_t xsc, {ctype} *out, int64_t os, uint8_t *ok"
         kernels = [
@@ -860,7 +865,7 @@ def source(name: str, nc: int) -> str:
                     broadcast=False),
         ]
         parts[1:1] = tables.decls  # inside the prelude's anonymous namespace
-        parts += kernels
+        return "\n\n".join(parts + kernels) + "\n"
     if nc == 2:  # the double-word algorithms of arith (no div/sqrt kernels)
         parts.append(_kernel(
             f"mc_add_{name}_2", ctype, f"{common}, int ny, double sign, {ctype} *out, int64_t os, uint8_t *ok",

@@ -304,6 +304,7 @@ def test_elementary_fused_where_it_applies(nc):
     gen = torch.Generator().manual_seed(5)
     x = _torch_kernels(arith.add, torch.randn(3 * native._CHUNK + 5, nc, generator=gen, dtype=torch.float64) * 4,
                        torch.randn(3 * native._CHUNK + 5, nc, generator=gen, dtype=torch.float64) * 2.0 ** -60)
+    assert native.status(torch.float64, nc, "elementary") == "in use"
     res = native.exp(x)
     assert res is not None and res.bad == 0
     old = torch.get_num_threads()
@@ -318,3 +319,10 @@ def test_elementary_fused_where_it_applies(nc):
     assert native.log(pos) is not None
     assert native.exp(x.float()) is None
     assert native.exp(x.detach().requires_grad_()) is None
+
+
+def test_elementary_status():
+    assert native.status(torch.float32, 3, "elementary") == "no native elementary kernels for torch.float32 (float64 only)"
+    assert not native.available(torch.float32, 3, "elementary")
+    with pytest.raises(ValueError, match=r"status: part must be one of 'arith', 'elementary'; got 'exp'"):
+        native.status(torch.float64, 3, "exp")
