@@ -191,7 +191,7 @@ def _open(dtype: torch.dtype, name: str, nc: int, part: str = "arith") -> ctypes
         _declare(lib, name, nc, part)
     except (OSError, RuntimeError, subprocess.SubprocessError, AttributeError) as exc:
         return f"build or load failed: {exc}"
-    bad = _self_check(lib, dtype, nc, part)
+    bad = _self_check(lib, dtype, nc) if part == "arith" else _self_check(lib, dtype, nc, part)
     if bad:
         label = "" if part == "arith" else part + " "
         warnings.warn(f"hypermc native {label}kernels for {name} nc={nc} disabled: {bad} differs from the torch "
