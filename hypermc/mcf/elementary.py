@@ -24,6 +24,9 @@ vectorised, and picks one of three paths, always in this order:
    same algorithms as :mod:`arith`, without its per-op packing and non-finite
    bookkeeping: they are the inner loop of every series); three or more call
    :mod:`arith`. Large CPU inputs are processed in blocks of ``2^15`` elements.
+   float64 ``exp`` and ``log`` with ``nc = 2, 3, 4`` on the CPU run this algorithm as
+   one fused loop where :mod:`native` applies (:func:`native.exp`, :func:`native.log`:
+   the same roundings, so the same bits; the elements they flag take the torch code).
 
 Generic algorithms (Tang's table-driven exp, Newton's iteration on it for log):
 
@@ -75,6 +78,7 @@ from __future__ import annotations
 
 import functools
 import math
+import sys
 from collections.abc import Callable
 from typing import NamedTuple
 
@@ -82,7 +86,7 @@ import mpmath
 import torch
 from torch.utils._python_dispatch import _disable_current_modes
 
-from . import arith, fixed, native
+from . import arith, fixed, native, native_source
 from .arith import add_float, engine_dtype, from_float
 from .eft import (
     fast_two_sum,
@@ -286,6 +290,7 @@ def _dispatch(
     *,
     prepare: Callable[[torch.Tensor], tuple[torch.Tensor, ...]] | None = None,
     odd: bool = False,
+    fused: Callable[[torch.Tensor], native.Result | None] | None = None,
 ) -> torch.Tensor:
     """Pick the path: plain torch (nc = 1), wide engine, or the generic MC algorithm.
 
@@ -296,6 +301,10 @@ def _dispatch(
     function's value of the leading component and ``odd`` functions return ``±0`` for
     ``±0`` (the engine kernels do both themselves). Large CPU inputs run the generic path
     in blocks of ``_CPU_BLOCK`` elements, so its many temporaries stay in cache.
+
+    ``fused`` (:func:`native.exp`, :func:`native.log`) runs the generic path as one fused
+    loop where :mod:`native` applies (same bits); the elements it flags take this
+    function's torch path.
     """
     nc = x.shape[-1]
     if nc == 1:
@@ -303,6 +312,9 @@ def _dispatch(
     engine = engine_dtype(x.dtype, nc)
     if engine is not None:
         return engine_fn(x, engine)
+    res = fused(x) if fused is not None else None
+    if res is not None:
+        return res.patched(lambda rows: _dispatch(rows, plain, engine_fn, generic, prepare=prepare, odd=odd), x)
     n = x[..., 0].numel()
     if x.device.type != "cpu" or n <= _CPU_BLOCK:
         return _generic_path(x, plain, generic, prepare, odd)
@@ -997,7 +1009,7 @@ def exp(x: torch.Tensor) -> torch.Tensor:
         >>> exp(torch.tensor([[1.0, 0.0]], dtype=torch.float64))  # e to 106 bits
         tensor([[2.7183e+00, 1.4456e-16]], dtype=torch.float64)
     """
-    return _dispatch(x, torch.exp, _engine_unary("exp"), _exp_generic)
+    return _dispatch(x, torch.exp, _engine_unary("exp"), _exp_generic, fused=native.exp)
 
 
 def expm1(x: torch.Tensor) -> torch.Tensor:
@@ -1033,7 +1045,7 @@ def log(x: torch.Tensor) -> torch.Tensor:
 
     Reference: Bailey–Hida–Li (QD library) Newton-on-exp log; Muller ch. 6.
     {args}"""
-    return _dispatch(x, torch.log, _log_engine, _log1p_masked_generic, prepare=_prepare_log)
+    return _dispatch(x, torch.log, _log_engine, _log1p_masked_generic, prepare=_prepare_log, fused=native.log)
 
 
 def log1p(x: torch.Tensor) -> torch.Tensor:
@@ -1183,3 +1195,7 @@ def erf(x: torch.Tensor) -> torch.Tensor:
         )
     z = torch.erf(arith.to_engine(x, _ERF_ENGINE))
     return arith.from_engine(z, x.dtype, nc)
+
+
+# the fused exp/log tracer reads this module's tables and constants (native_source)
+native_source.bind_elementary(sys.modules[__name__])

@@ -5,7 +5,11 @@ kernels per op (one memory pass each; fp64 nc=3 add was ~60x a native add, div ~
 the double-word add 20. :mod:`hypermc.mcf.native_source` generates straight-line C++ for
 the same networks (add/sub/add_float/mul/mul_float for nc = 2, 3, 4; div and sqrt for
 nc = 3, 4), one library per (dtype, nc), compiled here by the system C++ compiler (10-15 s,
-once per machine: cached) and called through :mod:`ctypes` on the tensors' memory; ctypes
+once per machine: cached) and called through :mod:`ctypes` on the tensors' memory. A
+second library per nc (``part="elementary"``, built on first use of exp/log: minutes, its
+straight-line code is large) holds :mod:`hypermc.mcf.elementary`'s float64 exp and log
+(Tang's reduction, the Taylor series, Newton's iteration for log, every arith step
+inlined), which otherwise run as ~20 fused calls per block plus torch glue; ctypes
 releases the GIL, so large tensors are split over torch's intra-op thread count. Numbers
 in ``docs/numerics.md``.
 
@@ -53,12 +57,14 @@ from typing import Any, NamedTuple
 
 import torch
 
+from .._checks import check_choice
 from . import arith  # the self-check's reference kernels (arith imports this module too)
-from .eft import float_format, renormalize, tracing
+from .eft import float_format, has_fused_addcmul, renormalize, tracing
 from .fixed import patch
+from .native_source import _el
 from .native_source import source as generate
 
-__all__ = ["available", "status", "add", "mul", "div", "sqrt", "Result", "NCS"]
+__all__ = ["available", "status", "add", "mul", "div", "sqrt", "exp", "log", "Result", "NCS"]
 
 #: Component counts with native kernels.
 NCS = (2, 3, 4)
@@ -69,8 +75,9 @@ _NAMES = {torch.float32: "f32", torch.float64: "f64"}
 _CHUNK = 1 << 15
 
 _lock = threading.RLock()
-# (dtype name, nc) -> loaded library, or the reason there is none
-_libs: dict[tuple[str, int], Any] = {}
+# (dtype name, nc) for the arithmetic kernels, (dtype name, nc, "elementary") for exp/log
+# -> loaded library, or the reason there is none
+_libs: dict[tuple, Any] = {}
 _bypass = threading.local()  # the self-check runs the torch kernels with this set
 _pool: ThreadPoolExecutor | None = None
 
@@ -110,13 +117,17 @@ def _atomic_write(path: Path, data: bytes) -> None:
     os.replace(tmp, path)
 
 
-def _build(cxx: str, name: str, nc: int) -> Path:
+def _key(name: str, nc: int, part: str) -> tuple:
+    return (name, nc) if part == "arith" else (name, nc, part)
+
+
+def _build(cxx: str, name: str, nc: int, part: str = "arith") -> Path:
     """Generate, compile and cache the library of one configuration; its path."""
-    src = generate(name, nc).encode()
+    src = generate(name, nc, part).encode()
     version = subprocess.run([cxx, "--version"], capture_output=True, text=True, timeout=60).stdout
     key = hashlib.sha256(src + " ".join(_FLAGS).encode() + version.encode() + _cpu_tag().encode()
                          + sys.platform.encode()).hexdigest()[:16]
-    out = _cache_dir() / f"hypermc_{name}_nc{nc}_{key}.so"
+    out = _cache_dir() / f"hypermc_{name}_nc{nc}{'' if part == 'arith' else '_' + part}_{key}.so"
     if out.exists():
         return out
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -135,7 +146,7 @@ def _build(cxx: str, name: str, nc: int) -> Path:
     return out
 
 
-def _declare(lib: ctypes.CDLL, name: str, nc: int) -> None:
+def _declare(lib: ctypes.CDLL, name: str, nc: int, part: str = "arith") -> None:
     i64, vp, c_int, dbl = ctypes.c_int64, ctypes.c_void_p, ctypes.c_int, ctypes.c_double
     pair = [i64, vp, i64, i64, vp, i64, i64]
     signatures = {
@@ -144,6 +155,9 @@ def _declare(lib: ctypes.CDLL, name: str, nc: int) -> None:
         "div": pair + [vp, i64, vp],
         "sqrt": [i64, vp, i64, i64, dbl, dbl, vp, i64, vp],
     }
+    if part == "elementary":  # elementary's float64 path
+        signatures = {"exp": [i64, vp, i64, i64, vp, i64, vp], "log_reduce": [i64, vp, i64, i64, vp, i64, vp],
+                      "log_core": pair + [vp, i64, vp]}
     for op, args in signatures.items():
         if nc == 2 and op in ("div", "sqrt"):
             continue  # double-word add and mul only
@@ -156,32 +170,34 @@ def _disabled() -> bool:
     return os.environ.get("HYPERMC_NATIVE", "1").strip().lower() in ("0", "false", "no", "off")
 
 
-def _load(dtype: torch.dtype, nc: int) -> ctypes.CDLL | None:
-    """The library of ``(dtype, nc)``: built, loaded and self-checked once per process."""
+def _load(dtype: torch.dtype, nc: int, part: str = "arith") -> ctypes.CDLL | None:
+    """The library of ``(dtype, nc, part)``: built, loaded and self-checked once per process."""
     name = _NAMES[dtype]
-    lib = _libs.get((name, nc))
+    key = _key(name, nc, part)
+    lib = _libs.get(key)
     if lib is None:
         with _lock:
-            lib = _libs.get((name, nc))
+            lib = _libs.get(key)
             if lib is None:
-                lib = _libs[(name, nc)] = _open(dtype, name, nc)
+                lib = _libs[key] = _open(dtype, name, nc, part)
     return None if isinstance(lib, str) else lib
 
 
-def _open(dtype: torch.dtype, name: str, nc: int) -> ctypes.CDLL | str:
+def _open(dtype: torch.dtype, name: str, nc: int, part: str = "arith") -> ctypes.CDLL | str:
     if _disabled():
         return "disabled by HYPERMC_NATIVE"
     cxx = _compiler()
     if cxx is None:
         return "no C++ compiler found (set HYPERMC_CXX)"
     try:
-        lib = ctypes.CDLL(str(_build(cxx, name, nc)))
-        _declare(lib, name, nc)
+        lib = ctypes.CDLL(str(_build(cxx, name, nc, part)))
+        _declare(lib, name, nc, part)
     except (OSError, RuntimeError, subprocess.SubprocessError, AttributeError) as exc:
         return f"build or load failed: {exc}"
-    bad = _self_check(lib, dtype, nc)
+    bad = _self_check(lib, dtype, nc) if part == "arith" else _self_check(lib, dtype, nc, part)
     if bad:
-        warnings.warn(f"hypermc native kernels for {name} nc={nc} disabled: {bad} differs from the torch "
+        label = "" if part == "arith" else part + " "
+        warnings.warn(f"hypermc native {label}kernels for {name} nc={nc} disabled: {bad} differs from the torch "
                       "kernels (a compiler that contracts or reassociates?); using the torch kernels",
                       RuntimeWarning, stacklevel=4)
         return f"self-check failed: {bad}"
@@ -209,7 +225,7 @@ def _self_check_inputs(dtype: torch.dtype, nc: int) -> tuple[torch.Tensor, torch
     return x, y
 
 
-def _self_check(lib: ctypes.CDLL, dtype: torch.dtype, nc: int) -> str | None:
+def _self_check(lib: ctypes.CDLL, dtype: torch.dtype, nc: int, part: str = "arith") -> str | None:
     """Name of the first fused kernel whose bits differ from the torch kernels, else None."""
     from torch.utils._python_dispatch import _disable_current_modes
 
@@ -224,13 +240,19 @@ def _self_check(lib: ctypes.CDLL, dtype: torch.dtype, nc: int) -> str | None:
         # the torch kernels take one path for the whole tensor: in-range operands only
         "sqrt": lambda x, y: arith.sqrt(x[(x[:, 0] > 2.0 ** -30) & (x[:, 0] < 2.0 ** 30)]),
     }
+    if part == "elementary":
+        elementary = _el()
+        # exp: moderate arguments (and some that over- or underflow); log: |x|, and 1 + x
+        ops = {"exp": lambda x, y: elementary.exp(x * 2.0 ** -14),
+               "log": lambda x, y: elementary.log(torch.where(x[:, :1] < 0, -x, x)),
+               "log near 1": lambda x, y: elementary.log(arith.add_float(x * 2.0 ** -30, torch.ones_like(x[:, 0])))}
     ints = {torch.float32: torch.int32, torch.float64: torch.int64}[dtype]
-    _libs[(_NAMES[dtype], nc)] = lib  # the ops below reach it through _load
+    _libs[_key(_NAMES[dtype], nc, part)] = lib  # the ops below reach it through _load
     try:
         with _disable_current_modes(), torch._C._DisableTorchDispatch(), torch.no_grad():
             x, y = _self_check_inputs(dtype, nc)
             for op, f in ops.items():
-                if nc == 2 and op not in ("add", "sub", "add_float", "mul", "mul_float"):
+                if nc == 2 and part == "arith" and op not in ("add", "sub", "add_float", "mul", "mul_float"):
                     continue
                 fast = f(x, y)
                 _bypass.on = True
@@ -241,33 +263,40 @@ def _self_check(lib: ctypes.CDLL, dtype: torch.dtype, nc: int) -> str | None:
                 if not torch.equal(fast.view(ints), ref.view(ints)):
                     return op
     finally:
-        del _libs[(_NAMES[dtype], nc)]
+        del _libs[_key(_NAMES[dtype], nc, part)]
     return None
 
 
-def available(dtype: torch.dtype = torch.float64, nc: int = 3) -> bool:
+def available(dtype: torch.dtype = torch.float64, nc: int = 3, part: str = "arith") -> bool:
     """Whether the native kernels of ``(dtype, nc)`` are in use in this process (builds
-    them on the first call, about half a minute)."""
-    return dtype in _NAMES and nc in NCS and _load(dtype, nc) is not None
+    them on the first call, about half a minute; ``part="elementary"``, the float64 exp
+    and log kernels, a few minutes)."""
+    if part == "elementary" and dtype != torch.float64:
+        return False
+    return dtype in _NAMES and nc in NCS and _load(dtype, nc, part) is not None
 
 
-def status(dtype: torch.dtype = torch.float64, nc: int = 3) -> str:
-    """``"in use"`` or the reason the native kernels of ``(dtype, nc)`` are not used."""
+def status(dtype: torch.dtype = torch.float64, nc: int = 3, part: str = "arith") -> str:
+    """``"in use"`` or the reason the native kernels of ``(dtype, nc)`` (``part``:
+    ``"arith"`` or ``"elementary"``) are not used."""
+    check_choice("status", "part", part, ("arith", "elementary"))
     if dtype not in _NAMES or nc not in NCS:
         return f"no native kernels for {dtype} nc={nc} (float32/float64, nc in {NCS})"
-    if available(dtype, nc):
+    if part == "elementary" and dtype != torch.float64:
+        return f"no native elementary kernels for {dtype} (float64 only)"
+    if available(dtype, nc, part):
         return "in use"
-    return str(_libs[(_NAMES[dtype], nc)])
+    return str(_libs[_key(_NAMES[dtype], nc, part)])
 
 
-def _eligible(*ts: torch.Tensor) -> ctypes.CDLL | None:
+def _eligible(*ts: torch.Tensor, part: str = "arith") -> ctypes.CDLL | None:
     t = ts[0]
     if getattr(_bypass, "on", False) or t.device.type != "cpu" or t.dtype not in _NAMES or t.shape[-1] not in NCS:
         return None
     for s in ts:
         if s.requires_grad or s.dtype != t.dtype or type(s) is not torch.Tensor:
             return None
-    return None if tracing() else _load(t.dtype, t.shape[-1])
+    return None if tracing() else _load(t.dtype, t.shape[-1], part)
 
 
 def _rows(t: torch.Tensor, shape: torch.Size, first: bool) -> tuple[torch.Tensor, int, int]:
@@ -309,15 +338,17 @@ def _run(fn, n: int, operands: list[tuple[torch.Tensor, int, int]], extra: tuple
 
 
 def _call(lib: ctypes.CDLL, op: str, operands: list[torch.Tensor], extra: tuple,
-          nc: int) -> Result:
+          nc: int, nout: int | None = None) -> Result:
+    """``mc_{op}_{dtype}_{nc}`` on the operands; ``nout`` (default ``nc``) outputs."""
+    nout = nc if nout is None else nout
     shape = torch.broadcast_shapes(*(o.shape[:-1] for o in operands))
     rows = [_rows(o, shape, i == 0) for i, o in enumerate(operands)]
     n = rows[0][0].shape[0]
     dtype = operands[0].dtype
-    out = torch.empty((nc, n), dtype=dtype)
+    out = torch.empty((nout, n), dtype=dtype)
     ok = torch.empty(n, dtype=torch.bool)
     bad = _run(getattr(lib, f"mc_{op}_{_NAMES[dtype]}_{nc}"), n, rows, extra, out, ok) if n else 0
-    return Result(out.view(nc, *shape).movedim(0, -1), ok.view(shape), bad)
+    return Result(out.view(nout, *shape).movedim(0, -1), ok.view(shape), bad)
 
 
 class Result(NamedTuple):
@@ -368,3 +399,38 @@ def sqrt(x: torch.Tensor, lo: float, hi: float) -> Result | None:
     if lib is None or x.shape[-1] == 2:
         return None
     return _call(lib, "sqrt", [x], (float(lo), float(hi)), x.shape[-1])
+
+
+def _elementary_eligible(x: torch.Tensor) -> ctypes.CDLL | None:
+    """The library for :mod:`elementary`'s float64 generic path on ``x``, or None (other
+    dtypes; without a measured FMA the torch path's double-word products differ)."""
+    if x.dtype != torch.float64 or not has_fused_addcmul("cpu", torch.float64):
+        return None
+    return _eligible(x, part="elementary")
+
+
+def exp(x: torch.Tensor) -> Result | None:
+    """``exp(x)`` by ``elementary._exp_generic`` (float64, nc = 2, 3, 4): ``ok`` false for
+    non-finite ``x_0``, complete over/underflow and where a fixed network's check fails."""
+    lib = _elementary_eligible(x)
+    if lib is None:
+        return None
+    return _call(lib, "exp", [x], (), x.shape[-1])
+
+
+def log(x: torch.Tensor) -> Result | None:
+    """``log(x)`` by ``elementary``'s float64 path (nc = 2, 3, 4) in two fused calls: the
+    reduction to ``t`` (with ``e`` and a flag), torch's ``log1p`` of ``t_0`` (the Newton
+    start; the same function the torch path calls), the Newton core and ``e ln2 + y``.
+    ``ok`` false for ``x_0`` not a positive normal number and where a check fails."""
+    lib = _elementary_eligible(x)
+    if lib is None:
+        return None
+    nc = x.shape[-1]
+    first = _call(lib, "log_reduce", [x], (), nc, nc + 2)
+    start = torch.log1p(first.out[..., 0]).unsqueeze(-1)
+    second = _call(lib, "log_core", [first.out, start], (), nc)
+    if not first.bad and not second.bad:
+        return second
+    ok = first.ok & second.ok
+    return Result(second.out, ok, int((~ok).sum()))

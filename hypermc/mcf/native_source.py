@@ -16,6 +16,36 @@ straight-line code runs at a few ns.
 
 from __future__ import annotations
 
+from types import ModuleType
+
+import torch
+
+from .eft import _merge_network
+
+#: :mod:`hypermc.mcf.elementary`, bound by that module when it is imported (it dispatches
+#: to the fused kernels, so it cannot be imported from here: the tracer of its float64
+#: path reads its tables and constants through this reference at build time).
+_elementary: ModuleType | None = None
+
+
+def bind_elementary(module: ModuleType) -> None:
+    """Give the exp/log tracer :mod:`~hypermc.mcf.elementary`'s constants (called by it at import).
+
+    Example:
+        >>> import hypermc.mcf.elementary as el
+        >>> bind_elementary(el)
+        >>> _el() is el
+        True
+    """
+    global _elementary
+    _elementary = module
+
+
+def _el() -> ModuleType:
+    if _elementary is None:
+        raise RuntimeError("native_source: the exp/log tracer needs hypermc.mcf.elementary imported first")
+    return _elementary
+
 __all__ = ["source", "NCS", "DTYPES"]
 
 NCS = (2, 3, 4)
@@ -29,6 +59,8 @@ class _Net:
     def __init__(self) -> None:
         self.lines: list[str] = []
         self.count = 0
+        # fast-path checks (bool names) of the arith ops traced so far (elementary kernels)
+        self.oks: list[str] = []
 
     def let(self, expr: str, ctype: str = "T") -> str:
         name = f"v{self.count}"
@@ -47,6 +79,35 @@ class _Net:
 
     def neg(self, a: str) -> str:
         return self.let(f"-{a}")
+
+    def div(self, a: str, b: str) -> str:
+        return self.let(f"{a} / {b}")
+
+    def fma(self, a: str, b: str, c: str) -> str:
+        return self.let(f"std::fma({a}, {b}, {c})")
+
+    def select(self, cond: str, a: str, b: str) -> str:
+        """``torch.where(cond, a, b)`` (bit masks: a ternary stops the vectoriser)."""
+        return self.let(f"select<T>({cond}, {a}, {b})")
+
+    def test(self, expr: str) -> str:
+        return self.let(expr, "bool")
+
+    # eft.fast_two_sum: s = a + b, e = b - (s - a)
+    def fast_two_sum(self, a: str, b: str) -> tuple[str, str]:
+        s = self.add(a, b)
+        return s, self.sub(b, self.sub(s, a))
+
+    def gate(self, mark: int, skip: str) -> None:
+        """The checks added since ``mark`` only matter where ``skip`` is false (their
+        results are discarded there by a ``where``)."""
+        new = self.oks[mark:]
+        del self.oks[mark:]
+        if new:
+            self.oks.append(self.test(f"{skip} | ({' & '.join(new)})"))
+
+    def all_ok(self) -> str:
+        return " & ".join(f"({o})" for o in self.oks) if self.oks else "true"
 
     # fixed.two_sum: s = a + b, bb = s - a, e = (a - (s - bb)) + (b - bb)
     def two_sum(self, a: str, b: str) -> tuple[str, str]:
@@ -297,6 +358,362 @@ def _mul2_body(ny: int) -> list[str]:
     return net.lines + [f"OUT(0) = {zh};", f"OUT(1) = {zl};", f"OK = {_finite(net, zh)};"]
 
 
+# ------------------------------------------------------------------ elementary kernels
+#
+# hypermc.mcf.elementary's generic float64 path (exp: Tang's table reduction + Taylor
+# series; log: reduction, Newton's iteration on exp) traced rounding for rounding: its
+# list ops (``_add``, ``_add_nc``, ``_add_f``, ``_mul``, ``_mul_f``, ``_div``) are the
+# inline double-word formulas at two components and arith's checked fixed networks at
+# three or more; every fixed-network check the torch path would act on becomes part of
+# the element's ``ok`` (a failed check sends the element through the torch path, where
+# the general kernel recomputes that step), except where a ``where`` discards the result.
+
+
+def _lit(v: float) -> str:
+    return f"T({float(v).hex()})"
+
+
+def _lpad(a: list[str], n: int) -> list[str]:
+    return a + ["T(0)"] * (n - len(a))
+
+
+def _fixed_add(net: _Net, xs: list[str], ys: list[str]) -> list[str]:
+    """arith.add / add_float (nc >= 3, fixed branch): ``ys`` has nc terms or one."""
+    nc = len(xs)
+    c = net.renorm_levels(net.add_levels(xs, ys, nc), nc)
+    bound = net.let(f"std::max(std::fabs({xs[0]}), std::fabs({ys[0]}))")  # finite operands
+    net.oks.append(net.normalised(c, bound))
+    return c
+
+
+def _fixed_mul(net: _Net, xs: list[str], ys: list[str]) -> list[str]:
+    """arith.mul / mul_float (nc >= 3, FMA, fixed branch)."""
+    nc = len(xs)
+    c = net.renorm_levels(net.product_levels(xs, ys, nc), nc)
+    net.oks.append(net.normalised(c, None))
+    return c
+
+
+def _l_add(net: _Net, a: list[str], b: list[str]) -> list[str]:
+    """elementary._add."""
+    n = max(len(a), len(b))
+    a, b = _lpad(a, n), _lpad(b, n)
+    if n == 1:
+        return [net.add(a[0], b[0])]
+    if n == 2:
+        sh, sl = net.two_sum(a[0], b[0])
+        th, tl = net.two_sum(a[1], b[1])
+        vh, vl = net.fast_two_sum(sh, net.add(sl, th))
+        return list(net.fast_two_sum(vh, net.add(tl, vl)))
+    return _fixed_add(net, a, b)
+
+
+def _l_add_nc(net: _Net, a: list[str], b: list[str]) -> list[str]:
+    """elementary._add_nc."""
+    if max(len(a), len(b)) != 2:
+        return _l_add(net, a, b)
+    a, b = _lpad(a, 2), _lpad(b, 2)
+    sh, sl = net.two_sum(a[0], b[0])
+    return list(net.fast_two_sum(sh, net.add(sl, net.add(a[1], b[1]))))
+
+
+def _l_add_f(net: _Net, a: list[str], b: str) -> list[str]:
+    """elementary._add_f."""
+    if len(a) == 1:
+        return [net.add(a[0], b)]
+    if len(a) == 2:
+        sh, sl = net.two_sum(a[0], b)
+        return list(net.fast_two_sum(sh, net.add(a[1], sl)))
+    return _fixed_add(net, a, [b])
+
+
+def _l_mul(net: _Net, a: list[str], b: list[str]) -> list[str]:
+    """elementary._mul (with a fused multiply-add)."""
+    n = max(len(a), len(b))
+    a, b = _lpad(a, n), _lpad(b, n)
+    if n == 1:
+        return [net.mul(a[0], b[0])]
+    if n == 2:
+        ch = net.mul(a[0], b[0])
+        cl1 = net.fma(a[0], b[0], net.neg(ch))
+        cl2 = net.fma(a[1], b[0], net.fma(a[0], b[1], net.mul(a[1], b[1])))
+        return list(net.fast_two_sum(ch, net.add(cl1, cl2)))
+    return _fixed_mul(net, a, b)
+
+
+def _l_mul_f(net: _Net, a: list[str], b: str) -> list[str]:
+    """elementary._mul_f."""
+    if len(a) == 1:
+        return [net.mul(a[0], b)]
+    if len(a) == 2:
+        ch = net.mul(a[0], b)
+        cl1 = net.fma(a[0], b, net.neg(ch))
+        return list(net.fast_two_sum(ch, net.add(cl1, net.mul(a[1], b))))
+    return _fixed_mul(net, a, [b])
+
+
+def _l_div2(net: _Net, a: list[str], b: list[str]) -> list[str]:
+    """elementary._div for two components (DWDivDW2)."""
+    th = net.div(a[0], b[0])
+    rh, rl = _l_mul_f(net, b, th)
+    delta = net.add(net.sub(a[0], rh), net.sub(a[1], rl))
+    return list(net.fast_two_sum(th, net.div(delta, b[0])))
+
+
+def _l_mul_f_zero(net: _Net, a: list[str], b: str) -> list[str]:
+    """``_mul_f(a, b)`` where ``b`` may be 0: at three or more components the fixed
+    network rejects a zero product and arith's general kernel returns ``+0``s."""
+    if len(a) < 3:
+        return _l_mul_f(net, a, b)
+    mark = len(net.oks)
+    prod = _l_mul_f(net, a, b)
+    nonzero = net.test(f"{b} != T(0)")
+    net.gate(mark, f"!{nonzero}")
+    return [net.let(f"keep_if<T>({nonzero}, {c})") for c in prod]
+
+
+# Table rows padded to a power of two (zeros beyond the 2 * _TABLE_HALF + 1 entries).
+_TABLE_PAD = 512
+
+
+class _Tables:
+    """The MC constants of elementary's float64 path, emitted as C++ arrays."""
+
+    def __init__(self) -> None:
+        self.decls: list[str] = []
+        self.done: set[int] = set()
+
+    def constants(self, nc: int):
+        cst = _el()._constants(torch.float64, nc, torch.device("cpu"))
+        if nc not in self.done:
+            self.done.add(nc)
+            for name, table in (("D", cst.d_table), ("E", cst.t_table)):
+                for c, row in enumerate(table.tolist()):
+                    values = ", ".join(float(v).hex() for v in row)
+                    self.decls.append(f"const double EXP_{name}{nc}_{c}[{_TABLE_PAD}] = {{{values}}};")
+        return cst
+
+
+def _t_series(net: _Net, r: list[str], cst) -> list[str]:
+    """elementary._expm1_series."""
+    plan, lead = cst.plan, cst.coeff_lead
+    n = len(plan) - 1
+    q = _lit(lead[n])
+    q_list: list[str] | None = None
+    for k in range(n - 1, 0, -1):
+        level = plan[k]
+        if q_list is None and level == 1:
+            q = net.add(net.mul(r[0], q), _lit(lead[k]))
+            continue
+        rl = r[:level]
+        prod = _l_mul_f(net, rl, q) if q_list is None else _l_mul(net, rl, q_list)
+        if cst.coeff_is_float[k]:
+            q_list = _l_add_f(net, prod, _lit(lead[k]))
+        else:
+            q_list = _l_add_nc(net, prod, [_lit(v) for v in cst.coeffs[k].tolist()[:level]])
+    if q_list is None:
+        return _l_mul_f(net, r, q)
+    return _l_mul(net, r, q_list)
+
+
+def _t_exp_parts(net: _Net, tables: _Tables, x: list[str]) -> tuple[str, list[str]]:
+    """elementary._exp_parts for finite ``x`` with ``|x_0| <= bound`` (the caller flags
+    the others)."""
+    _TABLE_HALF, _TABLE_STEPS = _el()._TABLE_HALF, _el()._TABLE_STEPS
+    nc = len(x)
+    cst = tables.constants(nc)
+    n = net.let(f"std::rint({x[0]} * {_lit(cst.inv_step)})")
+    k = net.let(f"std::rint({n} * {_lit(1.0 / _TABLE_STEPS)})")
+    j = net.sub(n, net.mul(k, _lit(_TABLE_STEPS)))
+    nn = net.neg(n)
+    r = _l_add_f(net, x, net.mul(nn, _lit(cst.cw0)))
+    r = _l_add_f(net, r, net.mul(nn, _lit(cst.cw1)))
+    r = _l_add(net, r, _l_mul_f_zero(net, [_lit(v) for v in cst.cw_rest.tolist()], nn))
+    er = _t_series(net, r, cst)
+    # in [0, 2 * _TABLE_HALF] for finite x; the mask keeps any other lane inside the
+    # padded tables (a clamp here stops GCC's vectoriser)
+    idx = net.let(f"toint<T>({j} + {_lit(_TABLE_HALF)}) & {_TABLE_PAD - 1}", "I<T>")
+    d = [net.let(f"EXP_D{nc}_{c}[{idx}]") for c in range(nc)]
+    t = [net.let(f"EXP_E{nc}_{c}[{idx}]") for c in range(nc)]
+    return k, _l_add(net, d, _l_mul(net, t, er))
+
+
+def _t_lscale(net: _Net, a: list[str], k: str) -> list[str]:
+    """elementary._lscale (``_ldexp_factors``: two clamped powers of two)."""
+    emin, emax = _el()._exponent_range(torch.float64)
+    # trunc(k / 2) and the clamps on integers (exact; GCC does not vectorise std::trunc)
+    ki = net.let(f"toint<T>({k})", "I<T>")
+    k1 = net.let(f"std::min<I<T>>(std::max<I<T>>({ki} / 2, {emin}), {emax})", "I<T>")
+    k2 = net.let(f"std::min<I<T>>(std::max<I<T>>({ki} - {k1}, {emin}), {emax})", "I<T>")
+    f1 = net.let(f"pow2<T>({k1})")
+    f2 = net.let(f"pow2<T>({k2})")
+    return [net.mul(net.mul(c, f1), f2) for c in a]
+
+
+def _t_finish(net: _Net, a: list[str]) -> list[str]:
+    """elementary._finish: a zero tail behind a non-finite leading component."""
+    finite = _finite(net, a[0])
+    return [a[0]] + [net.let(f"keep_if<T>({finite}, {c})") for c in a[1:]]
+
+
+def _exp_body(nc: int, tables: _Tables) -> list[str]:
+    """elementary._exp_generic (float64); ``ok`` false for non-finite ``x_0`` and
+    ``|x_0| > bound`` (complete over/underflow) and where a fixed network's check fails."""
+    net = _Net()
+    xs = [net.let(f"X({k})") for k in range(nc)]
+    inside = net.test(f"std::fabs({xs[0]}) <= {_lit(tables.constants(nc).bound)}")
+    xs = [net.let(f"keep_if<T>({inside}, {c})") for c in xs]
+    k, e = _t_exp_parts(net, tables, xs)
+    v = _t_lscale(net, _l_add_f(net, e, "T(1)"), k)
+    # _collapse_subnormal
+    total = v[-1]
+    for c in reversed(v[:-1]):
+        total = net.add(c, total)
+    sub = net.test(f"std::fabs({v[0]}) < std::numeric_limits<T>::min()")
+    v = [net.select(sub, total, v[0])] + [net.select(sub, "T(0)", c) for c in v[1:]]
+    v = _t_finish(net, v)
+    return net.lines + [f"OUT({k}) = {v[k]};" for k in range(nc)] + [f"OK = {inside} & {net.all_ok()};"]
+
+
+def _log_reduce_body(nc: int) -> list[str]:
+    """elementary.log up to the Newton core: ``_prepare_log`` (own dtype) and
+    ``_log_impl``'s reduction ``w = 2^e m``, ``t = m - 1`` (or ``t = x - 1`` near 1).
+    Outputs ``t`` (nc components), ``e`` and whether the result is ``t`` itself (tiny);
+    ``ok`` false for ``x_0`` not a positive normal number."""
+    el = _el()
+    _LOG1P_CORE_HI, _LOG1P_CORE_LO, _SQRT_HALF, _tiny_threshold = (
+        el._LOG1P_CORE_HI, el._LOG1P_CORE_LO, el._SQRT_HALF, el._tiny_threshold)
+
+    net = _Net()
+    xs = [net.let(f"X({k})") for k in range(nc)]
+    good = net.test(f"normal<T>({xs[0]}) & ({xs[0]} > T(0))")
+    xs = [net.let(f"keep_if<T>({good}, {c})") for c in xs]
+    near = net.test(f"({xs[0]} >= T(0.5)) & ({xs[0]} <= T(2))")
+    # _prepare_log: arith.add_float(x, -1)
+    mark = len(net.oks)
+    if nc == 2:  # arith._add_float2 (DWPlusFP, errors carried negated)
+        sh, n_v = net.negated_two_sum(xs[0], "T(-1)", False)
+        n_v = net.sub(n_v, xs[1])
+        zh = net.sub(sh, n_v)
+        tp = [zh, net.sub(net.sub(sh, zh), n_v)]
+    else:
+        tp = _fixed_add(net, xs, ["T(-1)"])
+    net.gate(mark, f"!{near}")
+    s = [net.select(near, a, b) for a, b in zip(tp, xs)]
+    # _log_impl with plus_one = near
+    mark = len(net.oks)
+    wa = _l_add_f(net, s, "T(1)")
+    net.gate(mark, f"!{near}")
+    w = [net.select(near, a, b) for a, b in zip(wa, s)]
+    small = net.test(f"{near} & ({s[0]} >= {_lit(_LOG1P_CORE_LO)}) & ({s[0]} <= {_lit(_LOG1P_CORE_HI)})")
+    regular = net.test(f"normal<T>({w[0]}) & ({w[0]} > T(0))")  # elsewhere torch takes log(w_0)
+    mt = net.let(f"mant<T>({w[0]})")
+    e = net.sub(net.let(f"tofloat<T>(expo<T>({w[0]}))"), net.let(f"select<T>({mt} < {_lit(_SQRT_HALF)}, T(1), T(0))"))
+    e = net.select(small, "T(0)", e)
+    m = _t_lscale(net, w, net.neg(e))
+    mark = len(net.oks)
+    tm = _l_add_f(net, m, "T(-1)")
+    net.gate(mark, small)
+    t = [net.select(small, a, b) for a, b in zip(s, tm)]
+    tiny = net.test(f"{near} & (std::fabs({s[0]}) < {_lit(_tiny_threshold(53, nc))})")
+    outs = t + [e, net.let(f"select<T>({tiny}, T(1), T(0))")]
+    return net.lines + [f"OUT({k}) = {outs[k]};" for k in range(nc + 2)] + [f"OK = {good} & {regular} & {net.all_ok()};"]
+
+
+def _t_lerp(net: _Net, a: str, b: str, w: str) -> str:
+    """``torch.lerp(a, b, w)`` for ``w`` in {0, 1} as ATen's vectorised CPU kernel computes
+    it: ``fma(coeff, b - a, base)`` with ``coeff = w`` or ``w - 1`` and ``base = a`` or
+    ``b`` (``|w| < 0.5``). Its scalar loop (a short tail) can give the other sign of a zero
+    result; that sign is absorbed by the next non-zero term of the sums below."""
+    small = net.test(f"{w} < T(0.5)")
+    coeff = net.select(small, w, net.sub(w, "T(1)"))
+    base = net.select(small, a, b)
+    return net.fma(coeff, net.sub(b, a), base)
+
+
+def _t_merge(net: _Net, a: list[str], b: list[str]) -> list[str]:
+    """eft.merge_by_magnitude (finite terms)."""
+    h = 1
+    while h < max(len(a), len(b)):
+        h *= 2
+    wires: list[str | None] = list(a) + [None] * (h - len(a)) + list(b) + [None] * (h - len(b))
+    mag = [None if w is None else net.let(f"std::fabs({w})") for w in wires]
+    for i, j in _merge_network(h):
+        if wires[j] is None:
+            continue
+        if wires[i] is None:
+            wires[i], wires[j], mag[i], mag[j] = wires[j], None, mag[j], None
+            continue
+        swap = net.let(f"select<T>({mag[i]} < {mag[j]}, T(1), T(0))")
+        wi, wj = wires[i], wires[j]
+        wires[i], wires[j] = _t_lerp(net, wi, wj, swap), _t_lerp(net, wj, wi, swap)
+        mag[i], mag[j] = net.let(f"std::max({mag[i]}, {mag[j]})"), net.let(f"std::min({mag[i]}, {mag[j]})")
+    return [w for w in wires if w is not None]
+
+
+def _t_distill(net: _Net, t: list[str], nc: int) -> list[str]:
+    """eft._distill_finite (arithmetic selects; ``addcmul`` with a 0/1 weight is exact)."""
+    m = len(t)
+    s = t[m - 1]
+    e = [s] * m
+    for i in range(m - 2, -1, -1):
+        s, e[i + 1] = net.two_sum(t[i], s)
+    e[0] = s
+    out: list[str | None] = [None] * nc
+    j = "T(0)"
+    eps = e[0]
+    for i in range(1, m):
+        r, eps_new = net.two_sum(eps, e[i])
+        emit = net.let(f"select<T>({eps_new} != T(0), T(1), T(0))")
+        for k in range(min(i, nc)):
+            write = net.mul(net.let(f"select<T>({j} == T({k}), T(1), T(0))"), emit)
+            prod = net.mul(r, write)
+            out[k] = prod if out[k] is None else net.add(out[k], prod)
+        j = net.add(j, emit)
+        eps = net.add(eps_new, net.mul(net.add(net.neg(emit), "T(1)"), r))
+    for k in range(nc):
+        prod = net.mul(eps, net.let(f"select<T>({j} == T({k}), T(1), T(0))"))
+        out[k] = prod if out[k] is None else net.add(out[k], prod)
+    return out  # type: ignore[return-value]
+
+
+def _t_sub_general(net: _Net, x: list[str], y: list[str]) -> list[str]:
+    """arith._add_general(x, y, subtract=True) for finite operands: merge by magnitude,
+    renormalise (``eft.renormalize`` with ``presorted``: two distillations)."""
+    nc = len(x)
+    terms = _t_merge(net, x, [net.neg(c) for c in y])
+    first = _t_distill(net, terms, min(nc + 1, len(terms)))
+    return _t_distill(net, first, nc)
+
+
+def _log_core_body(nc: int, tables: _Tables) -> list[str]:
+    """elementary._log1p_core from ``y_0 = log1p(t_0)`` (torch's, the operand y), then
+    ``e ln2 + y`` and the tiny case of ``_log1p_masked_generic``; operand x holds
+    ``(t, e, tiny)`` from :func:`_log_reduce_body`."""
+    net = _Net()
+    t = [net.let(f"X({k})") for k in range(nc)]
+    e = net.let(f"X({nc})")
+    tiny = net.test(f"X({nc + 1}) != T(0)")
+    y = [net.let("Y(0)")]
+    for level in range(2, nc + 1):
+        y = _lpad(y, level)
+        _, ee = _t_exp_parts(net, tables, y)  # |y| <= ln2/2: k = 0, ee = expm1(y)
+        if level < 3:  # elementary._residual
+            d = _l_add(net, ee, [net.neg(c) for c in t[:level]])
+        else:
+            # the fixed network where its output is normalised, else arith.sub, whose fixed
+            # branch rejects these elements too (its check adds the cancellation bound)
+            d = net.renorm_levels(net.add_levels(ee, [net.neg(c) for c in t[:level]], level), level)
+            fine = net.normalised(d, None)
+            d = [net.select(fine, a, b) for a, b in zip(d, _t_sub_general(net, ee, t[:level]))]
+        c = _l_div2(net, d[:2], _l_add_f(net, ee[:2], "T(1)"))
+        y = _l_add_nc(net, y, [net.neg(ci) for ci in c])
+    ln2 = [_lit(v) for v in tables.constants(nc).ln2.tolist()]
+    res = _l_add_nc(net, _l_mul_f_zero(net, ln2, e), y)
+    out = _t_finish(net, [net.select(tiny, a, b) for a, b in zip(t, res)])
+    return net.lines + [f"OUT({k}) = {out[k]};" for k in range(nc)] + [f"OK = {tiny} | {net.all_ok()};"]
+
+
 _PRELUDE = r"""// Generated by hypermc/mcf/native_source.py: do not edit.
 #include <algorithm>
 #include <cmath>
@@ -340,6 +757,43 @@ template <class T> inline I<T> clampi(I<T> k) {
   const I<T> b = std::numeric_limits<T>::max_exponent - 2;
   return std::max<I<T>>(-b, std::min<I<T>>(b, k));
 }
+// c ? a : b, by bit masks.
+template <class T> inline T select(bool c, T a, T b) {
+  typename Bits<T>::U ua, ub, m = (typename Bits<T>::U)0 - (typename Bits<T>::U)c;
+  std::memcpy(&ua, &a, sizeof ua);
+  std::memcpy(&ub, &b, sizeof ub);
+  ua = (ua & m) | (ub & ~m);
+  std::memcpy(&a, &ua, sizeof a);
+  return a;
+}
+// (I<T>)k for an integer-valued k with |k| < 2^(P - 2), without a float-to-int
+// conversion (AVX2 has none for 64-bit integers): k + 1.5 2^(P-1) holds k in its low bits.
+template <class T> inline I<T> toint(T k) {
+  const T magic = T(3) * (T)((typename Bits<T>::U)1 << (Bits<T>::P - 2));
+  T t = k + magic;
+  typename Bits<T>::U u, um;
+  std::memcpy(&u, &t, sizeof u);
+  std::memcpy(&um, &magic, sizeof um);
+  return (I<T>)(u - um);
+}
+// (T)i for |i| < 2^(P - 2), the inverse of toint.
+template <class T> inline T tofloat(I<T> i) {
+  const T magic = T(3) * (T)((typename Bits<T>::U)1 << (Bits<T>::P - 2));
+  typename Bits<T>::U um;
+  std::memcpy(&um, &magic, sizeof um);
+  um += (typename Bits<T>::U)i;
+  T t;
+  std::memcpy(&t, &um, sizeof t);
+  return t - magic;
+}
+// torch.frexp(x).mantissa for normal x: x with its exponent set to -1.
+template <class T> inline T mant(T x) {
+  typename Bits<T>::U u, f = (typename Bits<T>::U)(2 * Bits<T>::BIAS + 1) << (Bits<T>::P - 1);
+  std::memcpy(&u, &x, sizeof u);
+  u = (u & ~f) | ((typename Bits<T>::U)(Bits<T>::BIAS - 1) << (Bits<T>::P - 1));
+  std::memcpy(&x, &u, sizeof x);
+  return x;
+}
 // 2^k for |k| <= BIAS - 1 (a normal power of two).
 template <class T> inline T pow2(I<T> k) {
   typename Bits<T>::U u = (typename Bits<T>::U)(k + Bits<T>::BIAS) << (Bits<T>::P - 1);
@@ -351,9 +805,10 @@ template <class T> inline T pow2(I<T> k) {
 
 
 def _kernel(name: str, ctype: str, params: str, args_doc: str, variants: list[tuple[str, list[str]]],
-            operands: list[str], ncomp: dict[str, int], nout: int) -> str:
+            operands: list[str], ncomp: dict[str, int], nout: int, broadcast: bool = True) -> str:
     """One exported function: a loop per (condition, body), each specialised on whether
-    every operand is element-contiguous (se = 1) or broadcast (se = 0)."""
+    every operand is element-contiguous (se = 1) or broadcast (se = 0; not without
+    ``broadcast``)."""
     out = [f"// {args_doc}; returns the number of elements with ok = 0",
            f'extern "C" int64_t {name}({params}) {{', "  using T = " + ctype + ";"]
     out.append("  constexpr T CANCEL = T(1) / (T(64) * (std::numeric_limits<T>::epsilon() / T(2)));")
@@ -364,7 +819,7 @@ def _kernel(name: str, ctype: str, params: str, args_doc: str, variants: list[tu
         # the first operand element-contiguous, the second also broadcast (se = 0)
         combos = [[1]]
         for _ in operands[1:]:
-            combos = [c + [s] for c in combos for s in (0, 1)]
+            combos = [c + [s] for c in combos for s in ((0, 1) if broadcast else (1,))]
         for combo in combos:
             test = " && ".join(f"{o}se == {s}" for o, s in zip(operands, combo))
             out.append(f"    if ({test}) {{")
@@ -405,12 +860,33 @@ def _kernel(name: str, ctype: str, params: str, args_doc: str, variants: list[tu
     return "\n".join(out)
 
 
-def source(name: str, nc: int) -> str:
-    """The C++ translation unit of one component dtype (``"f32"``/``"f64"``) and ``nc``."""
+def source(name: str, nc: int, part: str = "arith") -> str:
+    """The C++ translation unit of one component dtype (``"f32"``/``"f64"``), ``nc`` and
+    ``part``: ``"arith"`` (add, mul, div, sqrt) or ``"elementary"`` (exp, log; float64
+    only). The elementary kernels are a library of their own: their code is large (a
+    minute or more to compile), and arithmetic alone should not wait for it."""
     ctype = DTYPES[name][0]
     common = f"int64_t n, const {ctype} *x, int64_t xse, int64_t xsc, const {ctype} *y, int64_t yse, int64_t ysc"
     both = {"x": nc, "y": nc}
     parts = [_PRELUDE, "}  // namespace", ""]
+    if part == "elementary":  # elementary's generic path runs in float64 components
+        if name != "f64":
+            raise ValueError(f"source: name must be 'f64' for the elementary kernels; got {name!r}")
+        tables = _Tables()
+        unary = f"int64_t n, const {ctype} *x, int64_t xse, int64_t xsc, {ctype} *out, int64_t os, uint8_t *ok"
+        kernels = [
+            _kernel(f"mc_exp_{name}_{nc}", ctype, unary, "exp(x): elementary._exp_generic",
+                    [("true", _exp_body(nc, tables))], ["x"], {"x": nc}, nc),
+            _kernel(f"mc_log_reduce_{name}_{nc}", ctype, unary,
+                    "log(x), first part: (t, e, tiny) of elementary._log_impl (nc + 2 outputs)",
+                    [("true", _log_reduce_body(nc))], ["x"], {"x": nc}, nc + 2),
+            _kernel(f"mc_log_core_{name}_{nc}", ctype, f"{common}, {ctype} *out, int64_t os, uint8_t *ok",
+                    "log(x), second part: Newton core from y = log1p(t_0), e ln2 + y",
+                    [("true", _log_core_body(nc, tables))], ["x", "y"], {"x": nc + 2, "y": 1}, nc,
+                    broadcast=False),
+        ]
+        parts[1:1] = tables.decls  # inside the prelude's anonymous namespace
+        return "\n\n".join(parts + kernels) + "\n"
     if nc == 2:  # the double-word algorithms of arith (no div/sqrt kernels)
         parts.append(_kernel(
             f"mc_add_{name}_2", ctype, f"{common}, int ny, double sign, {ctype} *out, int64_t os, uint8_t *ok",

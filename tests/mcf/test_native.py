@@ -19,7 +19,7 @@ import torch
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from hypermc.mcf import arith, native
+from hypermc.mcf import arith, elementary, native
 from tests.mcf.test_arith import _cap
 from tests.oracle import expansions
 
@@ -252,3 +252,77 @@ def test_one_call_per_op_whatever_the_size(n):
     assert bool(ok.all()) and bad == 0
     assert _same_bits(out, _torch_kernels(arith.mul, x, x))
     assert isinstance(native._load(torch.float64, 3), ctypes.CDLL)
+
+
+# ------------------------------------------------------------------ fused exp and log
+
+ELEMENTARY = {"exp": elementary.exp, "log": elementary.log}
+
+
+def _elementary_inputs(op: str, dtype: torch.dtype, x: torch.Tensor) -> torch.Tensor:
+    """Hypothesis expansions turned into arguments that exercise ``op``: exp over the whole
+    range where it neither overflows nor vanishes (and beyond), log of |x| and of 1 + x."""
+    nc = x.shape[-1]
+    if op == "exp":
+        scaled = x * 2.0 ** -(math.frexp(torch.finfo(dtype).max)[1] - 10)  # |x| < 2^10
+        return torch.cat([scaled, x])
+    pos = torch.where(x[..., :1] < 0, -x, x)
+    one = torch.ones_like(x[..., 0])
+    near = _torch_kernels(arith.add_float, x * 2.0 ** -(math.frexp(torch.finfo(dtype).max)[1] + 4), one)
+    edge = torch.zeros(len(_EDGES), nc, dtype=dtype)
+    edge[:, 0] = torch.tensor(_EDGES, dtype=torch.float64).to(dtype)
+    return torch.cat([pos, near, edge])
+
+
+_EDGES = [0.0, -0.0, 1.0, -1.0, 0.5, 2.0, math.inf, -math.inf, math.nan, 1e-310, 5e-324, 1e300,
+          709.78, -745.2, 88.7, -103.9, 2.0 ** -30, 1.0 + 2.0 ** -52, 1.0 - 2.0 ** -53]
+
+
+@needs_compiler
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("nc", NCS)
+@pytest.mark.parametrize("op", sorted(ELEMENTARY))
+@_cap(10)
+@given(data=st.data())
+def test_elementary_same_bits_as_the_torch_path(dtype, nc, op, data):
+    """exp and log (fused for float64: :func:`native.exp`, :func:`native.log`) against the
+    torch path of :mod:`elementary`: random expansions over every exponent, ±0, ±inf,
+    NaN, subnormals, the overflow and underflow thresholds, arguments next to 1 for log."""
+    x = _elementary_inputs(op, dtype, data.draw(expansions(dtype, nc, shape=(48,), allow_zero=True)))
+    edge = torch.zeros(len(_EDGES), nc, dtype=dtype)
+    edge[:, 0] = torch.tensor(_EDGES, dtype=torch.float64).to(dtype)
+    x = torch.cat([x, edge, -edge])
+    f = ELEMENTARY[op]
+    assert _same_bits(f(x), _torch_kernels(f, x))
+
+
+@needs_compiler
+@pytest.mark.parametrize("nc", NCS)
+def test_elementary_fused_where_it_applies(nc):
+    """float64 exp and log run fused (few elements flagged on ordinary arguments), in
+    blocks split over threads like the arithmetic kernels; other dtypes are not fused."""
+    gen = torch.Generator().manual_seed(5)
+    x = _torch_kernels(arith.add, torch.randn(3 * native._CHUNK + 5, nc, generator=gen, dtype=torch.float64) * 4,
+                       torch.randn(3 * native._CHUNK + 5, nc, generator=gen, dtype=torch.float64) * 2.0 ** -60)
+    assert native.status(torch.float64, nc, "elementary") == "in use"
+    res = native.exp(x)
+    assert res is not None and res.bad == 0
+    old = torch.get_num_threads()
+    try:
+        torch.set_num_threads(2)
+        threaded = [elementary.exp(x), elementary.log(x.abs()[:, :1].expand(-1, nc).contiguous())]
+    finally:
+        torch.set_num_threads(old)
+    assert _same_bits(threaded[0], _torch_kernels(elementary.exp, x))
+    pos = x.abs()[:, :1].expand(-1, nc).contiguous()
+    assert _same_bits(threaded[1], _torch_kernels(elementary.log, pos))
+    assert native.log(pos) is not None
+    assert native.exp(x.float()) is None
+    assert native.exp(x.detach().requires_grad_()) is None
+
+
+def test_elementary_status():
+    assert native.status(torch.float32, 3, "elementary") == "no native elementary kernels for torch.float32 (float64 only)"
+    assert not native.available(torch.float32, 3, "elementary")
+    with pytest.raises(ValueError, match=r"status: part must be one of 'arith', 'elementary'; got 'exp'"):
+        native.status(torch.float64, 3, "exp")
