@@ -343,10 +343,10 @@ def _add_sub(x: torch.Tensor, y: torch.Tensor, *, subtract: bool) -> torch.Tenso
     if nc == 2:
         res = native.add(x, y, subtract)
         if res is not None:  # the same algorithm fused (same bits)
-            return res.patched(lambda a, b: _add2(*unpack(a), *unpack(b), subtract), x, y)
+            return res.patched(lambda a, b: _add2(*unpack(a), *unpack(b), subtract=subtract), x, y)
         xh, xl = unpack(x)
         yh, yl = unpack(y)
-        return _add2(xh, xl, yh, yl, subtract)
+        return _add2(xh, xl, yh, yl, subtract=subtract)
     if fixed.applies(x.dtype, nc):
         return _add_fixed(x, y, subtract)
     return _add_general(x, y, subtract)
@@ -404,7 +404,7 @@ def _negated_two_sum(a: torch.Tensor, b: torch.Tensor, subtract: bool = False):
     return s, ne, bb
 
 
-def _add2(xh, xl, yh, yl, subtract: bool = False) -> torch.Tensor:
+def _add2(xh, xl, yh, yl, *, subtract: bool = False) -> torch.Tensor:
     """AccurateDWPlusDW (Joldes, Muller, Popescu 2017, Algorithm 6) in place.
 
     ``(sh, sl) = TwoSum(xh, yh)``, ``(th, tl) = TwoSum(xl, yl)``, ``c = sl + th``,
@@ -932,11 +932,13 @@ def _div_fixed(x: torch.Tensor, y: torch.Tensor, nc: int) -> torch.Tensor:
     r, ys = unpack(xb), unpack(yb)
     y0 = ys[0]
     digits = []
-    for k in range(nc + 1):
-        q = r[0] / y0 if k < nc else r / y0
+    for k in range(nc):
+        q = r[0] / y0
         digits.append(q)
-        if k < nc:
-            r = _remainder_step(r, ys, q, nc, renormalise=k < nc - 1)
+        if k < nc - 1:
+            r = _remainder_step(r, ys, q, nc)
+    lead = _remainder_step(r, ys, q, nc, renormalise=False)  # the last remainder's leading value
+    digits.append(lead / y0)
     out = fixed.renorm_levels(digits, nc)
     return fixed.patch(out, fixed.normalised(out), lambda a, b: _long_division_general(a, b, nc), x, y)
 
@@ -1416,4 +1418,5 @@ def pow_int(x: torch.Tensor, n: int) -> torch.Tensor:
         n >>= 1
         if n:
             base = square(base)
+    assert result is not None  # n > 0 has a set bit
     return result

@@ -49,13 +49,16 @@ import hashlib
 import json
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 import torch
 from torch._subclasses.fake_tensor import unset_fake_temporarily
 from torch.utils._pytree import tree_flatten, tree_unflatten
 
 from .eft import is_traced
+
+if TYPE_CHECKING:
+    from .tensor import MCTensor
 
 __all__ = ["MCCompileError", "is_opaque", "call_opaque", "define_mc_op", "run_spec", "code_version"]
 
@@ -109,7 +112,7 @@ def _mutated_names(func: torch._ops.OpOverload) -> tuple[list[int], list[str]]:
 # ------------------------------------------------------------------ the spec format
 
 
-def _encode(value: Any, tensors: list[torch.Tensor], mc_type: type, write: bool, func) -> Any:
+def _encode(value: Any, tensors: list[torch.Tensor], mc_type: type[MCTensor], write: bool, func) -> Any:
     """JSON-able template of one argument; tensors are appended to ``tensors``."""
     if isinstance(value, mc_type):
         tensors.append(value._components)
@@ -142,7 +145,7 @@ def _encode(value: Any, tensors: list[torch.Tensor], mc_type: type, write: bool,
     )
 
 
-def _decode(t: Any, tensors: list[torch.Tensor], mc_type: type) -> Any:
+def _decode(t: Any, tensors: list[torch.Tensor], mc_type: type[MCTensor]) -> Any:
     if not isinstance(t, dict):
         return t
     if "mc" in t:
@@ -216,7 +219,7 @@ def _storage_key(t: torch.Tensor) -> Any:
     return t.untyped_storage().data_ptr()
 
 
-def run_spec(spec: str, tensors: list[torch.Tensor], mc_type: type, dispatch_impl: Callable) -> list[torch.Tensor]:
+def run_spec(spec: str, tensors: list[torch.Tensor], mc_type: type[MCTensor], dispatch_impl: Callable) -> list[torch.Tensor]:
     """Run the MC op described by ``spec`` on ``tensors`` with its eager implementation.
 
     The body of ``hypermc::mc_op`` (and of its fake implementation, on symbolic tensors).
@@ -267,7 +270,7 @@ def run_spec(spec: str, tensors: list[torch.Tensor], mc_type: type, dispatch_imp
     return flat
 
 
-def define_mc_op(mc_type: type, dispatch_impl: Callable) -> Callable:
+def define_mc_op(mc_type: type[MCTensor], dispatch_impl: Callable) -> Callable:
     """Define the custom op ``hypermc::mc_op(spec, tensors)`` and its fake implementation.
 
     Called once, by :mod:`hypermc.mcf.tensor`, with :class:`~hypermc.MCTensor` and its op
@@ -297,7 +300,7 @@ def define_mc_op(mc_type: type, dispatch_impl: Callable) -> Callable:
     return mc_op
 
 
-def _fake_outputs(spec: str, tensors: list[torch.Tensor], mc_type: type, dispatch_impl: Callable) -> list[torch.Tensor]:
+def _fake_outputs(spec: str, tensors: list[torch.Tensor], mc_type: type[MCTensor], dispatch_impl: Callable) -> list[torch.Tensor]:
     """Output metadata of ``hypermc::mc_op``: the implementation runs once per spec and
     input shapes on host stand-ins of the inputs' shapes (MC operands 1, float operands
     1, integer and bool operands 0: every index valid, every kernel on its fast path),
@@ -368,7 +371,7 @@ def _result_device(spec: str, tensors: list[torch.Tensor]) -> torch.device:
     return tensors[0].device
 
 
-def call_opaque(func: torch._ops.OpOverload, args: tuple, kwargs: dict, mc_type: type) -> Any:
+def call_opaque(func: torch._ops.OpOverload, args: tuple, kwargs: dict, mc_type: type[MCTensor]) -> Any:
     """Trace MC op ``func(*args, **kwargs)`` as one ``hypermc::mc_op`` call
     (``mc_type``: :class:`~hypermc.MCTensor`, passed in by its ``__torch_dispatch__``).
 
@@ -411,7 +414,7 @@ def call_opaque(func: torch._ops.OpOverload, args: tuple, kwargs: dict, mc_type:
             raise MCCompileError(f"MCTensor op {func} writes {len(written)} arguments; it cannot be compiled")
         target = written[0]
         if isinstance(target, mc_type):
-            target._components.copy_(out._components)
+            target._components.copy_(cast("MCTensor", out)._components)  # the op's MC output
         else:
             target.copy_(out)
         return target

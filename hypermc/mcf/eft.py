@@ -28,7 +28,7 @@ References:
 from __future__ import annotations
 
 import functools
-from typing import NamedTuple
+from typing import NamedTuple, cast
 
 import torch
 from torch._guards import detect_fake_mode
@@ -411,14 +411,17 @@ def merge_by_magnitude(a: list[torch.Tensor], b: list[torch.Tensor]) -> list[tor
     wires: list[torch.Tensor | None] = list(a) + [None] * (h - len(a)) + list(b) + [None] * (h - len(b))
     mag: list[torch.Tensor | None] = [None if t is None else t.abs() for t in wires]
     for i, j in _merge_network(h):
-        if wires[j] is None:
+        wi, wj = wires[i], wires[j]
+        if wj is None:
             continue
-        if wires[i] is None:  # absent compares below everything: a fixed swap
-            wires[i], wires[j], mag[i], mag[j] = wires[j], None, mag[j], None
+        if wi is None:  # absent compares below everything: a fixed swap
+            wires[i], wires[j], mag[i], mag[j] = wj, None, mag[j], None
             continue
-        swap = _mask(torch.lt, mag[i], mag[j], wires[i])
-        wires[i], wires[j] = torch.lerp(wires[i], wires[j], swap), torch.lerp(wires[j], wires[i], swap)
-        mag[i], mag[j] = torch.maximum(mag[i], mag[j]), torch.minimum(mag[i], mag[j])
+        # mag[k] is None exactly where wires[k] is
+        mi, mj = cast(torch.Tensor, mag[i]), cast(torch.Tensor, mag[j])
+        swap = _mask(torch.lt, mi, mj, wi)
+        wires[i], wires[j] = torch.lerp(wi, wj, swap), torch.lerp(wj, wi, swap)
+        mag[i], mag[j] = torch.maximum(mi, mj), torch.minimum(mi, mj)
     return [t for t in wires if t is not None]
 
 
@@ -586,13 +589,16 @@ def _distill_finite(t: list[torch.Tensor], nc: int) -> list[torch.Tensor]:
         emit = _mask(torch.ne, eps_new, 0.0, eps_new)
         for k in range(min(i, nc)):
             write = _mask(torch.eq, j, float(k), j).mul_(emit)
-            out[k] = r * write if out[k] is None else out[k].addcmul_(r, write)
+            o = out[k]
+            out[k] = r * write if o is None else o.addcmul_(r, write)
         j = j + emit
         eps = torch.addcmul(eps_new, emit.neg_().add_(1.0), r)
+    final: list[torch.Tensor] = []
     for k in range(nc):
         write = _mask(torch.eq, j, float(k), j)
-        out[k] = eps * write if out[k] is None else out[k].addcmul_(eps, write)
-    return out
+        o = out[k]
+        final.append(eps * write if o is None else o.addcmul_(eps, write))
+    return final
 
 
 def _distill(t: list[torch.Tensor], nc: int) -> list[torch.Tensor]:

@@ -477,8 +477,8 @@ def linear(
 
 
 def _check_component_tensor(name: str, arg: str, x: object) -> None:
-    check_instance(name, arg, x, torch.Tensor, "a component tensor (torch.Tensor of shape (*shape, nc))")
-    if x.dim() < 1:
+    t: torch.Tensor = check_instance(name, arg, x, torch.Tensor, "a component tensor (torch.Tensor of shape (*shape, nc))")
+    if t.dim() < 1:
         raise ValueError(f"{name}: {arg} must have a trailing component dim, got a 0-d tensor; "
                          "pass a plain tensor t as t.unsqueeze(-1)")
 
@@ -715,8 +715,8 @@ def _analyse(a: torch.Tensor, b: torch.Tensor, nc: int, engine: torch.dtype, poo
     terms_a, scale_a = _scaled_terms(a, exp_a, pool)
     terms_b, scale_b = _scaled_terms(b, exp_b, pool)
     zeros = (zero_a, zero_b)  # their products are exact zeros: no accuracy requirement
-    g_min = _abs_product_min(terms_a[0], terms_b[0], k, pool, zeros)
-    flags = [g_min.to(_ACC), (bad_a.any() | bad_b.any()).to(_ACC)]
+    abs_min = _abs_product_min(terms_a[0], terms_b[0], k, pool, zeros)
+    flags = [abs_min.to(_ACC), (bad_a.any() | bad_b.any()).to(_ACC)]
     flags += [x.to(_ACC) for x in bits if x is not None]
     if dtype == torch.float64:  # float32 and narrower exponents are always moderate
         flags += [exp_a.abs().amax().to(_ACC), exp_b.abs().amax().to(_ACC)]
@@ -1057,6 +1057,7 @@ def _sliced_product(plan: MatmulPlan, stats: _Stats, dtype: torch.dtype, nc: int
     p = float_format(dtype).p
     ba, bb = plan.beta_a, plan.beta_b
     ta, tb = stats.terms_a, stats.terms_b
+    assert ta is not None and tb is not None  # the sliced path's stats are complete (_analyse)
     da = _Digits(ta, ba, p, plan.engine, pool)
     db = _Digits(tb, bb, p, plan.engine, pool)
     device = ta[0].device
@@ -1136,14 +1137,15 @@ def _cascade(terms: list[torch.Tensor], levels: int, pool: _Pool) -> list[torch.
     acc: list[torch.Tensor | None] = [None] * levels
     for x in terms:
         for i in range(levels):
-            if acc[i] is None:
+            a = acc[i]
+            if a is None:
                 acc[i] = x
                 break
             if i == levels - 1:
-                acc[i].add_(x)
+                a.add_(x)
                 pool.give(x)
                 break
-            acc[i], x = _two_sum_(acc[i], x, pool)
+            acc[i], x = _two_sum_(a, x, pool)
     return [a for a in acc if a is not None]
 
 
@@ -1185,6 +1187,9 @@ def _unscale(comps: list[torch.Tensor], stats: _Stats) -> list[torch.Tensor]:
     exponent, each a normal power of two and all of one sign, so only the final value can
     round.
     """
+    # the sliced path's stats are complete (_analyse)
+    assert stats.scale_a is not None and stats.scale_b is not None
+    assert stats.exp_a is not None and stats.exp_b is not None
     if stats.exp_extreme <= _SAFE_BROADCAST_EXPONENT:
         for c in comps:
             for f in stats.scale_a + stats.scale_b:
@@ -1247,6 +1252,7 @@ def _finish(comps: list[torch.Tensor], dtype: torch.dtype, nc: int, addend, stat
 
 def _patch_nonfinite(out, a, b, stats: _Stats, nc: int, addend) -> torch.Tensor:
     """Outputs whose row of A or column of B holds inf/NaN: native product of leading parts."""
+    assert stats.bad_a is not None and stats.bad_b is not None  # any_bad: the stats are complete (_analyse)
     bad = stats.bad_a | stats.bad_b  # (*batch, m, n) by broadcasting
     native = torch.matmul(a[..., 0], b[..., 0])
     if addend is not None:

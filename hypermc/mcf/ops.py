@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 import numbers
 import operator
-from typing import Any
+from typing import Any, SupportsFloat, cast
 
 import torch
 from torch.utils._python_dispatch import return_and_correct_aliasing
@@ -54,9 +54,10 @@ def _operand(a: Any, dtype: torch.dtype, nc: int, device) -> torch.Tensor | _Pla
             )
         return a._components
     if isinstance(a, numbers.Number):
-        t = torch.tensor(float(a), dtype=torch.float64)  # on the host: the test reads it
+        value = float(cast(SupportsFloat, a))  # numbers.Number declares no __float__; a complex raises TypeError
+        t = torch.tensor(value, dtype=torch.float64)  # on the host: the test reads it
         fitted = t.to(dtype)
-        if fitted.to(torch.float64) == t or not math.isfinite(float(a)):
+        if fitted.to(torch.float64) == t or not math.isfinite(value):
             return _Plain(fitted.to(device))
         return arith.from_engine(t, dtype, nc).to(device)
     if isinstance(a, torch.Tensor):

@@ -193,11 +193,14 @@ def _tree(slots: list[list[torch.Tensor]], axis: int, n: int, nc: int) -> torch.
         merged = _absorb(pairs)
         if n % 2:
             rest = _absorb([[p.narrow(axis, 2 * h, 1) for p in s] for s in slots])
-            merged = [_cat_level(m, r, merged[0], axis) for m, r in zip(merged, rest)]
+            ref = merged[0]
+            assert ref is not None  # slot 0 (the leading terms) is never empty
+            merged = [_cat_level(m, r, ref, axis) for m, r in zip(merged, rest)]
         slots = [[m] if m is not None else [] for m in merged]
         n = h + n % 2
     root = [p.squeeze(axis) if p is not None else None for p in _absorb(slots)]
     lead = root[0]
+    assert lead is not None  # slot 0 (the leading terms) is never empty
     total = renormalize(_fill(root, lead), nc)
     # inf / NaN: the IEEE sum of the leading terms, zero tail (the slots below are NaN)
     if nc == 1:

@@ -30,7 +30,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from fractions import Fraction
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, cast
 
 import mpmath
 import numpy as np
@@ -147,7 +147,7 @@ class MCTensor(torch.Tensor):
         out._components = components
         return out
 
-    __torch_function__ = torch._C._disabled_torch_function_impl
+    __torch_function__ = torch._C._disabled_torch_function_impl  # type: ignore[assignment]  # stub signatures differ
 
     # Operators: the same ops as torch.Tensor's, but dtype errors are not swallowed.
     __add__ = _operator(torch.add)
@@ -252,7 +252,7 @@ class MCTensor(torch.Tensor):
             return (_rebuild_mctensor, (self._components.detach(), self.requires_grad, state))
         return (_rebuild_mctensor, (self._components.detach(), self.requires_grad))
 
-    def __repr__(self, *, tensor_contents=None) -> str:
+    def __repr__(self, *, tensor_contents=None) -> str:  # type: ignore[override]  # torch's stub has a keyword-only catch-all
         return _format(self)
 
     def tolist(self):
@@ -379,18 +379,20 @@ def mc(data: Any, nc: int = 2, dtype: torch.dtype | None = None, *, device=None,
         dtype = dtype or data.dtype
         # pad before a dtype change, so that narrowing rounds to nc components, not to
         # data.nc; copy=True: the result never aliases data (as for plain tensor input)
-        src = data.detach()
+        # (the casts: torch's stubs type these methods as returning Tensor; on an MCTensor
+        # they return MCTensors)
+        src = cast(MCTensor, data.detach())
         src = MCTensor(arith.pad(src._components, nc)) if src.nc < nc else src
-        out = src.to(device=device or data.device, dtype=dtype, copy=True)
+        out = cast(MCTensor, src.to(device=device or data.device, dtype=dtype, copy=True))
         if out.nc > nc:
             out = MCTensor(renormalize(out._components, nc))
-        return out.requires_grad_(requires_grad)
+        return cast(MCTensor, out.requires_grad_(requires_grad))
     if _big_ints(data, nc, dtype or torch.get_default_dtype()):
-        return _exact_ints(data, nc, dtype or torch.get_default_dtype(), device).requires_grad_(requires_grad)
+        exact = _exact_ints(data, nc, dtype or torch.get_default_dtype(), device)
+        return cast(MCTensor, exact.requires_grad_(requires_grad))
     if _is_exotic(data):
-        return from_mpmath(data, nc=nc, dtype=dtype or torch.get_default_dtype(), device=device).requires_grad_(
-            requires_grad
-        )
+        exotic = from_mpmath(data, nc=nc, dtype=dtype or torch.get_default_dtype(), device=device)
+        return cast(MCTensor, exotic.requires_grad_(requires_grad))
     if isinstance(data, torch.Tensor):
         t = data
     else:

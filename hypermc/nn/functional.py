@@ -15,6 +15,7 @@ kernels that MCTensor does not implement; use the forms below.
 from __future__ import annotations
 
 import math
+from typing import cast
 
 import torch
 import torch.nn.functional as F
@@ -121,11 +122,11 @@ def _mc_operand(x: torch.Tensor) -> MCTensor:
 
 def _check_input(name: str, x: object, ref: torch.Tensor, what: str) -> None:
     """TypeError unless ``x`` is a floating Tensor of the dtype of ``ref`` (a parameter)."""
-    check_instance(name, "input", x, torch.Tensor, "a Tensor or MCTensor")
-    if x.dtype != ref.dtype:
+    t: torch.Tensor = check_instance(name, "input", x, torch.Tensor, "a Tensor or MCTensor")
+    if t.dtype != ref.dtype:
         raise TypeError(
-            f"{name}: input has dtype {x.dtype} but the {what} has component dtype {ref.dtype}; "
-            f"convert the input with .to({ref.dtype}) (or build the layer with dtype={x.dtype})"
+            f"{name}: input has dtype {t.dtype} but the {what} has component dtype {ref.dtype}; "
+            f"convert the input with .to({ref.dtype}) (or build the layer with dtype={t.dtype})"
         )
 
 
@@ -217,7 +218,7 @@ def relu(input: torch.Tensor, inplace: bool = False) -> MCTensor:
         1
     """
     x = _mc_operand(input)
-    return torch.relu_(x) if inplace and x is input else torch.relu(x)
+    return cast(MCTensor, torch.relu_(x) if inplace and x is input else torch.relu(x))  # MC in, MC out
 
 
 def gelu(input: torch.Tensor, approximate: str = "none") -> MCTensor:
@@ -252,14 +253,14 @@ def _shift(x: MCTensor, dim: int) -> torch.Tensor:
     Softmax is invariant under the shift, so an approximate maximum is as good as an
     exact one; the subtraction itself is an exact-input MC operation.
     """
-    return x.detach().approx().amax(dim=dim, keepdim=True)
+    return cast(MCTensor, x.detach()).approx().amax(dim=dim, keepdim=True)
 
 
 def _check_dim(name: str, dim: object, ndim: int) -> int:
-    dim = check_int(name, "dim", dim, minimum=None)
-    if not -max(ndim, 1) <= dim < max(ndim, 1):
-        raise IndexError(f"{name}: dim {dim} out of range for a {ndim}-d input")
-    return dim
+    d: int = check_int(name, "dim", dim, minimum=None)
+    if not -max(ndim, 1) <= d < max(ndim, 1):
+        raise IndexError(f"{name}: dim {d} out of range for a {ndim}-d input")
+    return d
 
 
 def softmax(input: torch.Tensor, dim: int) -> MCTensor:
@@ -272,7 +273,7 @@ def softmax(input: torch.Tensor, dim: int) -> MCTensor:
     x = _mc_operand(input)
     dim = _check_dim("softmax", dim, x.dim())
     e = torch.exp(x - _shift(x, dim))
-    return e / e.sum(dim=dim, keepdim=True)
+    return cast(MCTensor, e / e.sum(dim=dim, keepdim=True))  # MC in, MC out
 
 
 def log_softmax(input: torch.Tensor, dim: int) -> MCTensor:
@@ -285,18 +286,19 @@ def log_softmax(input: torch.Tensor, dim: int) -> MCTensor:
     x = _mc_operand(input)
     dim = _check_dim("log_softmax", dim, x.dim())
     z = x - _shift(x, dim)
-    return z - torch.log(torch.exp(z).sum(dim=dim, keepdim=True))
+    return cast(MCTensor, z - torch.log(torch.exp(z).sum(dim=dim, keepdim=True)))  # MC in, MC out
 
 
 # ----------------------------------------------------------------------------- losses
 
 
-def _reduce(loss: MCTensor, reduction: str) -> MCTensor:
+def _reduce(loss: torch.Tensor, reduction: str) -> MCTensor:
+    """``loss`` (an MCTensor) reduced; the cast: torch's stubs type MCTensor ops as returning Tensor."""
     if reduction == "mean":
-        return loss.mean()
+        return cast(MCTensor, loss.mean())
     if reduction == "sum":
-        return loss.sum()
-    return loss
+        return cast(MCTensor, loss.sum())
+    return cast(MCTensor, loss)
 
 
 def _check_loss_args(name: str, input: torch.Tensor, target: torch.Tensor, reduction: str) -> None:

@@ -10,6 +10,7 @@ layer starts from the same numbers as its torch counterpart.
 from __future__ import annotations
 
 import math
+from typing import cast
 
 import torch
 from torch import nn
@@ -23,8 +24,7 @@ __all__ = ["MCLinear", "MCEmbedding", "MCSequential", "MCReLU", "MCGELU", "MCSof
 
 def _check_config(name: str, nc: object, dtype: torch.dtype | None) -> tuple[int, torch.dtype]:
     """Validate ``nc`` and ``dtype`` once, at construction; return them (dtype defaulted)."""
-    nc = check_nc(name, nc)
-    return nc, check_dtype(name, torch.get_default_dtype() if dtype is None else dtype)
+    return check_nc(name, nc), check_dtype(name, torch.get_default_dtype() if dtype is None else dtype)
 
 
 def _mc_parameter(shape: tuple[int, ...], nc: int, dtype: torch.dtype, device) -> nn.Parameter:
@@ -102,7 +102,7 @@ class MCLinear(nn.Module):
                 self.bias.copy_(b)
 
     def forward(self, input: torch.Tensor) -> MCTensor:
-        return MF.linear(input, self.weight, self.bias)
+        return cast(MCTensor, MF.linear(input, self.weight, self.bias))  # MC weight: MC output
 
     def extra_repr(self) -> str:
         return (
@@ -206,7 +206,7 @@ class MCEmbedding(nn.Module):
             self.weight.copy_(w)
 
     def forward(self, input: torch.Tensor) -> MCTensor:
-        return MF.embedding(input, self.weight, self.padding_idx, self.scale_grad_by_freq)
+        return cast(MCTensor, MF.embedding(input, self.weight, self.padding_idx, self.scale_grad_by_freq))  # MC weight: MC rows
 
     def extra_repr(self) -> str:
         s = f"{self.num_embeddings}, {self.embedding_dim}"

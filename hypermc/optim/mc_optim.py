@@ -22,7 +22,7 @@ float16). Schedulers from ``torch.optim.lr_scheduler`` work (the classes subclas
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import Any, cast, overload
 
 import torch
 from torch.optim import Optimizer
@@ -40,6 +40,10 @@ def _is_plain_mc(*tensors: torch.Tensor | None) -> bool:
     return all(not isinstance(t, MCTensor) or t.nc == 1 for t in tensors if t is not None)
 
 
+@overload
+def _view(t: torch.Tensor) -> torch.Tensor: ...
+@overload
+def _view(t: torch.Tensor | None) -> torch.Tensor | None: ...
 def _view(t: torch.Tensor | None) -> torch.Tensor | None:
     """The plain tensor an nc=1 MCTensor's ops run on: its component, as a view."""
     return t.components[..., 0] if isinstance(t, MCTensor) else t
@@ -56,7 +60,8 @@ def _as_state(t: torch.Tensor, param: torch.Tensor, plain: bool) -> torch.Tensor
         return t
     if plain:
         return MCTensor(t.unsqueeze(-1))
-    return t if t.nc == param.nc else mc(t, nc=param.nc)
+    mt = cast(MCTensor, t)  # an update with MC parameters and gradients makes MC state
+    return mt if mt.nc == param.nc else mc(mt, nc=param.nc)
 
 
 def _check_grad(param: torch.Tensor, grad: torch.Tensor) -> None:
@@ -231,8 +236,9 @@ class MCSGD(Optimizer):
         )
         super().__init__(params, defaults)
 
+    # ignore[override]: torch's stub overloads Optimizer.step for a float loss; closures return tensors
     @torch.no_grad()
-    def step(self, closure: Callable[[], torch.Tensor] | None = None) -> torch.Tensor | None:
+    def step(self, closure: Callable[[], torch.Tensor] | None = None) -> torch.Tensor | None:  # type: ignore[override]
         """Perform one update; ``closure`` re-evaluates the model and returns the loss."""
         loss = closure_loss(closure)
         for group in self.param_groups:
@@ -315,7 +321,7 @@ def mc_adam(
         plain = _is_plain_mc(param, grad, exp_avgs[i], exp_avg_sqs[i], max_sq)
         p, g, exp_avg, exp_avg_sq = param, grad, exp_avgs[i], exp_avg_sqs[i]
         if plain:
-            p, g, exp_avg, exp_avg_sq, max_sq = (_view(t) for t in (p, g, exp_avg, exp_avg_sq, max_sq))
+            p, g, exp_avg, exp_avg_sq, max_sq = _view(p), _view(g), _view(exp_avg), _view(exp_avg_sq), _view(max_sq)
         g = g if not maximize else -g
         step_t = state_steps[i]
         step_t += 1
@@ -329,8 +335,9 @@ def mc_adam(
         step_size = lr / bias_correction1
         bias_correction2_sqrt = bias_correction2**0.5
         if amsgrad:
-            max_sq.copy_(torch.maximum(max_sq, exp_avg_sq))
-            denom = (max_sq.sqrt() / bias_correction2_sqrt).add_(eps)
+            v_max = cast(torch.Tensor, max_sq)  # max_exp_avg_sqs[i] with amsgrad
+            v_max.copy_(torch.maximum(v_max, exp_avg_sq))
+            denom = (v_max.sqrt() / bias_correction2_sqrt).add_(eps)
         else:
             denom = (exp_avg_sq.sqrt() / bias_correction2_sqrt).add_(eps)
         p.addcdiv_(exp_avg, denom, value=-step_size)
@@ -387,8 +394,9 @@ class MCAdam(Optimizer):
         defaults = dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay, amsgrad=amsgrad, maximize=maximize)
         super().__init__(params, defaults)
 
+    # ignore[override]: torch's stub overloads Optimizer.step for a float loss; closures return tensors
     @torch.no_grad()
-    def step(self, closure: Callable[[], torch.Tensor] | None = None) -> torch.Tensor | None:
+    def step(self, closure: Callable[[], torch.Tensor] | None = None) -> torch.Tensor | None:  # type: ignore[override]
         """Perform one update; ``closure`` re-evaluates the model and returns the loss."""
         loss = closure_loss(closure)
         for group in self.param_groups:

@@ -28,7 +28,7 @@ the parameter's global step count.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any
+from typing import Any, cast
 
 import torch
 from torch.optim import Optimizer
@@ -196,6 +196,7 @@ def riemannian_sgd(
             direction = rgrad
         new_x = _move(manifold, x, direction * (-lr), retraction)
         if momentum != 0:
+            assert buf is not None  # set above when momentum != 0
             _put(buf, manifold.transp(x, new_x, b), r)
         _put(param.detach(), new_x, r)
 
@@ -287,8 +288,9 @@ class RiemannianSGD(_RiemannianOptimizer):
         )
         super().__init__(params, defaults)
 
+    # ignore[override]: torch's stub overloads Optimizer.step for a float loss and no rows argument
     @torch.no_grad()
-    def step(self, closure: Callable[[], torch.Tensor] | None = None, *, rows: torch.Tensor | None = None):
+    def step(self, closure: Callable[[], torch.Tensor] | None = None, *, rows: torch.Tensor | None = None):  # type: ignore[override]
         """Perform one update.
 
         Args:
@@ -381,8 +383,9 @@ def riemannian_adam(
         v = _take(exp_avg_sqs[i], r) * beta2 + _second_moment(manifold, x, rgrad) * (1 - beta2)
         _put(exp_avg_sqs[i], v, r)
         if amsgrad:
-            v = torch.maximum(_take(max_exp_avg_sqs[i], r), v)
-            _put(max_exp_avg_sqs[i], v, r)
+            v_max = cast(torch.Tensor, max_exp_avg_sqs[i])  # amsgrad: the caller passes a max buffer
+            v = torch.maximum(_take(v_max, r), v)
+            _put(v_max, v, r)
         denom = torch.sqrt(v / (1 - beta2**t)) + eps
         direction = (m / (1 - beta1**t)) / denom
         new_x = _move(manifold, x, direction * (-lr), retraction)
@@ -465,8 +468,9 @@ class RiemannianAdam(_RiemannianOptimizer):
                 state["max_exp_avg_sq"] = torch.zeros_like(sq)
         return state
 
+    # ignore[override]: torch's stub overloads Optimizer.step for a float loss and no rows argument
     @torch.no_grad()
-    def step(self, closure: Callable[[], torch.Tensor] | None = None, *, rows: torch.Tensor | None = None):
+    def step(self, closure: Callable[[], torch.Tensor] | None = None, *, rows: torch.Tensor | None = None):  # type: ignore[override]
         """Perform one update (``closure`` and ``rows`` as in :meth:`RiemannianSGD.step`)."""
         loss = self._closure_loss(closure)
         for group in self.param_groups:
