@@ -646,6 +646,7 @@ def _t_merge(net: _Net, a: list[str], b: list[str]) -> list[str]:
             continue
         swap = net.let(f"select<T>({mag[i]} < {mag[j]}, T(1), T(0))")
         wi, wj = wires[i], wires[j]
+        assert wi is not None and wj is not None  # both tested above
         wires[i], wires[j] = _t_lerp(net, wi, wj, swap), _t_lerp(net, wj, wi, swap)
         mag[i], mag[j] = net.let(f"std::max({mag[i]}, {mag[j]})"), net.let(f"std::min({mag[i]}, {mag[j]})")
     return [w for w in wires if w is not None]
@@ -668,12 +669,14 @@ def _t_distill(net: _Net, t: list[str], nc: int) -> list[str]:
         for k in range(min(i, nc)):
             write = net.mul(net.let(f"select<T>({j} == T({k}), T(1), T(0))"), emit)
             prod = net.mul(r, write)
-            out[k] = prod if out[k] is None else net.add(out[k], prod)
+            prev = out[k]
+            out[k] = prod if prev is None else net.add(prev, prod)
         j = net.add(j, emit)
         eps = net.add(eps_new, net.mul(net.add(net.neg(emit), "T(1)"), r))
     for k in range(nc):
         prod = net.mul(eps, net.let(f"select<T>({j} == T({k}), T(1), T(0))"))
-        out[k] = prod if out[k] is None else net.add(out[k], prod)
+        prev = out[k]
+        out[k] = prod if prev is None else net.add(prev, prod)
     return out  # type: ignore[return-value]
 
 
