@@ -58,6 +58,7 @@ from .eft import (
     merge_by_magnitude,
     pack,
     renormalize,
+    sqrt_rn,
     two_prod,
     two_sum,
     unpack,
@@ -1107,7 +1108,7 @@ def _sqrt_fixed(x: torch.Tensor, nc: int) -> torch.Tensor:
     :func:`fixed.normalised` go through :func:`_sqrt_general`.
     """
     xs = unpack(x)
-    s0 = torch.sqrt(xs[0])
+    s0 = sqrt_rn(xs[0])
     h = torch.reciprocal(s0).mul_(0.5)
     twice = [s0 * 2]  # 2 S_(k-1) digit by digit (exact doubling)
     digits = [s0]
@@ -1126,7 +1127,7 @@ def _sqrt_general(x: torch.Tensor, nc: int) -> torch.Tensor:
     """Square root for nc >= 3 by Newton on the general kernels (any input)."""
     x0 = x[..., 0]
     if _no_scaling_needed(x0, nc):
-        s = from_float(torch.sqrt(x0), nc)
+        s = from_float(sqrt_rn(x0), nc)
         r = 0.5 / s[..., 0]
         for _ in range(nc):
             s = add_float(s, sub(x, square(s))[..., 0] * r)
@@ -1137,7 +1138,7 @@ def _sqrt_general(x: torch.Tensor, nc: int) -> torch.Tensor:
     k = torch.where(regular, torch.frexp(x0).exponent // 2, 0).to(x.dtype)
     down = torch.pow(2.0, -k).unsqueeze(-1)
     xs = x * down * down
-    s0 = torch.sqrt(xs[..., 0])
+    s0 = sqrt_rn(xs[..., 0])
     r = torch.where(regular, 0.5 / s0, 0.0)
     wide = nc + 1
     xw = pad(xs, wide)
@@ -1146,7 +1147,7 @@ def _sqrt_general(x: torch.Tensor, nc: int) -> torch.Tensor:
         resid = sub(xw, square(s))
         s = add_float(s, resid[..., 0] * r)
     out = renormalize(unpack(s), nc, presorted=True) * (1.0 / down)
-    return torch.where(regular.unsqueeze(-1), out, from_float(torch.sqrt(x0), nc))
+    return torch.where(regular.unsqueeze(-1), out, from_float(sqrt_rn(x0), nc))
 
 
 def _no_scaling_needed(x0: torch.Tensor, nc: int) -> bool:
@@ -1185,7 +1186,7 @@ def _sqrt2(x: torch.Tensor) -> torch.Tensor:
     xh, xl = unpack(x)
     if _no_scaling_needed(xh, 2):
         # the common case: s^2 and its error term are normal numbers, no scaling
-        s = torch.sqrt(xh)
+        s = sqrt_rn(xh)
         p, e = two_prod(s, s)
         r = ((xh - p) - e) + xl
         c = r.div_(s).mul_(0.5)  # r / (2 s), both steps exact scalings but the division
@@ -1195,7 +1196,7 @@ def _sqrt2(x: torch.Tensor) -> torch.Tensor:
     k = torch.where(regular, torch.frexp(xh).exponent // 2, 0).to(x.dtype)
     down = torch.pow(2.0, -k)
     xh, xl = xh * down * down, xl * down * down
-    s = torch.sqrt(xh)
+    s = sqrt_rn(xh)
     p, e = two_prod(s, s)
     r = ((xh - p) - e) + xl
     c = r / (2 * s)
@@ -1204,7 +1205,7 @@ def _sqrt2(x: torch.Tensor) -> torch.Tensor:
     out = pack([zh * up, zl * up])
     if all_true(regular):
         return out
-    return torch.where(regular.unsqueeze(-1), out, from_float(torch.sqrt(x[..., 0]), 2))
+    return torch.where(regular.unsqueeze(-1), out, from_float(sqrt_rn(x[..., 0]), 2))
 
 
 # --------------------------------------------------------------- sign, abs, comparisons
