@@ -64,10 +64,16 @@ from .fixed import patch
 from .native_source import _el
 from .native_source import source as generate
 
-__all__ = ["available", "status", "add", "mul", "div", "sqrt", "exp", "log", "Result", "NCS"]
+__all__ = ["available", "status", "add", "mul", "div", "sqrt", "exp", "log", "Result", "NCS", "ELEMENTARY_NCS"]
 
 #: Component counts with native kernels.
 NCS = (2, 3, 4)
+#: Component counts with fused float64 exp/log. Not 4: GCC -O3 needs far too long for
+#: the traced nc = 4 exp/log kernels (measured on the 2-core CI machine: nc = 3 builds in
+#: about 66 s idle, nc = 4 took more than 5 minutes idle and 835 s under load, close to
+#: the build timeout), and a first ``exp`` must not stall a user's program that long;
+#: nc = 4 exp/log run the torch path (same bits, slower).
+ELEMENTARY_NCS = (2, 3)
 _FLAGS = ["-O3", "-std=c++17", "-shared", "-fPIC", "-ffp-contract=off", "-fno-fast-math",
           "-fno-math-errno", "-fopenmp-simd", "-march=native"]
 _NAMES = {torch.float32: "f32", torch.float64: "f64"}
@@ -271,7 +277,7 @@ def available(dtype: torch.dtype = torch.float64, nc: int = 3, part: str = "arit
     """Whether the native kernels of ``(dtype, nc)`` are in use in this process (builds
     them on the first call, about half a minute; ``part="elementary"``, the float64 exp
     and log kernels, a few minutes)."""
-    if part == "elementary" and dtype != torch.float64:
+    if part == "elementary" and (dtype != torch.float64 or nc not in ELEMENTARY_NCS):
         return False
     return dtype in _NAMES and nc in NCS and _load(dtype, nc, part) is not None
 
@@ -284,6 +290,8 @@ def status(dtype: torch.dtype = torch.float64, nc: int = 3, part: str = "arith")
         return f"no native kernels for {dtype} nc={nc} (float32/float64, nc in {NCS})"
     if part == "elementary" and dtype != torch.float64:
         return f"no native elementary kernels for {dtype} (float64 only)"
+    if part == "elementary" and nc not in ELEMENTARY_NCS:
+        return f"no native elementary kernels for nc={nc} (nc in {ELEMENTARY_NCS}: the nc = 4 kernels take too long to compile)"
     if available(dtype, nc, part):
         return "in use"
     return str(_libs[_key(_NAMES[dtype], nc, part)])
@@ -404,13 +412,13 @@ def sqrt(x: torch.Tensor, lo: float, hi: float) -> Result | None:
 def _elementary_eligible(x: torch.Tensor) -> ctypes.CDLL | None:
     """The library for :mod:`elementary`'s float64 generic path on ``x``, or None (other
     dtypes; without a measured FMA the torch path's double-word products differ)."""
-    if x.dtype != torch.float64 or not has_fused_addcmul("cpu", torch.float64):
+    if x.dtype != torch.float64 or x.shape[-1] not in ELEMENTARY_NCS or not has_fused_addcmul("cpu", torch.float64):
         return None
     return _eligible(x, part="elementary")
 
 
 def exp(x: torch.Tensor) -> Result | None:
-    """``exp(x)`` by ``elementary._exp_generic`` (float64, nc = 2, 3, 4): ``ok`` false for
+    """``exp(x)`` by ``elementary._exp_generic`` (float64, nc = 2, 3): ``ok`` false for
     non-finite ``x_0``, complete over/underflow and where a fixed network's check fails."""
     lib = _elementary_eligible(x)
     if lib is None:
@@ -419,7 +427,7 @@ def exp(x: torch.Tensor) -> Result | None:
 
 
 def log(x: torch.Tensor) -> Result | None:
-    """``log(x)`` by ``elementary``'s float64 path (nc = 2, 3, 4) in two fused calls: the
+    """``log(x)`` by ``elementary``'s float64 path (nc = 2, 3) in two fused calls: the
     reduction to ``t`` (with ``e`` and a flag), torch's ``log1p`` of ``t_0`` (the Newton
     start; the same function the torch path calls), the Newton core and ``e ln2 + y``.
     ``ok`` false for ``x_0`` not a positive normal number and where a check fails."""
