@@ -35,11 +35,7 @@ PENDING_DOCTESTS: dict[str, str] = {}
 # Modules whose public names are not yet required to show an example, with the reason.
 # The lead empties this set after merging the branches that edit these modules.
 _OTHER_BRANCH = "being edited on another branch; examples are added after the merge"
-PENDING_EXAMPLES: dict[str, str] = {
-    "hypermc.mcf.elementary": _OTHER_BRANCH,
-    "hypermc.mcf.native": _OTHER_BRANCH,
-    "hypermc.mcf.native_source": _OTHER_BRANCH,
-}
+PENDING_EXAMPLES: dict[str, str] = {}
 
 _FLAGS = doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE
 _EXAMPLE_SECTION = re.compile(r"^\s*Examples?:\s*$", re.M)

@@ -276,7 +276,14 @@ def _self_check(lib: ctypes.CDLL, dtype: torch.dtype, nc: int, part: str = "arit
 def available(dtype: torch.dtype = torch.float64, nc: int = 3, part: str = "arith") -> bool:
     """Whether the native kernels of ``(dtype, nc)`` are in use in this process (builds
     them on the first call, about half a minute; ``part="elementary"``, the float64 exp
-    and log kernels, a few minutes)."""
+    and log kernels, a few minutes).
+
+    Example:
+        >>> isinstance(available(torch.float64, 2), bool)  # True with a working C++ compiler
+        True
+        >>> available(torch.float16, 2), available(torch.float64, 4, "elementary")  # never native
+        (False, False)
+    """
     if part == "elementary" and (dtype != torch.float64 or nc not in ELEMENTARY_NCS):
         return False
     return dtype in _NAMES and nc in NCS and _load(dtype, nc, part) is not None
@@ -284,7 +291,16 @@ def available(dtype: torch.dtype = torch.float64, nc: int = 3, part: str = "arit
 
 def status(dtype: torch.dtype = torch.float64, nc: int = 3, part: str = "arith") -> str:
     """``"in use"`` or the reason the native kernels of ``(dtype, nc)`` (``part``:
-    ``"arith"`` or ``"elementary"``) are not used."""
+    ``"arith"`` or ``"elementary"``) are not used.
+
+    Example:
+        >>> status(torch.float32, 7)
+        'no native kernels for torch.float32 nc=7 (float32/float64, nc in (2, 3, 4))'
+        >>> status(torch.float64, 4, "elementary")
+        'no native elementary kernels for nc=4 (nc in (2, 3): the nc = 4 kernels take too long to compile)'
+        >>> (status(torch.float64, 2) == "in use") == available(torch.float64, 2)  # else the reason
+        True
+    """
     check_choice("status", "part", part, ("arith", "elementary"))
     if dtype not in _NAMES or nc not in NCS:
         return f"no native kernels for {dtype} nc={nc} (float32/float64, nc in {NCS})"
@@ -361,7 +377,23 @@ def _call(lib: ctypes.CDLL, op: str, operands: list[torch.Tensor], extra: tuple,
 
 class Result(NamedTuple):
     """A fused kernel's output: ``out`` (``(*shape, nc)``, a view of a planar buffer),
-    the fast-path mask ``ok`` and the number ``bad`` of elements where it is false."""
+    the fast-path mask ``ok`` and the number ``bad`` of elements where it is false.
+
+    Example:
+        The cancelling second sum fails the fast-path check; :meth:`patched` recomputes it
+        with a general kernel (the caller's torch kernel; here a plain renormalisation):
+
+        >>> x = torch.tensor([[1.0, 2.0**-60, 2.0**-120], [1.0, 2.0**-60, 0.0]], dtype=torch.float64)
+        >>> y = torch.tensor([[0.5, 2.0**-61, 2.0**-121], [-1.0, 0.0, 0.0]], dtype=torch.float64)
+        >>> def general(a, b):
+        ...     return renormalize(torch.cat([a, b], -1), 3)
+        >>> r = add(x, y, subtract=False)  # None without a C++ compiler
+        >>> r is None or (r.ok.tolist(), r.bad) == ([True, False], 1)
+        True
+        >>> out = general(x, y) if r is None else r.patched(general, x, y)
+        >>> out.tolist() == [[1.5, 1.5 * 2**-60, 1.5 * 2**-120], [2.0**-60, 0.0, 0.0]]
+        True
+    """
 
     out: torch.Tensor
     ok: torch.Tensor
@@ -377,7 +409,16 @@ class Result(NamedTuple):
 def add(x: torch.Tensor, y: torch.Tensor, subtract: bool) -> Result | None:
     """``x ± y`` (``y`` with ``nc`` components, or one: ``x + b``) by the fixed network:
     ``(out, ok)`` like ``fixed.renorm_levels`` + ``fixed.normalised``, or None where the
-    native kernels do not apply."""
+    native kernels do not apply.
+
+    Example:
+        >>> x = torch.tensor([1.0, 2.0**-60], dtype=torch.float64).repeat(2, 3, 1)  # (2, 3) numbers, nc = 2
+        >>> r = add(x, x, subtract=False)  # None without a C++ compiler
+        >>> r is None or (r.out.shape == (2, 3, 2) and r.bad == 0)
+        True
+        >>> r is None or r.out[0, 0].tolist() == [2.0, 2.0**-59]
+        True
+    """
     lib = _eligible(x, y)
     if lib is None:
         return None
@@ -385,7 +426,17 @@ def add(x: torch.Tensor, y: torch.Tensor, subtract: bool) -> Result | None:
 
 
 def mul(x: torch.Tensor, y: torch.Tensor) -> Result | None:
-    """``x * y`` (``y`` with ``nc`` components or one) by ``_product_levels``: ``(out, ok)``."""
+    """``x * y`` (``y`` with ``nc`` components or one) by ``_product_levels``: ``(out, ok)``.
+
+    Example:
+        >>> x = torch.tensor([[1.0, 2.0**-60]], dtype=torch.float64)  # 1 + 2^-60
+        >>> r = mul(x, x)  # None without a C++ compiler
+        >>> r is None or r.out.tolist() == [[1.0, 2.0**-59]]  # 1 + 2^-59 (+ 2^-120, below u^2)
+        True
+        >>> r = mul(x, torch.tensor([[3.0]], dtype=torch.float64))  # times one float
+        >>> r is None or r.out.tolist() == [[3.0, 3 * 2.0**-60]]
+        True
+    """
     lib = _eligible(x, y)
     if lib is None:
         return None
@@ -394,7 +445,16 @@ def mul(x: torch.Tensor, y: torch.Tensor) -> Result | None:
 
 def div(x: torch.Tensor, y: torch.Tensor) -> Result | None:
     """``x / y`` (both ``nc`` components) by ``_long_division`` + ``_div_fixed``: the
-    quotient scaled back and ``ok`` (false: the caller recomputes the element)."""
+    quotient scaled back and ``ok`` (false: the caller recomputes the element).
+
+    Example:
+        >>> from fractions import Fraction
+        >>> x = torch.tensor([[1.0, 0.0, 0.0]], dtype=torch.float64)
+        >>> y = torch.tensor([[3.0, 0.0, 0.0]], dtype=torch.float64)
+        >>> r = div(x, y)  # None without a C++ compiler, and for nc = 2
+        >>> r is None or abs(sum(map(Fraction, r.out[0].tolist())) - Fraction(1, 3)) < Fraction(1, 2**159)  # 1/3 to u^3
+        True
+    """
     lib = _eligible(x, y)
     if lib is None or y.shape[-1] != x.shape[-1] or x.shape[-1] == 2:
         return None
@@ -402,7 +462,14 @@ def div(x: torch.Tensor, y: torch.Tensor) -> Result | None:
 
 
 def sqrt(x: torch.Tensor, lo: float, hi: float) -> Result | None:
-    """``sqrt(x)`` by ``_sqrt_fixed`` where ``lo <= x_0 <= hi`` (else ``ok`` false)."""
+    """``sqrt(x)`` by ``_sqrt_fixed`` where ``lo <= x_0 <= hi`` (else ``ok`` false).
+
+    Example:
+        >>> x = torch.tensor([[2.0, 0.0, 0.0], [2.0**40, 0.0, 0.0]], dtype=torch.float64)
+        >>> r = sqrt(x, 2.0**-30, 2.0**30)  # None without a C++ compiler, and for nc = 2
+        >>> r is None or (r.ok.tolist() == [True, False] and r.out[0, 0].item() == math.sqrt(2))
+        True
+    """
     lib = _eligible(x)
     if lib is None or x.shape[-1] == 2:
         return None
@@ -419,7 +486,16 @@ def _elementary_eligible(x: torch.Tensor) -> ctypes.CDLL | None:
 
 def exp(x: torch.Tensor) -> Result | None:
     """``exp(x)`` by ``elementary._exp_generic`` (float64, nc = 2, 3): ``ok`` false for
-    non-finite ``x_0``, complete over/underflow and where a fixed network's check fails."""
+    non-finite ``x_0``, complete over/underflow and where a fixed network's check fails.
+
+    Example:
+        >>> x = torch.tensor([[1.0, 0.0], [float("inf"), 0.0]], dtype=torch.float64)
+        >>> r = exp(x)  # None without a C++ compiler (or a fused multiply-add)
+        >>> r is None or (r.ok.tolist() == [True, False] and r.out[0, 0].item() == math.e)
+        True
+        >>> exp(torch.ones(1, 4, dtype=torch.float64)) is None  # nc = 4 runs the torch path
+        True
+    """
     lib = _elementary_eligible(x)
     if lib is None:
         return None
@@ -430,7 +506,14 @@ def log(x: torch.Tensor) -> Result | None:
     """``log(x)`` by ``elementary``'s float64 path (nc = 2, 3) in two fused calls: the
     reduction to ``t`` (with ``e`` and a flag), torch's ``log1p`` of ``t_0`` (the Newton
     start; the same function the torch path calls), the Newton core and ``e ln2 + y``.
-    ``ok`` false for ``x_0`` not a positive normal number and where a check fails."""
+    ``ok`` false for ``x_0`` not a positive normal number and where a check fails.
+
+    Example:
+        >>> x = torch.tensor([[2.0, 0.0], [-1.0, 0.0]], dtype=torch.float64)
+        >>> r = log(x)  # None without a C++ compiler (or a fused multiply-add)
+        >>> r is None or (r.ok.tolist() == [True, False] and r.out[0, 0].item() == math.log(2))
+        True
+    """
     lib = _elementary_eligible(x)
     if lib is None:
         return None

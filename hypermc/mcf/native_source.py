@@ -867,7 +867,17 @@ def source(name: str, nc: int, part: str = "arith") -> str:
     """The C++ translation unit of one component dtype (``"f32"``/``"f64"``), ``nc`` and
     ``part``: ``"arith"`` (add, mul, div, sqrt) or ``"elementary"`` (exp, log; float64
     only). The elementary kernels are a library of their own: their code is large (a
-    minute or more to compile), and arithmetic alone should not wait for it."""
+    minute or more to compile), and arithmetic alone should not wait for it.
+
+    Example:
+        >>> src = source("f64", 3)
+        >>> "mc_add_f64_3" in src, "mc_div_f64_3" in src, "mc_exp_f64_3" in src
+        (True, True, False)
+        >>> "mc_div_f64_2" in source("f64", 2)  # double-word: add and mul only
+        False
+        >>> "mc_exp_f64_2" in source("f64", 2, "elementary")  # exp and log have a library of their own
+        True
+    """
     ctype = DTYPES[name][0]
     common = f"int64_t n, const {ctype} *x, int64_t xse, int64_t xsc, const {ctype} *y, int64_t yse, int64_t ysc"
     both = {"x": nc, "y": nc}
