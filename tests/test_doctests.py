@@ -28,29 +28,16 @@ import hypermc
 
 MODULES = sorted(info.name for info in pkgutil.walk_packages(hypermc.__path__, "hypermc."))
 
-# Modules whose ``>>>`` examples are not run yet, with the reason. The lead empties this
-# set after merging the branches that rewrite these modules.
-PENDING_DOCTESTS: dict[str, str] = {}
-
-# Modules whose public names are not yet required to show an example, with the reason.
-# The lead empties this set after merging the branches that edit these modules.
-_OTHER_BRANCH = "being edited on another branch; examples are added after the merge"
-PENDING_EXAMPLES: dict[str, str] = {}
-
 _FLAGS = doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE
 _EXAMPLE_SECTION = re.compile(r"^\s*Examples?:\s*$", re.M)
 
 
 def test_every_module_is_listed():
     assert {"hypermc.embed.sampler", "hypermc.mcf.eft", "hypermc.optim.riemannian"} <= set(MODULES)
-    stale = (set(PENDING_DOCTESTS) | set(PENDING_EXAMPLES)) - set(MODULES)
-    assert not stale, f"PENDING names modules that do not exist: {sorted(stale)}"
 
 
 @pytest.mark.parametrize("name", MODULES)
 def test_doctests(name, seed, tmp_path, monkeypatch):
-    if name in PENDING_DOCTESTS:
-        pytest.skip(f"pending: {PENDING_DOCTESTS[name]}")
     module = importlib.import_module(name)
     monkeypatch.chdir(tmp_path)  # examples that write files write them here
     globs = {**vars(module), "torch": torch, "hypermc": hypermc, "hm": hypermc}
@@ -96,8 +83,6 @@ def _has_example(doc: str | None) -> bool:
 
 @pytest.mark.parametrize("name", MODULES)
 def test_public_names_have_examples(name):
-    if name in PENDING_EXAMPLES:
-        pytest.skip(f"pending: {PENDING_EXAMPLES[name]}")
     module = importlib.import_module(name)
     missing = [n for n, obj in _public(module) if not _has_example(inspect.getdoc(obj))]
     assert not missing, f"{name}: public names without an 'Example:' section with a '>>>' line that runs: {missing}"
