@@ -48,13 +48,15 @@ def entry_points(batch: int, repeat: int) -> None:
             x = M.random(batch, 10, nc=nc, dtype=torch.float64, generator=gen)
             y = M.random(batch, 10, nc=nc, dtype=torch.float64, generator=gen)
             u = M.logmap(x, y)
-            ops = {"dist": lambda c: M.dist(x, y, check=c), "expmap": lambda c: M.expmap(x, u, check=c),
-                   "logmap": lambda c: M.logmap(x, y, check=c)}
+            ops = {
+                "dist": lambda c: M.dist(x, y, check=c),
+                "expmap": lambda c: M.expmap(x, u, check=c),
+                "logmap": lambda c: M.logmap(x, y, check=c),
+            }
             for name, op in ops.items():
                 off = _median(lambda: op(False), repeat)
                 on = _median(lambda: op(True), repeat)
-                print(f"| {M.name} | {name} | {nc or 'plain'} | {batch} | {off * 1e3:.3f} | {on * 1e3:.3f} | "
-                      f"{on / off:.2f} |")
+                print(f"| {M.name} | {name} | {nc or 'plain'} | {batch} | {off * 1e3:.3f} | {on * 1e3:.3f} | {on / off:.2f} |")
 
 
 def training(epochs: int) -> None:

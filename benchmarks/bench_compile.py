@@ -85,8 +85,10 @@ def _same_bits(a, b) -> bool:
 
 
 #: ``--markdown``: the columns of the tables in docs/numerics.md (native eager time left out).
-MARKDOWN_HEADER = ("| function | dtype | nc | native compiled ms | MC eager ms | MC compiled ms | MC comp / native comp "
-                   "| MC comp / MC eager | compile s | same |\n|---|---|---:|---:|---:|---:|---:|---:|---:|---|")
+MARKDOWN_HEADER = (
+    "| function | dtype | nc | native compiled ms | MC eager ms | MC compiled ms | MC comp / native comp "
+    "| MC comp / MC eager | compile s | same |\n|---|---|---:|---:|---:|---:|---:|---:|---:|---|"
+)
 
 
 def _sig3(value: float) -> str:
@@ -96,12 +98,15 @@ def _sig3(value: float) -> str:
     return f"{value:.{max(0, 2 - math.floor(math.log10(abs(value))))}f}"
 
 
-def run(size: int, dtypes: list[torch.dtype], ncs: list[int], device: str, repeats: int,
-        markdown: bool = False) -> None:
-    print(f"torch {torch.__version__}, {platform.machine()} {platform.processor() or ''}, device {device}, "
-          f"threads {torch.get_num_threads()}, {size} elements, median of {repeats}")
-    header = (f"{'function':>18} {'dtype':>8} {'nc':>3} {'native ms':>10} {'nat.comp ms':>11} {'MC ms':>9} "
-              f"{'MC comp ms':>10} {'comp/nat.comp':>13} {'comp/eager':>10} {'compile s':>9} {'same':>5}")
+def run(size: int, dtypes: list[torch.dtype], ncs: list[int], device: str, repeats: int, markdown: bool = False) -> None:
+    print(
+        f"torch {torch.__version__}, {platform.machine()} {platform.processor() or ''}, device {device}, "
+        f"threads {torch.get_num_threads()}, {size} elements, median of {repeats}"
+    )
+    header = (
+        f"{'function':>18} {'dtype':>8} {'nc':>3} {'native ms':>10} {'nat.comp ms':>11} {'MC ms':>9} "
+        f"{'MC comp ms':>10} {'comp/nat.comp':>13} {'comp/eager':>10} {'compile s':>9} {'same':>5}"
+    )
     print(MARKDOWN_HEADER if markdown else header)
     gen = torch.Generator().manual_seed(0)
     for name, fn in FUNCTIONS.items():
@@ -125,19 +130,22 @@ def run(size: int, dtypes: list[torch.dtype], ncs: list[int], device: str, repea
                 t_mc_c = _median_time(mc_c, (x, y), device, repeats)
                 dname = str(dtype).removeprefix("torch.")
                 if markdown:
-                    cells = [_sig3(t * 1e3) for t in (t_native_c, t_mc, t_mc_c)] + [_sig3(t_mc_c / t_native_c) + "x",
-                                                                        _sig3(t_mc_c / t_mc) + "x"]
+                    cells = [_sig3(t * 1e3) for t in (t_native_c, t_mc, t_mc_c)] + [
+                        _sig3(t_mc_c / t_native_c) + "x",
+                        _sig3(t_mc_c / t_mc) + "x",
+                    ]
                     print(f"| {name} | {dname} | {nc} | {' | '.join(cells)} | {t_compile:.1f} | {same} |", flush=True)
                     continue
-                print(f"{name:>18} {dname:>8} {nc:>3} {t_native * 1e3:>10.3f} "
-                      f"{t_native_c * 1e3:>11.3f} {t_mc * 1e3:>9.2f} {t_mc_c * 1e3:>10.2f} "
-                      f"{t_mc_c / t_native_c:>12.1f}x {t_mc_c / t_mc:>9.2f}x {t_compile:>9.1f} {str(same):>5}",
-                      flush=True)
+                print(
+                    f"{name:>18} {dname:>8} {nc:>3} {t_native * 1e3:>10.3f} "
+                    f"{t_native_c * 1e3:>11.3f} {t_mc * 1e3:>9.2f} {t_mc_c * 1e3:>10.2f} "
+                    f"{t_mc_c / t_native_c:>12.1f}x {t_mc_c / t_mc:>9.2f}x {t_compile:>9.1f} {str(same):>5}",
+                    flush=True,
+                )
 
 
 def main(argv: list[str] | None = None) -> None:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     p.add_argument("--size", type=int, default=100_000, help="elements per operand")
     p.add_argument("--dtypes", nargs="+", default=["float32", "float64"], choices=["float32", "float64"])
     p.add_argument("--nc", nargs="+", type=int, default=[1, 2, 3, 4])

@@ -55,17 +55,23 @@ from hypermc.embed import distortion, embed_tree, fit_tau, spanning_tree
 from hypermc.embed.construct_reference import ball_distance, reference_construction
 
 NCS = [1, 2, 3, 4, "auto"]
-HEAD = (f"{'tree':<8} {'dim':>3} {'setting':<8} {'tau':>8} {'nc':>9} {'bits':>5} {'seconds':>8} "
-        f"{'D_avg':>8} {'D_wc':>8} {'treeMAP':>8} {'clMAP':>7}  note")
+HEAD = (
+    f"{'tree':<8} {'dim':>3} {'setting':<8} {'tau':>8} {'nc':>9} {'bits':>5} {'seconds':>8} "
+    f"{'D_avg':>8} {'D_wc':>8} {'treeMAP':>8} {'clMAP':>7}  note"
+)
 
 
 def row(tree, dim, setting, tau="", nc="", bits="", seconds="", d=None, note=""):
     def f(v, w, p):
         return f"{v:>{w}.{p}f}" if isinstance(v, float) else f"{v!s:>{w}}"
+
     d = d or {}
-    print(f"{tree:<8} {dim:>3} {setting:<8} {f(tau, 8, 3)} {nc!s:>9} {bits!s:>5} {f(seconds, 8, 3)} "
-          f"{f(d.get('d_avg', ''), 8, 4)} {f(d.get('d_wc', ''), 8, 4)} {f(d.get('tree_map', ''), 8, 4)} "
-          f"{f(d.get('closure_map', ''), 7, 4)}  {note}", flush=True)
+    print(
+        f"{tree:<8} {dim:>3} {setting:<8} {f(tau, 8, 3)} {nc!s:>9} {bits!s:>5} {f(seconds, 8, 3)} "
+        f"{f(d.get('d_avg', ''), 8, 4)} {f(d.get('d_wc', ''), 8, 4)} {f(d.get('tree_map', ''), 8, 4)} "
+        f"{f(d.get('closure_map', ''), 7, 4)}  {note}",
+        flush=True,
+    )
 
 
 def measure(graph, dim, nc, args, big, **scale):
@@ -116,8 +122,17 @@ def study(name, graph, dim, args, big=False):
         r, sec, d, note = measure(graph, dim, nc, args, big, tau=fit["tau"])
         grid = ", ".join(f"{t:.4g}:{v:.4f}" for t, v in fit["grid"])
         label = f"{r['nc']} (auto)" if nc == "auto" else nc
-        row(name, dim, "fitted", fit["tau"], label, r["bits_needed"], sec, d,
-            "; ".join(filter(None, [note, f"grid tau:D_avg ({fit['sampled_sources']} sources) {grid}"])))
+        row(
+            name,
+            dim,
+            "fitted",
+            fit["tau"],
+            label,
+            r["bits_needed"],
+            sec,
+            d,
+            "; ".join(filter(None, [note, f"grid tau:D_avg ({fit['sampled_sources']} sources) {grid}"])),
+        )
 
 
 def rounded_row(name, dim, graph, auto, setting="eps=1"):
@@ -151,8 +166,7 @@ def reference_row(name, dim, graph, auto, args):
 
     p = parent.numpy()
     kids = np.nonzero(p >= 0)[0]
-    dt = shortest_path(coo_matrix((np.ones(kids.size), (kids, p[kids])), shape=(n, n)),
-                       directed=False, unweighted=True, indices=sources)
+    dt = shortest_path(coo_matrix((np.ones(kids.size), (kids, p[kids])), shape=(n, n)), directed=False, unweighted=True, indices=sources)
     from hypermc.embed.construct import _pair_dist
 
     comps = auto["embeddings"].components
@@ -170,15 +184,24 @@ def reference_row(name, dim, graph, auto, args):
         t = mpmath.mpf(tau)
         d_avg = float(sum(abs(q / t - 1) for q in ratios) / len(ratios))
         d_wc = float(max(ratios) / min(ratios))
-    row(name, dim, "eps=1", tau, f"mpmath {prec}b", "", ref_sec, {"d_avg": d_avg, "d_wc": d_wc},
+    row(
+        name,
+        dim,
+        "eps=1",
+        tau,
+        f"mpmath {prec}b",
+        "",
+        ref_sec,
+        {"d_avg": d_avg, "d_wc": d_wc},
         f"reference on {len(ratios):,} pairs ({args.ref_sources} sources); MC on the same pairs: "
         f"D_avg {d['d_avg']:.6g} vs {d_avg:.6g}, D_wc {d['d_wc']:.6g} vs {d_wc:.6g}; "
-        f"max rel. distance difference {worst:.1e}")
+        f"max rel. distance difference {worst:.1e}",
+    )
 
 
 def balanced(branching: int, depth: int) -> Graph:
     """Balanced tree: node i > 0 has parent (i - 1) // branching (names sort like ids)."""
-    n = sum(branching ** k for k in range(depth + 1))
+    n = sum(branching**k for k in range(depth + 1))
     edges = torch.tensor([[i, (i - 1) // branching] for i in range(1, n)], dtype=torch.int64)
     return Graph(tuple(f"b{i:06d}" for i in range(n)), edges)
 
@@ -192,8 +215,7 @@ def balanced_rows(args):
         for nc in (1, 2, "auto"):
             try:
                 r, sec, d, note = measure(g, 2, nc, args, True, **scale)
-                row(name, 2, setting, r["tau"], f"{r['nc']} (auto)" if nc == "auto" else nc,
-                    r["bits_needed"], sec, d, note)
+                row(name, 2, setting, r["tau"], f"{r['nc']} (auto)" if nc == "auto" else nc, r["bits_needed"], sec, d, note)
                 auto = r if nc == "auto" else auto
             except ValueError as err:
                 row(name, 2, setting, "", nc, "", note=f"refused: {err}")
@@ -202,13 +224,23 @@ def balanced_rows(args):
 
 
 def header(args):
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
-                            cwd=os.path.dirname(os.path.abspath(__file__))).stdout.strip() or "unknown"
-    dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], capture_output=True,
-                           text=True, cwd=os.path.dirname(os.path.abspath(__file__))).stdout.strip()
-    print(f"commit {commit}{' (modified)' if dirty else ''}; torch {torch.__version__}; "
-          f"{platform.machine()} {os.cpu_count()} CPUs; threads {torch.get_num_threads()}; "
-          f"load average {os.getloadavg()[0]:.2f}")
+    commit = (
+        subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=os.path.dirname(os.path.abspath(__file__))
+        ).stdout.strip()
+        or "unknown"
+    )
+    dirty = subprocess.run(
+        ["git", "status", "--porcelain", "--untracked-files=no"],
+        capture_output=True,
+        text=True,
+        cwd=os.path.dirname(os.path.abspath(__file__)),
+    ).stdout.strip()
+    print(
+        f"commit {commit}{' (modified)' if dirty else ''}; torch {torch.__version__}; "
+        f"{platform.machine()} {os.cpu_count()} CPUs; threads {torch.get_num_threads()}; "
+        f"load average {os.getloadavg()[0]:.2f}"
+    )
 
 
 def main(argv=None) -> None:
@@ -233,8 +265,10 @@ def main(argv=None) -> None:
         g = load_mammals()
         t0 = time.perf_counter()
         embed_tree(g, dim=2, epsilon=1.0)
-        print(f"# first embed_tree call of the process (mammals 2-D eps=1): {time.perf_counter() - t0:.3f} s "
-              f"(one-time initialisation); the seconds column is the median of 3 later calls")
+        print(
+            f"# first embed_tree call of the process (mammals 2-D eps=1): {time.perf_counter() - t0:.3f} s "
+            f"(one-time initialisation); the seconds column is the median of 3 later calls"
+        )
         study("mammals", g, 2, args)
         if not args.quick:
             study("mammals", g, 10, args)

@@ -59,23 +59,34 @@ from hypermc.embed.train import DEFAULTS
 from hypermc.manifolds import PoincareBall, PoincareHalfspace
 
 #: Nouns settings of table 2: (label, manifold class, nc).
-NOUNS_SETTINGS = [("halfspace", "halfspace", 1), ("halfspace", "halfspace", 2), ("halfspace", "halfspace", 3),
-                  ("ball", "ball", None)]
+NOUNS_SETTINGS = [("halfspace", "halfspace", 1), ("halfspace", "halfspace", 2), ("halfspace", "halfspace", 3), ("ball", "ball", None)]
 MANIFOLDS = {"halfspace": PoincareHalfspace, "ball": PoincareBall}
 
 
 def mammals_table(args) -> None:
     graph = load_mammals()
     dtype = getattr(torch, args.dtype)
-    print(f"mammals 2-D halfspace, {graph.num_edges} edges x {1 + DEFAULTS['negatives']} targets, "
-          f"{args.dtype}, batch {args.batch_size}, threads {torch.get_num_threads()}, "
-          f"median of {args.epochs - 1} epochs")
+    print(
+        f"mammals 2-D halfspace, {graph.num_edges} edges x {1 + DEFAULTS['negatives']} targets, "
+        f"{args.dtype}, batch {args.batch_size}, threads {torch.get_num_threads()}, "
+        f"median of {args.epochs - 1} epochs"
+    )
     print(f"{'nc':>6} {'s/epoch':>9} {'min':>8} {'vs nc=1':>8} {'1000 epochs':>12}")
     base = None
     for text in args.nc:
         nc = None if text == "plain" else int(text)
-        r = train(graph, PoincareHalfspace(), dim=2, nc=nc, dtype=dtype, epochs=args.epochs,
-                  batch_size=args.batch_size, burnin=args.epochs // 2, seed=0, progress=False)
+        r = train(
+            graph,
+            PoincareHalfspace(),
+            dim=2,
+            nc=nc,
+            dtype=dtype,
+            epochs=args.epochs,
+            batch_size=args.batch_size,
+            burnin=args.epochs // 2,
+            seed=0,
+            progress=False,
+        )
         times = [h["seconds"] for h in r.history[1:]] or [r.history[0]["seconds"]]
         med = statistics.median(times)
         if nc == 1:
@@ -96,17 +107,33 @@ def nouns_one(manifold: str, nc: int | None, edges: int, batch_size: int, dim: i
     sub = nouns_subset(full, edges)
     ends = []
     # Two epochs: the first warms up, the second is timed (wall, and CPU between the ends).
-    r = train(sub, MANIFOLDS[manifold](), dim=dim, nc=nc, dtype=torch.float64, epochs=2, batch_size=batch_size,
-              burnin=0, seed=0, progress=False, callback=lambda *a: ends.append(time.process_time()))
+    r = train(
+        sub,
+        MANIFOLDS[manifold](),
+        dim=dim,
+        nc=nc,
+        dtype=torch.float64,
+        epochs=2,
+        batch_size=batch_size,
+        burnin=0,
+        seed=0,
+        progress=False,
+        callback=lambda *a: ends.append(time.process_time()),
+    )
     cpu = ends[1] - ends[0]
     batches = -(-sub.num_edges // batch_size)
     per_batch = r.history[1]["seconds"] / batches
     full_batches = -(-full.num_edges // batch_size)
     return {
-        "manifold": manifold, "nc": nc, "edges_measured": sub.num_edges, "batches_measured": batches,
-        "s_per_batch": per_batch, "s_per_epoch": per_batch * full_batches,
+        "manifold": manifold,
+        "nc": nc,
+        "edges_measured": sub.num_edges,
+        "batches_measured": batches,
+        "s_per_batch": per_batch,
+        "s_per_epoch": per_batch * full_batches,
         "cpu_s_per_epoch": cpu / batches * full_batches,
-        "maxrss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, "rss_after_load_mb": loaded_rss,
+        "maxrss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+        "rss_after_load_mb": loaded_rss,
     }
 
 
@@ -117,21 +144,37 @@ def nouns_subset(full: Graph, edges: int) -> Graph:
 
 
 def nouns_table(args) -> None:
-    print(f"\nnouns {args.nouns_dim}-D, 82,115 nodes, 743,086 edges x {1 + DEFAULTS['negatives']} targets, "
-          f"float64, batch {args.batch_size}, threads {args.threads}: 2nd epoch on a random subset of "
-          f"{args.nouns_edges} edges, seconds per batch EXTRAPOLATED to the full epoch; peak RSS of the "
-          "process (graph loading included)")
-    print(f"{'manifold':>10} {'nc':>6} {'s/batch':>9} {'s/epoch (extrap.)':>18} {'cpu s/epoch':>12} "
-          f"{'peak MB':>9} {'after load MB':>14}")
+    print(
+        f"\nnouns {args.nouns_dim}-D, 82,115 nodes, 743,086 edges x {1 + DEFAULTS['negatives']} targets, "
+        f"float64, batch {args.batch_size}, threads {args.threads}: 2nd epoch on a random subset of "
+        f"{args.nouns_edges} edges, seconds per batch EXTRAPOLATED to the full epoch; peak RSS of the "
+        "process (graph loading included)"
+    )
+    print(f"{'manifold':>10} {'nc':>6} {'s/batch':>9} {'s/epoch (extrap.)':>18} {'cpu s/epoch':>12} {'peak MB':>9} {'after load MB':>14}")
     for label, manifold, nc in NOUNS_SETTINGS:
-        cmd = [sys.executable, __file__, "--nouns-one", manifold, "plain" if nc is None else str(nc),
-               "--nouns-edges", str(args.nouns_edges), "--batch-size", str(args.batch_size),
-               "--nouns-dim", str(args.nouns_dim), "--threads", str(args.threads)]
+        cmd = [
+            sys.executable,
+            __file__,
+            "--nouns-one",
+            manifold,
+            "plain" if nc is None else str(nc),
+            "--nouns-edges",
+            str(args.nouns_edges),
+            "--batch-size",
+            str(args.batch_size),
+            "--nouns-dim",
+            str(args.nouns_dim),
+            "--threads",
+            str(args.threads),
+        ]
         out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
         rec = json.loads(out.strip().splitlines()[-1])
-        print(f"{label:>10} {'plain' if nc is None else nc:>6} {rec['s_per_batch']:9.4f} "
-              f"{rec['s_per_epoch']:18.1f} {rec['cpu_s_per_epoch']:12.1f} {rec['maxrss_mb']:9.0f} "
-              f"{rec['rss_after_load_mb']:14.0f}", flush=True)
+        print(
+            f"{label:>10} {'plain' if nc is None else nc:>6} {rec['s_per_batch']:9.4f} "
+            f"{rec['s_per_epoch']:18.1f} {rec['cpu_s_per_epoch']:12.1f} {rec['maxrss_mb']:9.0f} "
+            f"{rec['rss_after_load_mb']:14.0f}",
+            flush=True,
+        )
 
 
 # ----------------------------------------------------------------------------- 2 ranks
@@ -163,8 +206,20 @@ def parallel_rank(epochs: int, out: str, data: str, edges: int, batch_size: int)
         cpu.append(time.process_time())
 
     start_cpu = time.process_time()
-    r = train(parallel_graph(data, edges), PoincareHalfspace(), dim=10, nc=2, dtype=torch.float64, epochs=epochs,
-              burnin=1, seed=0, batch_size=batch_size, progress=False, parallel=parallel, callback=callback)
+    r = train(
+        parallel_graph(data, edges),
+        PoincareHalfspace(),
+        dim=10,
+        nc=2,
+        dtype=torch.float64,
+        epochs=epochs,
+        burnin=1,
+        seed=0,
+        batch_size=batch_size,
+        progress=False,
+        parallel=parallel,
+        callback=callback,
+    )
     cpu = [b - a for a, b in zip([start_cpu] + cpu[:-1], cpu)]
     if parallel is None or parallel.is_writer:
         with open(out, "w") as f:
@@ -175,20 +230,36 @@ def parallel_rank(epochs: int, out: str, data: str, edges: int, batch_size: int)
 
 def parallel_table(args) -> None:
     what = "mammals" if args.parallel_data == "mammals" else f"nouns subset of {args.nouns_edges} edges"
-    print(f"\n2 processes vs 1 (gloo, localhost, 1 thread per rank): {what}, 10-D halfspace nc=2, batch "
-          f"{args.batch_size} (global), median of {args.parallel_epochs - 1} epochs")
+    print(
+        f"\n2 processes vs 1 (gloo, localhost, 1 thread per rank): {what}, 10-D halfspace nc=2, batch "
+        f"{args.batch_size} (global), median of {args.parallel_epochs - 1} epochs"
+    )
     print(f"{'ranks':>6} {'s/epoch':>9} {'cpu s/epoch':>12} {'final loss':>12}")
     rows = {}
     for world in (1, 2):
         with tempfile.TemporaryDirectory() as tmp:
             out = os.path.join(tmp, "rank0.json")
-            env = dict(os.environ, MASTER_ADDR="127.0.0.1", MASTER_PORT=str(_free_port()), WORLD_SIZE=str(world),
-                       OMP_NUM_THREADS="1")
-            procs = [subprocess.Popen([sys.executable, __file__, "--parallel-rank", out,
-                                       "--parallel-epochs", str(args.parallel_epochs),
-                                       "--parallel-data", args.parallel_data, "--nouns-edges", str(args.nouns_edges),
-                                       "--batch-size", str(args.batch_size)],
-                                      env={**env, "RANK": str(r), "LOCAL_RANK": str(r)}) for r in range(world)]
+            env = dict(os.environ, MASTER_ADDR="127.0.0.1", MASTER_PORT=str(_free_port()), WORLD_SIZE=str(world), OMP_NUM_THREADS="1")
+            procs = [
+                subprocess.Popen(
+                    [
+                        sys.executable,
+                        __file__,
+                        "--parallel-rank",
+                        out,
+                        "--parallel-epochs",
+                        str(args.parallel_epochs),
+                        "--parallel-data",
+                        args.parallel_data,
+                        "--nouns-edges",
+                        str(args.nouns_edges),
+                        "--batch-size",
+                        str(args.batch_size),
+                    ],
+                    env={**env, "RANK": str(r), "LOCAL_RANK": str(r)},
+                )
+                for r in range(world)
+            ]
             codes = [p.wait() for p in procs]
             if any(codes):
                 raise SystemExit(f"parallel benchmark: ranks exited with {codes}")
@@ -198,8 +269,10 @@ def parallel_table(args) -> None:
         rows[world] = (wall, cpu)
         print(f"{world:>6} {wall:9.3f} {cpu:12.3f} {rec['loss']:12.6f}", flush=True)
     (w1, c1), (w2, c2) = rows[1], rows[2]
-    print(f"speedup of 2 ranks: wall {w1 / w2:.2f}x, cpu-time per rank {c1 / c2:.2f}x "
-          f"(load average now {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores)")
+    print(
+        f"speedup of 2 ranks: wall {w1 / w2:.2f}x, cpu-time per rank {c1 / c2:.2f}x "
+        f"(load average now {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores)"
+    )
 
 
 def _nouns_graph(csv_path: str | None) -> Graph:
@@ -217,10 +290,12 @@ def devices_table(args) -> None:
     nouns = _nouns_graph(args.nouns_csv)
     sub = nouns if args.nouns_edges <= 0 else nouns_subset(nouns, args.nouns_edges)
     data = [("mammals", load_mammals(), 1.0), ("nouns", sub, nouns.num_edges / sub.num_edges)]
-    print(f"\ndevices: 10-D halfspace, float64, batch {args.batch_size}, {DEFAULTS['negatives']} negatives, "
-          f"threads {torch.get_num_threads()}, median of {args.epochs - 1} epochs after the first; nouns on "
-          f"{sub.num_edges} of {nouns.num_edges} edges, "
-          f"{'full epochs' if sub is nouns else 'EXTRAPOLATED to the full epoch'}")
+    print(
+        f"\ndevices: 10-D halfspace, float64, batch {args.batch_size}, {DEFAULTS['negatives']} negatives, "
+        f"threads {torch.get_num_threads()}, median of {args.epochs - 1} epochs after the first; nouns on "
+        f"{sub.num_edges} of {nouns.num_edges} edges, "
+        f"{'full epochs' if sub is nouns else 'EXTRAPOLATED to the full epoch'}"
+    )
     print(f"{'device':>6} {'data':>8} {'nc':>3} {'off s/epoch':>12} {'fast s/epoch':>13} {'off/fast':>9}")
     for device in args.devices:
         if device == "cuda" and not torch.cuda.is_available():
@@ -230,20 +305,28 @@ def devices_table(args) -> None:
             for nc in (1, 2, 3):
                 med = {}
                 for fast in (False, True):
-                    r = train(graph, PoincareHalfspace(), dim=10, nc=nc, dtype=torch.float64, epochs=args.epochs,
-                              batch_size=args.batch_size, burnin=1, seed=0, progress=False, device=device,
-                              fast=fast)
+                    r = train(
+                        graph,
+                        PoincareHalfspace(),
+                        dim=10,
+                        nc=nc,
+                        dtype=torch.float64,
+                        epochs=args.epochs,
+                        batch_size=args.batch_size,
+                        burnin=1,
+                        seed=0,
+                        progress=False,
+                        device=device,
+                        fast=fast,
+                    )
                     med[fast] = statistics.median(h["seconds"] for h in r.history[1:]) * factor
-                print(f"{device:>6} {name:>8} {nc:>3} {med[False]:12.3f} {med[True]:13.3f} "
-                      f"{med[False] / med[True]:9.2f}", flush=True)
+                print(f"{device:>6} {name:>8} {nc:>3} {med[False]:12.3f} {med[True]:13.3f} {med[False] / med[True]:9.2f}", flush=True)
 
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--only", choices=["mammals", "nouns", "parallel", "devices"], default=None,
-                   help="run one table")
-    p.add_argument("--devices", nargs="+", default=["cpu", "cuda"], choices=["cpu", "cuda"],
-                   help="devices: where to time the epochs")
+    p.add_argument("--only", choices=["mammals", "nouns", "parallel", "devices"], default=None, help="run one table")
+    p.add_argument("--devices", nargs="+", default=["cpu", "cuda"], choices=["cpu", "cuda"], help="devices: where to time the epochs")
     p.add_argument("--nouns-csv", default=None, help="nouns closure CSV (default: built from WordNet)")
     p.add_argument("--nc", nargs="+", default=["plain", "1", "2", "3"], help="mammals: component counts")
     p.add_argument("--epochs", type=int, default=8, help="mammals: epochs per setting (the first is dropped)")
@@ -253,16 +336,19 @@ def main() -> None:
     p.add_argument("--nouns-edges", type=int, default=10240, help="nouns: edges of the timed subset")
     p.add_argument("--nouns-dim", type=int, default=10)
     p.add_argument("--parallel-epochs", type=int, default=5, help="2 ranks: epochs (the first is dropped)")
-    p.add_argument("--parallel-data", choices=["mammals", "nouns"], default="mammals",
-                   help="2 ranks: mammals, or the nouns edge subset of --nouns-edges")
+    p.add_argument(
+        "--parallel-data",
+        choices=["mammals", "nouns"],
+        default="mammals",
+        help="2 ranks: mammals, or the nouns edge subset of --nouns-edges",
+    )
     p.add_argument("--nouns-one", nargs=2, metavar=("MANIFOLD", "NC"), help=argparse.SUPPRESS)
     p.add_argument("--parallel-rank", metavar="OUT", help=argparse.SUPPRESS)
     args = p.parse_args()
     torch.set_num_threads(args.threads)
     if args.nouns_one:
         manifold, nc = args.nouns_one
-        rec = nouns_one(manifold, None if nc == "plain" else int(nc), args.nouns_edges, args.batch_size,
-                        args.nouns_dim)
+        rec = nouns_one(manifold, None if nc == "plain" else int(nc), args.nouns_edges, args.batch_size, args.nouns_dim)
         print(json.dumps(rec))
         return
     if args.parallel_rank:

@@ -50,8 +50,7 @@ LABELS = {
 def random_mc(shape: tuple, nc: int, dtype: torch.dtype, gen: torch.Generator) -> torch.Tensor:
     """Random normalised expansions with full tails: sum of nc random terms, renormalised."""
     p = float_format(dtype).p
-    terms = [(torch.randn(shape, generator=gen, dtype=torch.float64) * 2.0 ** (-p * i)).to(dtype)
-             for i in range(nc)]
+    terms = [(torch.randn(shape, generator=gen, dtype=torch.float64) * 2.0 ** (-p * i)).to(dtype) for i in range(nc)]
     return renormalize(terms, nc)
 
 
@@ -96,15 +95,13 @@ def fmt_time(t: float) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", nargs="+", choices=list(SIZES), default=list(SIZES))
-    parser.add_argument("--dtypes", nargs="+", choices=["float32", "float64"],
-                        default=["float32", "float64"])
+    parser.add_argument("--dtypes", nargs="+", choices=["float32", "float64"], default=["float32", "float64"])
     parser.add_argument("--nc", nargs="+", type=int, default=[1, 2, 3])
     parser.add_argument("--repeats", type=int, default=7)
     parser.add_argument("--warmup", type=int, default=2)
     parser.add_argument("--threads", type=int, default=None, help="torch.set_num_threads")
     parser.add_argument("--cpu-time", action="store_true", help="also show CPU-time ratios")
-    parser.add_argument("--quick", action="store_true",
-                        help="3 repeats, 1 warm-up, skip float64 nc=3 at 1024^3")
+    parser.add_argument("--quick", action="store_true", help="3 repeats, 1 warm-up, skip float64 nc=3 at 1024^3")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
     if args.threads:
@@ -112,8 +109,10 @@ def main() -> None:
     if args.quick:
         args.repeats, args.warmup = 3, 1
     gen = torch.Generator().manual_seed(args.seed)
-    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, "
-          f"median of {args.repeats} alternating runs after {args.warmup} warm-up")
+    print(
+        f"torch {torch.__version__}, {torch.get_num_threads()} threads, "
+        f"median of {args.repeats} alternating runs after {args.warmup} warm-up"
+    )
     cols = f"{'size':32s} {'dtype':8s} {'nc':>2s} {'operands':8s} {'native':>10s} {'MC':>10s} {'ratio':>7s} {'GEMMs':>5s}"
     if args.cpu_time:
         cols += f" {'cpu ratio':>9s}"
@@ -139,8 +138,10 @@ def main() -> None:
                     mc = mc_call(op, a, b, c)
                     t_nat, t_mc, c_nat, c_mc = time_pair(native, mc, args.repeats, args.warmup)
                     plan = mcmm.matmul_plan(a, b)
-                    line = (f"{LABELS[size]:32s} {dname:8s} {nc:2d} {kind:8s} {fmt_time(t_nat)} "
-                            f"{fmt_time(t_mc)} {t_mc / t_nat:6.1f}x {plan.gemms:5d}")
+                    line = (
+                        f"{LABELS[size]:32s} {dname:8s} {nc:2d} {kind:8s} {fmt_time(t_nat)} "
+                        f"{fmt_time(t_mc)} {t_mc / t_nat:6.1f}x {plan.gemms:5d}"
+                    )
                     if args.cpu_time:
                         line += f" {c_mc / max(c_nat, 1e-9):8.1f}x"
                     print(line, flush=True)

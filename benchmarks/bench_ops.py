@@ -70,18 +70,29 @@ def parse_size(name: str) -> tuple[int, ...]:
         scale = {"K": 1_000, "M": 1_000_000}.get(name[-1:], 1)
         return (int(name[:-1] if scale > 1 else name) * scale,)
     except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"size: expected RxC, a count or a count with K/M suffix; got {name!r}") from None
+        raise argparse.ArgumentTypeError(f"size: expected RxC, a count or a count with K/M suffix; got {name!r}") from None
+
+
 DTYPES = {"float32": torch.float32, "float64": torch.float64}
 ARITH_OPS = ["add", "mul", "div", "sqrt"]
 ELEMENTARY_OPS = ["exp", "log"]
 # Targets (MC time / native time of the component dtype): 2-component float32 from the
 # first speed issue, 3 and 4 components float64 from issue 16 (one thread, 1000x1000).
-TARGETS = {("add", "float32", 2): 25, ("mul", "float32", 2): 20, ("div", "float32", 2): 40,
-           ("exp", "float32", 2): 80,
-           ("add", "float64", 3): 40, ("mul", "float64", 3): 40, ("div", "float64", 3): 100,
-           ("sqrt", "float64", 3): 100, ("exp", "float64", 3): 150, ("log", "float64", 3): 150,
-           ("add", "float64", 4): 80, ("mul", "float64", 4): 100, ("div", "float64", 4): 250}
+TARGETS = {
+    ("add", "float32", 2): 25,
+    ("mul", "float32", 2): 20,
+    ("div", "float32", 2): 40,
+    ("exp", "float32", 2): 80,
+    ("add", "float64", 3): 40,
+    ("mul", "float64", 3): 40,
+    ("div", "float64", 3): 100,
+    ("sqrt", "float64", 3): 100,
+    ("exp", "float64", 3): 150,
+    ("log", "float64", 3): 150,
+    ("add", "float64", 4): 80,
+    ("mul", "float64", 4): 100,
+    ("div", "float64", 4): 250,
+}
 
 
 def elementary_module():
@@ -91,8 +102,9 @@ def elementary_module():
     return importlib.import_module("hypermc.mcf.elementary")
 
 
-def random_mc(shape: tuple[int, ...], nc: int, dtype: torch.dtype, gen: torch.Generator,
-              *, low: float, high: float, device: str = "cpu") -> torch.Tensor:
+def random_mc(
+    shape: tuple[int, ...], nc: int, dtype: torch.dtype, gen: torch.Generator, *, low: float, high: float, device: str = "cpu"
+) -> torch.Tensor:
     """Normalised expansions with full tails, leading parts uniform in [low, high).
 
     Component k+1 is component k times a random factor in [0.1, 0.45) * 2^-(p+1), so it
@@ -138,8 +150,7 @@ def make_case(op: str, shape, nc, dtype, gen, el, device: str = "cpu"):
         "log": lambda: el.log(x),
     }[op]
     xr, yr = x.contiguous(), y.contiguous()  # the original's layout
-    ref = {"add": lambda: mcref.add(xr, yr), "mul": lambda: mcref.mul(xr, yr),
-           "div": lambda: mcref.div(xr, yr)}.get(op)
+    ref = {"add": lambda: mcref.add(xr, yr), "mul": lambda: mcref.mul(xr, yr), "div": lambda: mcref.div(xr, yr)}.get(op)
     return native, mc, ref
 
 
@@ -166,8 +177,7 @@ def count_kernels(fn: Callable[[], object], numel: int) -> int:
     return counter.n
 
 
-def measure(native: Callable, mc: Callable, repeats: int, warmup: int,
-            budget: float, ref: Callable | None = None) -> dict[str, float]:
+def measure(native: Callable, mc: Callable, repeats: int, warmup: int, budget: float, ref: Callable | None = None) -> dict[str, float]:
     """Medians of alternating native / MC (/ reference) calls (wall clock and process CPU
     time); device work is synchronised (``torch.cuda.synchronize``) inside each timing.
 
@@ -195,9 +205,14 @@ def measure(native: Callable, mc: Callable, repeats: int, warmup: int,
             cpu[name].append(time.process_time() - c0)
     med = {k: statistics.median(v) for k, v in wall.items()}
     cmed = {k: statistics.median(v) for k, v in cpu.items()}
-    return {"native": med["native"], "mc": med["mc"], "ratio": med["mc"] / med["native"],
-            "ref": med.get("ref"), "cpu_ratio": cmed["mc"] / max(cmed["native"], 1e-9),
-            "repeats": repeats}
+    return {
+        "native": med["native"],
+        "mc": med["mc"],
+        "ratio": med["mc"] / med["native"],
+        "ref": med.get("ref"),
+        "cpu_ratio": cmed["mc"] / max(cmed["native"], 1e-9),
+        "repeats": repeats,
+    }
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -207,25 +222,26 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--ops", nargs="+", default=all_ops, choices=ARITH_OPS + ELEMENTARY_OPS)
     parser.add_argument("--dtypes", nargs="+", default=list(DTYPES), choices=list(DTYPES))
     parser.add_argument("--nc", nargs="+", type=int, default=[1, 2, 3, 4])
-    parser.add_argument("--sizes", nargs="+", default=list(SIZES), type=str,
-                        help="1000x1000, 4M, or any RxC / count / count with K or M suffix")
+    parser.add_argument(
+        "--sizes", nargs="+", default=list(SIZES), type=str, help="1000x1000, 4M, or any RxC / count / count with K or M suffix"
+    )
     parser.add_argument("--device", default="cpu", help="cpu or cuda (timings synchronised)")
     parser.add_argument("--no-ref", action="store_true", help="skip the MCTensor reference")
     parser.add_argument("--repeats", type=int, default=15)
     parser.add_argument("--warmup", type=int, default=3)
-    parser.add_argument("--budget", type=float, default=20.0,
-                        help="seconds per case; fewer repeats (>= 3) for slow kernels")
+    parser.add_argument("--budget", type=float, default=20.0, help="seconds per case; fewer repeats (>= 3) for slow kernels")
     parser.add_argument("--threads", type=int, default=None, help="torch.set_num_threads")
     parser.add_argument("--cpu-time", action="store_true", help="also print the CPU-time ratio")
-    parser.add_argument("--torch-networks", action="store_true",
-                        help="also time MC with the fused nc=3/4 kernels bypassed (column nets)")
-    parser.add_argument("--count-ops", action="store_true",
-                        help="also print the number of elementwise kernels per MC call")
+    parser.add_argument("--torch-networks", action="store_true", help="also time MC with the fused nc=3/4 kernels bypassed (column nets)")
+    parser.add_argument("--count-ops", action="store_true", help="also print the number of elementwise kernels per MC call")
     parser.add_argument("--quick", action="store_true", help="5 repeats, 1000x1000 only")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--markdown", action="store_true",
-                        help="also print the ratios as a markdown table, one row per op and dtype, one column per nc "
-                             "(MC / nets with --torch-networks), the layout of docs/numerics.md")
+    parser.add_argument(
+        "--markdown",
+        action="store_true",
+        help="also print the ratios as a markdown table, one row per op and dtype, one column per nc "
+        "(MC / nets with --torch-networks), the layout of docs/numerics.md",
+    )
     args = parser.parse_args(argv)
     for s in args.sizes:
         parse_size(s)  # validate before any timing
@@ -235,18 +251,17 @@ def main(argv: list[str] | None = None) -> None:
         torch.set_num_threads(args.threads)
     gen = torch.Generator().manual_seed(args.seed)
 
-    print(f"torch {torch.__version__}, {platform.processor() or platform.machine()}, "
-          f"{torch.get_num_threads()} threads; medians of up to {args.repeats} alternating runs "
-          f"(>= 3, about {args.budget:g} s per case) after {args.warmup} warm-up; times in ms")
+    print(
+        f"torch {torch.__version__}, {platform.processor() or platform.machine()}, "
+        f"{torch.get_num_threads()} threads; medians of up to {args.repeats} alternating runs "
+        f"(>= 3, about {args.budget:g} s per case) after {args.warmup} warm-up; times in ms"
+    )
     if el is None:
         print("exp/log skipped: hypermc.mcf.elementary does not exist yet")
     ops = [op for op in args.ops if op in all_ops]
-    print(f"fused nc=3/4 CPU kernels: float64 nc=3 {fused.status(torch.float64, 3)}, "
-          f"float32 nc=3 {fused.status(torch.float32, 3)}")
-    print(f"device {args.device}; ref = original MCTensor algorithms "
-          "(benchmarks/mctensor_reference.py), vs ref = MC / ref")
-    head = (f"{'op':<5} {'dtype':<8} {'nc':>2} {'size':<10} {'native':>9} {'MC':>10} {'ratio':>8}"
-            f" {'ref':>10} {'ref ratio':>9} {'vs ref':>7}")
+    print(f"fused nc=3/4 CPU kernels: float64 nc=3 {fused.status(torch.float64, 3)}, float32 nc=3 {fused.status(torch.float32, 3)}")
+    print(f"device {args.device}; ref = original MCTensor algorithms (benchmarks/mctensor_reference.py), vs ref = MC / ref")
+    head = f"{'op':<5} {'dtype':<8} {'nc':>2} {'size':<10} {'native':>9} {'MC':>10} {'ratio':>8} {'ref':>10} {'ref ratio':>9} {'vs ref':>7}"
     head += f" {'cpu ratio':>9}" if args.cpu_time else ""
     head += f" {'nets':>8}" if args.torch_networks else ""
     head += f" {'kernels':>7}" if args.count_ops else ""
@@ -259,17 +274,13 @@ def main(argv: list[str] | None = None) -> None:
             dtype = DTYPES[dname]
             for nc in args.nc:
                 for sname in args.sizes:
-                    native, mc, ref = make_case(op, parse_size(sname), nc, dtype, gen, el,
-                                                args.device)
-                    r = measure(native, mc, args.repeats, args.warmup, args.budget,
-                                None if args.no_ref else ref)
-                    line = (f"{op:<5} {dname:<8} {nc:>2} {sname:<10} {r['native'] * 1e3:>9.3f} "
-                            f"{r['mc'] * 1e3:>10.3f} {r['ratio']:>7.1f}x")
+                    native, mc, ref = make_case(op, parse_size(sname), nc, dtype, gen, el, args.device)
+                    r = measure(native, mc, args.repeats, args.warmup, args.budget, None if args.no_ref else ref)
+                    line = f"{op:<5} {dname:<8} {nc:>2} {sname:<10} {r['native'] * 1e3:>9.3f} {r['mc'] * 1e3:>10.3f} {r['ratio']:>7.1f}x"
                     if r["ref"] is None:
                         line += f" {'-':>10} {'-':>9} {'-':>7}"
                     else:
-                        line += (f" {r['ref'] * 1e3:>10.3f} {r['ref'] / r['native']:>8.1f}x"
-                                 f" {r['mc'] / r['ref']:>6.2f}x")
+                        line += f" {r['ref'] * 1e3:>10.3f} {r['ref'] / r['native']:>8.1f}x {r['mc'] / r['ref']:>6.2f}x"
                     if args.cpu_time:
                         line += f" {r['cpu_ratio']:>8.1f}x"
                     cell = f"{_sig3(r['ratio'])}x"
@@ -298,8 +309,7 @@ def _sig3(value: float) -> str:
     return f"{value:.{max(0, 2 - math.floor(math.log10(abs(value))))}f}"
 
 
-def markdown_table(pivot: dict[tuple[str, str, str], dict[int, str]], ncs: list[int], sizes: bool,
-                   nets: bool) -> str:
+def markdown_table(pivot: dict[tuple[str, str, str], dict[int, str]], ncs: list[int], sizes: bool, nets: bool) -> str:
     """The ratios as a markdown table: a row per (op, dtype[, size]), a column per nc."""
     what = "MC / nets" if nets else "MC"
     head = ["op", "dtype", *(["size"] if sizes else []), *(f"nc = {nc}: {what}" for nc in ncs)]

@@ -33,8 +33,7 @@ from __future__ import annotations
 import torch
 
 # Veltkamp split constants 2^ceil(p/2) + 1 (the original used 2^26 + 1 for float64).
-_SPLIT = {torch.float16: 2.0**6 + 1, torch.bfloat16: 2.0**4 + 1, torch.float32: 2.0**12 + 1,
-          torch.float64: 2.0**27 + 1}
+_SPLIT = {torch.float16: 2.0**6 + 1, torch.bfloat16: 2.0**4 + 1, torch.float32: 2.0**12 + 1, torch.float64: 2.0**27 + 1}
 
 
 def _two_sum(a, b):

@@ -50,8 +50,7 @@ LABELS = {"fp32": "fp32", "fp64": "fp64", "mc-fp32-nc2": "MC fp32 nc=2", "mc-fp6
 # ----------------------------------------------------------------------------- data
 
 
-def make_graph(branching: int = 3, height: int = 5, ancestors: int = 2, noise: float = 0.05,
-               seed: int = 0) -> tuple[int, torch.Tensor]:
+def make_graph(branching: int = 3, height: int = 5, ancestors: int = 2, noise: float = 0.05, seed: int = 0) -> tuple[int, torch.Tensor]:
     """A hierarchy: a balanced tree whose nodes are linked to their ancestors up to
     ``ancestors`` levels up (1: the tree itself; ``height``: its transitive closure, as
     in WordNet's), plus ``noise * (#hierarchy edges)`` random extra edges.
@@ -110,8 +109,7 @@ def adjacency(n: int, edges: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
     """Symmetric 0/1 sparse COO adjacency of ``edges`` with self-loops."""
     loops = torch.arange(n).unsqueeze(1).expand(n, 2)
     idx = torch.cat([edges, edges.flip(1), loops]).T
-    return torch.sparse_coo_tensor(idx, torch.ones(idx.shape[1], dtype=dtype), (n, n),
-                                   check_invariants=True).coalesce()
+    return torch.sparse_coo_tensor(idx, torch.ones(idx.shape[1], dtype=dtype), (n, n), check_invariants=True).coalesce()
 
 
 # -------------------------------------------------------------------------- metrics
@@ -158,8 +156,17 @@ class HGCNLinkPredictor(nn.Module):
     mapped onto the manifold with ``expmap0`` — the same code for every model.
     """
 
-    def __init__(self, manifold, in_features: int, dim: int = 16, *, r: float = 2.0, t: float = 1.0,
-                 nc: int | None = None, dtype: torch.dtype = torch.float64) -> None:
+    def __init__(
+        self,
+        manifold,
+        in_features: int,
+        dim: int = 16,
+        *,
+        r: float = 2.0,
+        t: float = 1.0,
+        nc: int | None = None,
+        dtype: torch.dtype = torch.float64,
+    ) -> None:
         super().__init__()
         self.manifold = manifold
         self.r, self.t = r, t
@@ -257,8 +264,14 @@ def train_link_prediction(
             val = _metrics(model, h, data["val_pos"], data["val_neg"])
             if val["roc"] + val["ap"] > best["score"]:
                 test = _metrics(model, h, data["test_pos"], data["test_neg"])
-                best = {"score": val["roc"] + val["ap"], "val_roc": val["roc"], "val_ap": val["ap"],
-                        "test_roc": test["roc"], "test_ap": test["ap"], "best_epoch": epoch}
+                best = {
+                    "score": val["roc"] + val["ap"],
+                    "val_roc": val["roc"],
+                    "val_ap": val["ap"],
+                    "test_roc": test["roc"],
+                    "test_ap": test["ap"],
+                    "best_epoch": epoch,
+                }
     seconds = time.perf_counter() - start
     best.pop("score")
     return {**best, "loss": float(_plain(loss.detach())), "seconds": seconds}
@@ -270,8 +283,7 @@ def train_link_prediction(
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--manifold", choices=sorted(MANIFOLDS), default="ball")
-    parser.add_argument("--methods", default="fp32,fp64,mc-fp64-nc2",
-                        help=f"comma-separated, from {','.join(METHODS)}")
+    parser.add_argument("--methods", default="fp32,fp64,mc-fp64-nc2", help=f"comma-separated, from {','.join(METHODS)}")
     parser.add_argument("--seeds", default="0", help="comma-separated seeds (graph, split, weights)")
     parser.add_argument("--branching", type=int, default=3)
     parser.add_argument("--height", type=int, default=5)
@@ -289,9 +301,11 @@ def main(argv: list[str] | None = None) -> None:
             parser.error(f"unknown method {m!r}; choose from {', '.join(METHODS)}")
     seeds = [int(s) for s in args.seeds.split(",")]
 
-    print(f"HGCN link prediction, {args.manifold}, balanced tree (branching {args.branching}, height "
-          f"{args.height}, ancestors {args.ancestors} levels up) + {args.noise:.0%} noise edges, dim {args.dim}, "
-          f"{args.epochs} epochs, Adam lr {args.lr}")
+    print(
+        f"HGCN link prediction, {args.manifold}, balanced tree (branching {args.branching}, height "
+        f"{args.height}, ancestors {args.ancestors} levels up) + {args.noise:.0%} noise edges, dim {args.dim}, "
+        f"{args.epochs} epochs, Adam lr {args.lr}"
+    )
     print("| model | method | seed | val ROC-AUC | val AP | test ROC-AUC | test AP | best epoch | seconds |")
     print("|---|---|---:|---:|---:|---:|---:|---:|---:|")
     model = {"ball": "ball", "lorentz": "Lorentz"}[args.manifold]
@@ -300,10 +314,14 @@ def main(argv: list[str] | None = None) -> None:
         data = split_edges(n, edges, seed=seed)
         for m in methods:
             dtype, nc = METHODS[m]
-            r = train_link_prediction(data, manifold=args.manifold, dtype=dtype, nc=nc, dim=args.dim,
-                                      epochs=args.epochs, lr=args.lr, seed=seed)
-            print(f"| {model} | {LABELS[m]} | {seed} | {r['val_roc']:.4f} | {r['val_ap']:.4f} | {r['test_roc']:.4f} | "
-                  f"{r['test_ap']:.4f} | {r['best_epoch']} | {r['seconds']:.1f} |", flush=True)
+            r = train_link_prediction(
+                data, manifold=args.manifold, dtype=dtype, nc=nc, dim=args.dim, epochs=args.epochs, lr=args.lr, seed=seed
+            )
+            print(
+                f"| {model} | {LABELS[m]} | {seed} | {r['val_roc']:.4f} | {r['val_ap']:.4f} | {r['test_roc']:.4f} | "
+                f"{r['test_ap']:.4f} | {r['best_epoch']} | {r['seconds']:.1f} |",
+                flush=True,
+            )
 
 
 if __name__ == "__main__":

@@ -66,20 +66,21 @@ REFERENCE = "torch-fp32"
 ALL_METHODS = ",".join(METHODS)
 
 
-def parser(
-    description: str, *, epochs: int | None, methods: str | None = ALL_METHODS, loss_scale: float = 1.0
-) -> argparse.ArgumentParser:
+def parser(description: str, *, epochs: int | None, methods: str | None = ALL_METHODS, loss_scale: float = 1.0) -> argparse.ArgumentParser:
     """The common command line; ``None`` defaults: each dataset's own (see the script)."""
     p = argparse.ArgumentParser(description=description)
     default = f"{epochs}" if epochs is not None else "the paper's setting of each dataset"
     p.add_argument("--epochs", type=int, default=epochs, help=f"training epochs (default: {default})")
     p.add_argument("--seed", type=int, default=0, help="seed of data, split, initial weights and batches")
     p.add_argument(
-        "--methods", default=methods,
+        "--methods",
+        default=methods,
         help=f"comma-separated subset of: {ALL_METHODS} (default: {methods or 'per dataset, see the script'})",
     )
     p.add_argument(
-        "--loss-scale", type=float, default=loss_scale,
+        "--loss-scale",
+        type=float,
+        default=loss_scale,
         help="power of two multiplying the loss before backward (gradients divided by it after, "
         f"exactly); keeps float16 gradients above the subnormal range (default {loss_scale:g})",
     )
@@ -87,9 +88,10 @@ def parser(
     p.add_argument("--plot", metavar="PNG", default=None, help="write the loss curves to this PNG (needs matplotlib)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.add_argument(
-        "--columns", choices=sorted(COLUMNS), default="all",
-        help="table columns: all; loss (the accuracy columns, the tables of docs/low_precision.md's Results); "
-        "time (method and ms/epoch)",
+        "--columns",
+        choices=sorted(COLUMNS),
+        default="all",
+        help="table columns: all; loss (the accuracy columns, the tables of docs/low_precision.md's Results); time (method and ms/epoch)",
     )
     return p
 

@@ -56,9 +56,7 @@ def main() -> None:
             opt = torch.optim.SGD(model.parameters(), lr=LR)
             target, loss_fn = y.to(m.dtype), F.mse_loss
         C.copy_parameters(model, init)
-        results.append(
-            C.train(m, model, opt, loss_fn, C.full_batch(x.to(m.dtype), target), args.epochs, args.loss_scale, args.quiet)
-        )
+        results.append(C.train(m, model, opt, loss_fn, C.full_batch(x.to(m.dtype), target), args.epochs, args.loss_scale, args.quiet))
 
     def loss64(r: C.Result) -> float:
         return F.mse_loss(x @ r.params64[0].T, y).item()

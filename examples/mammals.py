@@ -50,8 +50,18 @@ PLAIN = {"plain64": torch.float64, "plain32": torch.float32}
 #: Manifold names in the ``--markdown`` table (the docs' spelling).
 TITLES = {"halfspace": "half-space", "ball": "Poincaré ball", "lorentz": "Lorentz", "euclidean": "Euclidean"}
 #: Nodes labelled in the figure.
-LABELS = ("mammal.n.01", "placental.n.01", "carnivore.n.01", "primate.n.02", "ungulate.n.01",
-          "rodent.n.01", "marsupial.n.01", "whale.n.02", "bat.n.01", "dog.n.01")
+LABELS = (
+    "mammal.n.01",
+    "placental.n.01",
+    "carnivore.n.01",
+    "primate.n.02",
+    "ungulate.n.01",
+    "rodent.n.01",
+    "marsupial.n.01",
+    "whale.n.02",
+    "bat.n.01",
+    "dog.n.01",
+)
 
 
 def _row(name: str):
@@ -76,8 +86,7 @@ def _schedule(args) -> str:
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--rows", nargs="+", default=["plain64", "1", "2"],
-                   help="component counts (MC float64) and/or plain64, plain32")
+    p.add_argument("--rows", nargs="+", default=["plain64", "1", "2"], help="component counts (MC float64) and/or plain64, plain32")
     p.add_argument("--manifold", default="halfspace", choices=sorted(MANIFOLDS))
     p.add_argument("--dim", type=int, default=2)
     p.add_argument("--epochs", type=int, default=500)
@@ -88,15 +97,21 @@ def main() -> None:
     p.add_argument("--burnin", type=int, default=DEFAULTS["burnin"])
     p.add_argument("--scale", type=float, default=DEFAULTS["scale"], help="logits are -scale * distance")
     p.add_argument("--lr-schedule", default=DEFAULTS["lr_schedule"], choices=["constant", "linear"])
-    p.add_argument("--lr-end-mult", type=float, default=DEFAULTS["lr_end_mult"],
-                   help="final lr factor of the linear schedule (>1 ramps up)")
+    p.add_argument(
+        "--lr-end-mult", type=float, default=DEFAULTS["lr_end_mult"], help="final lr factor of the linear schedule (>1 ramps up)"
+    )
     p.add_argument("--plot", default="mammals.png", help="PNG of the last embedding ('' for none; 2-D only)")
     p.add_argument("--quiet", action="store_true", help="no progress bar (none anyway when stderr is not a terminal)")
-    p.add_argument("--markdown", action="store_true",
-                   help="print the final table as markdown in the layout of README.md / docs/embeddings.md")
-    p.add_argument("--threads", type=int, default=1,
-                   help="torch.set_num_threads (default 1: the batches are small, and extra threads "
-                        "slow down badly on a loaded machine; 0 keeps torch's default)")
+    p.add_argument(
+        "--markdown", action="store_true", help="print the final table as markdown in the layout of README.md / docs/embeddings.md"
+    )
+    p.add_argument(
+        "--threads",
+        type=int,
+        default=1,
+        help="torch.set_num_threads (default 1: the batches are small, and extra threads "
+        "slow down badly on a loaded machine; 0 keeps torch's default)",
+    )
     args = p.parse_args()
     if args.plot and not args.plot.lower().endswith(".png"):
         p.error(f"--plot: expected a file name ending in .png, got {args.plot!r}")
@@ -105,9 +120,12 @@ def main() -> None:
 
     graph = load_mammals()
     manifold = MANIFOLDS[args.manifold]()
-    print(f"mammals: {graph.num_nodes} nodes, {graph.num_edges} edges; {args.manifold} dim {args.dim}; "
-          f"{args.epochs} epochs, lr {args.lr} ({_schedule(args)}), batch {args.batch_size}, "
-          f"{args.negatives} negatives, burn-in {args.burnin}, scale {args.scale}; seeds {args.seeds}", flush=True)
+    print(
+        f"mammals: {graph.num_nodes} nodes, {graph.num_edges} edges; {args.manifold} dim {args.dim}; "
+        f"{args.epochs} epochs, lr {args.lr} ({_schedule(args)}), batch {args.batch_size}, "
+        f"{args.negatives} negatives, burn-in {args.burnin}, scale {args.scale}; seeds {args.seeds}",
+        flush=True,
+    )
     header = f"{'manifold':<10} {'dim':>3} {'dtype':<8} {'nc':>5} {'MAP':>17} {'MR':>17} {'seconds':>9}"
     if args.markdown:
         header = "| manifold | dim | coordinates | MAP | mean rank |\n|---|---:|---|---:|---:|"
@@ -118,25 +136,38 @@ def main() -> None:
         maps, ranks, secs = [], [], []
         for seed in args.seeds:
             start = time.perf_counter()
-            result = train(graph, manifold, dim=args.dim, nc=nc, dtype=dtype, epochs=args.epochs, lr=args.lr,
-                           batch_size=args.batch_size, negatives=args.negatives, burnin=args.burnin,
-                           scale=args.scale, lr_schedule=args.lr_schedule, lr_end_mult=args.lr_end_mult,
-                           seed=seed, progress=show_progress(args.quiet))
+            result = train(
+                graph,
+                manifold,
+                dim=args.dim,
+                nc=nc,
+                dtype=dtype,
+                epochs=args.epochs,
+                lr=args.lr,
+                batch_size=args.batch_size,
+                negatives=args.negatives,
+                burnin=args.burnin,
+                scale=args.scale,
+                lr_schedule=args.lr_schedule,
+                lr_end_mult=args.lr_end_mult,
+                seed=seed,
+                progress=show_progress(args.quiet),
+            )
             metrics = evaluate(manifold, result.embeddings, graph.edges, progress=show_progress(args.quiet))
             maps.append(metrics["map"])
             ranks.append(metrics["mean_rank"])
             secs.append(time.perf_counter() - start)
-            print(f"  {name} seed {seed}: MAP {metrics['map']:.4f}  MR {metrics['mean_rank']:.3f}  "
-                  f"({secs[-1]:.0f} s)", flush=True)
+            print(f"  {name} seed {seed}: MAP {metrics['map']:.4f}  MR {metrics['mean_rank']:.3f}  ({secs[-1]:.0f} s)", flush=True)
             last = result
         dtype_name = str(dtype).removeprefix("torch.")
         if args.markdown:
             coords = f"plain {dtype_name}" if nc is None else f"MC {dtype_name}, nc={nc}"
-            lines.append(f"| {TITLES.get(args.manifold, args.manifold)} | {args.dim} | {coords} | "
-                         f"{_fmt(maps, 4)} | {_fmt(ranks, 3)} |")
+            lines.append(f"| {TITLES.get(args.manifold, args.manifold)} | {args.dim} | {coords} | {_fmt(maps, 4)} | {_fmt(ranks, 3)} |")
             continue
-        lines.append(f"{args.manifold:<10} {args.dim:>3} {dtype_name:<8} {('-' if nc is None else nc):>5} "
-                     f"{_fmt(maps, 4):>17} {_fmt(ranks, 3):>17} {statistics.fmean(secs):9.0f}")
+        lines.append(
+            f"{args.manifold:<10} {args.dim:>3} {dtype_name:<8} {('-' if nc is None else nc):>5} "
+            f"{_fmt(maps, 4):>17} {_fmt(ranks, 3):>17} {statistics.fmean(secs):9.0f}"
+        )
     print()
     print(header)
     print("\n".join(lines))
@@ -144,9 +175,15 @@ def main() -> None:
         if args.dim != 2 or args.manifold == "euclidean":
             print(f"no picture: it draws 2-D hyperbolic embeddings (got {args.manifold}, dim {args.dim})")
             return
-        plot_embedding(last.manifold, last.embeddings, graph, args.plot, labels=LABELS,
-                       title=f"mammals, {args.manifold} nc={last.config['nc']} {last.config['dtype']}, "
-                             f"{last.epoch} epochs, seed {last.config['seed']}")
+        plot_embedding(
+            last.manifold,
+            last.embeddings,
+            graph,
+            args.plot,
+            labels=LABELS,
+            title=f"mammals, {args.manifold} nc={last.config['nc']} {last.config['dtype']}, "
+            f"{last.epoch} epochs, seed {last.config['seed']}",
+        )
         print(f"wrote {args.plot}")
 
 

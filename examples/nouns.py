@@ -53,9 +53,21 @@ def main() -> None:
     manifold = MANIFOLDS[args.manifold]()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    kw = dict(dim=args.dim, nc=None if args.nc == "plain" else int(args.nc), dtype=torch.float64, lr=args.lr,
-              batch_size=args.batch_size, burnin=args.burnin, scale=args.scale, seed=args.seed,
-              lr_schedule="constant", progress=False, device=args.device, fast=args.fast, checkpoint_dir=out)
+    kw = dict(
+        dim=args.dim,
+        nc=None if args.nc == "plain" else int(args.nc),
+        dtype=torch.float64,
+        lr=args.lr,
+        batch_size=args.batch_size,
+        burnin=args.burnin,
+        scale=args.scale,
+        seed=args.seed,
+        lr_schedule="constant",
+        progress=False,
+        device=args.device,
+        fast=args.fast,
+        checkpoint_dir=out,
+    )
     start = time.perf_counter()
     done, resume = 0, None
     while done < args.epochs:
@@ -65,9 +77,17 @@ def main() -> None:
         wall = time.perf_counter() - start
         last = done >= args.epochs or (args.max_minutes is not None and wall >= 60 * args.max_minutes)
         m = evaluate(manifold, r.embeddings, graph.edges, sample=None if last else args.eval_sample, seed=0)
-        rec = {"epoch": done, "map": m["map"], "mean_rank": m["mean_rank"], "sources": m["num_sources"],
-               "loss": r.history[-1]["loss"], "train_s": r.seconds, "eval_s": m["seconds"],
-               "wall_s": time.perf_counter() - start, "device": str(r.embeddings.device)}
+        rec = {
+            "epoch": done,
+            "map": m["map"],
+            "mean_rank": m["mean_rank"],
+            "sources": m["num_sources"],
+            "loss": r.history[-1]["loss"],
+            "train_s": r.seconds,
+            "eval_s": m["seconds"],
+            "wall_s": time.perf_counter() - start,
+            "device": str(r.embeddings.device),
+        }
         with open(out / "curve.jsonl", "a") as f:
             f.write(json.dumps(rec) + "\n")
         print(json.dumps(rec), flush=True)

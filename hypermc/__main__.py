@@ -113,32 +113,44 @@ def _parser() -> argparse.ArgumentParser:
     t.add_argument("--burnin", type=int, default=DEFAULTS["burnin"])
     t.add_argument("--burnin-lr-mult", type=float, default=DEFAULTS["burnin_lr_mult"])
     t.add_argument("--scale", type=float, default=DEFAULTS["scale"])
-    t.add_argument("--max-step", type=float, default=DEFAULTS["max_step"],
-                   help="bound on one row's step (hyperbolic units); 0 for none")
+    t.add_argument("--max-step", type=float, default=DEFAULTS["max_step"], help="bound on one row's step (hyperbolic units); 0 for none")
     t.add_argument("--lr-schedule", default=DEFAULTS["lr_schedule"], choices=["constant", "linear"])
-    t.add_argument("--lr-end-mult", type=float, default=DEFAULTS["lr_end_mult"],
-                   help="final lr factor of the linear schedule (<1 decays, >1 ramps up)")
+    t.add_argument(
+        "--lr-end-mult", type=float, default=DEFAULTS["lr_end_mult"], help="final lr factor of the linear schedule (<1 decays, >1 ramps up)"
+    )
     t.add_argument("--expmap", action="store_true", help="update with expmap instead of the retraction")
     t.add_argument("--checkpoint-every", type=int, default=None)
     t.add_argument("--resume", default=None, help="checkpoint to continue from")
-    t.add_argument("--init-from", default=None,
-                   help="run directory (or checkpoint) whose embedding is the starting point, e.g. from construct")
+    t.add_argument(
+        "--init-from", default=None, help="run directory (or checkpoint) whose embedding is the starting point, e.g. from construct"
+    )
     t.add_argument("--force", action="store_true", help="overwrite an existing run in --out")
     t.add_argument("--eval-sample", type=int, default=None, help="evaluate only this many source nodes")
-    t.add_argument("--eval-memory-mb", type=_positive_int, default=None,
-                   help="memory budget of one evaluation chunk (MiB)")
-    t.add_argument("--eval-every", type=_positive_int, default=None,
-                   help="also evaluate every N epochs (with --eval-sample): eval_history in metrics.json and "
-                        "<out>/curve.png (MAP, mean rank and loss against the epoch); default: only at the end")
+    t.add_argument("--eval-memory-mb", type=_positive_int, default=None, help="memory budget of one evaluation chunk (MiB)")
+    t.add_argument(
+        "--eval-every",
+        type=_positive_int,
+        default=None,
+        help="also evaluate every N epochs (with --eval-sample): eval_history in metrics.json and "
+        "<out>/curve.png (MAP, mean rank and loss against the epoch); default: only at the end",
+    )
     t.add_argument("--threads", type=_positive_int, default=None, help="torch.set_num_threads (>= 1)")
-    t.add_argument("--device", default="cpu", choices=["cpu", "cuda", "auto"],
-                   help="where training and evaluation run (auto: cuda when available)")
-    t.add_argument("--fast", action="store_true",
-                   help="fast update: Riemannian step in the component dtype, one exact MC move")
-    t.add_argument("--backend", default=None, choices=["gloo", "nccl"],
-                   help="torch.distributed backend under torchrun (default: nccl with CUDA, else gloo)")
-    t.add_argument("--dist-timeout", type=_positive_float, default=DEFAULT_TIMEOUT,
-                   help="seconds a rank waits for the others before failing (under torchrun)")
+    t.add_argument(
+        "--device", default="cpu", choices=["cpu", "cuda", "auto"], help="where training and evaluation run (auto: cuda when available)"
+    )
+    t.add_argument("--fast", action="store_true", help="fast update: Riemannian step in the component dtype, one exact MC move")
+    t.add_argument(
+        "--backend",
+        default=None,
+        choices=["gloo", "nccl"],
+        help="torch.distributed backend under torchrun (default: nccl with CUDA, else gloo)",
+    )
+    t.add_argument(
+        "--dist-timeout",
+        type=_positive_float,
+        default=DEFAULT_TIMEOUT,
+        help="seconds a rank waits for the others before failing (under torchrun)",
+    )
 
     k = sub.add_parser("construct", help="combinatorial tree embedding; last stdout line is a JSON object")
     k.add_argument("--data", default="mammals", help="mammals, mammals-legacy, nouns, or a CSV/TSV edge list")
@@ -151,15 +163,22 @@ def _parser() -> argparse.ArgumentParser:
     k.add_argument("--dtype", default="float64", choices=["float64", "float32"])
     k.add_argument("--out", required=True, help="run directory (checkpoint.pt, metrics.json)")
     k.add_argument("--force", action="store_true", help="overwrite an existing run in --out")
-    k.add_argument("--pairs", type=_positive_int, default=None,
-                   help="distortion over this many sampled source nodes (default: all pairs)")
-    k.add_argument("--eval-sample", type=_positive_int, default=None,
-                   help="closure and tree-neighbour MAP over this many sampled source nodes (default: all)")
+    k.add_argument("--pairs", type=_positive_int, default=None, help="distortion over this many sampled source nodes (default: all pairs)")
+    k.add_argument(
+        "--eval-sample",
+        type=_positive_int,
+        default=None,
+        help="closure and tree-neighbour MAP over this many sampled source nodes (default: all)",
+    )
     k.add_argument("--seed", type=int, default=0, help="seed of --pairs / --eval-sample")
     k.add_argument("--threads", type=_positive_int, default=None, help="torch.set_num_threads (>= 1)")
-    k.add_argument("--plot", default=None, metavar="PNG",
-                   help="draw the 2-D construction to this PNG, subtrees spread by angular order "
-                        "(hypermc.embed.plot.plot_embedding with order=True); default: no picture")
+    k.add_argument(
+        "--plot",
+        default=None,
+        metavar="PNG",
+        help="draw the 2-D construction to this PNG, subtrees spread by angular order "
+        "(hypermc.embed.plot.plot_embedding with order=True); default: no picture",
+    )
 
     e = sub.add_parser("eval", help="evaluate a checkpoint; last stdout line is a JSON object")
     e.add_argument("checkpoint")
@@ -170,20 +189,23 @@ def _parser() -> argparse.ArgumentParser:
     e.add_argument("--threads", type=_positive_int, default=None, help="torch.set_num_threads (>= 1)")
     e.add_argument("--device", default="cpu", choices=["cpu", "cuda", "auto"], help="where the chunks are computed")
     x = sub.add_parser(
-        "export", help="write a checkpoint's coordinates for other tools (tsv, npy or pt)",
+        "export",
+        help="write a checkpoint's coordinates for other tools (tsv, npy or pt)",
         description="Write the coordinates of a checkpoint with the node names. tsv: one row per node, "
-                    "the float64 coordinates and, for MC runs, each coordinate's full-precision value as a "
-                    "decimal string (nc x p bits and 3 more digits); npy: OUT (float64, N x dim), OUT.components.npy (N x dim x nc, "
-                    "component dtype) and OUT.names.txt; pt: one torch.save dict (names, coordinates, "
-                    "components, manifold, curvature).")
+        "the float64 coordinates and, for MC runs, each coordinate's full-precision value as a "
+        "decimal string (nc x p bits and 3 more digits); npy: OUT (float64, N x dim), OUT.components.npy (N x dim x nc, "
+        "component dtype) and OUT.names.txt; pt: one torch.save dict (names, coordinates, "
+        "components, manifold, curvature).",
+    )
     x.add_argument("--ckpt", required=True, help="run directory (with checkpoint.pt) or checkpoint file")
     x.add_argument("--format", default="tsv", choices=["tsv", "npy", "pt"], help="output format")
     x.add_argument("--out", required=True, help="output file")
     x.add_argument("--force", action="store_true", help="overwrite existing output files")
     for name, command in sub.choices.items():
         also = "; no TrainConfig block on stdout at the start" if name == "train" else ""
-        command.add_argument("--quiet", action="store_true",
-                             help=f"no progress bar (there is none anyway when stderr is not a terminal){also}")
+        command.add_argument(
+            "--quiet", action="store_true", help=f"no progress bar (there is none anyway when stderr is not a terminal){also}"
+        )
         _document(command, _EXAMPLES[name])
     return p
 
@@ -274,11 +296,24 @@ def _train_config(args):
     from .embed import TrainConfig
 
     return TrainConfig(
-        dim=args.dim, nc=args.nc, dtype=DTYPES[args.dtype], epochs=args.epochs, lr=args.lr,
-        batch_size=args.batch_size, negatives=args.negatives, burnin=args.burnin,
-        burnin_lr_mult=args.burnin_lr_mult, scale=args.scale, seed=args.seed,
-        retraction=not args.expmap, max_step=args.max_step or None, lr_schedule=args.lr_schedule,
-        lr_end_mult=args.lr_end_mult, checkpoint_every=args.checkpoint_every, device=args.device, fast=args.fast,
+        dim=args.dim,
+        nc=args.nc,
+        dtype=DTYPES[args.dtype],
+        epochs=args.epochs,
+        lr=args.lr,
+        batch_size=args.batch_size,
+        negatives=args.negatives,
+        burnin=args.burnin,
+        burnin_lr_mult=args.burnin_lr_mult,
+        scale=args.scale,
+        seed=args.seed,
+        retraction=not args.expmap,
+        max_step=args.max_step or None,
+        lr_schedule=args.lr_schedule,
+        lr_end_mult=args.lr_end_mult,
+        checkpoint_every=args.checkpoint_every,
+        device=args.device,
+        fast=args.fast,
     )
 
 
@@ -299,18 +334,42 @@ def _train_run(args, parallel) -> int:
 
     def evaluate_every(epoch: int, stats: dict, embeddings: torch.Tensor) -> None:
         if epoch % args.eval_every == 0 and epoch != args.epochs:  # the last epoch is evaluated below
-            m = evaluate(manifold, embeddings, graph.edges, sample=args.eval_sample, seed=args.seed,
-                         memory_budget=_mib(args.eval_memory_mb), device=args.device, **sharded)
+            m = evaluate(
+                manifold,
+                embeddings,
+                graph.edges,
+                sample=args.eval_sample,
+                seed=args.seed,
+                memory_budget=_mib(args.eval_memory_mb),
+                device=args.device,
+                **sharded,
+            )
             evals.append({"epoch": epoch, "map": m["map"], "mean_rank": m["mean_rank"]})
 
     if writer and not args.quiet:
         print(config, flush=True)  # the hyperparameters, before the progress bar and the JSON line
     result = train(
-        graph, manifold, config, checkpoint_dir=args.out, resume=args.resume, progress=progress,
-        parallel=parallel, init=init, callback=None if args.eval_every is None else evaluate_every,
+        graph,
+        manifold,
+        config,
+        checkpoint_dir=args.out,
+        resume=args.resume,
+        progress=progress,
+        parallel=parallel,
+        init=init,
+        callback=None if args.eval_every is None else evaluate_every,
     )
-    metrics = evaluate(manifold, result.embeddings, graph.edges, sample=args.eval_sample, seed=args.seed,
-                       memory_budget=_mib(args.eval_memory_mb), device=args.device, progress=progress, **sharded)
+    metrics = evaluate(
+        manifold,
+        result.embeddings,
+        graph.edges,
+        sample=args.eval_sample,
+        seed=args.seed,
+        memory_budget=_mib(args.eval_memory_mb),
+        device=args.device,
+        progress=progress,
+        **sharded,
+    )
     if not writer:
         return 0
     if args.eval_every is not None:
@@ -336,8 +395,11 @@ def _train_run(args, parallel) -> int:
 
         record["eval_history"] = evals
         record["curve"] = str(Path(args.out) / "curve.png")
-        plot_curve([*result.history, *evals], record["curve"],
-                   title=f"{args.data}: {args.manifold} dim {args.dim}, nc {args.nc or 'plain'}, {args.dtype}")
+        plot_curve(
+            [*result.history, *evals],
+            record["curve"],
+            title=f"{args.data}: {args.manifold} dim {args.dim}, nc {args.nc or 'plain'}, {args.dtype}",
+        )
     _write_metrics(args.out, record)
     _emit(record)
     return 0
@@ -360,8 +422,10 @@ def _init_components(args, graph, manifold) -> torch.Tensor:
     ckpt = load_checkpoint(path / CHECKPOINT_NAME if path.is_dir() else path)
     cfg = ckpt["config"]
     if cfg.get("graph_checksum") != graph.checksum():
-        raise ValueError(f"--init-from {args.init_from}: its graph (sha256 {cfg.get('graph_checksum')}) is not "
-                         f"--data {args.data} (sha256 {graph.checksum()})")
+        raise ValueError(
+            f"--init-from {args.init_from}: its graph (sha256 {cfg.get('graph_checksum')}) is not "
+            f"--data {args.data} (sha256 {graph.checksum()})"
+        )
     have = (cfg["manifold"], cfg["dim"], cfg["nc"], cfg["dtype"], float(cfg["curvature"]))
     want = (manifold_name(manifold), args.dim, args.nc, args.dtype, float(manifold.curvature))
     if have != want:
@@ -393,14 +457,22 @@ def _construct(args) -> int:
     manifold = MANIFOLDS[args.manifold]()
     progress = _progress(args)
     start = time.perf_counter()
-    result = embed_tree(graph, manifold, dim=args.dim, nc=args.nc, dtype=DTYPES[args.dtype],
-                        epsilon=args.epsilon, tau=args.tau, progress=progress)
+    result = embed_tree(
+        graph, manifold, dim=args.dim, nc=args.nc, dtype=DTYPES[args.dtype], epsilon=args.epsilon, tau=args.tau, progress=progress
+    )
     seconds = time.perf_counter() - start
-    path = save_construction(Path(args.out) / CHECKPOINT_NAME, result, graph, manifold,
-                             epsilon=args.epsilon, seconds=seconds)
-    dist = distortion(result["embeddings"], graph, manifold, pairs=args.pairs or "all", tau=result["tau"],
-                      seed=args.seed, closure_sample=args.eval_sample, tree_sample=args.eval_sample,
-                      progress=progress)
+    path = save_construction(Path(args.out) / CHECKPOINT_NAME, result, graph, manifold, epsilon=args.epsilon, seconds=seconds)
+    dist = distortion(
+        result["embeddings"],
+        graph,
+        manifold,
+        pairs=args.pairs or "all",
+        tau=result["tau"],
+        seed=args.seed,
+        closure_sample=args.eval_sample,
+        tree_sample=args.eval_sample,
+        progress=progress,
+    )
     record = {
         "map": dist["closure_map"],
         "mean_rank": dist["closure_mean_rank"],
@@ -428,8 +500,14 @@ def _construct(args) -> int:
     if args.plot is not None:
         from .embed.plot import plot_embedding
 
-        plot_embedding(manifold, result["embeddings"], graph, args.plot, order=True,
-                       title=f"{args.data}: construction, {args.manifold}, tau {result['tau']:.4g}, nc {result['nc']}")
+        plot_embedding(
+            manifold,
+            result["embeddings"],
+            graph,
+            args.plot,
+            order=True,
+            title=f"{args.data}: construction, {args.manifold}, tau {result['tau']:.4g}, nc {result['nc']}",
+        )
         record["plot"] = args.plot
     _write_metrics(args.out, record)
     _emit(record)
@@ -443,9 +521,17 @@ def _eval(args) -> int:
         torch.set_num_threads(args.threads)
     ckpt = load_checkpoint(args.checkpoint)
     graph = ckpt["graph"]
-    metrics = evaluate(ckpt["manifold"], ckpt["embeddings"], graph.edges, sample=args.sample, seed=args.seed,
-                       chunk_size=args.chunk_size, memory_budget=_mib(args.memory_mb), device=args.device,
-                       progress=_progress(args))
+    metrics = evaluate(
+        ckpt["manifold"],
+        ckpt["embeddings"],
+        graph.edges,
+        sample=args.sample,
+        seed=args.seed,
+        chunk_size=args.chunk_size,
+        memory_budget=_mib(args.memory_mb),
+        device=args.device,
+        progress=_progress(args),
+    )
     history = ckpt["history"]
     record = {
         "map": metrics["map"],
@@ -482,9 +568,16 @@ def _export(args) -> int:
     coords = _nearest_float64(components)
     manifold = ckpt["manifold"]
     if args.format == "pt":
-        torch.save({"names": names, "coordinates": coords, "components": components,
-                    "manifold": type(manifold).__name__, "curvature": float(getattr(manifold, "curvature", 0.0))},
-                   out)
+        torch.save(
+            {
+                "names": names,
+                "coordinates": coords,
+                "components": components,
+                "manifold": type(manifold).__name__,
+                "curvature": float(getattr(manifold, "curvature", 0.0)),
+            },
+            out,
+        )
     elif args.format == "npy":
         import numpy as np
 
@@ -495,8 +588,16 @@ def _export(args) -> int:
             Path(str(targets[0]) + ".npy").replace(targets[0])
     else:
         _write_tsv(out, names, coords, components, _progress(args))
-    _emit({"format": args.format, "out": [str(t) for t in targets], "nodes": len(names),
-           "dim": int(components.shape[1]), "nc": int(components.shape[2]), "checkpoint": str(ckpt_path)})
+    _emit(
+        {
+            "format": args.format,
+            "out": [str(t) for t in targets],
+            "nodes": len(names),
+            "dim": int(components.shape[1]),
+            "nc": int(components.shape[2]),
+            "checkpoint": str(ckpt_path),
+        }
+    )
     return 0
 
 
@@ -599,8 +700,7 @@ def main(argv: list[str] | None = None) -> int:
         if os.environ.get("HYPERMC_DEBUG"):
             raise
         message = " ".join(str(exc).split()) or type(exc).__name__
-        print(f"hypermc: error: {message} ({type(exc).__name__}; HYPERMC_DEBUG=1 shows the traceback)",
-              file=sys.stderr)
+        print(f"hypermc: error: {message} ({type(exc).__name__}; HYPERMC_DEBUG=1 shows the traceback)", file=sys.stderr)
         return 2
 
 

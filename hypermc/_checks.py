@@ -55,8 +55,7 @@ def _type_name(value: Any) -> str:
     return type(value).__name__
 
 
-def check_int(where: str, name: str, value: Any, *, minimum: int | None = 1, maximum: int | None = None,
-              allow_none: bool = False) -> Any:
+def check_int(where: str, name: str, value: Any, *, minimum: int | None = 1, maximum: int | None = None, allow_none: bool = False) -> Any:
     """``value`` as an int in ``[minimum, maximum]`` (``bool`` is not an int here).
 
     Raises:
@@ -75,8 +74,7 @@ def check_int(where: str, name: str, value: Any, *, minimum: int | None = 1, max
         return None
     none = " or None" if allow_none else ""
     if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        raise TypeError(f"{where}: {name} must be an int{_range(minimum, maximum)}{none}; "
-                        f"got {_type_name(value)} {value!r}")
+        raise TypeError(f"{where}: {name} must be an int{_range(minimum, maximum)}{none}; got {_type_name(value)} {value!r}")
     value = int(value)
     if (minimum is not None and value < minimum) or (maximum is not None and value > maximum):
         raise ValueError(f"{where}: {name} must be an int{_range(minimum, maximum)}{none}; got {value!r}")
@@ -93,8 +91,17 @@ def _range(minimum: Any, maximum: Any, open_min: bool = False, open_max: bool = 
     return ""
 
 
-def check_real(where: str, name: str, value: Any, *, minimum: float | None = None, maximum: float | None = None,
-               open_min: bool = False, open_max: bool = False, allow_none: bool = False) -> Any:
+def check_real(
+    where: str,
+    name: str,
+    value: Any,
+    *,
+    minimum: float | None = None,
+    maximum: float | None = None,
+    open_min: bool = False,
+    open_max: bool = False,
+    allow_none: bool = False,
+) -> Any:
     """``value`` as a finite ``float`` in the given range (open ends with ``open_min``/``open_max``).
 
     Accepts Python and numpy reals and 0-d real tensors (read with ``.item()``);

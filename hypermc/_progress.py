@@ -23,8 +23,7 @@ def show_progress(quiet: bool) -> bool:
     return not quiet and sys.stderr.isatty()
 
 
-def progress_bar(progress: bool, total: int | None = None, *, initial: int = 0, unit: str = "it",
-                 desc: str | None = None) -> Any:
+def progress_bar(progress: bool, total: int | None = None, *, initial: int = 0, unit: str = "it", desc: str | None = None) -> Any:
     """A tqdm bar on stderr; with ``progress=False`` a disabled one (its methods do nothing).
 
     The bar disappears when closed (``leave=False``), so the last stdout line of a
@@ -47,5 +46,4 @@ def progress_bar(progress: bool, total: int | None = None, *, initial: int = 0, 
         >>> bar.disable
         True
     """
-    return tqdm(total=total, initial=initial, unit=unit, desc=desc, dynamic_ncols=True, leave=False,
-                disable=not progress)
+    return tqdm(total=total, initial=initial, unit=unit, desc=desc, dynamic_ncols=True, leave=False, disable=not progress)

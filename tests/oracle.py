@@ -78,9 +78,7 @@ _EXACT_PREC = 4200
 
 def _check_dtype(dtype: torch.dtype) -> int:
     if dtype not in UNIT_ROUNDOFF_BITS:
-        raise TypeError(
-            f"dtype must be one of {sorted(map(str, UNIT_ROUNDOFF_BITS))}, got {dtype}"
-        )
+        raise TypeError(f"dtype must be one of {sorted(map(str, UNIT_ROUNDOFF_BITS))}, got {dtype}")
     return UNIT_ROUNDOFF_BITS[dtype]
 
 
@@ -212,8 +210,9 @@ def _as_mpf(x: Any) -> mpmath.mpf:
 # --------------------------------------------------------------------------- error measures
 
 
-def _error_units(got: Any, exact: Any, dtype: torch.dtype, nc: int, *, relative: bool,
-                 scale: Any = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _error_units(
+    got: Any, exact: Any, dtype: torch.dtype, nc: int, *, relative: bool, scale: Any = None
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Errors in units of u**nc plus the got and exact mpf arrays (for messages)."""
     p = _check_dtype(dtype)
     c64 = _components_f64(got)
@@ -252,8 +251,7 @@ def _scale_array(scale: Any) -> np.ndarray:
     if isinstance(scale, torch.Tensor):
         if type(scale) is not torch.Tensor and hasattr(scale, "components"):
             return components_to_mpf(scale)
-        return _object_array(tuple(scale.shape),
-                             [Fraction(x) for x in scale.detach().cpu().double().reshape(-1).tolist()])
+        return _object_array(tuple(scale.shape), [Fraction(x) for x in scale.detach().cpu().double().reshape(-1).tolist()])
     return np.asarray(scale, dtype=object)
 
 
@@ -277,8 +275,7 @@ def rel_err_units(got_components: Any, exact: Any, dtype: torch.dtype, nc: int) 
     return _error_units(got_components, exact, dtype, nc, relative=True)[0]
 
 
-def abs_err_units(got_components: Any, exact: Any, dtype: torch.dtype, nc: int, *,
-                  scale: Any = None) -> np.ndarray:
+def abs_err_units(got_components: Any, exact: Any, dtype: torch.dtype, nc: int, *, scale: Any = None) -> np.ndarray:
     """Absolute error ``|got - exact| / scale / u**nc`` of each element.
 
     ``scale`` (default 1) is broadcastable to ``shape``; for matmul pass ``|A| @ |B|``
@@ -288,9 +285,17 @@ def abs_err_units(got_components: Any, exact: Any, dtype: torch.dtype, nc: int, 
     return _error_units(got_components, exact, dtype, nc, relative=False, scale=scale)[0]
 
 
-def assert_within(got_components: Any, exact: Any, dtype: torch.dtype, nc: int,
-                  bound_units: float | str, *, relative: bool = True, scale: Any = None,
-                  msg: str = "") -> float:
+def assert_within(
+    got_components: Any,
+    exact: Any,
+    dtype: torch.dtype,
+    nc: int,
+    bound_units: float | str,
+    *,
+    relative: bool = True,
+    scale: Any = None,
+    msg: str = "",
+) -> float:
     """Assert that every element's error is at most ``bound_units`` units of u**nc.
 
     Args:
@@ -311,8 +316,7 @@ def assert_within(got_components: Any, exact: Any, dtype: torch.dtype, nc: int,
     """
     bound = BOUNDS[bound_units] if isinstance(bound_units, str) else float(bound_units)
     kind = "relative" if relative and scale is None else "absolute"
-    errs, got_mpf, exact_arr = _error_units(got_components, exact, dtype, nc,
-                                            relative=relative and scale is None, scale=scale)
+    errs, got_mpf, exact_arr = _error_units(got_components, exact, dtype, nc, relative=relative and scale is None, scale=scale)
     if errs.size == 0:
         return 0.0
     worst = float(np.max(errs))
@@ -361,8 +365,7 @@ def edge_values(dtype: torch.dtype) -> list[float]:
     return positives + [-x for x in positives]
 
 
-def _exponent_range(dtype: torch.dtype, min_exp: int | None, max_exp: int | None,
-                    lowest: int) -> tuple[int, int]:
+def _exponent_range(dtype: torch.dtype, min_exp: int | None, max_exp: int | None, lowest: int) -> tuple[int, int]:
     p, emin, emax = float_format(dtype)
     lo = lowest if min_exp is None else min_exp
     hi = emax if max_exp is None else max_exp
@@ -374,8 +377,9 @@ def _exponent_range(dtype: torch.dtype, min_exp: int | None, max_exp: int | None
     return lo, hi
 
 
-def floats_of(dtype: torch.dtype, *, min_exp: int | None = None, max_exp: int | None = None,
-              allow_subnormal: bool = True, allow_zero: bool = True) -> st.SearchStrategy[float]:
+def floats_of(
+    dtype: torch.dtype, *, min_exp: int | None = None, max_exp: int | None = None, allow_subnormal: bool = True, allow_zero: bool = True
+) -> st.SearchStrategy[float]:
     """Python floats exactly representable in ``dtype``, uniform over binary exponents.
 
     Each value is ``±m * 2**q`` built from random integers, so every exponent in
@@ -434,9 +438,15 @@ def _exponent_of(x: torch.Tensor) -> torch.Tensor:
     return torch.frexp(x)[1].to(torch.int64) - 1
 
 
-def expansions(dtype: torch.dtype, nc: int, *, min_exp: int | None = None,
-               max_exp: int | None = None, shape: tuple[int, ...] = (64,),
-               allow_zero: bool = False) -> st.SearchStrategy[torch.Tensor]:
+def expansions(
+    dtype: torch.dtype,
+    nc: int,
+    *,
+    min_exp: int | None = None,
+    max_exp: int | None = None,
+    shape: tuple[int, ...] = (64,),
+    allow_zero: bool = False,
+) -> st.SearchStrategy[torch.Tensor]:
     """Normalised nc-component expansions as a tensor of shape ``(*shape, nc)`` of ``dtype``.
 
     The leading component of each element has an exponent uniform in
@@ -461,8 +471,7 @@ def expansions(dtype: torch.dtype, nc: int, *, min_exp: int | None = None,
     @st.composite
     def _draw(draw: st.DrawFn) -> torch.Tensor:
         seed = draw(st.integers(0, 2**32 - 1))
-        leaders = draw(st.lists(floats_of(dtype, min_exp=lo, max_exp=hi, allow_zero=allow_zero),
-                                max_size=min(4, n)))
+        leaders = draw(st.lists(floats_of(dtype, min_exp=lo, max_exp=hi, allow_zero=allow_zero), max_size=min(4, n)))
         gen = torch.Generator().manual_seed(seed)
         e = torch.randint(lo, hi + 1, (n,), generator=gen, dtype=torch.int64)
         x = _random_values(e, dtype, gen)
@@ -479,9 +488,10 @@ def expansions(dtype: torch.dtype, nc: int, *, min_exp: int | None = None,
             e_ulp = torch.clamp(e_prev, min=emin) - p + 1  # ulp(prev) = 2**e_ulp
             r = torch.rand(n, generator=gen)
             gap = torch.where(
-                r < 0.7, 0,
-                torch.where(r < 0.9, torch.randint(1, p + 1, (n,), generator=gen),
-                            torch.randint(1, 3 * p + 1, (n,), generator=gen)))
+                r < 0.7,
+                0,
+                torch.where(r < 0.9, torch.randint(1, p + 1, (n,), generator=gen), torch.randint(1, 3 * p + 1, (n,), generator=gen)),
+            )
             e_c = e_ulp - 2 - gap  # 2**e_c <= |c| < 2**(e_c + 1) <= ulp(prev) / 2
             fits = e_c >= tiny_exp
             c = _random_values(torch.where(fits, e_c, torch.zeros_like(e_c)), dtype, gen)

@@ -53,8 +53,7 @@ TABLE_SEPARATOR = re.compile(r"^\s*\|\s*:?-{3,}")
 COMMAND = re.compile(r"python3?\s+(?:(?P<script>(?:benchmarks|examples)/[\w.]+\.py)|-m\s+hypermc\s+(?P<sub>[\w-]+))(?P<args>[^`\n]*)")
 # Phrases match case-insensitively and across line breaks.
 COMMIT = re.compile(r"\bcommit\s+`?(?P<hash>[0-9a-f]{7,40})\b|\bcommit\s+not\s+recorded\b", re.I)
-MACHINE = re.compile(r"\b\d+-core\b|\bx86-64\b|\baarch64\b|\bGPU\b|\bH100\b|\bH200\b|\bA100\b|\bmachine\s+not\s+recorded\b",
-                     re.I)
+MACHINE = re.compile(r"\b\d+-core\b|\bx86-64\b|\baarch64\b|\bGPU\b|\bH100\b|\bH200\b|\bA100\b|\bmachine\s+not\s+recorded\b", re.I)
 WALL_TIME = re.compile(r"\bwall\s+time\b", re.I)
 FLAG = re.compile(r"(?<![\w-])--[a-z][\w-]*")
 

@@ -77,7 +77,7 @@ def _has_example(doc: str | None) -> bool:
     m = _EXAMPLE_SECTION.search(doc)
     if m is None:
         return False
-    examples = doctest.DocTestParser().get_examples(doc[m.end():])
+    examples = doctest.DocTestParser().get_examples(doc[m.end() :])
     return any(not ex.options.get(doctest.SKIP, False) for ex in examples)
 
 

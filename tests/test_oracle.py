@@ -41,12 +41,10 @@ def _ulp(x: float, dtype: torch.dtype) -> Fraction:
 
 def test_bound_table_is_shared_and_complete():
     assert CONFTEST_BOUNDS is BOUNDS
-    assert BOUNDS == {"add": 8, "sub": 8, "mul": 8, "div": 8, "sqrt": 8,
-                      "transcendental": 64, "matmul": 4, "grad": 64}
+    assert BOUNDS == {"add": 8, "sub": 8, "mul": 8, "div": 8, "sqrt": 8, "transcendental": 64, "matmul": 4, "grad": 64}
 
 
-@pytest.mark.parametrize("dtype, p", [(torch.float16, 11), (torch.bfloat16, 8),
-                                      (torch.float32, 24), (torch.float64, 53)])
+@pytest.mark.parametrize("dtype, p", [(torch.float16, 11), (torch.bfloat16, 8), (torch.float32, 24), (torch.float64, 53)])
 def test_unit_roundoff_matches_machine_epsilon(dtype, p):
     assert UNIT_ROUNDOFF_BITS[dtype] == p
     assert u(dtype) == mpmath.mpf(torch.finfo(dtype).eps) / 2
@@ -128,8 +126,11 @@ def test_assert_within_reports_worst_element():
     exact = [1, 2]
     assert assert_within(c, exact, torch.float64, 2, 32) == 32.0
     assert assert_within(c[:1], exact[:1], torch.float64, 2, "add") == 0.0
-    with pytest.raises(AssertionError, match=r"demo: relative error 32 u\^2 exceeds bound 8 \(add\).*"
-                                             r"1 of 2 elements; worst at index \(1,\)"):
+    with pytest.raises(
+        AssertionError,
+        match=r"demo: relative error 32 u\^2 exceeds bound 8 \(add\).*"
+        r"1 of 2 elements; worst at index \(1,\)",
+    ):
         assert_within(c, exact, torch.float64, 2, "add", msg="demo")
 
 

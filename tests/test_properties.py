@@ -62,8 +62,9 @@ def test_add_mul_broadcast_against_oracle(a, b):
         exact_mul = np.vectorize(lambda p, q: p * q, otypes=[object])(xa, yb)
     s, m = x + y, x * y
     assert tuple(s.shape) == (4, 3) and tuple(m.shape) == (4, 3)
-    assert_within(s.components, exact_add, F64, 2, "add", relative=False, scale=np.vectorize(
-        lambda p, q: abs(p) + abs(q), otypes=[object])(xa, yb))
+    assert_within(
+        s.components, exact_add, F64, 2, "add", relative=False, scale=np.vectorize(lambda p, q: abs(p) + abs(q), otypes=[object])(xa, yb)
+    )
     assert_within(m.components, exact_mul, F64, 2, "mul")
 
 
@@ -155,12 +156,17 @@ def test_div_at_the_ends_of_the_range(data, nc, regime):
 @pytest.mark.parametrize(
     "num, den",
     [
-        (float(_MAX), 3.0), (-float(_MAX), 3.0), (float(_MAX), float(_MAX) / 3), (float(_MAX), 1.5),
-        (float(_MAX), -0.75), (2.0**-1000, 3.0 * 2.0**-1000), (float(_MAX), 2.0**-60),
-        (7 * 2.0**-1074, 3.0 * 2.0**-1074), (1.0, float(_MAX)),
+        (float(_MAX), 3.0),
+        (-float(_MAX), 3.0),
+        (float(_MAX), float(_MAX) / 3),
+        (float(_MAX), 1.5),
+        (float(_MAX), -0.75),
+        (2.0**-1000, 3.0 * 2.0**-1000),
+        (float(_MAX), 2.0**-60),
+        (7 * 2.0**-1074, 3.0 * 2.0**-1074),
+        (1.0, float(_MAX)),
     ],
-    ids=["max/3", "-max/3", "max/(max/3)", "max/1.5", "max/-0.75", "tiny/tiny", "overflow",
-         "subnormal/subnormal", "1/max"],
+    ids=["max/3", "-max/3", "max/(max/3)", "max/1.5", "max/-0.75", "tiny/tiny", "overflow", "subnormal/subnormal", "1/max"],
 )
 def test_div_pinned_extremes(num, den, nc):
     """Pinned: the issue's ``mc(finfo.max) / 3`` and its neighbours; ``max / 2^-60``

@@ -109,8 +109,9 @@ def test_mc_big_ints_are_split_exactly(value, nc, dtype):
         assert sum(Fraction(c) for c in cs) == v
 
 
-@pytest.mark.parametrize("value,nc,dtype", [(2**53 + 1, 1, torch.float64), (int("10" * 60, 2), 2, torch.float64),
-                                            (int("10" * 30, 2), 2, torch.float32)])
+@pytest.mark.parametrize(
+    "value,nc,dtype", [(2**53 + 1, 1, torch.float64), (int("10" * 60, 2), 2, torch.float64), (int("10" * 30, 2), 2, torch.float32)]
+)
 def test_mc_int_that_nc_cannot_hold_raises(value, nc, dtype):
     with pytest.raises(ValueError, match=rf"int {value} does not fit exactly in nc={nc}"):
         hm.mc(value, nc=nc, dtype=dtype)
@@ -208,8 +209,11 @@ def test_entry_points_refuse_off_manifold_points(M, bad, reason, call, nc):
         bad_x[1] = torch.tensor(bad, dtype=torch.float64)
     method = call.split("-")[0]
     arg = "y" if call.endswith("-y") or method == "logmap0" else "x"
-    with pytest.raises(ValueError, match=rf"{type(M).__name__}\.{method}: {arg} is not a point .*{reason}.* "
-                                         rf"\(1 of 2 points; first at index \(1,\)\).*check=False"):
+    with pytest.raises(
+        ValueError,
+        match=rf"{type(M).__name__}\.{method}: {arg} is not a point .*{reason}.* "
+        rf"\(1 of 2 points; first at index \(1,\)\).*check=False",
+    ):
         CALLS[call](M, bad_x, good)
     CALLS[call](M, bad_x, good, check=False)  # the documented opt-out computes anyway
     CALLS[call](M, good, good)  # points on the manifold pass
@@ -274,7 +278,7 @@ def test_train_refuses_an_off_manifold_checkpoint(tmp_path):
 #: kill always lands at the same point (no timing race): ``epoch:E:B`` parks at batch B
 #: of epoch E (mid-epoch); ``save:N`` parks inside the N-th ``torch.save`` after writing
 #: the first half of the file (a crash in the middle of writing a checkpoint).
-_DRIVER = r'''
+_DRIVER = r"""
 import io, os, sys, time
 import torch
 from hypermc import __main__ as cli
@@ -313,7 +317,7 @@ elif mode.startswith("save:"):
         return save(obj, f, *args, **kwargs)
     torch.save = half_save
 sys.exit(cli.main(argv))
-'''
+"""
 
 
 def _train_child(tmp_path, mode, out, *extra, kill=None):
@@ -334,10 +338,39 @@ def _train_child(tmp_path, mode, out, *extra, kill=None):
 
         save_edges(tree_closure(2, 3), edges)
     marker = tmp_path / f"parked-{mode.replace(':', '-')}"
-    cmd = [sys.executable, str(driver), mode, str(marker), "train", "--data", str(edges), "--out", str(out),
-           "--manifold", "halfspace", "--dim", "2", "--nc", "2", "--epochs", "6", "--burnin", "2",
-           "--batch-size", "4", "--negatives", "3", "--seed", "3", "--checkpoint-every", "1",
-           "--threads", "1", "--quiet", *extra]
+    cmd = [
+        sys.executable,
+        str(driver),
+        mode,
+        str(marker),
+        "train",
+        "--data",
+        str(edges),
+        "--out",
+        str(out),
+        "--manifold",
+        "halfspace",
+        "--dim",
+        "2",
+        "--nc",
+        "2",
+        "--epochs",
+        "6",
+        "--burnin",
+        "2",
+        "--batch-size",
+        "4",
+        "--negatives",
+        "3",
+        "--seed",
+        "3",
+        "--checkpoint-every",
+        "1",
+        "--threads",
+        "1",
+        "--quiet",
+        *extra,
+    ]
     env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[1]), HYPERMC_DEBUG="1")
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     if kill is None:
@@ -357,8 +390,13 @@ def _train_child(tmp_path, mode, out, *extra, kill=None):
 
 def _final_state(path):
     ck = torch.load(path, weights_only=True)
-    return ck["epoch"], ck["components"], ck["optimizer"], ck["generator"], [
-        {k: v for k, v in h.items() if k != "seconds"} for h in ck["history"]]
+    return (
+        ck["epoch"],
+        ck["components"],
+        ck["optimizer"],
+        ck["generator"],
+        [{k: v for k, v in h.items() if k != "seconds"} for h in ck["history"]],
+    )
 
 
 def test_killed_training_resumes_bit_for_bit_and_never_leaves_a_half_checkpoint(tmp_path):

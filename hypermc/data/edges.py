@@ -75,10 +75,7 @@ def load_edges(
         (('cat', 'dog', 'mammal'), [[0, 2], [1, 2]], [1.0, 2.0])
     """
     if delimiter is not None and delimiter not in DELIMITERS:
-        raise ValueError(
-            f"load_edges: delimiter must be None (detect) or one of {DELIMITERS!r}, "
-            f"got {delimiter!r}"
-        )
+        raise ValueError(f"load_edges: delimiter must be None (detect) or one of {DELIMITERS!r}, got {delimiter!r}")
     if header is not None and not isinstance(header, bool):
         raise TypeError(f"load_edges: header must be None or a bool, got {header!r}")
     path = os.fspath(path)
@@ -90,7 +87,7 @@ def load_edges(
             return _parse(path, _rows(f, delimiter), header)
         except UnicodeDecodeError as exc:
             raise ValueError(
-                f"load_edges: {path} is not UTF-8 text (byte {exc.object[exc.start:exc.start + 1]!r} "
+                f"load_edges: {path} is not UTF-8 text (byte {exc.object[exc.start : exc.start + 1]!r} "
                 f"at offset {exc.start} of a read block: {exc.reason}); re-encode it as UTF-8"
             ) from None
 
@@ -172,26 +169,17 @@ def _parse(path: str, rows: Iterator[tuple[int, list[str], list[str]]], header: 
                 ncols = len(fields)
                 if ncols not in (2, 3):
                     raise ValueError(
-                        f"{where}, line {number}: expected 2 columns (child, parent) or "
-                        f"3 (child, parent, weight), got {ncols}: {fields!r}"
+                        f"{where}, line {number}: expected 2 columns (child, parent) or 3 (child, parent, weight), got {ncols}: {fields!r}"
                     )
                 if header or (header is None and _is_header(fields)):
                     continue
             if len(fields) != ncols:
-                raise ValueError(
-                    f"{where}, line {number}: expected {ncols} columns like the first "
-                    f"row, got {len(fields)}: {fields!r}"
-                )
+                raise ValueError(f"{where}, line {number}: expected {ncols} columns like the first row, got {len(fields)}: {fields!r}")
             child, parent = fields[0], fields[1]
             if not child or not parent:
-                raise ValueError(
-                    f"{where}, line {number}: empty node name in {fields!r}"
-                )
+                raise ValueError(f"{where}, line {number}: empty node name in {fields!r}")
             if child == parent:
-                raise ValueError(
-                    f"{where}, line {number}: self-loop {child!r} -> {parent!r}; "
-                    "self-loops are refused (remove the row)"
-                )
+                raise ValueError(f"{where}, line {number}: self-loop {child!r} -> {parent!r}; self-loops are refused (remove the row)")
             for name, raw in zip((child, parent), spellings):
                 first_raw, first_line = spelled.setdefault(name, (raw, number))
                 if first_raw != raw:
@@ -229,13 +217,9 @@ def _parse_weight(text: str, where: str, number: int) -> float:
     except ValueError:
         weight = math.nan
     if not math.isfinite(weight):
-        raise ValueError(
-            f"{where}, line {number}: {WEIGHT_COLUMN} {text!r} is not a finite number"
-        )
+        raise ValueError(f"{where}, line {number}: {WEIGHT_COLUMN} {text!r} is not a finite number")
     if weight < 0:
-        raise ValueError(
-            f"{where}, line {number}: {WEIGHT_COLUMN} {text!r} is negative; weights must be >= 0"
-        )
+        raise ValueError(f"{where}, line {number}: {WEIGHT_COLUMN} {text!r} is negative; weights must be >= 0")
     return weight
 
 

@@ -66,16 +66,11 @@ class Graph:
     def __post_init__(self) -> None:
         names = self.names
         if isinstance(names, (str, bytes)) or not isinstance(names, Sequence):
-            raise TypeError(
-                f"Graph: names must be a sequence of str, got {type(names).__name__}"
-            )
+            raise TypeError(f"Graph: names must be a sequence of str, got {type(names).__name__}")
         names = tuple(names)
         for name in names:
             if not isinstance(name, str):
-                raise TypeError(
-                    f"Graph: every name must be a str, got {name!r} "
-                    f"({type(name).__name__})"
-                )
+                raise TypeError(f"Graph: every name must be a str, got {name!r} ({type(name).__name__})")
         for i in range(1, len(names)):
             if not names[i - 1] < names[i]:
                 raise ValueError(
@@ -117,18 +112,12 @@ class Graph:
         pairs = [(child, parent) for child, parent in pairs]
         weight_list = None if weights is None else [float(w) for w in weights]
         if weight_list is not None and len(weight_list) != len(pairs):
-            raise ValueError(
-                f"Graph.from_pairs: got {len(weight_list)} weights for {len(pairs)} "
-                "pairs; pass exactly one weight per pair"
-            )
+            raise ValueError(f"Graph.from_pairs: got {len(weight_list)} weights for {len(pairs)} pairs; pass exactly one weight per pair")
         name_set = set(nodes)
         name_set.update(itertools.chain.from_iterable(pairs))
         for name in name_set:
             if not isinstance(name, str):
-                raise TypeError(
-                    f"Graph.from_pairs: node names must be str, got {name!r} "
-                    f"({type(name).__name__})"
-                )
+                raise TypeError(f"Graph.from_pairs: node names must be str, got {name!r} ({type(name).__name__})")
         names = tuple(sorted(name_set))
         index = {name: i for i, name in enumerate(names)}
         ids = torch.tensor(
@@ -138,10 +127,7 @@ class Graph:
         loops = (ids[:, 0] == ids[:, 1]).nonzero()
         if loops.numel():
             child, parent = pairs[int(loops[0, 0])]
-            raise ValueError(
-                f"Graph.from_pairs: self-loop {child!r} -> {parent!r}; a hierarchy "
-                "edge must join two different nodes"
-            )
+            raise ValueError(f"Graph.from_pairs: self-loop {child!r} -> {parent!r}; a hierarchy edge must join two different nodes")
         # Sort and deduplicate by the key child * N + parent (lexicographic order); the
         # smallest input position of each key is its first occurrence.
         n = max(len(names), 1)
@@ -153,9 +139,7 @@ class Graph:
         edges = torch.stack([keys // n, keys % n], dim=1)
         if w is not None:
             position = torch.arange(len(pairs), dtype=torch.int64)
-            first = torch.full_like(keys, len(pairs)).scatter_reduce(
-                0, inverse, position, reduce="amin"
-            )
+            first = torch.full_like(keys, len(pairs)).scatter_reduce(0, inverse, position, reduce="amin")
             w = w[first]
         return cls(names, edges, w)
 
@@ -174,10 +158,7 @@ class Graph:
         import networkx as nx
 
         if not isinstance(graph, nx.DiGraph) or graph.is_multigraph():
-            raise TypeError(
-                "Graph.from_networkx: expected a networkx.DiGraph with edges "
-                f"child -> parent, got {type(graph).__name__}"
-            )
+            raise TypeError(f"Graph.from_networkx: expected a networkx.DiGraph with edges child -> parent, got {type(graph).__name__}")
         for node in graph.nodes:
             if not isinstance(node, str):
                 raise TypeError(
@@ -192,9 +173,7 @@ class Graph:
                 f"a {WEIGHT_COLUMN!r} attribute; give it to every edge or to none"
             )
         weights = [w for _, _, w in edge_list] if edge_list and all(has_weight) else None
-        return cls.from_pairs(
-            [(c, p) for c, p, _ in edge_list], weights, nodes=graph.nodes
-        )
+        return cls.from_pairs([(c, p) for c, p, _ in edge_list], weights, nodes=graph.nodes)
 
     # ------------------------------------------------------------------ queries
     @property
@@ -246,10 +225,7 @@ class Graph:
         if self.weights is None:
             graph.add_edges_from(self.pairs())
         else:
-            graph.add_edges_from(
-                (c, p, {WEIGHT_COLUMN: w})
-                for (c, p), w in zip(self.pairs(), self.weights.tolist())
-            )
+            graph.add_edges_from((c, p, {WEIGHT_COLUMN: w}) for (c, p), w in zip(self.pairs(), self.weights.tolist()))
         return graph
 
     def to_csv(self, path: str | os.PathLike[str], *, delimiter: str = ",") -> None:
@@ -264,10 +240,7 @@ class Graph:
             delimiter: ``","`` or ``"\\t"``.
         """
         if delimiter not in WRITE_DELIMITERS:
-            raise ValueError(
-                f"Graph.to_csv: delimiter must be one of {WRITE_DELIMITERS!r}, "
-                f"got {delimiter!r}"
-            )
+            raise ValueError(f"Graph.to_csv: delimiter must be one of {WRITE_DELIMITERS!r}, got {delimiter!r}")
         header = [*CSV_HEADER] + ([WEIGHT_COLUMN] if self.weights is not None else [])
         with open(path, "w", encoding="utf-8", newline="") as f:
             writer = csv.writer(f, delimiter=delimiter, lineterminator="\n")
@@ -275,9 +248,7 @@ class Graph:
             if self.weights is None:
                 writer.writerows(self.pairs())
             else:
-                writer.writerows(
-                    (c, p, repr(w)) for (c, p), w in zip(self.pairs(), self.weights.tolist())
-                )
+                writer.writerows((c, p, repr(w)) for (c, p), w in zip(self.pairs(), self.weights.tolist()))
 
     # ------------------------------------------------------------------ dunder
     def __eq__(self, other: object) -> bool:
@@ -303,16 +274,11 @@ def _check_edges(edges: Any, num_nodes: int) -> None:
     if edges.dtype != torch.int64:
         raise TypeError(f"Graph: edges must have dtype torch.int64, got {edges.dtype}")
     if edges.dim() != 2 or edges.shape[1] != 2:
-        raise ValueError(
-            f"Graph: edges must have shape (E, 2), got {tuple(edges.shape)}"
-        )
+        raise ValueError(f"Graph: edges must have shape (E, 2), got {tuple(edges.shape)}")
     if edges.numel() == 0:
         return
     if int(edges.min()) < 0 or int(edges.max()) >= num_nodes:
-        raise ValueError(
-            f"Graph: edge ids must lie in [0, {num_nodes}), got values in "
-            f"[{int(edges.min())}, {int(edges.max())}]"
-        )
+        raise ValueError(f"Graph: edge ids must lie in [0, {num_nodes}), got values in [{int(edges.min())}, {int(edges.max())}]")
     if bool((edges[:, 0] == edges[:, 1]).any()):
         row = int((edges[:, 0] == edges[:, 1]).nonzero()[0, 0])
         raise ValueError(f"Graph: edge {row} is a self-loop {edges[row].tolist()}")
@@ -330,13 +296,9 @@ def _check_weights(weights: Any, num_edges: int) -> None:
         return
     if not isinstance(weights, torch.Tensor) or not weights.is_floating_point():
         raise TypeError(
-            "Graph: weights must be None or a floating-point torch.Tensor, got "
-            f"{getattr(weights, 'dtype', type(weights).__name__)}"
+            f"Graph: weights must be None or a floating-point torch.Tensor, got {getattr(weights, 'dtype', type(weights).__name__)}"
         )
     if tuple(weights.shape) != (num_edges,):
-        raise ValueError(
-            f"Graph: weights must have shape ({num_edges},), got {tuple(weights.shape)}"
-        )
+        raise ValueError(f"Graph: weights must have shape ({num_edges},), got {tuple(weights.shape)}")
     if num_edges and not bool(torch.isfinite(weights).all()):
         raise ValueError("Graph: weights must be finite numbers")
-

@@ -90,8 +90,7 @@ def read_idx(path: str | os.PathLike) -> torch.Tensor:
     itemsize = np.dtype(np_dtype).itemsize
     if len(raw) - offset != count * itemsize:
         raise ValueError(
-            f"{path}: header says shape {shape} ({count * itemsize} data bytes) but the file has "
-            f"{len(raw) - offset} data bytes"
+            f"{path}: header says shape {shape} ({count * itemsize} data bytes) but the file has {len(raw) - offset} data bytes"
         )
     data = np.frombuffer(raw, dtype=np_dtype, count=count, offset=offset).astype(np_dtype[1:])
     return torch.from_numpy(data.reshape(shape).copy()).to(torch_dtype)
@@ -102,8 +101,7 @@ def _find(root: Path, name: str) -> Path:
         if candidate.is_file():
             return candidate
     raise FileNotFoundError(
-        f"{name} (or {name}.gz) not found in {root}; fetch MNIST with "
-        "hypermc.data.fetch_mnist(root) or examples/fetch_mnist.py"
+        f"{name} (or {name}.gz) not found in {root}; fetch MNIST with hypermc.data.fetch_mnist(root) or examples/fetch_mnist.py"
     )
 
 
@@ -139,9 +137,7 @@ def load_mnist(root: str | os.PathLike, train: bool = True) -> tuple[torch.Tenso
     images = read_idx(_find(root, f"{prefix}-images-idx3-ubyte"))
     labels = read_idx(_find(root, f"{prefix}-labels-idx1-ubyte")).to(torch.int64)
     if images.dim() != 3 or labels.dim() != 1 or images.shape[0] != labels.shape[0]:
-        raise ValueError(
-            f"MNIST files in {root} disagree: images {tuple(images.shape)}, labels {tuple(labels.shape)}"
-        )
+        raise ValueError(f"MNIST files in {root} disagree: images {tuple(images.shape)}, labels {tuple(labels.shape)}")
     return images, labels
 
 

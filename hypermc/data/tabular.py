@@ -19,14 +19,20 @@ __all__ = ["TabularDataset", "load_breast_cancer", "make_classification", "train
 
 _BREAST_CANCER_FILE = "breast_cancer.csv"
 _MEASURES = (
-    "radius", "texture", "perimeter", "area", "smoothness", "compactness", "concavity",
-    "concave points", "symmetry", "fractal dimension",
+    "radius",
+    "texture",
+    "perimeter",
+    "area",
+    "smoothness",
+    "compactness",
+    "concavity",
+    "concave points",
+    "symmetry",
+    "fractal dimension",
 )
 #: The 30 features in file order (scikit-learn's names): means, standard errors, worst.
 BREAST_CANCER_FEATURES = (
-    tuple(f"mean {m}" for m in _MEASURES)
-    + tuple(f"{m} error" for m in _MEASURES)
-    + tuple(f"worst {m}" for m in _MEASURES)
+    tuple(f"mean {m}" for m in _MEASURES) + tuple(f"{m} error" for m in _MEASURES) + tuple(f"worst {m}" for m in _MEASURES)
 )
 
 
@@ -134,9 +140,7 @@ def make_classification(
         raise ValueError(f"flip_y must be in [0, 1]; got {flip_y}")
     g = torch.Generator().manual_seed(seed)
     # distinct hypercube vertices: class k takes vertex k's binary digits
-    vertices = torch.tensor(
-        [[(k >> b) & 1 for b in range(n_informative)] for k in range(n_classes)], dtype=torch.float64
-    )
+    vertices = torch.tensor([[(k >> b) & 1 for b in range(n_informative)] for k in range(n_classes)], dtype=torch.float64)
     centres = (2 * vertices - 1) * class_sep
     sizes = [n_samples // n_classes + (k < n_samples % n_classes) for k in range(n_classes)]
     data, target = [], []
@@ -157,9 +161,7 @@ def make_classification(
     return TabularDataset(x[order], y[order], names, tuple(str(k) for k in range(n_classes)))
 
 
-def train_test_split(
-    *tensors: torch.Tensor, test_size: float = 0.2, seed: int = 0
-) -> list[torch.Tensor]:
+def train_test_split(*tensors: torch.Tensor, test_size: float = 0.2, seed: int = 0) -> list[torch.Tensor]:
     """Split tensors along dim 0 into a random train part and test part.
 
     Args:

@@ -200,20 +200,11 @@ def wordnet_closure(
         ValueError: wordnet_closure: root must name a noun synset like 'mammal.n.01', got 'mammal'
     """
     if root is not None and not isinstance(root, str):
-        raise TypeError(
-            f"wordnet_closure: root must be a synset name (str) or None, got "
-            f"{type(root).__name__}"
-        )
+        raise TypeError(f"wordnet_closure: root must be a synset name (str) or None, got {type(root).__name__}")
     if root is not None and not _NOUN_SYNSET.match(root):
-        raise ValueError(
-            f"wordnet_closure: root must name a noun synset like 'mammal.n.01', got "
-            f"{root!r}"
-        )
+        raise ValueError(f"wordnet_closure: root must name a noun synset like 'mammal.n.01', got {root!r}")
     if legacy and root != MAMMAL_ROOT:
-        raise ValueError(
-            f"wordnet_closure: legacy=True only applies to root={MAMMAL_ROOT!r}, got "
-            f"root={root!r}"
-        )
+        raise ValueError(f"wordnet_closure: legacy=True only applies to root={MAMMAL_ROOT!r}, got root={root!r}")
     cache = Path(cache_dir) if cache_dir is not None else _default_cache_dir()
     source = _locate_wordnet(wordnet_dir)
     results = cache / "closures" / f"v{CACHE_VERSION}-{_source_key(source)}"
@@ -270,9 +261,7 @@ def _subtree_closure(nouns: Graph, root: str, legacy: bool) -> Graph:
     try:
         root_id = nouns.node_id(root)
     except KeyError:
-        raise ValueError(
-            f"wordnet_closure: {root!r} is not a noun synset of this WordNet"
-        ) from None
+        raise ValueError(f"wordnet_closure: {root!r} is not a noun synset of this WordNet") from None
     child, parent = nouns.edges[:, 0], nouns.edges[:, 1]
     members = torch.zeros(nouns.num_nodes, dtype=torch.bool)
     members[child[parent == root_id]] = True
@@ -281,17 +270,12 @@ def _subtree_closure(nouns: Graph, root: str, legacy: bool) -> Graph:
     names = nouns.names
     pairs = [(names[c], names[p]) for c, p in nouns.edges[keep].tolist()]
     if root == MAMMAL_ROOT:
-        kept = [
-            (c, p)
-            for c, p in pairs
-            if p not in MAMMAL_DROP_PARENTS and c not in MAMMAL_DROP_CHILDREN
-        ]
+        kept = [(c, p) for c, p in pairs if p not in MAMMAL_DROP_PARENTS and c not in MAMMAL_DROP_CHILDREN]
         if legacy:
             # pack_animal.n.01 is not a mammal: the edge comes from the all-noun closure.
             if not _has_edge(nouns, *LEGACY_MAMMAL_EDGE):
                 raise ValueError(
-                    f"wordnet_closure: legacy=True needs the edge {LEGACY_MAMMAL_EDGE}, "
-                    "which this WordNet's noun closure lacks"
+                    f"wordnet_closure: legacy=True needs the edge {LEGACY_MAMMAL_EDGE}, which this WordNet's noun closure lacks"
                 )
             kept.append(LEGACY_MAMMAL_EDGE)
         pairs = kept
@@ -385,8 +369,7 @@ def _locate_wordnet(wordnet_dir: str | os.PathLike[str] | None) -> _Source:
         missing = [name for name in _REQUIRED_FILES if not (path / name).is_file()]
         if missing:
             raise WordNetNotFoundError(
-                f"WordNet 3.0 not found in wordnet_dir={os.fspath(wordnet_dir)!r}: "
-                f"missing {', '.join(missing)}. {_INSTALL_HINT}"
+                f"WordNet 3.0 not found in wordnet_dir={os.fspath(wordnet_dir)!r}: missing {', '.join(missing)}. {_INSTALL_HINT}"
             )
         return _Source(path=path)
     pointer = _find_nltk_wordnet()
@@ -480,9 +463,7 @@ def _wordnet_reader(source: _Source, cache: Path) -> Iterator[Any]:
         with warnings.catch_warnings():
             # Without the Open Multilingual WordNet nltk warns that multilingual
             # functions are unavailable; the closure does not use them.
-            warnings.filterwarnings(
-                "ignore", message="The multilingual functions", category=UserWarning
-            )
+            warnings.filterwarnings("ignore", message="The multilingual functions", category=UserWarning)
             reader = _reader_class()(root, None)
         yield reader
     finally:
@@ -579,7 +560,4 @@ def _copy_is_current(src: Path, dest: Path, files: list[str]) -> bool:
 
 def _lexnames_text() -> str:
     """The standard ``lexnames`` file: ``NN<TAB>name<TAB>category`` per line."""
-    return "".join(
-        f"{i:02d}\t{name}\t{_LEX_CATEGORY[name.split('.')[0]]}\n"
-        for i, name in enumerate(_LEXNAMES)
-    )
+    return "".join(f"{i:02d}\t{name}\t{_LEX_CATEGORY[name.split('.')[0]]}\n" for i, name in enumerate(_LEXNAMES))

@@ -196,8 +196,7 @@ class TrainConfig:
             "fast": check_bool(where, "fast", self.fast),
         }
         if checked["fast"] and not checked["retraction"]:
-            raise ValueError(f"{where}: fast=True needs retraction=True (the fast update is a retraction); "
-                             "got retraction=False")
+            raise ValueError(f"{where}: fast=True needs retraction=True (the fast update is a retraction); got retraction=False")
         for name, value in checked.items():
             object.__setattr__(self, name, value)
 

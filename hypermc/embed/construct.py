@@ -38,8 +38,18 @@ from .._progress import progress_bar
 from ..mcf import MCTensor, mc
 from .evaluate import evaluate
 
-__all__ = ["spanning_tree", "max_components", "bits_needed", "components_needed", "tau_for_epsilon", "max_tau", "embed_tree",
-           "fit_tau", "distortion", "save_construction"]
+__all__ = [
+    "spanning_tree",
+    "max_components",
+    "bits_needed",
+    "components_needed",
+    "tau_for_epsilon",
+    "max_tau",
+    "embed_tree",
+    "fit_tau",
+    "distortion",
+    "save_construction",
+]
 
 _GUARD_BITS = 8
 #: Fraction of the exponent range a node's radius may use (see :func:`_radius_limit`).
@@ -124,7 +134,7 @@ def max_tau(depth: int, nc: int | None = None, dtype: torch.dtype = torch.float6
     nc = max_components(dtype) if nc is None else min(nc, max_components(dtype))
     # ceil(tau depth log2 e) + p + guard <= nc p  <=>  tau depth log2 e <= nc p - p - guard
     # (1 - 2^-40: so that the rounding of tau * depth * log2(e) cannot push the ceil over)
-    hi = min(hi, (nc * p - p - _GUARD_BITS) / (depth * math.log2(math.e)) * (1 - 2.0 ** -40))
+    hi = min(hi, (nc * p - p - _GUARD_BITS) / (depth * math.log2(math.e)) * (1 - 2.0**-40))
     return max(hi, 0.0)
 
 
@@ -153,8 +163,10 @@ def _as_graph(graph: Any) -> Any:
         nx = None
     if nx is not None and isinstance(graph, nx.DiGraph):
         return Graph.from_networkx(graph)
-    raise TypeError(f"graph: expected a hypermc.data.Graph or a networkx.DiGraph (edges child -> parent), "
-                    f"got {type(graph).__name__}; build one with Graph.from_pairs or wordnet_closure")
+    raise TypeError(
+        f"graph: expected a hypermc.data.Graph or a networkx.DiGraph (edges child -> parent), "
+        f"got {type(graph).__name__}; build one with Graph.from_pairs or wordnet_closure"
+    )
 
 
 def spanning_tree(graph: Any) -> tuple[torch.Tensor, torch.Tensor]:
@@ -269,9 +281,17 @@ def _gyration(a: MCTensor, b: MCTensor, z: MCTensor) -> MCTensor:
     return z + 2 * (big_a * a + big_b * b) / den
 
 
-def embed_tree(graph: Any, manifold: Any = None, *, dim: int = 2, nc: int | str = "auto",
-               dtype: torch.dtype = torch.float64, epsilon: float | None = None,
-               tau: float | None = None, progress: bool = False) -> dict:
+def embed_tree(
+    graph: Any,
+    manifold: Any = None,
+    *,
+    dim: int = 2,
+    nc: int | str = "auto",
+    dtype: torch.dtype = torch.float64,
+    epsilon: float | None = None,
+    tau: float | None = None,
+    progress: bool = False,
+) -> dict:
     """Embed the spanning tree of ``graph`` with every edge of hyperbolic length ``tau``.
 
     Args:
@@ -349,13 +369,15 @@ def embed_tree(graph: Any, manifold: Any = None, *, dim: int = 2, nc: int | str 
         raise ValueError(
             f"tau={tau:.6g} at tree depth {max_depth} puts nodes at hyperbolic radius {radius:.4g}, "
             f"where 1 - |x|^2 ~ e^-{radius:.4g}; the construction is exact up to radius {lim:.4g} in "
-            f"{dtype} (84% of its exponent range); use a smaller tau / larger epsilon")
+            f"{dtype} (84% of its exponent range); use a smaller tau / larger epsilon"
+        )
     top = max_components(dtype)
     if need > top:
         raise ValueError(
             f"tau={tau:.6g} at tree depth {max_depth} needs {bits} bits (nc={need}), beyond the "
             f"nc={top} that {dtype} MC arithmetic supports (nc * {p} bits below the exponent range); "
-            f"use a smaller tau / larger epsilon")
+            f"use a smaller tau / larger epsilon"
+        )
     if nc == "auto":
         nc = need
     elif isinstance(nc, bool) or not isinstance(nc, int) or nc < 1 or nc > top:
@@ -363,7 +385,8 @@ def embed_tree(graph: Any, manifold: Any = None, *, dim: int = 2, nc: int | str 
     elif nc < need:
         raise ValueError(
             f"nc={nc} gives {nc * p} bits but tau={tau:.6g} at tree depth {max_depth} needs "
-            f"{bits} bits (nodes reach 1 - |x|^2 ~ e^-{tau * max_depth:.4g}); pass nc={need} or nc='auto'")
+            f"{bits} bits (nodes reach 1 - |x|^2 ~ e^-{tau * max_depth:.4g}); pass nc={need} or nc='auto'"
+        )
 
     comps = torch.zeros(n, dim, nc, dtype=dtype)
     # back[v]: the direction of v's parent seen from v (in v's frame z -> (-x_v) (+) z)
@@ -423,13 +446,21 @@ def embed_tree(graph: Any, manifold: Any = None, *, dim: int = 2, nc: int | str 
     elif isinstance(manifold, Lorentz):
         emb = convert.ball_to_lorentz(emb)
     kids = torch.nonzero(parent >= 0).flatten()
-    return {"embeddings": emb, "tau": tau, "nc": nc, "bits_needed": bits, "depth": max_depth,
-            "parent": parent, "tree_edges": torch.stack([kids, parent[kids]], dim=1),
-            "min_angle": min_angle}
+    return {
+        "embeddings": emb,
+        "tau": tau,
+        "nc": nc,
+        "bits_needed": bits,
+        "depth": max_depth,
+        "parent": parent,
+        "tree_edges": torch.stack([kids, parent[kids]], dim=1),
+        "min_angle": min_angle,
+    }
 
 
-def fit_tau(graph: Any, *, dim: int = 2, nc: int | str = "auto", dtype: torch.dtype = torch.float64,
-            steps: int = 4, pairs: int = 200, seed: int = 0) -> dict:
+def fit_tau(
+    graph: Any, *, dim: int = 2, nc: int | str = "auto", dtype: torch.dtype = torch.float64, steps: int = 4, pairs: int = 200, seed: int = 0
+) -> dict:
     """The ``tau`` on a grid that minimises ``D_avg`` among those ``nc`` can hold.
 
     Rule: ``tau_hi = max_tau(depth, nc)`` (``nc="auto"``: the exponent bound alone), grid
@@ -476,7 +507,8 @@ def fit_tau(graph: Any, *, dim: int = 2, nc: int | str = "auto", dtype: torch.dt
         p = _precision(dtype)
         raise ValueError(
             f"nc={nc} gives {nc * p} bits, below the {p + _GUARD_BITS} bits bits_needed asks even at "
-            f"radius 0; no tau fits at tree depth {max_depth}: pass nc >= 2")
+            f"radius 0; no tau fits at tree depth {max_depth}: pass nc >= 2"
+        )
     grid = []
     sampled = None
     for k in range(steps):
@@ -491,6 +523,7 @@ def fit_tau(graph: Any, *, dim: int = 2, nc: int | str = "auto", dtype: torch.dt
 
 def _ball_of(emb: torch.Tensor, manifold: Any) -> MCTensor:
     from ..manifolds import Lorentz, PoincareHalfspace, convert
+
     if not isinstance(emb, MCTensor):
         emb = mc(emb, nc=1)
     if isinstance(manifold, PoincareHalfspace):
@@ -522,10 +555,20 @@ def _pair_dist(comps: torch.Tensor, a: torch.Tensor, i: torch.Tensor, j: torch.T
     return 2 * torch.asinh(big.squeeze(-1) * scaled.norm(dim=-1))
 
 
-def distortion(emb: torch.Tensor, graph: Any, manifold: Any = None, *, pairs: str | int = "all",
-               tau: float | None = None, seed: int = 0, chunk: int = 200_000,
-               closure_sample: int | None = None, tree_sample: int | None = None,
-               maps: bool = True, progress: bool = False) -> dict:
+def distortion(
+    emb: torch.Tensor,
+    graph: Any,
+    manifold: Any = None,
+    *,
+    pairs: str | int = "all",
+    tau: float | None = None,
+    seed: int = 0,
+    chunk: int = 200_000,
+    closure_sample: int | None = None,
+    tree_sample: int | None = None,
+    maps: bool = True,
+    progress: bool = False,
+) -> dict:
     """Average and worst-case distortion of ``emb`` against spanning-tree distances.
 
     ``D_avg`` is the mean over pairs of ``|d_H / (s d_T) - 1|`` with ``s = tau`` (or, when
@@ -600,37 +643,47 @@ def distortion(emb: torch.Tensor, graph: Any, manifold: Any = None, *, pairs: st
     ratios = []
     with progress_bar(progress, -(-src.size // chunk), unit="chunk", desc="distortion") as bar:
         for s in range(0, src.size, chunk):
-            i = torch.from_numpy(src[s:s + chunk])
-            j = torch.from_numpy(sj[s:s + chunk])
+            i = torch.from_numpy(src[s : s + chunk])
+            j = torch.from_numpy(sj[s : s + chunk])
             dh = _pair_dist(comps, a, i, j)
-            ratios.append(dh / torch.from_numpy(dtv[s:s + chunk]))
+            ratios.append(dh / torch.from_numpy(dtv[s : s + chunk]))
             bar.update(1)
     r = torch.cat(ratios)
     if not bool(torch.isfinite(r).all()):
         raise ValueError("emb: non-finite hyperbolic distances (points on or outside the boundary)")
     scale = float(r.mean()) if tau is None else float(tau)
-    out = {"d_avg": float((r / scale - 1).abs().mean()), "d_wc": float(r.max() / r.min()),
-           "num_pairs": int(r.numel()), "sampled_sources": sampled}
+    out = {
+        "d_avg": float((r / scale - 1).abs().mean()),
+        "d_wc": float(r.max() / r.min()),
+        "num_pairs": int(r.numel()),
+        "sampled_sources": sampled,
+    }
     if not maps:
         return out
     m = _manifold_or_ball(manifold)
     tree_edges = torch.stack([torch.from_numpy(kids), parent[kids]], dim=1)
-    tree = evaluate(m, emb, torch.cat([tree_edges, tree_edges.flip(1)]), sample=tree_sample, seed=seed,
-                    progress=progress)
+    tree = evaluate(m, emb, torch.cat([tree_edges, tree_edges.flip(1)]), sample=tree_sample, seed=seed, progress=progress)
     closure = evaluate(m, emb, graph.edges, sample=closure_sample, seed=seed, progress=progress)
-    return {**out, "tree_map": tree["map"], "tree_mean_rank": tree["mean_rank"],
-            "tree_sampled_sources": tree["sampled_sources"],
-            "closure_map": closure["map"], "closure_mean_rank": closure["mean_rank"],
-            "closure_sampled_sources": closure["sampled_sources"]}
+    return {
+        **out,
+        "tree_map": tree["map"],
+        "tree_mean_rank": tree["mean_rank"],
+        "tree_sampled_sources": tree["sampled_sources"],
+        "closure_map": closure["map"],
+        "closure_mean_rank": closure["mean_rank"],
+        "closure_sampled_sources": closure["sampled_sources"],
+    }
 
 
 def _manifold_or_ball(manifold: Any) -> Any:
     from ..manifolds import PoincareBall
+
     return PoincareBall() if manifold is None else manifold
 
 
-def save_construction(path: Any, result: dict, graph: Any, manifold: Any = None, *,
-                      epsilon: float | None = None, seconds: float = 0.0) -> str:
+def save_construction(
+    path: Any, result: dict, graph: Any, manifold: Any = None, *, epsilon: float | None = None, seconds: float = 0.0
+) -> str:
     """Write an :func:`embed_tree` result as a training checkpoint (format 2).
 
     :func:`hypermc.embed.load_checkpoint` (and ``python -m hypermc eval``) read it like a
@@ -664,8 +717,10 @@ def save_construction(path: Any, result: dict, graph: Any, manifold: Any = None,
     manifold = _manifold_or_ball(manifold)
     emb = result["embeddings"]
     if not isinstance(emb, MCTensor) or emb.shape[0] != graph.num_nodes:
-        raise ValueError(f"result: expected embed_tree's result for this graph ({graph.num_nodes} nodes), "
-                         f"got embeddings {type(emb).__name__} {tuple(emb.shape)}")
+        raise ValueError(
+            f"result: expected embed_tree's result for this graph ({graph.num_nodes} nodes), "
+            f"got embeddings {type(emb).__name__} {tuple(emb.shape)}"
+        )
     comps = emb.components
     config = {
         "method": "construct",

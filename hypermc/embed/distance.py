@@ -21,9 +21,7 @@ __all__ = ["components_of", "rounded_difference", "batch_distance", "SUPPORTED"]
 
 #: The models with a specialised batched distance (class -> its ``dist_batch``); any
 #: other :class:`Manifold` uses the generic (full MC) one.
-SUPPORTED: dict[type, Callable[..., torch.Tensor]] = {
-    cls: cls.dist_batch for cls in (PoincareHalfspace, PoincareBall, Lorentz, Euclidean)
-}
+SUPPORTED: dict[type, Callable[..., torch.Tensor]] = {cls: cls.dist_batch for cls in (PoincareHalfspace, PoincareBall, Lorentz, Euclidean)}
 
 
 def batch_distance(

@@ -195,15 +195,20 @@ def _update_rows(opt: torch.optim.Optimizer, comps: torch.Tensor, rows: torch.Te
     result is written into the components. Other optimizers take ``opt.step``.
     """
     group = opt.param_groups[0]
-    if type(opt) is not RiemannianSGD or len(opt.param_groups) != 1 or len(group["params"]) != 1 or (
-        group["momentum"] != 0
-    ):
+    if type(opt) is not RiemannianSGD or len(opt.param_groups) != 1 or len(group["params"]) != 1 or (group["momentum"] != 0):
         opt.step(rows=rows)  # type: ignore[call-overload]  # RiemannianSGD(sparse_rows=True) takes rows
         return
     (param,) = group["params"]
     sub = param.detach()[rows]
-    riemannian_sgd([sub], [param.grad[rows]], [None], manifolds=[manifold_of(param)], lr=group["lr"],
-                   weight_decay=group["weight_decay"], retraction=group["retraction"])
+    riemannian_sgd(
+        [sub],
+        [param.grad[rows]],
+        [None],
+        manifolds=[manifold_of(param)],
+        lr=group["lr"],
+        weight_decay=group["weight_decay"],
+        retraction=group["retraction"],
+    )
     comps[rows] = components_of(sub)
 
 
@@ -318,8 +323,10 @@ class DataParallel:
             ReplicaMismatchError: naming the ranks that differ from rank 0.
         """
         text = json.dumps(config, sort_keys=True).encode()
-        self._compare(self._digest(comps, generator, extra=text), "at the start (config, initial table or "
-                      "checkpoint differ: give every rank the same command line)")
+        self._compare(
+            self._digest(comps, generator, extra=text),
+            "at the start (config, initial table or checkpoint differ: give every rank the same command line)",
+        )
 
     def check_replicas(self, comps: torch.Tensor, generator: torch.Generator, epoch: int) -> None:
         """Check that the replicas and generator states are bit-identical after ``epoch``.
@@ -359,8 +366,9 @@ class DataParallel:
         """
         w = self.world_size
         # 1. counts and loss sums (the float64 bits travel as int64: exact).
-        head = torch.stack([torch.tensor(ids.numel(), dtype=torch.int64),
-                            loss_sum.detach().to(torch.float64).reshape(()).view(torch.int64)])
+        head = torch.stack(
+            [torch.tensor(ids.numel(), dtype=torch.int64), loss_sum.detach().to(torch.float64).reshape(()).view(torch.int64)]
+        )
         heads = self._all_gather(head, "reduce (sizes)")
         counts = heads[:, 0].tolist()
         losses = heads[:, 1].contiguous().view(torch.float64)
@@ -502,6 +510,4 @@ class DataParallel:
         digests = self._all_gather(digest, "replica check")
         differ = [r for r in range(self.world_size) if not torch.equal(digests[r], digests[0])]
         if differ:
-            raise ReplicaMismatchError(
-                f"data-parallel training: the replicas of ranks {differ} differ from rank 0's {when}"
-            )
+            raise ReplicaMismatchError(f"data-parallel training: the replicas of ranks {differ} differ from rank 0's {when}")

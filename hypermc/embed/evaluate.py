@@ -206,8 +206,7 @@ def evaluate(
     cache: dict = {}  # per-row quantities shared by the chunks
     index, count = shard
     num_chunks = -(-int(sources.numel()) // chunk_size)
-    with torch.no_grad(), progress_bar(progress, len(range(index, num_chunks, count)), unit="chunk",
-                                       desc="evaluate") as bar:
+    with torch.no_grad(), progress_bar(progress, len(range(index, num_chunks, count)), unit="chunk", desc="evaluate") as bar:
         for i, lo in enumerate(range(0, int(sources.numel()), chunk_size)):
             if i % count != index:
                 continue

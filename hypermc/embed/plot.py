@@ -226,8 +226,14 @@ def plot_embedding(
     for i in label_ids:
         short = graph.names[i].split(".")[0]
         for ax, xy in ((left, disk[i]), (right, flat[i])):
-            ax.annotate(short, xy.tolist(), xytext=(3, 3), textcoords="offset points", fontsize=8,
-                        bbox={"boxstyle": "round,pad=0.15", "fc": "white", "ec": "none", "alpha": 0.75})
+            ax.annotate(
+                short,
+                xy.tolist(),
+                xytext=(3, 3),
+                textcoords="offset points",
+                fontsize=8,
+                bbox={"boxstyle": "round,pad=0.15", "fc": "white", "ec": "none", "alpha": 0.75},
+            )
     fig.colorbar(scatter, ax=[left, right], label="depth in the hierarchy", shrink=0.8)
     if title is not None:
         fig.suptitle(title)
@@ -235,8 +241,7 @@ def plot_embedding(
     return fig
 
 
-def plot_curve(history: Sequence[Mapping[str, Any]], path: str | os.PathLike[str], *,
-               title: str | None = None) -> Figure:
+def plot_curve(history: Sequence[Mapping[str, Any]], path: str | os.PathLike[str], *, title: str | None = None) -> Figure:
     """Draw MAP, mean rank and (when present) the loss against the epoch; write ``path``.
 
     Args:
@@ -274,7 +279,8 @@ def plot_curve(history: Sequence[Mapping[str, Any]], path: str | os.PathLike[str
     if not any("map" in e and "mean_rank" in e for e in history):
         raise ValueError(
             f"history: no entry has 'map' and 'mean_rank' ({len(history)} entries); add evaluations, "
-            f"e.g. python -m hypermc train --eval-every N")
+            f"e.g. python -m hypermc train --eval-every N"
+        )
     path = _check_png(path)
     keys = [("map", "MAP", "linear"), ("mean_rank", "mean rank", "log")]
     if any("loss" in e for e in history):
@@ -297,15 +303,15 @@ def plot_curve(history: Sequence[Mapping[str, Any]], path: str | os.PathLike[str
 def _models(manifold: Any, embeddings: Any) -> tuple[torch.Tensor, torch.Tensor, int]:
     """Ball and half-space coordinates (float64, converted in the embeddings' arithmetic)."""
     if not isinstance(manifold, (PoincareBall, PoincareHalfspace, Lorentz)):
-        raise TypeError(
-            f"manifold: expected a PoincareBall, PoincareHalfspace or Lorentz, got {type(manifold).__name__}")
+        raise TypeError(f"manifold: expected a PoincareBall, PoincareHalfspace or Lorentz, got {type(manifold).__name__}")
     if not isinstance(embeddings, torch.Tensor):
         raise TypeError(f"embeddings: expected a Tensor or MCTensor, got {type(embeddings).__name__}")
     width = 3 if isinstance(manifold, Lorentz) else 2
     if embeddings.dim() != 2 or embeddings.shape[1] != width:
         raise ValueError(
             f"embeddings: expected shape (N, {width}) (2-D {type(manifold).__name__} points), got "
-            f"{tuple(embeddings.shape)}; plot_embedding draws 2-D embeddings only")
+            f"{tuple(embeddings.shape)}; plot_embedding draws 2-D embeddings only"
+        )
     ok, reason = manifold.check_point(embeddings)
     if not ok:
         raise ValueError(f"embeddings: not points of {manifold!r}: {reason}")
@@ -339,7 +345,7 @@ def _pseudo_angle(ball: torch.Tensor) -> torch.Tensor:
     quadrant = torch.where(up, torch.where(right, 0, 1), torch.where(right, 3, 2)).to(c.dtype)
     num = torch.where((quadrant % 2 == 0).unsqueeze(1), ay, ax)
     s = arith.add(ax, ay)
-    origin = (s[:, :1] == 0)
+    origin = s[:, :1] == 0
     f = arith.div(num, torch.where(origin, torch.ones_like(s[:, :1]), s))
     return arith.add_float(torch.where(origin, torch.zeros_like(f), f), quadrant)
 
@@ -401,18 +407,25 @@ def _label_ids(graph: Graph, labels: Iterable[str] | None) -> list[int]:
     index = {name: i for i, name in enumerate(graph.names)}
     missing = [name for name in labels if name not in index]
     if missing:
-        raise ValueError(f"labels: {missing[:5]} are not nodes of graph (e.g. {graph.names[:3]}); "
-                         f"pass node names as in graph.names")
+        raise ValueError(f"labels: {missing[:5]} are not nodes of graph (e.g. {graph.names[:3]}); pass node names as in graph.names")
     return [index[name] for name in labels]
 
 
 def _draw(ax: Any, xy: torch.Tensor, edges: torch.Tensor, depth: torch.Tensor) -> Any:
     """Edges (grey segments, labelled ``edges``) under the nodes (coloured by depth, ``nodes``)."""
     segments = list(torch.stack([xy[edges[:, 0]], xy[edges[:, 1]]], dim=1).numpy())
-    ax.add_collection(LineCollection(segments, colors="0.55", linewidths=0.4, alpha=0.6, zorder=1,
-                                     label="edges"), autolim=True)
-    return ax.scatter(xy[:, 0].numpy(), xy[:, 1].numpy(), c=depth.numpy(), cmap="viridis", s=7, zorder=2,
-                      vmin=0, vmax=max(int(depth.max()) if depth.numel() else 0, 1), label="nodes")
+    ax.add_collection(LineCollection(segments, colors="0.55", linewidths=0.4, alpha=0.6, zorder=1, label="edges"), autolim=True)
+    return ax.scatter(
+        xy[:, 0].numpy(),
+        xy[:, 1].numpy(),
+        c=depth.numpy(),
+        cmap="viridis",
+        s=7,
+        zorder=2,
+        vmin=0,
+        vmax=max(int(depth.max()) if depth.numel() else 0, 1),
+        label="nodes",
+    )
 
 
 def _rings(ax: Any, d_max: float) -> None:
@@ -424,8 +437,7 @@ def _rings(ax: Any, d_max: float) -> None:
     for k in range(1, int(d_max / step) + 1):
         r = MAX_RADIUS * k * step / d_max
         ax.add_patch(_circle(r, "0.75", 0.5))
-        ax.annotate(f"d={k * step:g}", (r * math.cos(math.pi / 4), r * math.sin(math.pi / 4)), fontsize=7,
-                    color="0.45")
+        ax.annotate(f"d={k * step:g}", (r * math.cos(math.pi / 4), r * math.sin(math.pi / 4)), fontsize=7, color="0.45")
 
 
 def _circle(r: float, color: str, width: float) -> Any:

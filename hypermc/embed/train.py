@@ -72,8 +72,20 @@ from .config import DEFAULT_INIT_STD, DEFAULTS, TrainConfig, device_name
 from .distance import SUPPORTED, batch_distance, components_of
 from .sampler import NegativeSampler
 
-__all__ = ["train", "TrainConfig", "write_checkpoint", "epoch_lr", "resolve_device", "fast_retr_rows", "TrainResult",
-           "load_checkpoint", "manifold_from_config", "CHECKPOINT_NAME", "DEFAULTS", "DEFAULT_INIT_STD"]
+__all__ = [
+    "train",
+    "TrainConfig",
+    "write_checkpoint",
+    "epoch_lr",
+    "resolve_device",
+    "fast_retr_rows",
+    "TrainResult",
+    "load_checkpoint",
+    "manifold_from_config",
+    "CHECKPOINT_NAME",
+    "DEFAULTS",
+    "DEFAULT_INIT_STD",
+]
 
 #: File name of the checkpoint inside ``checkpoint_dir`` (overwritten each time).
 CHECKPOINT_NAME = "checkpoint.pt"
@@ -90,9 +102,27 @@ MANIFOLDS: dict[str, type] = {
 }
 #: Configuration keys that define the trajectory: a resumed run must match them.
 TRAJECTORY_KEYS = (
-    "manifold", "curvature", "dim", "nc", "dtype", "lr", "batch_size", "negatives", "burnin",
-    "burnin_lr_mult", "scale", "seed", "init_std", "retraction", "max_rounds", "max_step",
-    "lr_schedule", "lr_end_mult", "graph_checksum", "fast", "init",
+    "manifold",
+    "curvature",
+    "dim",
+    "nc",
+    "dtype",
+    "lr",
+    "batch_size",
+    "negatives",
+    "burnin",
+    "burnin_lr_mult",
+    "scale",
+    "seed",
+    "init_std",
+    "retraction",
+    "max_rounds",
+    "max_step",
+    "lr_schedule",
+    "lr_end_mult",
+    "graph_checksum",
+    "fast",
+    "init",
 )
 #: The hyperparameters :func:`train` accepts as keyword arguments: the :class:`TrainConfig` fields.
 HYPERPARAMETERS = tuple(f.name for f in dataclasses.fields(TrainConfig))
@@ -148,9 +178,7 @@ def manifold_name(manifold: Manifold) -> str:
     for name, cls in MANIFOLDS.items():
         if type(manifold) is cls:
             return name
-    raise TypeError(
-        f"train: manifold must be one of {', '.join(c.__name__ for c in SUPPORTED)}; got {type(manifold).__name__}"
-    )
+    raise TypeError(f"train: manifold must be one of {', '.join(c.__name__ for c in SUPPORTED)}; got {type(manifold).__name__}")
 
 
 def manifold_from_config(config: dict) -> Manifold:
@@ -260,14 +288,17 @@ def _config_of(config: TrainConfig | None, hyperparameters: dict) -> TrainConfig
     """``config``, or the :class:`TrainConfig` built from ``train``'s hyperparameter keywords."""
     unknown = [name for name in hyperparameters if name not in HYPERPARAMETERS]
     if unknown:
-        raise TypeError(f"train: unexpected keyword arguments {unknown}; the hyperparameters are the "
-                        f"TrainConfig fields ({', '.join(HYPERPARAMETERS)})")
+        raise TypeError(
+            f"train: unexpected keyword arguments {unknown}; the hyperparameters are the TrainConfig fields ({', '.join(HYPERPARAMETERS)})"
+        )
     if config is None:
         return TrainConfig(**hyperparameters)
     check_instance("train", "config", config, TrainConfig, "a TrainConfig or None")
     if hyperparameters:
-        raise TypeError(f"train: got config and the hyperparameter keywords {sorted(hyperparameters)}; pass one of "
-                        "them (a changed copy of a config: dataclasses.replace(config, lr=...))")
+        raise TypeError(
+            f"train: got config and the hyperparameter keywords {sorted(hyperparameters)}; pass one of "
+            "them (a changed copy of a config: dataclasses.replace(config, lr=...))"
+        )
     return config
 
 
@@ -373,8 +404,7 @@ def epoch_lr(config: TrainConfig | Mapping[str, Any], epoch: int) -> float:
     return lr * (1.0 - f * (1.0 - config["lr_end_mult"]))
 
 
-def _run_record(graph: Graph, manifold: Manifold, config: TrainConfig, device: torch.device,
-                init: torch.Tensor | None) -> dict:
+def _run_record(graph: Graph, manifold: Manifold, config: TrainConfig, device: torch.device, init: torch.Tensor | None) -> dict:
     """The checkpoint's ``config`` record: the config's fields and what identifies the run."""
     return {
         "manifold": manifold_name(manifold),
@@ -416,8 +446,9 @@ class _Trainer:
     bit-identical.
     """
 
-    def __init__(self, graph: Graph, manifold: Manifold, config: TrainConfig, *, parallel: Any | None = None,
-                 init: torch.Tensor | None = None):
+    def __init__(
+        self, graph: Graph, manifold: Manifold, config: TrainConfig, *, parallel: Any | None = None, init: torch.Tensor | None = None
+    ):
         self.graph = graph
         self.manifold = manifold
         self.config = config
@@ -431,9 +462,13 @@ class _Trainer:
         self.history: list[dict] = []
         self.epoch = 0  # completed epochs
         self.edges = graph.edges.to(self.device)
-        self.sampler = NegativeSampler(self.edges, graph.num_nodes, negatives=config.negatives,
-                                       weights=None if graph.weights is None else graph.weights.to(self.device),
-                                       max_rounds=config.max_rounds)
+        self.sampler = NegativeSampler(
+            self.edges,
+            graph.num_nodes,
+            negatives=config.negatives,
+            weights=None if graph.weights is None else graph.weights.to(self.device),
+            max_rounds=config.max_rounds,
+        )
         # Dense gradient buffer of the row-sparse optimizer; only the batch's rows are
         # ever non-zero (written before and cleared after each step).
         self.grad = torch.zeros_like(self.table.detach())
@@ -444,8 +479,9 @@ class _Trainer:
         """Random points around the origin (drawn from the run's generator), or ``init``."""
         c = self.config
         n_coord = c.dim + 1 if isinstance(self.manifold, Lorentz) else c.dim
-        table = self.manifold.random(self.graph.num_nodes, n_coord, std=c.init_std, nc=c.nc, dtype=c.dtype,
-                                     device=self.device, generator=self.gen)
+        table = self.manifold.random(
+            self.graph.num_nodes, n_coord, std=c.init_std, nc=c.nc, dtype=c.dtype, device=self.device, generator=self.gen
+        )
         if init is not None:
             _load_init(table, init, self.manifold)
         return ManifoldParameter(table, manifold=self.manifold, requires_grad=False)
@@ -478,23 +514,27 @@ class _Trainer:
 
     def save(self, path: str | os.PathLike[str]) -> None:
         """Write the run's checkpoint to ``path`` atomically (:func:`write_checkpoint`)."""
-        write_checkpoint(path, {
-            "format": CHECKPOINT_FORMAT,
-            "epoch": self.epoch,
-            "config": dict(self.record),
-            "components": self.comps.detach().clone(),
-            "optimizer": self.opt.state_dict(),
-            "generator": self.gen.get_state(),
-            "history": list(self.history),
-            "names": list(self.graph.names),
-            "edges": self.graph.edges.clone(),
-            "weights": None if self.graph.weights is None else self.graph.weights.clone(),
-        })
+        write_checkpoint(
+            path,
+            {
+                "format": CHECKPOINT_FORMAT,
+                "epoch": self.epoch,
+                "config": dict(self.record),
+                "components": self.comps.detach().clone(),
+                "optimizer": self.opt.state_dict(),
+                "generator": self.gen.get_state(),
+                "history": list(self.history),
+                "names": list(self.graph.names),
+                "edges": self.graph.edges.clone(),
+                "weights": None if self.graph.weights is None else self.graph.weights.clone(),
+            },
+        )
 
     # -------------------------------------------------------------- the loop
 
-    def fit(self, *, checkpoint_dir: str | os.PathLike[str] | None, progress: bool,
-            callback: Callable[[int, dict, torch.Tensor], Any] | None) -> TrainResult:
+    def fit(
+        self, *, checkpoint_dir: str | os.PathLike[str] | None, progress: bool, callback: Callable[[int, dict, torch.Tensor], Any] | None
+    ) -> TrainResult:
         """Run the remaining epochs; checkpoint on schedule and call ``callback`` after each."""
         writer = self.parallel is None or self.parallel.is_writer
         path = None if checkpoint_dir is None or not writer else Path(checkpoint_dir) / CHECKPOINT_NAME
@@ -613,9 +653,7 @@ class _Trainer:
         with torch.enable_grad():
             d = batch_distance(self.manifold, rows, inv[:, :1], inv[:, 1:], leaf=leaf)
             logits = d * (-scale)
-            logits = logits.masked_fill(
-                torch.cat([torch.zeros_like(valid[:, :1]), ~valid], dim=1), -math.inf
-            )
+            logits = logits.masked_fill(torch.cat([torch.zeros_like(valid[:, :1]), ~valid], dim=1), -math.inf)
             per_edge = torch.logsumexp(logits, dim=1) - logits[:, 0]
             loss = per_edge.mean() if self.parallel is None else per_edge.sum() / batch.n_pairs
             loss.backward()
@@ -821,8 +859,7 @@ def load_checkpoint(path: str | os.PathLike[str]) -> dict:
         ckpt = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as exc:  # zip/pickle errors of a truncated or corrupt file
         raise ValueError(
-            f"load_checkpoint: {name!r} is unreadable (truncated or corrupt?): {type(exc).__name__}: "
-            f"{' '.join(str(exc).split())[:300]}"
+            f"load_checkpoint: {name!r} is unreadable (truncated or corrupt?): {type(exc).__name__}: {' '.join(str(exc).split())[:300]}"
         ) from None
     if not isinstance(ckpt, dict) or ckpt.get("format") not in (CHECKPOINT_FORMAT, *_UNHASHED_FORMATS):
         raise ValueError(
@@ -831,8 +868,7 @@ def load_checkpoint(path: str | os.PathLike[str]) -> dict:
         )
     if ckpt["format"] == CHECKPOINT_FORMAT and ckpt.get("sha256") != _content_hash(ckpt):
         raise ValueError(
-            f"load_checkpoint: {name!r} is corrupt: its content hash does not match the stored "
-            "sha256 (a changed bit); use an intact copy"
+            f"load_checkpoint: {name!r} is corrupt: its content hash does not match the stored sha256 (a changed bit); use an intact copy"
         )
     _check_checkpoint_tensors(ckpt, name)
     comps = ckpt["components"]
@@ -857,8 +893,7 @@ def _check_checkpoint_tensors(ckpt: dict, name: str) -> None:
         raise bad("config must be a dict and names a list")
     want = getattr(torch, str(config.get("dtype")), None)
     if not isinstance(comps, torch.Tensor) or comps.dtype != want:
-        raise bad(f"components must be a {config.get('dtype')} tensor (config dtype); got "
-                  f"{getattr(comps, 'dtype', type(comps).__name__)}")
+        raise bad(f"components must be a {config.get('dtype')} tensor (config dtype); got {getattr(comps, 'dtype', type(comps).__name__)}")
     nc = config.get("nc")
     shape = tuple(comps.shape)
     # plain runs (nc None) are written as (N, n, 1); (N, n) is read too, as for nc=1
@@ -866,11 +901,11 @@ def _check_checkpoint_tensors(ckpt: dict, name: str) -> None:
     if not ok_nc or shape[0] != len(names):
         raise bad(f"components of shape {shape} do not fit {len(names)} nodes with nc={nc}")
     if not isinstance(edges, torch.Tensor) or edges.dtype != torch.int64 or edges.dim() != 2 or edges.shape[1] != 2:
-        raise bad(f"edges must be an (E, 2) int64 tensor; got {getattr(edges, 'dtype', None)} "
-                  f"{tuple(getattr(edges, 'shape', ()))}")
+        raise bad(f"edges must be an (E, 2) int64 tensor; got {getattr(edges, 'dtype', None)} {tuple(getattr(edges, 'shape', ()))}")
     weights = ckpt.get("weights")
-    if weights is not None and (not isinstance(weights, torch.Tensor) or not weights.is_floating_point()
-                                or tuple(weights.shape) != (edges.shape[0],)):
+    if weights is not None and (
+        not isinstance(weights, torch.Tensor) or not weights.is_floating_point() or tuple(weights.shape) != (edges.shape[0],)
+    ):
         raise bad(f"weights must be None or a float tensor of shape ({edges.shape[0]},)")
 
 

@@ -141,8 +141,15 @@ class PoincareBall(Manifold):
         self._check("egrad2rgrad", x=x, g=g)
         return B.egrad2rgrad(x, g, self.c)
 
-    def dist_batch(self, rows: torch.Tensor, ia: torch.Tensor, ib: torch.Tensor, *,
-                   leaf: torch.Tensor | None = None, cache: dict[str, torch.Tensor] | None = None) -> torch.Tensor:
+    def dist_batch(
+        self,
+        rows: torch.Tensor,
+        ia: torch.Tensor,
+        ib: torch.Tensor,
+        *,
+        leaf: torch.Tensor | None = None,
+        cache: dict[str, torch.Tensor] | None = None,
+    ) -> torch.Tensor:
         """Batched distances of table rows; see :meth:`.base.Manifold.dist_batch` and :func:`.math.batch.ball`."""
         self._check_batch(rows, ia, ib, leaf, cache)
         return batch.ball(rows, ia, ib, self.c, leaf=leaf, cache=cache)
@@ -163,9 +170,7 @@ class PoincareBall(Manifold):
         self._check("mobius_matvec", x=x)
         check_instance("PoincareBall.mobius_matvec", "m", m, torch.Tensor, f"a matrix (out, {x.shape[-1]})")
         if m.dim() < 2 or m.shape[-1] != x.shape[-1]:
-            raise ValueError(
-                f"PoincareBall.mobius_matvec: m must be a matrix (out, {x.shape[-1]}); got shape {tuple(m.shape)}"
-            )
+            raise ValueError(f"PoincareBall.mobius_matvec: m must be a matrix (out, {x.shape[-1]}); got shape {tuple(m.shape)}")
         if m.dtype != x.dtype:
             raise TypeError(f"PoincareBall.mobius_matvec: m has dtype {m.dtype} but x has {x.dtype}")
         return self.projx(B.mobius_matvec(m, x, self.c))
@@ -182,5 +187,5 @@ class PoincareBall(Manifold):
         d = B.deficit(x, self.c)
         bad = common.lead(d) <= 0
         if bool(bad.any()):
-            return False, _reason(f"norm >= 1/sqrt(c) = {self.c ** -0.5:g} (outside the ball)", bad)
+            return False, _reason(f"norm >= 1/sqrt(c) = {self.c**-0.5:g} (outside the ball)", bad)
         return True, None

@@ -171,8 +171,7 @@ class Manifold(abc.ABC):
         if args:
             seen = f"got {len(args)} positional argument{'s' if len(args) > 1 else ''} {args!r}"
             if "curvature" in inspect.signature(cls.__init__).parameters:
-                raise TypeError(f"{cls.__name__}: curvature must be passed by keyword, e.g. "
-                                f"{cls.__name__}(curvature={args[0]!r}); {seen}")
+                raise TypeError(f"{cls.__name__}: curvature must be passed by keyword, e.g. {cls.__name__}(curvature={args[0]!r}); {seen}")
             raise TypeError(f"{cls.__name__}: takes no positional arguments; {seen}")
         return super().__new__(cls)
 
@@ -225,8 +224,7 @@ class Manifold(abc.ABC):
         """Parallel transport of ``v`` (tangent at ``x``) to ``y``; preserves ``inner``."""
 
     @abc.abstractmethod
-    def inner(self, x: torch.Tensor, u: torch.Tensor, v: torch.Tensor | None = None, *,
-              keepdim: bool = False) -> torch.Tensor:
+    def inner(self, x: torch.Tensor, u: torch.Tensor, v: torch.Tensor | None = None, *, keepdim: bool = False) -> torch.Tensor:
         """Riemannian inner product ``<u, v>_x`` (``v`` defaults to ``u``)."""
 
     @abc.abstractmethod
@@ -266,8 +264,7 @@ class Manifold(abc.ABC):
                 raise TypeError(f"{where}: {name} must have a floating dtype; got {t.dtype}")
             if t.dim() < 1 or t.shape[-1] < self.min_dim:
                 raise ValueError(
-                    f"{where}: {name} must have a last (point) dimension of size >= {self.min_dim}; "
-                    f"got shape {tuple(t.shape)}"
+                    f"{where}: {name} must have a last (point) dimension of size >= {self.min_dim}; got shape {tuple(t.shape)}"
                 )
             if dtype is None:
                 dtype, first = t.dtype, name
@@ -322,8 +319,9 @@ class Manifold(abc.ABC):
         check_nc(where, nc, allow_none=True, what_none="a plain Tensor")
         return torch.get_default_dtype() if dtype is None else check_dtype(where, dtype)
 
-    def origin(self, *size: int | Sequence[int], nc: int | None = 2, dtype: torch.dtype | None = None,
-               device: Device = None) -> torch.Tensor:
+    def origin(
+        self, *size: int | Sequence[int], nc: int | None = 2, dtype: torch.dtype | None = None, device: Device = None
+    ) -> torch.Tensor:
         """The origin (the base point of ``expmap0`` / ``logmap0``), broadcast to ``size``.
 
         Args:
@@ -337,9 +335,15 @@ class Manifold(abc.ABC):
         values = self._origin_values(size, dtype, device)
         return self.projx(values if nc is None else mc(values, nc=nc))
 
-    def random(self, *size: int | Sequence[int], std: float = 1.0, nc: int | None = 2,
-               dtype: torch.dtype | None = None, device: Device = None,
-               generator: torch.Generator | None = None) -> torch.Tensor:
+    def random(
+        self,
+        *size: int | Sequence[int],
+        std: float = 1.0,
+        nc: int | None = 2,
+        dtype: torch.dtype | None = None,
+        device: Device = None,
+        generator: torch.Generator | None = None,
+    ) -> torch.Tensor:
         """Random points: ``expmap0`` of a tangent vector at the origin whose Riemannian
         coordinates are ``N(0, std^2)`` (computed in MC arithmetic).
 
@@ -401,8 +405,15 @@ class Manifold(abc.ABC):
 
     # ------------------------------------------------------ batched distance
 
-    def dist_batch(self, rows: torch.Tensor, ia: torch.Tensor, ib: torch.Tensor, *,
-                   leaf: torch.Tensor | None = None, cache: dict[str, torch.Tensor] | None = None) -> torch.Tensor:
+    def dist_batch(
+        self,
+        rows: torch.Tensor,
+        ia: torch.Tensor,
+        ib: torch.Tensor,
+        *,
+        leaf: torch.Tensor | None = None,
+        cache: dict[str, torch.Tensor] | None = None,
+    ) -> torch.Tensor:
         """Distances ``d(rows[ia], rows[ib])`` between rows of a table of MC components,
         as plain numbers: what training and evaluation need by the million.
 
@@ -436,17 +447,21 @@ class Manifold(abc.ABC):
         self._check_batch(rows, ia, ib, leaf, cache)
         return batch.generic(lambda x, y: self.dist(x, y, check=False), rows, ia, ib, leaf=leaf)
 
-    def _check_batch(self, rows: torch.Tensor, ia: torch.Tensor, ib: torch.Tensor, leaf: torch.Tensor | None,
-                     cache: dict[str, torch.Tensor] | None) -> None:
+    def _check_batch(
+        self, rows: torch.Tensor, ia: torch.Tensor, ib: torch.Tensor, leaf: torch.Tensor | None, cache: dict[str, torch.Tensor] | None
+    ) -> None:
         """Argument checks of :meth:`dist_batch` (no host sync: indices are not range-checked)."""
         where = f"{type(self).__name__}.dist_batch"
         check_instance(where, "rows", rows, torch.Tensor, "a plain Tensor of MC components (U, n, nc)")
         if isinstance(rows, MCTensor):
-            raise TypeError(f"{where}: rows must be a plain Tensor of MC components (U, n, nc); got an MCTensor "
-                            "(pass components_of(table))")
+            raise TypeError(
+                f"{where}: rows must be a plain Tensor of MC components (U, n, nc); got an MCTensor (pass components_of(table))"
+            )
         if rows.dim() != 3 or rows.shape[1] < self.min_dim or not rows.is_floating_point():
-            raise ValueError(f"{where}: rows must be floating MC components (U, n, nc) with n >= {self.min_dim}; "
-                             f"got {rows.dtype} of shape {tuple(rows.shape)}")
+            raise ValueError(
+                f"{where}: rows must be floating MC components (U, n, nc) with n >= {self.min_dim}; "
+                f"got {rows.dtype} of shape {tuple(rows.shape)}"
+            )
         for name, idx in (("ia", ia), ("ib", ib)):
             check_instance(where, name, idx, torch.Tensor, "an int64 Tensor of row indices")
             if idx.dtype not in (torch.int64, torch.int32):
@@ -454,9 +469,11 @@ class Manifold(abc.ABC):
         if leaf is not None:
             check_instance(where, "leaf", leaf, torch.Tensor, "a plain Tensor (U, n) or None")
             if isinstance(leaf, MCTensor) or leaf.shape != rows.shape[:-1] or leaf.dtype != rows.dtype:
-                raise ValueError(f"{where}: leaf must be a plain {rows.dtype} Tensor of shape "
-                                 f"{tuple(rows.shape[:-1])} (rows[..., 0]); got {type(leaf).__name__} "
-                                 f"{leaf.dtype} {tuple(leaf.shape)}")
+                raise ValueError(
+                    f"{where}: leaf must be a plain {rows.dtype} Tensor of shape "
+                    f"{tuple(rows.shape[:-1])} (rows[..., 0]); got {type(leaf).__name__} "
+                    f"{leaf.dtype} {tuple(leaf.shape)}"
+                )
         if cache is not None:
             check_instance(where, "cache", cache, dict, "a dict or None")
 

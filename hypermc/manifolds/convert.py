@@ -49,8 +49,7 @@ def _check(x: torch.Tensor, where: str, min_dim: int = 1, arg: str = "x") -> Non
     if not x.is_floating_point():
         raise TypeError(f"{where}: {arg} must have a floating dtype; got {x.dtype}")
     if x.dim() < 1 or x.shape[-1] < min_dim:
-        raise ValueError(f"{where}: {arg} must have a last (point) dimension of size >= {min_dim}; "
-                         f"got shape {tuple(x.shape)}")
+        raise ValueError(f"{where}: {arg} must have a last (point) dimension of size >= {min_dim}; got shape {tuple(x.shape)}")
 
 
 def _scale(x: torch.Tensor, c: float, power: float) -> torch.Tensor:
@@ -220,4 +219,3 @@ def lorentz_to_halfspace(x: torch.Tensor, *, curvature: float | torch.Tensor = -
     safe_plus = torch.where(up, plus, torch.ones_like(plus))
     diff = torch.where(up, (1 + common.sqnorm(mid, keepdim=True)) / safe_plus, x0 - xn)
     return torch.cat([mid, torch.ones_like(diff)], dim=-1) / diff
-

@@ -111,8 +111,15 @@ class Euclidean(Manifold):
         self._check("egrad2rgrad", x=x, g=g)
         return g
 
-    def dist_batch(self, rows: torch.Tensor, ia: torch.Tensor, ib: torch.Tensor, *,
-                   leaf: torch.Tensor | None = None, cache: dict[str, torch.Tensor] | None = None) -> torch.Tensor:
+    def dist_batch(
+        self,
+        rows: torch.Tensor,
+        ia: torch.Tensor,
+        ib: torch.Tensor,
+        *,
+        leaf: torch.Tensor | None = None,
+        cache: dict[str, torch.Tensor] | None = None,
+    ) -> torch.Tensor:
         """Batched distances of table rows; see :meth:`.base.Manifold.dist_batch` and :func:`.math.batch.euclidean`."""
         self._check_batch(rows, ia, ib, leaf, cache)
         return batch.euclidean(rows, ia, ib, leaf=leaf, cache=cache)

@@ -128,8 +128,15 @@ class PoincareHalfspace(Manifold):
         self._check("egrad2rgrad", x=x, g=g)
         return H.egrad2rgrad(x, g, self.c)
 
-    def dist_batch(self, rows: torch.Tensor, ia: torch.Tensor, ib: torch.Tensor, *,
-                   leaf: torch.Tensor | None = None, cache: dict[str, torch.Tensor] | None = None) -> torch.Tensor:
+    def dist_batch(
+        self,
+        rows: torch.Tensor,
+        ia: torch.Tensor,
+        ib: torch.Tensor,
+        *,
+        leaf: torch.Tensor | None = None,
+        cache: dict[str, torch.Tensor] | None = None,
+    ) -> torch.Tensor:
         """Batched distances of table rows; see :meth:`.base.Manifold.dist_batch` and :func:`.math.batch.halfspace`."""
         self._check_batch(rows, ia, ib, leaf, cache)
         return batch.halfspace(rows, ia, ib, self.c, leaf=leaf, cache=cache)

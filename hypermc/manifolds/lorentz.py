@@ -132,8 +132,15 @@ class Lorentz(Manifold):
         self._check("egrad2rgrad", x=x, g=g)
         return L.egrad2rgrad(x, g, self.c)
 
-    def dist_batch(self, rows: torch.Tensor, ia: torch.Tensor, ib: torch.Tensor, *,
-                   leaf: torch.Tensor | None = None, cache: dict[str, torch.Tensor] | None = None) -> torch.Tensor:
+    def dist_batch(
+        self,
+        rows: torch.Tensor,
+        ia: torch.Tensor,
+        ib: torch.Tensor,
+        *,
+        leaf: torch.Tensor | None = None,
+        cache: dict[str, torch.Tensor] | None = None,
+    ) -> torch.Tensor:
         """Batched distances of table rows; see :meth:`.base.Manifold.dist_batch` and :func:`.math.batch.lorentz`."""
         self._check_batch(rows, ia, ib, leaf, cache)
         return batch.lorentz(rows, ia, ib, self.c, leaf=leaf, cache=cache)
@@ -159,7 +166,5 @@ class Lorentz(Manifold):
         tol = atol if atol is not None else 2.0**CONSTRAINT_MARGIN_BITS * common.unit_roundoff(x)
         bad = common.lead(resid) > tol * common.lead(x0 * x0).abs().clamp_min(1.0)
         if bool(bad.any()):
-            return False, _reason(
-                f"<x, x>_L differs from -1/c by more than {tol:.3g} x_0^2 (off the hyperboloid)", bad
-            )
+            return False, _reason(f"<x, x>_L differs from -1/c by more than {tol:.3g} x_0^2 (off the hyperboloid)", bad)
         return True, None

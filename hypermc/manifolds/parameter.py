@@ -102,9 +102,7 @@ def manifold_from_state(state) -> Manifold:
 
     classes = {c.__name__: c for c in (PoincareBall, PoincareHalfspace, Lorentz, Euclidean)}
     if not (isinstance(state, tuple) and len(state) == 2 and state[0] in classes):
-        raise ValueError(
-            f"pickled ManifoldParameter: manifold state must be (one of {sorted(classes)}, curvature); got {state!r}"
-        )
+        raise ValueError(f"pickled ManifoldParameter: manifold state must be (one of {sorted(classes)}, curvature); got {state!r}")
     name, curvature = state
     if name == "Euclidean":
         return Euclidean()

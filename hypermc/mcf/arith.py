@@ -171,8 +171,7 @@ def from_engine(z: torch.Tensor, dtype: torch.dtype, nc: int) -> torch.Tensor:
     return _split_engine(z, dtype, nc, scratch=False)
 
 
-def _split_engine(z: torch.Tensor, dtype: torch.dtype, nc: int, *, scratch: bool,
-                  sign: torch.Tensor | None = None) -> torch.Tensor:
+def _split_engine(z: torch.Tensor, dtype: torch.dtype, nc: int, *, scratch: bool, sign: torch.Tensor | None = None) -> torch.Tensor:
     """:func:`from_engine` into a planar buffer; ``scratch=True`` lets it overwrite ``z``.
 
     ``sign``: a tensor whose sign the leading component takes (``copysign``), for
@@ -896,8 +895,7 @@ def _long_division_scaled(x: torch.Tensor, y: torch.Tensor, nc: int) -> torch.Te
     return _long_division_general(x, y, nc)
 
 
-def _remainder_step(r: list[torch.Tensor], ys: list[torch.Tensor], q: torch.Tensor,
-                    nc: int, *, renormalise: bool = True):
+def _remainder_step(r: list[torch.Tensor], ys: list[torch.Tensor], q: torch.Tensor, nc: int, *, renormalise: bool = True):
     """``r - q y`` by the fixed networks, without the fast-path check.
 
     The product levels of ``y`` and ``-q`` (:func:`_product_levels`) are added to the
@@ -1368,9 +1366,7 @@ def minimum(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     return _nan_if_either(where(pick, x, y), x, y)
 
 
-def clamp(
-    x: torch.Tensor, lo: torch.Tensor | None = None, hi: torch.Tensor | None = None
-) -> torch.Tensor:
+def clamp(x: torch.Tensor, lo: torch.Tensor | None = None, hi: torch.Tensor | None = None) -> torch.Tensor:
     """Clamp to ``[lo, hi]`` (component tensors or ``None``), exact; NaN stays NaN.
 
     Example:

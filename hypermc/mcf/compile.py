@@ -104,8 +104,7 @@ def is_opaque(func: torch._ops.OpOverload) -> bool:
 
 def _mutated_names(func: torch._ops.OpOverload) -> tuple[list[int], list[str]]:
     """Positions and names of the arguments that ``func`` writes to."""
-    written = [(i, a) for i, a in enumerate(func._schema.arguments)
-               if a.alias_info is not None and a.alias_info.is_write]
+    written = [(i, a) for i, a in enumerate(func._schema.arguments) if a.alias_info is not None and a.alias_info.is_write]
     return [i for i, a in written if not a.kwarg_only], [a.name for _, a in written if a.kwarg_only]
 
 
@@ -419,4 +418,3 @@ def call_opaque(func: torch._ops.OpOverload, args: tuple, kwargs: dict, mc_type:
             target.copy_(out)
         return target
     return out
-

@@ -99,9 +99,7 @@ def float_format(dtype: torch.dtype) -> FloatFormat:
     try:
         return _FORMATS[dtype]
     except KeyError:
-        raise TypeError(
-            f"component dtype must be one of float16, bfloat16, float32, float64; got {dtype}"
-        ) from None
+        raise TypeError(f"component dtype must be one of float16, bfloat16, float32, float64; got {dtype}") from None
 
 
 def two_sum(a: torch.Tensor, b: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -453,9 +451,7 @@ def _sort_by_magnitude_finite(t: list[torch.Tensor]) -> list[torch.Tensor]:
     return t
 
 
-def renormalize(
-    terms: torch.Tensor | list[torch.Tensor], nc: int, *, presorted: bool = False
-) -> torch.Tensor:
+def renormalize(terms: torch.Tensor | list[torch.Tensor], nc: int, *, presorted: bool = False) -> torch.Tensor:
     """Turn ``m`` floating terms into a normalised ``nc``-component expansion.
 
     Algorithm (after Boldo–Joldes–Muller–Popescu 2017, vectorised, made branch-free and

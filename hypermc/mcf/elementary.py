@@ -221,10 +221,7 @@ def _series_plan(p: int, nc: int) -> tuple[int, ...]:
     n = 1
     while weight_bits(n + 1) < target:
         n += 1
-    levels = [0] + [
-        min(nc, max(1, math.ceil((target + _GUARD_BITS - weight_bits(k)) / p)))
-        for k in range(1, n + 1)
-    ]
+    levels = [0] + [min(nc, max(1, math.ceil((target + _GUARD_BITS - weight_bits(k)) / p))) for k in range(1, n + 1)]
     return tuple(levels)
 
 
@@ -321,8 +318,8 @@ def _dispatch(
     flat = x.reshape(n, nc)
     out = torch.empty((nc, n), dtype=x.dtype, device=x.device)
     for start in range(0, n, _CPU_BLOCK):
-        block = _generic_path(flat[start:start + _CPU_BLOCK], plain, generic, prepare, odd)
-        out[:, start:start + _CPU_BLOCK] = block.movedim(-1, 0)
+        block = _generic_path(flat[start : start + _CPU_BLOCK], plain, generic, prepare, odd)
+        out[:, start : start + _CPU_BLOCK] = block.movedim(-1, 0)
     return out.movedim(0, -1).reshape(x.shape)
 
 
@@ -467,8 +464,12 @@ def _planar_view(a: list[torch.Tensor]) -> torch.Tensor | None:
     if step <= 0 or step % item:
         return None
     for k, t in enumerate(a):
-        if (t.data_ptr() != t0.data_ptr() + k * step or t.stride() != t0.stride() or t.dtype != t0.dtype
-                or t.untyped_storage().data_ptr() != t0.untyped_storage().data_ptr()):
+        if (
+            t.data_ptr() != t0.data_ptr() + k * step
+            or t.stride() != t0.stride()
+            or t.dtype != t0.dtype
+            or t.untyped_storage().data_ptr() != t0.untyped_storage().data_ptr()
+        ):
             return None
     return t0.as_strided((*t0.shape, len(a)), (*t0.stride(), step // item))
 
@@ -963,7 +964,7 @@ def _atanh_engine(x: torch.Tensor, engine: torch.dtype) -> torch.Tensor:
     comps = unpack(x)
     neg = torch.signbit(comps[0])
     a = _engine_in(x, engine).abs_()
-    den = (1.0 - comps[0].abs().to(engine))  # exact in the engine dtype
+    den = 1.0 - comps[0].abs().to(engine)  # exact in the engine dtype
     for c in comps[1:]:
         den.sub_(torch.where(neg, -c, c))  # 1 - |x|: one rounding, relative to 1 - |x|
     y = (2 * a).div_(den).log1p_().mul_(0.5)
@@ -1105,9 +1106,7 @@ def log1p(x: torch.Tensor) -> torch.Tensor:
         >>> [e < 64 for e in err]  # the bound above
         [True, True]
     """
-    return _dispatch(
-        x, torch.log1p, _log1p_engine, _log1p_masked_generic, prepare=_prepare_log1p, odd=True
-    )
+    return _dispatch(x, torch.log1p, _log1p_engine, _log1p_masked_generic, prepare=_prepare_log1p, odd=True)
 
 
 def sinh(x: torch.Tensor) -> torch.Tensor:
@@ -1262,9 +1261,7 @@ def atanh(x: torch.Tensor) -> torch.Tensor:
         >>> [e < 64 for e in err]  # the bound above
         [True]
     """
-    return _dispatch(
-        x, torch.atanh, _atanh_engine, _atanh_generic, prepare=_prepare_atanh, odd=True
-    )
+    return _dispatch(x, torch.atanh, _atanh_engine, _atanh_generic, prepare=_prepare_atanh, odd=True)
 
 
 for _fn in (exp, expm1, log, log1p, sinh, cosh, tanh, asinh, acosh, atanh):

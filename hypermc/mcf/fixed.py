@@ -207,8 +207,7 @@ def normalised(c: torch.Tensor, bound: torch.Tensor | None = None) -> torch.Tens
     return ok
 
 
-def patch(out: torch.Tensor, ok: torch.Tensor, general: Callable[..., torch.Tensor],
-          *operands: torch.Tensor) -> torch.Tensor:
+def patch(out: torch.Tensor, ok: torch.Tensor, general: Callable[..., torch.Tensor], *operands: torch.Tensor) -> torch.Tensor:
     """Replace the elements of ``out`` where ``ok`` is false by ``general(*operands)``.
 
     ``out`` is a view ``(*shape, nc)`` of a planar buffer (as :func:`renorm_levels`
@@ -239,8 +238,7 @@ def patch(out: torch.Tensor, ok: torch.Tensor, general: Callable[..., torch.Tens
         return torch.where(ok.unsqueeze(-1), out, general(*operands))
     shape = ok.shape
     idx = torch.nonzero(~ok.reshape(-1)).squeeze(1)
-    rows = [torch.broadcast_to(o, (*shape, o.shape[-1])).reshape(-1, o.shape[-1])[idx]
-            for o in operands]
+    rows = [torch.broadcast_to(o, (*shape, o.shape[-1])).reshape(-1, o.shape[-1])[idx] for o in operands]
     fixed = general(*rows)
     buf = out.movedim(-1, 0).reshape(nc, -1)  # the planar buffer itself (a view)
     buf[:, idx] = fixed.movedim(-1, 0)

@@ -257,9 +257,7 @@ def full_precision_gemm() -> Iterator[None]:
 # -------------------------------------------------------------------------- public API
 
 
-def matmul(
-    a: torch.Tensor, b: torch.Tensor, nc: int | None = None, *, engine: torch.dtype | None = None
-) -> torch.Tensor:
+def matmul(a: torch.Tensor, b: torch.Tensor, nc: int | None = None, *, engine: torch.dtype | None = None) -> torch.Tensor:
     """Matrix product of two component tensors with :func:`torch.matmul` semantics.
 
     Args:
@@ -299,9 +297,7 @@ def matmul(
     return _matmul(a, b, nc, engine)
 
 
-def matmul_plan(
-    a: torch.Tensor, b: torch.Tensor, nc: int | None = None, *, engine: torch.dtype | None = None
-) -> MatmulPlan:
+def matmul_plan(a: torch.Tensor, b: torch.Tensor, nc: int | None = None, *, engine: torch.dtype | None = None) -> MatmulPlan:
     """The :class:`MatmulPlan` that :func:`matmul` would use for these operands.
 
     Runs the data-dependent analysis (scales, ``|A||B|``, exponent ranges) but not the
@@ -324,8 +320,7 @@ def matmul_plan(
     return plan
 
 
-def dot(a: torch.Tensor, b: torch.Tensor, nc: int | None = None, *,
-        engine: torch.dtype | None = None) -> torch.Tensor:
+def dot(a: torch.Tensor, b: torch.Tensor, nc: int | None = None, *, engine: torch.dtype | None = None) -> torch.Tensor:
     """Dot product of two 1-D component tensors ``(k, nca)``, ``(k, ncb)`` -> ``(nc,)``.
 
     Same algorithm and bound as :func:`matmul`. Raises ``ValueError`` unless both are 1-D.
@@ -339,8 +334,7 @@ def dot(a: torch.Tensor, b: torch.Tensor, nc: int | None = None, *,
     return matmul(a, b, nc, engine=engine)
 
 
-def mv(a: torch.Tensor, b: torch.Tensor, nc: int | None = None, *,
-       engine: torch.dtype | None = None) -> torch.Tensor:
+def mv(a: torch.Tensor, b: torch.Tensor, nc: int | None = None, *, engine: torch.dtype | None = None) -> torch.Tensor:
     """Matrix-vector product ``(m, k, nca) @ (k, ncb) -> (m, nc)`` (bound as :func:`matmul`).
 
     Example:
@@ -352,8 +346,7 @@ def mv(a: torch.Tensor, b: torch.Tensor, nc: int | None = None, *,
     return matmul(a, b, nc, engine=engine)
 
 
-def mm(a: torch.Tensor, b: torch.Tensor, nc: int | None = None, *,
-       engine: torch.dtype | None = None) -> torch.Tensor:
+def mm(a: torch.Tensor, b: torch.Tensor, nc: int | None = None, *, engine: torch.dtype | None = None) -> torch.Tensor:
     """Matrix product ``(m, k, nca) @ (k, n, ncb) -> (m, n, nc)`` (bound as :func:`matmul`).
 
     Example:
@@ -367,8 +360,7 @@ def mm(a: torch.Tensor, b: torch.Tensor, nc: int | None = None, *,
     return matmul(a, b, nc, engine=engine)
 
 
-def bmm(a: torch.Tensor, b: torch.Tensor, nc: int | None = None, *,
-        engine: torch.dtype | None = None) -> torch.Tensor:
+def bmm(a: torch.Tensor, b: torch.Tensor, nc: int | None = None, *, engine: torch.dtype | None = None) -> torch.Tensor:
     """Batched product ``(B, m, k, nca) @ (B, k, n, ncb) -> (B, m, n, nc)``, no broadcasting.
 
     Example:
@@ -380,14 +372,19 @@ def bmm(a: torch.Tensor, b: torch.Tensor, nc: int | None = None, *,
     """
     _check_logical_dims("bmm", a, b, (3,), (3,))
     if a.shape[0] != b.shape[0]:
-        raise ValueError(f"bmm: batch sizes differ: a has {a.shape[0]}, b has {b.shape[0]}; "
-                         "use matmul for broadcasting")
+        raise ValueError(f"bmm: batch sizes differ: a has {a.shape[0]}, b has {b.shape[0]}; use matmul for broadcasting")
     return matmul(a, b, nc, engine=engine)
 
 
 def addmm(
-    c: torch.Tensor, a: torch.Tensor, b: torch.Tensor, nc: int | None = None, *,
-    beta: float = 1, alpha: float = 1, engine: torch.dtype | None = None,
+    c: torch.Tensor,
+    a: torch.Tensor,
+    b: torch.Tensor,
+    nc: int | None = None,
+    *,
+    beta: float = 1,
+    alpha: float = 1,
+    engine: torch.dtype | None = None,
 ) -> torch.Tensor:
     """``beta * c + alpha * (a @ b)`` with one final rounding, :func:`torch.addmm` semantics.
 
@@ -414,8 +411,7 @@ def addmm(
     _check_component_tensor("addmm", "c", c)
     if c.dim() - 1 > 2:
         raise ValueError(f"addmm: c must have at most 2 logical dims, got shape {tuple(c.shape[:-1])}")
-    a, b, nc, engine = _validate(a, b, nc, engine, "addmm",
-                                 extra_nc=c.shape[-1] if beta != 0 else 1)
+    a, b, nc, engine = _validate(a, b, nc, engine, "addmm", extra_nc=c.shape[-1] if beta != 0 else 1)
     if c.dtype != a.dtype:
         raise TypeError(f"addmm: c has dtype {c.dtype}, a and b have {a.dtype}")
     if c.device != a.device:
@@ -427,14 +423,17 @@ def addmm(
         try:
             torch.broadcast_shapes(tuple(addend.shape[:-1]), out_shape)
         except RuntimeError:
-            raise ValueError(f"addmm: c of shape {tuple(c.shape[:-1])} does not broadcast to "
-                             f"the product's shape {out_shape}") from None
+            raise ValueError(f"addmm: c of shape {tuple(c.shape[:-1])} does not broadcast to the product's shape {out_shape}") from None
     return _matmul(a, b, nc, engine, addend=addend)
 
 
 def linear(
-    x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None,
-    nc: int | None = None, *, engine: torch.dtype | None = None,
+    x: torch.Tensor,
+    weight: torch.Tensor,
+    bias: torch.Tensor | None = None,
+    nc: int | None = None,
+    *,
+    engine: torch.dtype | None = None,
 ) -> torch.Tensor:
     """``x @ weight.T + bias`` (:func:`torch.nn.functional.linear` semantics).
 
@@ -457,15 +456,13 @@ def linear(
     _check_component_tensor("linear", "x", x)
     _check_component_tensor("linear", "weight", weight)
     if weight.dim() != 3:
-        raise ValueError(f"linear: weight must be a 2-D component tensor (out, in, nc), "
-                         f"got shape {tuple(weight.shape)}")
+        raise ValueError(f"linear: weight must be a 2-D component tensor (out, in, nc), got shape {tuple(weight.shape)}")
     wt = weight.transpose(0, 1)
     extra = 1
     if bias is not None:
         _check_component_tensor("linear", "bias", bias)
         if bias.dim() != 2 or bias.shape[0] != weight.shape[0]:
-            raise ValueError(f"linear: bias must be a component tensor (out={weight.shape[0]}, nc), "
-                             f"got shape {tuple(bias.shape)}")
+            raise ValueError(f"linear: bias must be a component tensor (out={weight.shape[0]}, nc), got shape {tuple(bias.shape)}")
         if bias.dtype != x.dtype:
             raise TypeError(f"linear: bias has dtype {bias.dtype}, x has {x.dtype}")
         extra = bias.shape[-1]
@@ -479,12 +476,10 @@ def linear(
 def _check_component_tensor(name: str, arg: str, x: object) -> None:
     t: torch.Tensor = check_instance(name, arg, x, torch.Tensor, "a component tensor (torch.Tensor of shape (*shape, nc))")
     if t.dim() < 1:
-        raise ValueError(f"{name}: {arg} must have a trailing component dim, got a 0-d tensor; "
-                         "pass a plain tensor t as t.unsqueeze(-1)")
+        raise ValueError(f"{name}: {arg} must have a trailing component dim, got a 0-d tensor; pass a plain tensor t as t.unsqueeze(-1)")
 
 
-def _check_logical_dims(name: str, a: torch.Tensor, b: torch.Tensor,
-                        dims_a: tuple[int, ...], dims_b: tuple[int, ...]) -> None:
+def _check_logical_dims(name: str, a: torch.Tensor, b: torch.Tensor, dims_a: tuple[int, ...], dims_b: tuple[int, ...]) -> None:
     _check_component_tensor(name, "a", a)
     _check_component_tensor(name, "b", b)
     if a.dim() - 1 not in dims_a or b.dim() - 1 not in dims_b:
@@ -499,14 +494,14 @@ def _validate(a, b, nc, engine, name, extra_nc: int = 1):
     _check_component_tensor(name, "a", a)
     _check_component_tensor(name, "b", b)
     if a.dtype != b.dtype:
-        raise TypeError(f"{name}: operands have different dtypes {a.dtype} and {b.dtype}; "
-                        "convert one explicitly (no implicit precision change)")
+        raise TypeError(
+            f"{name}: operands have different dtypes {a.dtype} and {b.dtype}; convert one explicitly (no implicit precision change)"
+        )
     float_format(a.dtype)  # TypeError for non-float dtypes
     if a.device != b.device:
         raise ValueError(f"{name}: operands are on different devices {a.device} and {b.device}")
     if a.dim() < 2 or b.dim() < 2:
-        raise ValueError(f"{name}: both operands need at least one logical dim, got shapes "
-                         f"{tuple(a.shape[:-1])} and {tuple(b.shape[:-1])}")
+        raise ValueError(f"{name}: both operands need at least one logical dim, got shapes {tuple(a.shape[:-1])} and {tuple(b.shape[:-1])}")
     if nc is None:
         nc = max(a.shape[-1], b.shape[-1], extra_nc)
     nc = check_nc(name, nc)
@@ -520,8 +515,10 @@ def _validate(a, b, nc, engine, name, extra_nc: int = 1):
     ka = a.shape[-2]
     kb = b.shape[-3] if b.dim() >= 3 else b.shape[-2]
     if ka != kb:
-        raise ValueError(f"{name}: contracted sizes differ: a has {ka} columns, b has {kb} rows "
-                         f"(logical shapes {tuple(a.shape[:-1])} and {tuple(b.shape[:-1])})")
+        raise ValueError(
+            f"{name}: contracted sizes differ: a has {ka} columns, b has {kb} rows "
+            f"(logical shapes {tuple(a.shape[:-1])} and {tuple(b.shape[:-1])})"
+        )
     if a.dim() > 3 or b.dim() > 3:
         ba = a.shape[:-3] if a.dim() > 3 else ()
         bb = b.shape[:-3] if b.dim() > 3 else ()
@@ -727,20 +724,18 @@ def _analyse(a: torch.Tensor, b: torch.Tensor, nc: int, engine: torch.dtype, poo
     extreme = int(max(rest, default=0.0))
     if g_min == 0:  # a float32 |A||B| cannot tell underflow from exact zeros
         g_min = _abs_product_min(terms_a[0], terms_b[0], k, pool, zeros, exact_zeros=True).item()
-    stats = _Stats(out_shape, terms_a, terms_b, exp_a, exp_b, bad_a, bad_b, any_bad, extreme, k,
-                   scale_a, scale_b)
+    stats = _Stats(out_shape, terms_a, terms_b, exp_a, exp_b, bad_a, bad_b, any_bad, extreme, k, scale_a, scale_b)
     if not math.isfinite(g_min):
         pool.give(*terms_a, *terms_b)
         return MatmulPlan("zero", engine), stats
     # theta: allowed dropped weight per unit of k (module docstring, step 4), floored to a
     # power of two so that the plan cache sees few distinct keys.
     log2_g = max(math.frexp(g_min)[1] - 1, -MAX_RANGE_BITS)
-    log2_theta = (log2_g + math.floor(math.log2(_TRUNCATION_SHARE * _G_LOWER))
-                  - nc * p - (k - 1).bit_length())
+    log2_theta = log2_g + math.floor(math.log2(_TRUNCATION_SHARE * _G_LOWER)) - nc * p - (k - 1).bit_length()
     ratio = round(math.log2(max(terms_a[0].numel(), 1) / max(terms_b[0].numel(), 1)))
-    plan = _make_plan(k, engine, p, nc, a.shape[-1], b.shape[-1],
-                      max(p, int(bits_a)), max(p, int(bits_b)), log2_theta,
-                      max(-8, min(8, ratio)))
+    plan = _make_plan(
+        k, engine, p, nc, a.shape[-1], b.shape[-1], max(p, int(bits_a)), max(p, int(bits_b)), log2_theta, max(-8, min(8, ratio))
+    )
     return plan, stats
 
 
@@ -751,12 +746,10 @@ def _scales(lead: torch.Tensor, dim: int) -> tuple[torch.Tensor, torch.Tensor, t
     return torch.frexp(big).exponent, ~torch.isfinite(big), big == 0
 
 
-_INT_OF = {torch.float64: torch.int64, torch.float32: torch.int32,
-           torch.float16: torch.int16, torch.bfloat16: torch.int16}
+_INT_OF = {torch.float64: torch.int64, torch.float32: torch.int32, torch.float16: torch.int16, torch.bfloat16: torch.int16}
 
 
-def _exact_bits(x: torch.Tensor, exp: torch.Tensor, dim: int, p: int,
-                pool: _Pool) -> torch.Tensor | None:
+def _exact_bits(x: torch.Tensor, exp: torch.Tensor, dim: int, p: int, pool: _Pool) -> torch.Tensor | None:
     """Bits below the row (column) scale ``2**exp`` that hold a one-component operand exactly.
 
     For each row: ``p - (e_min - E)`` where ``2**(e_min-1)`` is at most the smallest
@@ -785,8 +778,7 @@ def _pow2(e: torch.Tensor) -> torch.Tensor:
     return bits.view(torch.float64)
 
 
-def _scaled_terms(x: torch.Tensor, exp: torch.Tensor,
-                  pool: _Pool) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
+def _scaled_terms(x: torch.Tensor, exp: torch.Tensor, pool: _Pool) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
     """Components of ``x`` as float64 tensors times ``2**-exp`` (exact), so ``|term_0| < 1``.
 
     Also returns the normal powers of two whose product is ``2**-exp``: one for float32
@@ -810,9 +802,9 @@ def _scaled_terms(x: torch.Tensor, exp: torch.Tensor,
 _G32_MAX_K = 1 << 20
 
 
-def _abs_product_min(ta: torch.Tensor, tb: torch.Tensor, k: int, pool: _Pool,
-                     zeros: tuple[torch.Tensor, torch.Tensor],
-                     exact_zeros: bool = False) -> torch.Tensor:
+def _abs_product_min(
+    ta: torch.Tensor, tb: torch.Tensor, k: int, pool: _Pool, zeros: tuple[torch.Tensor, torch.Tensor], exact_zeros: bool = False
+) -> torch.Tensor:
     """Smallest entry of ``|A| |B|`` (scaled leading components) as a 0-d tensor.
 
     Entries in all-zero rows of ``A`` / columns of ``B`` (``zeros``) and those with an
@@ -929,8 +921,9 @@ def _term_bands(n_slices: int, beta: int, n_terms: int, p: int) -> int:
 
 
 @functools.lru_cache(maxsize=4096)
-def _make_plan(k: int, engine: torch.dtype, p: int, nc: int, nca: int, ncb: int,
-               bits_a: int, bits_b: int, log2_theta: int, size_log2_ratio: int = 0) -> MatmulPlan:
+def _make_plan(
+    k: int, engine: torch.dtype, p: int, nc: int, nca: int, ncb: int, bits_a: int, bits_b: int, log2_theta: int, size_log2_ratio: int = 0
+) -> MatmulPlan:
     """Choose digit widths and slice pairs (module docstring, steps 2-5).
 
     ``bits_a``: bits below the row scale after which every scaled component of ``A`` is
@@ -968,8 +961,7 @@ def _make_plan(k: int, engine: torch.dtype, p: int, nc: int, nca: int, ncb: int,
         used_a = max(s for s, _ in pairs)
         used_b = max(t for _, t in pairs)
         # ties: fewest elementwise passes (component-bands, weighted by operand size)
-        passes = (_term_bands(used_a, ba, nca, p) * 2.0**size_log2_ratio
-                  + _term_bands(used_b, bb, ncb, p))
+        passes = _term_bands(used_a, ba, nca, p) * 2.0**size_log2_ratio + _term_bands(used_b, bb, ncb, p)
         key = (len(pairs), passes, abs(ba - bb))
         if best is None or key < best[0]:
             best = (key, ba, bb, pairs, fa * fb, used_a, used_b)
@@ -1019,8 +1011,7 @@ class _Digits:
     integers (times ``2**(beta s)``) for the float32 engine, whose range is too small.
     """
 
-    def __init__(self, terms: list[torch.Tensor], beta: int, p: int, engine: torch.dtype,
-                 pool: _Pool) -> None:
+    def __init__(self, terms: list[torch.Tensor], beta: int, p: int, engine: torch.dtype, pool: _Pool) -> None:
         self.terms = terms  # residues, updated in place
         self.beta = beta
         self.first = [max(1, (c * p - 1) // beta + 1) for c in range(len(terms))]
@@ -1046,8 +1037,7 @@ class _Digits:
             self.pool.give(target)
 
 
-def _sliced_product(plan: MatmulPlan, stats: _Stats, dtype: torch.dtype, nc: int, addend,
-                    pool: _Pool) -> torch.Tensor:
+def _sliced_product(plan: MatmulPlan, stats: _Stats, dtype: torch.dtype, nc: int, addend, pool: _Pool) -> torch.Tensor:
     """Slice both operands, one GEMM per slice of the less-sliced operand, accumulate.
 
     The slices of the more-sliced operand are stacked (``A``: along rows, ``B``: along
@@ -1202,8 +1192,7 @@ def _unscale(comps: list[torch.Tensor], stats: _Stats) -> list[torch.Tensor]:
     return [c.mul_(s1).mul_(s2).mul_(s3) for c in comps]
 
 
-def _finish(comps: list[torch.Tensor], dtype: torch.dtype, nc: int, addend, stats: _Stats,
-            pool: _Pool) -> torch.Tensor:
+def _finish(comps: list[torch.Tensor], dtype: torch.dtype, nc: int, addend, stats: _Stats, pool: _Pool) -> torch.Tensor:
     """Round a float64 expansion (plus an optional component-tensor addend) to ``nc`` components.
 
     ``comps`` are owned float64 buffers of the output shape, largest first, nearly
@@ -1223,8 +1212,7 @@ def _finish(comps: list[torch.Tensor], dtype: torch.dtype, nc: int, addend, stat
         while (n_terms * 2.0**-_P_ACC) ** levels * 2 > _CASCADE_SHARE * 2.0 ** (-nc * p):
             levels += 1
         comps = _compress(_cascade(list(comps) + extra, levels, pool), n_acc, pool)
-    overflow_possible = (stats.exp_extreme * 2 + stats.k.bit_length() + 2
-                         >= math.frexp(torch.finfo(dtype).max)[1])
+    overflow_possible = stats.exp_extreme * 2 + stats.k.bit_length() + 2 >= math.frexp(torch.finfo(dtype).max)[1]
     out = torch.empty((nc, *shape), dtype=dtype, device=comps[0].device)
     if dtype == _ACC:
         for i in range(nc):

@@ -74,8 +74,17 @@ NCS = (2, 3, 4)
 #: the build timeout), and a first ``exp`` must not stall a user's program that long;
 #: nc = 4 exp/log run the torch path (same bits, slower).
 ELEMENTARY_NCS = (2, 3)
-_FLAGS = ["-O3", "-std=c++17", "-shared", "-fPIC", "-ffp-contract=off", "-fno-fast-math",
-          "-fno-math-errno", "-fopenmp-simd", "-march=native"]
+_FLAGS = [
+    "-O3",
+    "-std=c++17",
+    "-shared",
+    "-fPIC",
+    "-ffp-contract=off",
+    "-fno-fast-math",
+    "-fno-math-errno",
+    "-fopenmp-simd",
+    "-march=native",
+]
 _NAMES = {torch.float32: "f32", torch.float64: "f64"}
 # Elements per thread below which one call does it all.
 _CHUNK = 1 << 15
@@ -131,8 +140,7 @@ def _build(cxx: str, name: str, nc: int, part: str = "arith") -> Path:
     """Generate, compile and cache the library of one configuration; its path."""
     src = generate(name, nc, part).encode()
     version = subprocess.run([cxx, "--version"], capture_output=True, text=True, timeout=60).stdout
-    key = hashlib.sha256(src + " ".join(_FLAGS).encode() + version.encode() + _cpu_tag().encode()
-                         + sys.platform.encode()).hexdigest()[:16]
+    key = hashlib.sha256(src + " ".join(_FLAGS).encode() + version.encode() + _cpu_tag().encode() + sys.platform.encode()).hexdigest()[:16]
     out = _cache_dir() / f"hypermc_{name}_nc{nc}{'' if part == 'arith' else '_' + part}_{key}.so"
     if out.exists():
         return out
@@ -162,8 +170,11 @@ def _declare(lib: ctypes.CDLL, name: str, nc: int, part: str = "arith") -> None:
         "sqrt": [i64, vp, i64, i64, dbl, dbl, vp, i64, vp],
     }
     if part == "elementary":  # elementary's float64 path
-        signatures = {"exp": [i64, vp, i64, i64, vp, i64, vp], "log_reduce": [i64, vp, i64, i64, vp, i64, vp],
-                      "log_core": pair + [vp, i64, vp]}
+        signatures = {
+            "exp": [i64, vp, i64, i64, vp, i64, vp],
+            "log_reduce": [i64, vp, i64, i64, vp, i64, vp],
+            "log_core": pair + [vp, i64, vp],
+        }
     for op, args in signatures.items():
         if nc == 2 and op in ("div", "sqrt"):
             continue  # double-word add and mul only
@@ -203,9 +214,12 @@ def _open(dtype: torch.dtype, name: str, nc: int, part: str = "arith") -> ctypes
     bad = _self_check(lib, dtype, nc) if part == "arith" else _self_check(lib, dtype, nc, part)
     if bad:
         label = "" if part == "arith" else part + " "
-        warnings.warn(f"hypermc native {label}kernels for {name} nc={nc} disabled: {bad} differs from the torch "
-                      "kernels (a compiler that contracts or reassociates?); using the torch kernels",
-                      RuntimeWarning, stacklevel=4)
+        warnings.warn(
+            f"hypermc native {label}kernels for {name} nc={nc} disabled: {bad} differs from the torch "
+            "kernels (a compiler that contracts or reassociates?); using the torch kernels",
+            RuntimeWarning,
+            stacklevel=4,
+        )
         return f"self-check failed: {bad}"
     return lib
 
@@ -218,8 +232,11 @@ def _self_check_inputs(dtype: torch.dtype, nc: int) -> tuple[torch.Tensor, torch
     emax = math.frexp(torch.finfo(dtype).max)[1]
 
     def expansion(lead_exp: torch.Tensor) -> torch.Tensor:
-        terms = [(torch.rand(n, generator=gen, dtype=torch.float64) * 2 - 1).to(dtype)
-                 * torch.pow(2.0, (lead_exp - k * p).to(torch.float64)).to(dtype) for k in range(nc + 1)]
+        terms = [
+            (torch.rand(n, generator=gen, dtype=torch.float64) * 2 - 1).to(dtype)
+            * torch.pow(2.0, (lead_exp - k * p).to(torch.float64)).to(dtype)
+            for k in range(nc + 1)
+        ]
         return renormalize(terms, nc)
 
     moderate = torch.randint(-20, 20, (n,), generator=gen)
@@ -244,14 +261,16 @@ def _self_check(lib: ctypes.CDLL, dtype: torch.dtype, nc: int, part: str = "arit
         "div": lambda x, y: arith.div(x, y),
         "broadcast div": lambda x, y: arith.div(y[:1], x),
         # the torch kernels take one path for the whole tensor: in-range operands only
-        "sqrt": lambda x, y: arith.sqrt(x[(x[:, 0] > 2.0 ** -30) & (x[:, 0] < 2.0 ** 30)]),
+        "sqrt": lambda x, y: arith.sqrt(x[(x[:, 0] > 2.0**-30) & (x[:, 0] < 2.0**30)]),
     }
     if part == "elementary":
         elementary = _el()
         # exp: moderate arguments (and some that over- or underflow); log: |x|, and 1 + x
-        ops = {"exp": lambda x, y: elementary.exp(x * 2.0 ** -14),
-               "log": lambda x, y: elementary.log(torch.where(x[:, :1] < 0, -x, x)),
-               "log near 1": lambda x, y: elementary.log(arith.add_float(x * 2.0 ** -30, torch.ones_like(x[:, 0])))}
+        ops = {
+            "exp": lambda x, y: elementary.exp(x * 2.0**-14),
+            "log": lambda x, y: elementary.log(torch.where(x[:, :1] < 0, -x, x)),
+            "log near 1": lambda x, y: elementary.log(arith.add_float(x * 2.0**-30, torch.ones_like(x[:, 0]))),
+        }
     ints = {torch.float32: torch.int32, torch.float64: torch.int64}[dtype]
     _libs[_key(_NAMES[dtype], nc, part)] = lib  # the ops below reach it through _load
     try:
@@ -341,8 +360,7 @@ def _rows(t: torch.Tensor, shape: torch.Size, first: bool) -> tuple[torch.Tensor
     return v, se, v.stride(1)
 
 
-def _run(fn, n: int, operands: list[tuple[torch.Tensor, int, int]], extra: tuple,
-         out: torch.Tensor, ok: torch.Tensor) -> int:
+def _run(fn, n: int, operands: list[tuple[torch.Tensor, int, int]], extra: tuple, out: torch.Tensor, ok: torch.Tensor) -> int:
     """Call ``fn(count, *operand pointers/strides, *extra, out, n, ok)`` on chunks of the
     ``n`` elements, one per torch intra-op thread (ctypes releases the GIL); the number
     of elements that failed the check."""
@@ -361,8 +379,7 @@ def _run(fn, n: int, operands: list[tuple[torch.Tensor, int, int]], extra: tuple
     return sum(job.result() for job in [_pool.submit(fn, *c) for c in calls])
 
 
-def _call(lib: ctypes.CDLL, op: str, operands: list[torch.Tensor], extra: tuple,
-          nc: int, nout: int | None = None) -> Result:
+def _call(lib: ctypes.CDLL, op: str, operands: list[torch.Tensor], extra: tuple, nc: int, nout: int | None = None) -> Result:
     """``mc_{op}_{dtype}_{nc}`` on the operands; ``nout`` (default ``nc``) outputs."""
     nout = nc if nout is None else nout
     shape = torch.broadcast_shapes(*(o.shape[:-1] for o in operands))

@@ -46,6 +46,7 @@ def _el() -> ModuleType:
         raise RuntimeError("native_source: the exp/log tracer needs hypermc.mcf.elementary imported first")
     return _elementary
 
+
 __all__ = ["source", "NCS", "DTYPES"]
 
 NCS = (2, 3, 4)
@@ -242,8 +243,7 @@ def _add_body(nc: int, ny: int) -> list[str]:
     ys = [net.let(f"Y({k}) * (T)sign") for k in range(ny)]
     c = net.renorm_levels(net.add_levels(xs, ys, nc), nc)
     # torch.maximum propagates NaN (std::fmax would not)
-    bound = net.let(f"(std::fabs({xs[0]}) >= std::fabs({ys[0]}) || {xs[0]} != {xs[0]}) ? "
-                    f"std::fabs({xs[0]}) : std::fabs({ys[0]})")
+    bound = net.let(f"(std::fabs({xs[0]}) >= std::fabs({ys[0]}) || {xs[0]} != {xs[0]}) ? std::fabs({xs[0]}) : std::fabs({ys[0]})")
     ok = net.normalised(c, bound)
     return net.lines + [f"OUT({k}) = {c[k]};" for k in range(nc)] + [f"OK = {ok};"]
 
@@ -581,8 +581,7 @@ def _log_reduce_body(nc: int) -> list[str]:
     Outputs ``t`` (nc components), ``e`` and whether the result is ``t`` itself (tiny);
     ``ok`` false for ``x_0`` not a positive normal number."""
     el = _el()
-    _LOG1P_CORE_HI, _LOG1P_CORE_LO, _SQRT_HALF, _tiny_threshold = (
-        el._LOG1P_CORE_HI, el._LOG1P_CORE_LO, el._SQRT_HALF, el._tiny_threshold)
+    _LOG1P_CORE_HI, _LOG1P_CORE_LO, _SQRT_HALF, _tiny_threshold = (el._LOG1P_CORE_HI, el._LOG1P_CORE_LO, el._SQRT_HALF, el._tiny_threshold)
 
     net = _Net()
     xs = [net.let(f"X({k})") for k in range(nc)]
@@ -807,13 +806,25 @@ template <class T> inline T pow2(I<T> k) {
 """
 
 
-def _kernel(name: str, ctype: str, params: str, args_doc: str, variants: list[tuple[str, list[str]]],
-            operands: list[str], ncomp: dict[str, int], nout: int, broadcast: bool = True) -> str:
+def _kernel(
+    name: str,
+    ctype: str,
+    params: str,
+    args_doc: str,
+    variants: list[tuple[str, list[str]]],
+    operands: list[str],
+    ncomp: dict[str, int],
+    nout: int,
+    broadcast: bool = True,
+) -> str:
     """One exported function: a loop per (condition, body), each specialised on whether
     every operand is element-contiguous (se = 1) or broadcast (se = 0; not without
     ``broadcast``)."""
-    out = [f"// {args_doc}; returns the number of elements with ok = 0",
-           f'extern "C" int64_t {name}({params}) {{', "  using T = " + ctype + ";"]
+    out = [
+        f"// {args_doc}; returns the number of elements with ok = 0",
+        f'extern "C" int64_t {name}({params}) {{',
+        "  using T = " + ctype + ";",
+    ]
     out.append("  constexpr T CANCEL = T(1) / (T(64) * (std::numeric_limits<T>::epsilon() / T(2)));")
     out.append("  (void)CANCEL;")
     for cond, body in variants:
@@ -888,42 +899,112 @@ def source(name: str, nc: int, part: str = "arith") -> str:
         tables = _Tables()
         unary = f"int64_t n, const {ctype} *x, int64_t xse, int64_t xsc, {ctype} *out, int64_t os, uint8_t *ok"
         kernels = [
-            _kernel(f"mc_exp_{name}_{nc}", ctype, unary, "exp(x): elementary._exp_generic",
-                    [("true", _exp_body(nc, tables))], ["x"], {"x": nc}, nc),
-            _kernel(f"mc_log_reduce_{name}_{nc}", ctype, unary,
-                    "log(x), first part: (t, e, tiny) of elementary._log_impl (nc + 2 outputs)",
-                    [("true", _log_reduce_body(nc))], ["x"], {"x": nc}, nc + 2),
-            _kernel(f"mc_log_core_{name}_{nc}", ctype, f"{common}, {ctype} *out, int64_t os, uint8_t *ok",
-                    "log(x), second part: Newton core from y = log1p(t_0), e ln2 + y",
-                    [("true", _log_core_body(nc, tables))], ["x", "y"], {"x": nc + 2, "y": 1}, nc,
-                    broadcast=False),
+            _kernel(
+                f"mc_exp_{name}_{nc}",
+                ctype,
+                unary,
+                "exp(x): elementary._exp_generic",
+                [("true", _exp_body(nc, tables))],
+                ["x"],
+                {"x": nc},
+                nc,
+            ),
+            _kernel(
+                f"mc_log_reduce_{name}_{nc}",
+                ctype,
+                unary,
+                "log(x), first part: (t, e, tiny) of elementary._log_impl (nc + 2 outputs)",
+                [("true", _log_reduce_body(nc))],
+                ["x"],
+                {"x": nc},
+                nc + 2,
+            ),
+            _kernel(
+                f"mc_log_core_{name}_{nc}",
+                ctype,
+                f"{common}, {ctype} *out, int64_t os, uint8_t *ok",
+                "log(x), second part: Newton core from y = log1p(t_0), e ln2 + y",
+                [("true", _log_core_body(nc, tables))],
+                ["x", "y"],
+                {"x": nc + 2, "y": 1},
+                nc,
+                broadcast=False,
+            ),
         ]
         parts[1:1] = tables.decls  # inside the prelude's anonymous namespace
         return "\n\n".join(parts + kernels) + "\n"
     if nc == 2:  # the double-word algorithms of arith (no div/sqrt kernels)
-        parts.append(_kernel(
-            f"mc_add_{name}_2", ctype, f"{common}, int ny, double sign, {ctype} *out, int64_t os, uint8_t *ok",
-            "x + sign * y (ny = 2, AccurateDWPlusDW) or x + b (ny = 1, DWPlusFP)",
-            [("ny == 1", _add2_body(1)), ("ny != 1", _add2_body(2))], ["x", "y"], both, 2))
-        parts.append(_kernel(
-            f"mc_mul_{name}_2", ctype, f"{common}, int ny, {ctype} *out, int64_t os, uint8_t *ok",
-            "x * y (ny = 2, DWTimesDW3) or x * b (ny = 1, DWTimesFP3)",
-            [("ny == 1", _mul2_body(1)), ("ny != 1", _mul2_body(2))], ["x", "y"], both, 2))
+        parts.append(
+            _kernel(
+                f"mc_add_{name}_2",
+                ctype,
+                f"{common}, int ny, double sign, {ctype} *out, int64_t os, uint8_t *ok",
+                "x + sign * y (ny = 2, AccurateDWPlusDW) or x + b (ny = 1, DWPlusFP)",
+                [("ny == 1", _add2_body(1)), ("ny != 1", _add2_body(2))],
+                ["x", "y"],
+                both,
+                2,
+            )
+        )
+        parts.append(
+            _kernel(
+                f"mc_mul_{name}_2",
+                ctype,
+                f"{common}, int ny, {ctype} *out, int64_t os, uint8_t *ok",
+                "x * y (ny = 2, DWTimesDW3) or x * b (ny = 1, DWTimesFP3)",
+                [("ny == 1", _mul2_body(1)), ("ny != 1", _mul2_body(2))],
+                ["x", "y"],
+                both,
+                2,
+            )
+        )
         return "\n\n".join(parts) + "\n"
-    parts.append(_kernel(
-        f"mc_add_{name}_{nc}", ctype, f"{common}, int ny, double sign, {ctype} *out, int64_t os, uint8_t *ok",
-        "x + sign * y (ny = nc) or x + b (ny = 1, sign = 1): arith._add_fixed / add_float",
-        [("ny == 1", _add_body(nc, 1)), ("ny != 1", _add_body(nc, nc))], ["x", "y"], both, nc))
-    parts.append(_kernel(
-        f"mc_mul_{name}_{nc}", ctype, f"{common}, int ny, {ctype} *out, int64_t os, uint8_t *ok",
-        "x * y (ny = nc) or x * b (ny = 1): arith.mul / mul_float, fixed branch",
-        [("ny == 1", _mul_body(nc, 1)), ("ny != 1", _mul_body(nc, nc))], ["x", "y"], both, nc))
-    parts.append(_kernel(
-        f"mc_div_{name}_{nc}", ctype, f"{common}, {ctype} *out, int64_t os, uint8_t *ok",
-        "x / y: arith._long_division + _div_fixed", [("true", _div_body(nc))], ["x", "y"], both, nc))
-    parts.append(_kernel(
-        f"mc_sqrt_{name}_{nc}", ctype,
-        f"int64_t n, const {ctype} *x, int64_t xse, int64_t xsc, double lo, double hi, {ctype} *out, "
-        "int64_t os, uint8_t *ok",
-        "sqrt(x): arith._sqrt_fixed where lo <= x_0 <= hi", [("true", _sqrt_body(nc))], ["x"], {"x": nc}, nc))
+    parts.append(
+        _kernel(
+            f"mc_add_{name}_{nc}",
+            ctype,
+            f"{common}, int ny, double sign, {ctype} *out, int64_t os, uint8_t *ok",
+            "x + sign * y (ny = nc) or x + b (ny = 1, sign = 1): arith._add_fixed / add_float",
+            [("ny == 1", _add_body(nc, 1)), ("ny != 1", _add_body(nc, nc))],
+            ["x", "y"],
+            both,
+            nc,
+        )
+    )
+    parts.append(
+        _kernel(
+            f"mc_mul_{name}_{nc}",
+            ctype,
+            f"{common}, int ny, {ctype} *out, int64_t os, uint8_t *ok",
+            "x * y (ny = nc) or x * b (ny = 1): arith.mul / mul_float, fixed branch",
+            [("ny == 1", _mul_body(nc, 1)), ("ny != 1", _mul_body(nc, nc))],
+            ["x", "y"],
+            both,
+            nc,
+        )
+    )
+    parts.append(
+        _kernel(
+            f"mc_div_{name}_{nc}",
+            ctype,
+            f"{common}, {ctype} *out, int64_t os, uint8_t *ok",
+            "x / y: arith._long_division + _div_fixed",
+            [("true", _div_body(nc))],
+            ["x", "y"],
+            both,
+            nc,
+        )
+    )
+    parts.append(
+        _kernel(
+            f"mc_sqrt_{name}_{nc}",
+            ctype,
+            f"int64_t n, const {ctype} *x, int64_t xse, int64_t xsc, double lo, double hi, {ctype} *out, int64_t os, uint8_t *ok",
+            "sqrt(x): arith._sqrt_fixed where lo <= x_0 <= hi",
+            [("true", _sqrt_body(nc))],
+            ["x"],
+            {"x": nc},
+            nc,
+        )
+    )
     return "\n\n".join(parts) + "\n"

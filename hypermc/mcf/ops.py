@@ -49,8 +49,7 @@ def _operand(a: Any, dtype: torch.dtype, nc: int, device) -> torch.Tensor | _Pla
     if isinstance(a, MCTensor):
         if a.dtype != dtype:
             raise _OperandTypeError(
-                f"MCTensor operands must share their component dtype; got {dtype} and "
-                f"{a.dtype}. Convert one explicitly with .to(dtype)"
+                f"MCTensor operands must share their component dtype; got {dtype} and {a.dtype}. Convert one explicitly with .to(dtype)"
             )
         return a._components
     if isinstance(a, numbers.Number):
@@ -469,40 +468,24 @@ def _planar(a: MCTensor) -> torch.Tensor:
     return a._components.movedim(-1, 0)
 
 
-implements(aten.view.default, aten._unsafe_view.default)(
-    _logical(lambda a, size: _planar(a).view(a.nc, *size).movedim(0, -1))
-)
+implements(aten.view.default, aten._unsafe_view.default)(_logical(lambda a, size: _planar(a).view(a.nc, *size).movedim(0, -1)))
 implements(aten.expand.default)(_logical(lambda a, size, implicit=False: a._components.expand(*size, a.nc)))
 implements(aten.permute.default)(_logical(lambda a, dims: a._components.permute(*_dims(dims, a.dim()), a.dim())))
-implements(aten.transpose.int)(
-    _logical(lambda a, d0, d1: a._components.transpose(*_dims([d0, d1], a.dim())) if a.dim() else a._components)
-)
+implements(aten.transpose.int)(_logical(lambda a, d0, d1: a._components.transpose(*_dims([d0, d1], a.dim())) if a.dim() else a._components))
 implements(aten.t.default)(_logical(lambda a: a._components.transpose(0, 1) if a.dim() == 2 else a._components))
-implements(aten.unsqueeze.default)(
-    _logical(lambda a, dim: a._components.unsqueeze(dim % (a.dim() + 1)))
-)
+implements(aten.unsqueeze.default)(_logical(lambda a, dim: a._components.unsqueeze(dim % (a.dim() + 1))))
 implements(aten.squeeze.default)(
     _logical(lambda a: a._components.squeeze(tuple(d for d in range(a.dim()) if a.shape[d] == 1)) if a.dim() else a._components)
 )
-implements(aten.squeeze.dim)(
-    _logical(lambda a, dim: a._components.squeeze(_dims(dim, a.dim())[0]) if a.dim() else a._components)
-)
-implements(aten.squeeze.dims)(
-    _logical(lambda a, dims: a._components.squeeze(tuple(_dims(dims, a.dim()))) if a.dim() else a._components)
-)
+implements(aten.squeeze.dim)(_logical(lambda a, dim: a._components.squeeze(_dims(dim, a.dim())[0]) if a.dim() else a._components))
+implements(aten.squeeze.dims)(_logical(lambda a, dims: a._components.squeeze(tuple(_dims(dims, a.dim()))) if a.dim() else a._components))
 implements(aten.select.int)(_logical(lambda a, dim, index: a._components.select(_dims(dim, a.dim())[0], index)))
 implements(aten.slice.Tensor)(
-    _logical(
-        lambda a, dim=0, start=None, end=None, step=1: aten.slice.Tensor(
-            a._components, _dims(dim, a.dim())[0], start, end, step
-        )
-    )
+    _logical(lambda a, dim=0, start=None, end=None, step=1: aten.slice.Tensor(a._components, _dims(dim, a.dim())[0], start, end, step))
 )
 implements(aten.alias.default)(_logical(lambda a: a._components.view_as(a._components)))
 implements(aten.diagonal.default)(
-    _logical(
-        lambda a, offset=0, dim1=0, dim2=1: a._components.diagonal(offset, *_dims([dim1, dim2], a.dim())).movedim(-2, -1)
-    )
+    _logical(lambda a, offset=0, dim1=0, dim2=1: a._components.diagonal(offset, *_dims([dim1, dim2], a.dim())).movedim(-2, -1))
 )
 
 
@@ -712,8 +695,7 @@ def _inplace_assign(func, a: MCTensor, result: torch.Tensor, args) -> MCTensor:
     """Write ``result`` into ``a``'s components in place (views and optimizer state stay valid)."""
     if tuple(result.shape[:-1]) != tuple(a.shape):
         raise RuntimeError(
-            f"{func}: result of shape {tuple(result.shape[:-1])} cannot be written in place into an "
-            f"MCTensor of shape {tuple(a.shape)}"
+            f"{func}: result of shape {tuple(result.shape[:-1])} cannot be written in place into an MCTensor of shape {tuple(a.shape)}"
         )
     if result.shape[-1] > a.nc:
         # The in-place target keeps its nc: round the result to it.

@@ -73,9 +73,7 @@ def _reduce_dims(ndim: int, dim: Dim) -> tuple[int, ...]:
     return tuple(sorted({d % ndim for d in dim}))
 
 
-def _to_layout(
-    x: torch.Tensor, dims: tuple[int, ...]
-) -> tuple[torch.Tensor, int, int, list[int]]:
+def _to_layout(x: torch.Tensor, dims: tuple[int, ...]) -> tuple[torch.Tensor, int, int, list[int]]:
     """Bring the reduced dims of ``x`` together into one axis of length ``n``.
 
     Returns ``(t, axis, n, kept_shape)`` where ``t`` has shape ``(n, *kept, nc)``
@@ -95,9 +93,7 @@ def _to_layout(
     return t, 0, n, kept_shape
 
 
-def _restore(
-    out: torch.Tensor, shape: Sequence[int], dims: tuple[int, ...], keepdim: bool
-) -> torch.Tensor:
+def _restore(out: torch.Tensor, shape: Sequence[int], dims: tuple[int, ...], keepdim: bool) -> torch.Tensor:
     """Give a reduced result of shape ``(*kept, nc)`` the shape torch would (``keepdim``)."""
     if not keepdim:
         return out
@@ -162,8 +158,7 @@ def _absorb(slots: list[list[torch.Tensor]]) -> list[torch.Tensor | None]:
     return out
 
 
-def _cat_level(m: torch.Tensor | None, r: torch.Tensor | None, ref: torch.Tensor,
-               axis: int) -> torch.Tensor:
+def _cat_level(m: torch.Tensor | None, r: torch.Tensor | None, ref: torch.Tensor, axis: int) -> torch.Tensor:
     """Append an odd element's slot ``r`` to a merged slot ``m`` (``None`` means zeros)."""
     m = torch.zeros_like(ref) if m is None else m
     r = torch.zeros_like(ref.narrow(axis, 0, 1)) if r is None else r
@@ -188,8 +183,7 @@ def _tree(slots: list[list[torch.Tensor]], axis: int, n: int, nc: int) -> torch.
         return torch.zeros(*shape, nc, dtype=like.dtype, device=like.device)
     while n > 1:
         h = n // 2
-        pairs = [[p.narrow(axis, 0, h) for p in s] + [p.narrow(axis, h, h) for p in s]
-                 for s in slots]
+        pairs = [[p.narrow(axis, 0, h) for p in s] + [p.narrow(axis, h, h) for p in s] for s in slots]
         merged = _absorb(pairs)
         if n % 2:
             rest = _absorb([[p.narrow(axis, 2 * h, 1) for p in s] for s in slots])
@@ -300,8 +294,7 @@ def _div_count(s: torch.Tensor, count: int) -> torch.Tensor:
     return q * _pow2(torch.full_like(s[..., 0], -k, dtype=torch.int32), dtype).unsqueeze(-1)
 
 
-def _product_slots(xs: list[torch.Tensor], ys: list[torch.Tensor], nc: int,
-                   symmetric: bool = False) -> list[list[torch.Tensor]]:
+def _product_slots(xs: list[torch.Tensor], ys: list[torch.Tensor], nc: int, symmetric: bool = False) -> list[list[torch.Tensor]]:
     """Slots (``K = nc + 1``) holding ``x * y`` elementwise, exact up to order ``u^nc``.
 
     Products ``x_a y_b`` with ``a + b < nc`` are split exactly with TwoProd (product in
@@ -448,8 +441,7 @@ def _extreme(x: torch.Tensor, dim: Dim, keepdim: bool, largest: bool) -> torch.T
     t, axis, n, _ = _to_layout(x, dims)
     if n == 0:
         raise ValueError(
-            f"amax/amin of an empty dimension is undefined: reduced dims {dims} of shape "
-            f"{tuple(x.shape[:-1])} have no elements"
+            f"amax/amin of an empty dimension is undefined: reduced dims {dims} of shape {tuple(x.shape[:-1])} have no elements"
         )
     pick = arith.maximum if largest else arith.minimum
     nan = torch.isnan(t[..., 0]).any(dim=axis)

@@ -186,16 +186,10 @@ class MCTensor(torch.Tensor):
             ValueError: ``components`` has no trailing component dimension.
         """
         if not isinstance(components, torch.Tensor) or isinstance(components, MCTensor):
-            raise TypeError(
-                f"components must be a plain torch.Tensor of shape (*shape, nc); got "
-                f"{type(components).__name__}"
-            )
+            raise TypeError(f"components must be a plain torch.Tensor of shape (*shape, nc); got {type(components).__name__}")
         float_format(components.dtype)
         if components.dim() == 0 or components.shape[-1] < 1:
-            raise ValueError(
-                "components must have a trailing component dimension of size nc >= 1; "
-                f"got shape {tuple(components.shape)}"
-            )
+            raise ValueError(f"components must have a trailing component dimension of size nc >= 1; got shape {tuple(components.shape)}")
         nc = components.shape[-1]
         c = renormalize(components.detach(), nc)
         return cls(c, requires_grad=requires_grad)
@@ -239,8 +233,9 @@ class MCTensor(torch.Tensor):
         and the hypermc kernels' code version (a cached graph holds the output layouts
         and op specs of the kernels that traced it)."""
         c = self._components
-        return (f"MCTensor({tuple(c.shape)}, {tuple(c.stride())}, {c.dtype}, {c.device.type}, "
-                f"{self.requires_grad}, hypermc {code_version()})")
+        return (
+            f"MCTensor({tuple(c.shape)}, {tuple(c.stride())}, {c.dtype}, {c.device.type}, {self.requires_grad}, hypermc {code_version()})"
+        )
 
     def __reduce_ex__(self, protocol):
         # a ManifoldParameter holding an MCTensor is the MCTensor itself with a

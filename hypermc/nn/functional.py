@@ -160,9 +160,7 @@ def linear(input: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None 
     """
     _check_input("linear", input, weight, "weight")
     if input.dim() == 0 or input.shape[-1] != weight.shape[-1]:
-        raise ValueError(
-            f"linear: input of shape {tuple(input.shape)} does not end in in_features={weight.shape[-1]}"
-        )
+        raise ValueError(f"linear: input of shape {tuple(input.shape)} does not end in in_features={weight.shape[-1]}")
     return F.linear(input, weight, bias)
 
 
@@ -304,9 +302,7 @@ def _reduce(loss: torch.Tensor, reduction: str) -> MCTensor:
 def _check_loss_args(name: str, input: torch.Tensor, target: torch.Tensor, reduction: str) -> None:
     check_choice(name, "reduction", reduction, _REDUCTIONS)
     if tuple(input.shape) != tuple(target.shape):
-        raise ValueError(
-            f"{name}: target shape {tuple(target.shape)} differs from input shape {tuple(input.shape)}"
-        )
+        raise ValueError(f"{name}: target shape {tuple(target.shape)} differs from input shape {tuple(input.shape)}")
     if target.is_floating_point() and target.dtype != input.dtype:
         raise TypeError(
             f"{name}: target dtype {target.dtype} differs from input dtype {input.dtype}; "
@@ -333,9 +329,7 @@ def mse_loss(input: torch.Tensor, target: torch.Tensor, reduction: str = "mean")
     return _reduce(d * d, reduction)
 
 
-def binary_cross_entropy_with_logits(
-    input: torch.Tensor, target: torch.Tensor, reduction: str = "mean"
-) -> MCTensor:
+def binary_cross_entropy_with_logits(input: torch.Tensor, target: torch.Tensor, reduction: str = "mean") -> MCTensor:
     """``-[y log sigmoid(z) + (1 - y) log(1 - sigmoid(z))]`` from logits ``z``, in MC arithmetic.
 
     Computed as ``max(z, 0) - z y + log1p(exp(-|z|))`` (no overflow, no cancellation of
@@ -400,9 +394,7 @@ def cross_entropy(input: torch.Tensor, target: torch.Tensor, reduction: str = "m
     if target.is_floating_point():
         raise TypeError(f"cross_entropy: target must hold class indices (int64); got dtype {target.dtype}")
     if input.dim() != 2 or target.dim() != 1 or target.shape[0] != input.shape[0]:
-        raise ValueError(
-            f"cross_entropy: expected input (N, C) and target (N,); got {tuple(input.shape)} and {tuple(target.shape)}"
-        )
+        raise ValueError(f"cross_entropy: expected input (N, C) and target (N,); got {tuple(input.shape)} and {tuple(target.shape)}")
     logp = log_softmax(input, dim=1)
     picked = logp.gather(1, target.unsqueeze(1)).squeeze(1)
     return _reduce(-picked, reduction)

@@ -74,8 +74,7 @@ def _c_value(c: object, where: str) -> float:
     if isinstance(c, torch.Tensor):
         if isinstance(c, MCTensor) or c.numel() != 1:
             raise TypeError(
-                f"{where}: c must be a positive number or a plain one-element tensor; got a "
-                f"{type(c).__name__} of shape {tuple(c.shape)}"
+                f"{where}: c must be a positive number or a plain one-element tensor; got a {type(c).__name__} of shape {tuple(c.shape)}"
             )
         if c.requires_grad:
             raise TypeError(

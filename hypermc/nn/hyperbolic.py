@@ -72,8 +72,7 @@ def _check_features(where: str, arg: str, value: object, manifold: Manifold) -> 
     try:
         return check_int(where, arg, value, minimum=manifold.min_dim)
     except ValueError as exc:
-        raise ValueError(f"{exc} (the smallest point dimension of {manifold!r}; for the Lorentz model count "
-                         "the time coordinate)") from None
+        raise ValueError(f"{exc} (the smallest point dimension of {manifold!r}; for the Lorentz model count the time coordinate)") from None
 
 
 def _check_adj(name: str, adj: object, x: torch.Tensor) -> None:
@@ -83,8 +82,7 @@ def _check_adj(name: str, adj: object, x: torch.Tensor) -> None:
         raise ValueError(f"{name}: x must be a matrix of points (N, n); got shape {tuple(x.shape)}")
     n = x.shape[0]
     if adj.dim() != 2 or tuple(adj.shape) != (n, n):
-        raise ValueError(f"{name}: adj must have shape (N, N) = ({n}, {n}) for x of shape {tuple(x.shape)}; "
-                         f"got {tuple(adj.shape)}")
+        raise ValueError(f"{name}: adj must have shape (N, N) = ({n}, {n}) for x of shape {tuple(x.shape)}; got {tuple(adj.shape)}")
     if adj.layout not in (torch.strided, torch.sparse_coo):
         raise TypeError(f"{name}: adj must be dense or sparse COO; got layout {adj.layout}")
     if adj.dtype != x.dtype:
@@ -178,8 +176,10 @@ def mobius_matvec(manifold: Manifold, weight: torch.Tensor, x: torch.Tensor):
         (True, None)
     """
     if not isinstance(weight, torch.Tensor) or weight.dim() != 2:
-        raise TypeError(f"mobius_matvec: weight must be a matrix (out, n) Tensor or MCTensor; got "
-                        f"{tuple(weight.shape) if isinstance(weight, torch.Tensor) else type(weight).__name__}")
+        raise TypeError(
+            f"mobius_matvec: weight must be a matrix (out, n) Tensor or MCTensor; got "
+            f"{tuple(weight.shape) if isinstance(weight, torch.Tensor) else type(weight).__name__}"
+        )
     if not isinstance(x, torch.Tensor) or x.dim() < 1 or x.shape[-1] != weight.shape[-1]:
         raise ValueError(
             f"mobius_matvec: x must be points (*, {weight.shape[-1]}) to match weight of shape "
@@ -535,8 +535,7 @@ class HypGraphConv(nn.Module):
         device: torch.device | str | None = None,
     ) -> None:
         super().__init__()
-        self.linear = HypLinear(manifold, in_features, out_features, bias, dropout=dropout, nc=nc, dtype=dtype,
-                                device=device)
+        self.linear = HypLinear(manifold, in_features, out_features, bias, dropout=dropout, nc=nc, dtype=dtype, device=device)
         self.agg = HypAgg(manifold, aggr)
         self.act = HypAct(manifold, act, manifold_out)
 

@@ -175,9 +175,7 @@ class MCEmbedding(nn.Module):
             raise ValueError("MCEmbedding: sparse gradients are not supported; use sparse=False")
         if padding_idx is not None:
             if not -num_embeddings <= padding_idx < num_embeddings:
-                raise ValueError(
-                    f"MCEmbedding: padding_idx must be within [-{num_embeddings}, {num_embeddings}); got {padding_idx}"
-                )
+                raise ValueError(f"MCEmbedding: padding_idx must be within [-{num_embeddings}, {num_embeddings}); got {padding_idx}")
             padding_idx %= num_embeddings
         self.padding_idx = padding_idx
         self.max_norm = max_norm
@@ -190,9 +188,7 @@ class MCEmbedding(nn.Module):
             self.reset_parameters()
         else:
             if tuple(_weight.shape) != (num_embeddings, embedding_dim):
-                raise ValueError(
-                    f"MCEmbedding: _weight has shape {tuple(_weight.shape)}, expected ({num_embeddings}, {embedding_dim})"
-                )
+                raise ValueError(f"MCEmbedding: _weight has shape {tuple(_weight.shape)}, expected ({num_embeddings}, {embedding_dim})")
             self.weight = nn.Parameter(mc(_weight.detach(), nc=nc, dtype=dtype, device=device))
         self.weight.requires_grad_(not _freeze)
 

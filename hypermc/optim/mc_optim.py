@@ -231,9 +231,7 @@ class MCSGD(Optimizer):
     ) -> None:
         _check_lr(lr)
         check_sgd_args(momentum, dampening, weight_decay, nesterov)
-        defaults = dict(
-            lr=lr, momentum=momentum, dampening=dampening, weight_decay=weight_decay, nesterov=nesterov, maximize=maximize
-        )
+        defaults = dict(lr=lr, momentum=momentum, dampening=dampening, weight_decay=weight_decay, nesterov=nesterov, maximize=maximize)
         super().__init__(params, defaults)
 
     # ignore[override]: torch's stub overloads Optimizer.step for a float loss; closures return tensors

@@ -61,9 +61,7 @@ def _check_grad(param: torch.Tensor, grad: torch.Tensor) -> None:
             "gradients must have the parameter's (component) dtype"
         )
     if grad.is_sparse:
-        raise RuntimeError(
-            "Riemannian optimizers take dense gradients; use sparse_rows=True for embedding tables"
-        )
+        raise RuntimeError("Riemannian optimizers take dense gradients; use sparse_rows=True for embedding tables")
 
 
 def _move(manifold: Manifold, x, u, retraction: bool):
@@ -92,9 +90,7 @@ def _rows_of(param: torch.Tensor, grad: torch.Tensor, sparse: bool, rows: torch.
     if not sparse:
         return None
     if param.dim() < 2:
-        raise ValueError(
-            f"sparse_rows needs parameters of shape (N, n); got shape {tuple(param.shape)}"
-        )
+        raise ValueError(f"sparse_rows needs parameters of shape (N, n); got shape {tuple(param.shape)}")
     if rows is None:
         return nonzero_rows(grad)
     rows = torch.as_tensor(rows, device=param.device)
@@ -102,10 +98,7 @@ def _rows_of(param: torch.Tensor, grad: torch.Tensor, sparse: bool, rows: torch.
         raise TypeError(f"rows must be a 1-d integer tensor of row indices; got {rows.dtype} {tuple(rows.shape)}")
     n = param.shape[0]
     if rows.numel() and (int(rows.min()) < 0 or int(rows.max()) >= n):  # no wrap-around of -1
-        raise ValueError(
-            f"rows must lie in [0, {n}) (rows of the parameter); got values from {int(rows.min())} "
-            f"to {int(rows.max())}"
-        )
+        raise ValueError(f"rows must lie in [0, {n}) (rows of the parameter); got values from {int(rows.min())} to {int(rows.max())}")
     return torch.unique(rows)
 
 
@@ -283,8 +276,13 @@ class RiemannianSGD(_RiemannianOptimizer):
         _check_lr(lr)
         check_sgd_args(momentum, dampening, weight_decay, nesterov)
         defaults = dict(
-            lr=lr, momentum=momentum, dampening=dampening, weight_decay=weight_decay,
-            nesterov=nesterov, retraction=retraction, sparse_rows=sparse_rows,
+            lr=lr,
+            momentum=momentum,
+            dampening=dampening,
+            weight_decay=weight_decay,
+            nesterov=nesterov,
+            retraction=retraction,
+            sparse_rows=sparse_rows,
         )
         super().__init__(params, defaults)
 
@@ -303,9 +301,17 @@ class RiemannianSGD(_RiemannianOptimizer):
             params, grads, manifolds, row_list = self._group_lists(group, rows)
             bufs = [self.state[p].get("momentum_buffer") for p in params]
             riemannian_sgd(
-                params, grads, bufs, manifolds=manifolds, lr=group["lr"], momentum=group["momentum"],
-                dampening=group["dampening"], weight_decay=group["weight_decay"], nesterov=group["nesterov"],
-                retraction=group["retraction"], rows=row_list,
+                params,
+                grads,
+                bufs,
+                manifolds=manifolds,
+                lr=group["lr"],
+                momentum=group["momentum"],
+                dampening=group["dampening"],
+                weight_decay=group["weight_decay"],
+                nesterov=group["nesterov"],
+                retraction=group["retraction"],
+                rows=row_list,
             )
             if group["momentum"] != 0:
                 for p, b in zip(params, bufs):
@@ -450,8 +456,13 @@ class RiemannianAdam(_RiemannianOptimizer):
         _check_lr(lr)
         check_adam_args(betas, eps, weight_decay)
         defaults = dict(
-            lr=lr, betas=betas, eps=eps, weight_decay=weight_decay, amsgrad=amsgrad,
-            retraction=retraction, sparse_rows=sparse_rows,
+            lr=lr,
+            betas=betas,
+            eps=eps,
+            weight_decay=weight_decay,
+            amsgrad=amsgrad,
+            retraction=retraction,
+            sparse_rows=sparse_rows,
         )
         super().__init__(params, defaults)
 
@@ -478,11 +489,20 @@ class RiemannianAdam(_RiemannianOptimizer):
             states = [self._init_state(p, group) for p in params]
             beta1, beta2 = group["betas"]
             riemannian_adam(
-                params, grads,
-                [s["exp_avg"] for s in states], [s["exp_avg_sq"] for s in states],
-                [s.get("max_exp_avg_sq") for s in states], [s["step"] for s in states],
-                manifolds=manifolds, lr=group["lr"], beta1=beta1, beta2=beta2, eps=group["eps"],
-                weight_decay=group["weight_decay"], amsgrad=group["amsgrad"],
-                retraction=group["retraction"], rows=row_list,
+                params,
+                grads,
+                [s["exp_avg"] for s in states],
+                [s["exp_avg_sq"] for s in states],
+                [s.get("max_exp_avg_sq") for s in states],
+                [s["step"] for s in states],
+                manifolds=manifolds,
+                lr=group["lr"],
+                beta1=beta1,
+                beta2=beta2,
+                eps=group["eps"],
+                weight_decay=group["weight_decay"],
+                amsgrad=group["amsgrad"],
+                retraction=group["retraction"],
+                rows=row_list,
             )
         return loss

@@ -36,9 +36,7 @@ def test_delimiter_detection(tmp_path: Path, text: str) -> None:
     assert load_edges(write(tmp_path, text)) == EXPECTED
 
 
-@pytest.mark.parametrize(
-    "header", ["child,parent", "id1,id2", "CHILD,Parent", "child,parent,weight", "id1,id2,weight"]
-)
+@pytest.mark.parametrize("header", ["child,parent", "id1,id2", "CHILD,Parent", "child,parent,weight", "id1,id2,weight"])
 def test_header_detection(tmp_path: Path, header: str) -> None:
     rows = "dog,canine\ndog,mammal\ncanine,mammal\n"
     if header.endswith("weight"):
@@ -50,9 +48,7 @@ def test_header_detection(tmp_path: Path, header: str) -> None:
 
 def test_header_argument_overrides_detection(tmp_path: Path) -> None:
     path = write(tmp_path, "child,parent\ndog,mammal\n")
-    assert load_edges(path, header=False) == Graph.from_pairs(
-        [("child", "parent"), ("dog", "mammal")]
-    )
+    assert load_edges(path, header=False) == Graph.from_pairs([("child", "parent"), ("dog", "mammal")])
     path = write(tmp_path, "from,to\ndog,mammal\n")
     assert load_edges(path) == Graph.from_pairs([("from", "to"), ("dog", "mammal")])
     assert load_edges(path, header=True) == Graph.from_pairs([("dog", "mammal")])

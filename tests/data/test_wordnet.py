@@ -231,10 +231,7 @@ def test_nltk_data_install_is_found(wordnet_source, tmp_path: Path, monkeypatch,
 def test_fresh_build_is_independent_of_hash_seed(mammals: Graph, tmp_path: Path) -> None:
     """Build from scratch (empty cache) in a subprocess with another hash seed: same bytes."""
     out = tmp_path / "fresh.csv"
-    code = (
-        "import sys; from hypermc.data import wordnet_closure; "
-        "wordnet_closure('mammal.n.01', cache_dir=sys.argv[1]).to_csv(sys.argv[2])"
-    )
+    code = "import sys; from hypermc.data import wordnet_closure; wordnet_closure('mammal.n.01', cache_dir=sys.argv[1]).to_csv(sys.argv[2])"
     env = {**os.environ, "PYTHONHASHSEED": "12345", "PYTHONPATH": str(REPO)}
     subprocess.run(
         [sys.executable, "-c", code, str(tmp_path / "cache"), str(out)],

@@ -23,9 +23,34 @@ def test_train_then_eval(tmp_path, capsys):
     csv = tmp_path / "toy.csv"
     tree_closure(2, 2).to_csv(csv)
     run = tmp_path / "run"
-    code = main(["train", "--data", str(csv), "--manifold", "halfspace", "--dim", "2", "--nc", "2",
-                 "--epochs", "4", "--seed", "1", "--out", str(run), "--batch-size", "8", "--lr", "10",
-                 "--burnin", "1", "--checkpoint-every", "2", "--quiet"])
+    code = main(
+        [
+            "train",
+            "--data",
+            str(csv),
+            "--manifold",
+            "halfspace",
+            "--dim",
+            "2",
+            "--nc",
+            "2",
+            "--epochs",
+            "4",
+            "--seed",
+            "1",
+            "--out",
+            str(run),
+            "--batch-size",
+            "8",
+            "--lr",
+            "10",
+            "--burnin",
+            "1",
+            "--checkpoint-every",
+            "2",
+            "--quiet",
+        ]
+    )
     assert code == 0
     rec = _last_json(capsys.readouterr().out)
     for key in ("map", "mean_rank", "seconds", "epochs", "nc", "manifold", "seed", "lr", "checkpoint"):
@@ -47,8 +72,10 @@ def test_train_then_eval(tmp_path, capsys):
 def test_plain_nc_and_bad_arguments(tmp_path, capsys):
     csv = tmp_path / "toy.csv"
     tree_closure(1, 2).to_csv(csv)
-    assert main(["train", "--data", str(csv), "--nc", "plain", "--epochs", "1", "--out", str(tmp_path / "r"),
-                 "--quiet", "--dtype", "float32"]) == 0
+    assert (
+        main(["train", "--data", str(csv), "--nc", "plain", "--epochs", "1", "--out", str(tmp_path / "r"), "--quiet", "--dtype", "float32"])
+        == 0
+    )
     rec = _last_json(capsys.readouterr().out)
     assert rec["nc"] is None and rec["dtype"] == "float32"
     with pytest.raises(SystemExit):
@@ -76,7 +103,10 @@ def test_module_entry_point(tmp_path):
     tree_closure(1, 2).to_csv(csv)
     proc = subprocess.run(
         [sys.executable, "-m", "hypermc", "train", "--data", str(csv), "--epochs", "1", "--out", str(tmp_path / "r")],
-        capture_output=True, text=True, check=True, timeout=120,
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=120,
     )
     assert _last_json(proc.stdout)["epochs"] == 1
     assert proc.stderr == ""  # no progress bar without a terminal
@@ -87,12 +117,32 @@ def test_torchrun_two_ranks(tmp_path):
     csv = tmp_path / "toy.csv"
     tree_closure(2, 2).to_csv(csv)
     run = tmp_path / "r"
-    args = ["train", "--data", str(csv), "--epochs", "2", "--batch-size", "4", "--negatives", "3",
-            "--out", str(run), "--seed", "3", "--backend", "gloo", "--dist-timeout", "60"]
+    args = [
+        "train",
+        "--data",
+        str(csv),
+        "--epochs",
+        "2",
+        "--batch-size",
+        "4",
+        "--negatives",
+        "3",
+        "--out",
+        str(run),
+        "--seed",
+        "3",
+        "--backend",
+        "gloo",
+        "--dist-timeout",
+        "60",
+    ]
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     proc = subprocess.run(
-        [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2", "-m", "hypermc",
-         *args], capture_output=True, text=True, timeout=300, env=env,
+        [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2", "-m", "hypermc", *args],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     lines = [line for line in proc.stdout.splitlines() if line.startswith("{")]
@@ -156,8 +206,9 @@ def test_construct_then_eval_then_refine(tmp_path, capsys):
     csv = tmp_path / "toy.csv"
     tree_closure(3, 3).to_csv(csv)
     run = tmp_path / "c"
-    assert main(["construct", "--data", str(csv), "--manifold", "ball", "--dim", "2", "--tau", "15",
-                 "--nc", "auto", "--out", str(run)]) == 0
+    assert (
+        main(["construct", "--data", str(csv), "--manifold", "ball", "--dim", "2", "--tau", "15", "--nc", "auto", "--out", str(run)]) == 0
+    )
     rec = _last_json(capsys.readouterr().out)
     assert rec["nc"] == 3 and rec["tau"] == 15.0 and rec["depth"] == 3 and rec["tree_map"] == 1.0
     assert rec["tree_sampled_sources"] is None
@@ -172,8 +223,7 @@ def test_construct_then_eval_then_refine(tmp_path, capsys):
     assert main(["construct", "--data", str(csv), "--tau", "15", "--out", str(run)]) == 2
     assert "already holds a run" in capsys.readouterr().err
     # --force overwrites; --eval-sample samples both MAPs, --pairs the distortion sources
-    assert main(["construct", "--data", str(csv), "--tau", "15", "--out", str(run), "--force",
-                 "--eval-sample", "5", "--pairs", "4"]) == 0
+    assert main(["construct", "--data", str(csv), "--tau", "15", "--out", str(run), "--force", "--eval-sample", "5", "--pairs", "4"]) == 0
     rec = _last_json(capsys.readouterr().out)
     n = ckpt["graph"].num_nodes
     assert rec["tree_sampled_sources"] == f"5 of {n}" and rec["sampled_sources"] is not None
@@ -182,13 +232,56 @@ def test_construct_then_eval_then_refine(tmp_path, capsys):
     assert main(["construct", "--data", str(csv), "--tau", "15", "--nc", "1", "--out", str(tmp_path / "x")]) == 2
     assert "pass nc=3" in capsys.readouterr().err
     # refine: the settings must match the constructed embedding
-    assert main(["train", "--data", str(csv), "--manifold", "ball", "--nc", "2", "--epochs", "1",
-                 "--init-from", str(run), "--out", str(tmp_path / "bad"), "--quiet"]) == 2
+    assert (
+        main(
+            [
+                "train",
+                "--data",
+                str(csv),
+                "--manifold",
+                "ball",
+                "--nc",
+                "2",
+                "--epochs",
+                "1",
+                "--init-from",
+                str(run),
+                "--out",
+                str(tmp_path / "bad"),
+                "--quiet",
+            ]
+        )
+        == 2
+    )
     assert "--manifold ball --dim 2 --nc 3 --dtype float64" in capsys.readouterr().err
     refined = tmp_path / "r"
-    assert main(["train", "--data", str(csv), "--manifold", "ball", "--nc", "3", "--epochs", "2",
-                 "--burnin", "0", "--lr", "0.01", "--batch-size", "8", "--init-from", str(run),
-                 "--out", str(refined), "--quiet"]) == 0
+    assert (
+        main(
+            [
+                "train",
+                "--data",
+                str(csv),
+                "--manifold",
+                "ball",
+                "--nc",
+                "3",
+                "--epochs",
+                "2",
+                "--burnin",
+                "0",
+                "--lr",
+                "0.01",
+                "--batch-size",
+                "8",
+                "--init-from",
+                str(run),
+                "--out",
+                str(refined),
+                "--quiet",
+            ]
+        )
+        == 0
+    )
     out = _last_json(capsys.readouterr().out)
     assert out["init"] == load_checkpoint(refined / "checkpoint.pt")["config"]["init"] is not None
     # started from the construction (radius ~45), not from a random point near the origin
@@ -203,8 +296,27 @@ def test_init_from_a_different_graph_is_refused(tmp_path, capsys):
     tree_closure(2, 3).to_csv(b)
     assert main(["construct", "--data", str(a), "--tau", "3", "--out", str(tmp_path / "c")]) == 0
     capsys.readouterr()
-    assert main(["train", "--data", str(b), "--manifold", "ball", "--nc", "1", "--epochs", "1",
-                 "--init-from", str(tmp_path / "c"), "--out", str(tmp_path / "r"), "--quiet"]) == 2
+    assert (
+        main(
+            [
+                "train",
+                "--data",
+                str(b),
+                "--manifold",
+                "ball",
+                "--nc",
+                "1",
+                "--epochs",
+                "1",
+                "--init-from",
+                str(tmp_path / "c"),
+                "--out",
+                str(tmp_path / "r"),
+                "--quiet",
+            ]
+        )
+        == 2
+    )
     assert "is not --data" in capsys.readouterr().err
 
 
@@ -220,8 +332,33 @@ def test_export_tsv_npy_pt(tmp_path, capsys):
     csv = tmp_path / "toy.csv"
     tree_closure(2, 2).to_csv(csv)
     run = tmp_path / "run"
-    assert main(["train", "--data", str(csv), "--dim", "2", "--nc", "2", "--epochs", "2", "--seed", "1",
-                 "--out", str(run), "--batch-size", "8", "--lr", "10", "--burnin", "1", "--quiet"]) == 0
+    assert (
+        main(
+            [
+                "train",
+                "--data",
+                str(csv),
+                "--dim",
+                "2",
+                "--nc",
+                "2",
+                "--epochs",
+                "2",
+                "--seed",
+                "1",
+                "--out",
+                str(run),
+                "--batch-size",
+                "8",
+                "--lr",
+                "10",
+                "--burnin",
+                "1",
+                "--quiet",
+            ]
+        )
+        == 0
+    )
     capsys.readouterr()
     ckpt = load_checkpoint(run / "checkpoint.pt")
     names, comps = list(ckpt["names"]), ckpt["components"]
@@ -285,8 +422,7 @@ def _toy_run(tmp_path, capsys):
     csv = tmp_path / "toy.csv"
     tree_closure(2, 2).to_csv(csv)
     run = tmp_path / "run"
-    assert main(["train", "--data", str(csv), "--epochs", "2", "--batch-size", "8", "--burnin", "1",
-                 "--out", str(run), "--quiet"]) == 0
+    assert main(["train", "--data", str(csv), "--epochs", "2", "--batch-size", "8", "--burnin", "1", "--out", str(run), "--quiet"]) == 0
     capsys.readouterr()
     return csv, run
 
@@ -318,8 +454,7 @@ def test_progress_bars_on_a_terminal_unless_quiet(command, tmp_path, capsys, mon
 
     monkeypatch.setattr(hypermc.data, "wordnet_closure", closure)
     args = _invocations(tmp_path, csv, run)[command]
-    desc = {"closure": "closure", "train": "train", "construct": "construct", "eval": "evaluate",
-            "export": "export"}[command]
+    desc = {"closure": "closure", "train": "train", "construct": "construct", "eval": "evaluate", "export": "export"}[command]
     assert main([*args, "--force"] if command in ("train", "construct", "export") else args) == 0
     assert "%|" not in capsys.readouterr().err  # capsys's stderr is not a terminal: no bar
     monkeypatch.setattr(sys.stderr, "isatty", lambda: True)
@@ -337,15 +472,12 @@ def test_construct_plot(tmp_path, capsys):
     csv = tmp_path / "toy.csv"
     tree_closure(3, 3).to_csv(csv)
     png = tmp_path / "tree.png"
-    assert main(["construct", "--data", str(csv), "--tau", "8", "--out", str(tmp_path / "c"), "--plot", str(png),
-                 "--quiet"]) == 0
+    assert main(["construct", "--data", str(csv), "--tau", "8", "--out", str(tmp_path / "c"), "--plot", str(png), "--quiet"]) == 0
     rec = _last_json(capsys.readouterr().out)
     assert rec["plot"] == str(png) and png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 10_000
-    assert main(["construct", "--data", str(csv), "--tau", "8", "--dim", "3", "--out", str(tmp_path / "d"),
-                 "--plot", str(png)]) == 2
+    assert main(["construct", "--data", str(csv), "--tau", "8", "--dim", "3", "--out", str(tmp_path / "d"), "--plot", str(png)]) == 2
     assert "--plot draws 2-D constructions only; got --dim 3" in capsys.readouterr().err
-    assert main(["construct", "--data", str(csv), "--tau", "8", "--out", str(tmp_path / "d"),
-                 "--plot", str(tmp_path / "tree.svg")]) == 2
+    assert main(["construct", "--data", str(csv), "--tau", "8", "--out", str(tmp_path / "d"), "--plot", str(tmp_path / "tree.svg")]) == 2
     assert "--plot: expected a file name ending in .png, got" in capsys.readouterr().err
     assert not (tmp_path / "d").exists()  # refused before anything was written
 
@@ -354,8 +486,27 @@ def test_train_eval_every_writes_the_curve(tmp_path, capsys):
     csv = tmp_path / "toy.csv"
     tree_closure(2, 2).to_csv(csv)
     run = tmp_path / "run"
-    assert main(["train", "--data", str(csv), "--epochs", "5", "--batch-size", "8", "--burnin", "1",
-                 "--eval-every", "2", "--out", str(run), "--quiet"]) == 0
+    assert (
+        main(
+            [
+                "train",
+                "--data",
+                str(csv),
+                "--epochs",
+                "5",
+                "--batch-size",
+                "8",
+                "--burnin",
+                "1",
+                "--eval-every",
+                "2",
+                "--out",
+                str(run),
+                "--quiet",
+            ]
+        )
+        == 0
+    )
     rec = _last_json(capsys.readouterr().out)
     assert [e["epoch"] for e in rec["eval_history"]] == [2, 4, 5]
     assert rec["eval_history"][-1]["map"] == rec["map"] and rec["eval_history"][-1]["mean_rank"] == rec["mean_rank"]

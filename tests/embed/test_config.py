@@ -25,8 +25,9 @@ from tests.embed.helpers import tree_closure
 
 F64 = torch.float64
 #: A tiny run: 7 nodes, 6 edges, a few epochs.
-TINY = dict(dim=2, nc=2, dtype=F64, epochs=3, lr=30.0, batch_size=4, negatives=5, burnin=1, max_step=0.3,
-            lr_end_mult=0.01, scale=1.0, seed=4)
+TINY = dict(
+    dim=2, nc=2, dtype=F64, epochs=3, lr=30.0, batch_size=4, negatives=5, burnin=1, max_step=0.3, lr_end_mult=0.01, scale=1.0, seed=4
+)
 
 
 def test_defaults_are_the_documented_ones():
@@ -69,8 +70,7 @@ def test_values_are_normalised():
         (dict(retraction=1), TypeError, r"TrainConfig: retraction must be True or False; got int 1"),
         (dict(max_rounds=-1), ValueError, r"TrainConfig: max_rounds must be an int >= 0; got -1"),
         (dict(max_step=0.0), ValueError, r"TrainConfig: max_step must be a finite number > 0.0 or None; got 0.0"),
-        (dict(lr_schedule="cosine"), ValueError,
-         r"TrainConfig: lr_schedule must be one of 'constant', 'linear'; got 'cosine'"),
+        (dict(lr_schedule="cosine"), ValueError, r"TrainConfig: lr_schedule must be one of 'constant', 'linear'; got 'cosine'"),
         (dict(lr_end_mult=0.0), ValueError, r"TrainConfig: lr_end_mult must be a finite number > 0.0; got 0.0"),
         (dict(checkpoint_every=0), ValueError, r"TrainConfig: checkpoint_every must be an int >= 1 or None; got 0"),
         (dict(device=0), TypeError, r"TrainConfig: device must be a str, a torch.device or 'auto'; got int"),
@@ -121,8 +121,16 @@ def test_from_dict_errors_and_older_records():
     with pytest.raises(ValueError, match=r"TrainConfig: lr must be a finite number > 0.0; got -1.0"):
         TrainConfig.from_dict({"lr": -1.0})
     # a record written before TrainConfig: no device / checkpoint_every, but device_type
-    old = {"manifold": "halfspace", "curvature": -1.0, **TrainConfig(epochs=9).to_dict(), "graph_checksum": "0" * 64,
-           "num_nodes": 3, "num_edges": 2, "device_type": "cuda", "init": None}
+    old = {
+        "manifold": "halfspace",
+        "curvature": -1.0,
+        **TrainConfig(epochs=9).to_dict(),
+        "graph_checksum": "0" * 64,
+        "num_nodes": 3,
+        "num_edges": 2,
+        "device_type": "cuda",
+        "init": None,
+    }
     del old["device"], old["checkpoint_every"]
     assert set(old) - set(TrainConfig().to_dict()) == set(RECORD_KEYS)
     cfg = TrainConfig.from_dict(old)
@@ -222,8 +230,23 @@ def test_checkpoint_from_before_trainconfig_resumes(tmp_path):
 def test_cli_prints_the_config(tmp_path, capsys):
     csv = tmp_path / "toy.csv"
     tree_closure(1, 2).to_csv(csv)
-    args = ["train", "--data", str(csv), "--epochs", "2", "--nc", "plain", "--dtype", "float32", "--lr", "3",
-            "--checkpoint-every", "1", "--max-step", "0"]
+    args = [
+        "train",
+        "--data",
+        str(csv),
+        "--epochs",
+        "2",
+        "--nc",
+        "plain",
+        "--dtype",
+        "float32",
+        "--lr",
+        "3",
+        "--checkpoint-every",
+        "1",
+        "--max-step",
+        "0",
+    ]
     assert main([*args, "--out", str(tmp_path / "a")]) == 0
     out = capsys.readouterr().out
     want = TrainConfig(nc=None, dtype=torch.float32, epochs=2, lr=3.0, checkpoint_every=1, max_step=None)

@@ -145,7 +145,7 @@ def test_radius_beyond_the_exponent_range_is_refused():
 
 def _balanced(branching, depth):
     """Balanced tree: node i > 0 has parent (i - 1) // branching."""
-    n = sum(branching ** k for k in range(depth + 1))
+    n = sum(branching**k for k in range(depth + 1))
     names = tuple(f"b{i:06d}" for i in range(n))
     edges = torch.tensor([[i, (i - 1) // branching] for i in range(1, n)], dtype=torch.int64)
     return Graph(names, edges)
@@ -162,6 +162,7 @@ def test_deep_tree_gets_tree_neighbour_map_one():
     # directed edges only (positives = the parent): the 3 children of an inner node sit
     # at the same distance tau as its parent, so the evaluator must not score 1.0 there
     from hypermc.embed import evaluate
+
     directed = evaluate(PoincareBall(), r["embeddings"], r["tree_edges"])
     assert directed["map"] < 0.9
 
@@ -252,11 +253,9 @@ def test_train_init_is_checked():
 
     g = _path(3)
     with pytest.raises(ValueError, match=r"init must be a torch.float64 tensor of shape \(4, 2, 2\)"):
-        train(g, PoincareBall(), dim=2, nc=2, epochs=1, init=torch.zeros(4, 2, 3, dtype=torch.float64),
-              progress=False)
+        train(g, PoincareBall(), dim=2, nc=2, epochs=1, init=torch.zeros(4, 2, 3, dtype=torch.float64), progress=False)
     with pytest.raises(ValueError, match="init is not a set of points"):
-        train(g, PoincareBall(), dim=2, nc=2, epochs=1, init=torch.full((4, 2, 2), 2.0, dtype=torch.float64),
-              progress=False)
+        train(g, PoincareBall(), dim=2, nc=2, epochs=1, init=torch.full((4, 2, 2), 2.0, dtype=torch.float64), progress=False)
 
 
 def test_max_tau_is_the_edge_of_components_needed():
@@ -305,6 +304,8 @@ def test_grandparent_distances_match_the_closed_form_deep_in_the_tree():
     want = 2 * torch.asinh(math.sinh(tau) * torch.sin(math.pi * j.double() / 4))
     got = _pair_dist(x.components, a, kids, gp)
     assert float(((got - want) / want).abs().max()) < 1e-13
+
+
 def test_fit_tau_searches_below_the_precision_bound():
     from hypermc.embed import fit_tau, max_tau
 

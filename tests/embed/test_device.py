@@ -24,8 +24,7 @@ from tests.embed.helpers import tree_closure
 from tests.oracle import assert_within, components_to_fraction
 
 F64 = torch.float64
-TOY = dict(lr=30.0, batch_size=8, negatives=50, burnin=2, max_step=0.3, lr_schedule="linear", lr_end_mult=0.01,
-           scale=1.0, progress=False)
+TOY = dict(lr=30.0, batch_size=8, negatives=50, burnin=2, max_step=0.3, lr_schedule="linear", lr_end_mult=0.01, scale=1.0, progress=False)
 
 
 def _same(a: torch.Tensor, b: torch.Tensor) -> bool:
@@ -130,38 +129,44 @@ def test_fast_update_trains_the_other_models(manifold):
 
 def test_fast_resume_is_bit_identical_and_fast_is_part_of_the_trajectory(tmp_path):
     g = tree_closure(2, 3)
-    full = train(g, PoincareHalfspace(), dim=2, nc=2, epochs=6, seed=0, fast=True, lr_schedule="constant",
-                 **{k: v for k, v in TOY.items() if k != "lr_schedule"})
+    full = train(
+        g,
+        PoincareHalfspace(),
+        dim=2,
+        nc=2,
+        epochs=6,
+        seed=0,
+        fast=True,
+        lr_schedule="constant",
+        **{k: v for k, v in TOY.items() if k != "lr_schedule"},
+    )
     kw = {k: v for k, v in TOY.items() if k != "lr_schedule"}
-    train(g, PoincareHalfspace(), dim=2, nc=2, epochs=3, seed=0, fast=True, lr_schedule="constant",
-          checkpoint_dir=tmp_path, **kw)
-    rest = train(g, PoincareHalfspace(), dim=2, nc=2, epochs=6, seed=0, fast=True, lr_schedule="constant",
-                 resume=tmp_path / CHECKPOINT_NAME, **kw)
+    train(g, PoincareHalfspace(), dim=2, nc=2, epochs=3, seed=0, fast=True, lr_schedule="constant", checkpoint_dir=tmp_path, **kw)
+    rest = train(
+        g, PoincareHalfspace(), dim=2, nc=2, epochs=6, seed=0, fast=True, lr_schedule="constant", resume=tmp_path / CHECKPOINT_NAME, **kw
+    )
     assert _same(full.embeddings, rest.embeddings)
     with pytest.raises(ValueError, match=r"fast is True in the checkpoint but False now"):
-        train(g, PoincareHalfspace(), dim=2, nc=2, epochs=6, seed=0, lr_schedule="constant",
-              resume=tmp_path / CHECKPOINT_NAME, **kw)
+        train(g, PoincareHalfspace(), dim=2, nc=2, epochs=6, seed=0, lr_schedule="constant", resume=tmp_path / CHECKPOINT_NAME, **kw)
 
 
 _small = st.floats(min_value=-1e-3, max_value=1e-3, allow_nan=False, allow_infinity=False)
 
 
 @settings(max_examples=25, deadline=None)
-@given(st.lists(_small, min_size=3, max_size=3), st.integers(min_value=-40, max_value=40),
-       st.floats(min_value=-5.0, max_value=5.0))
+@given(st.lists(_small, min_size=3, max_size=3), st.integers(min_value=-40, max_value=40), st.floats(min_value=-5.0, max_value=5.0))
 def test_fast_halfspace_move_is_exact_to_u_nc(u_vals, height_exp, xbar):
     """The fast move's coordinates against the exact ``x_bar + u_bar`` and ``x_n * f``
     (``f`` the rounded factor the function uses), for MC points whose tails matter."""
     nc = 2
-    t0 = 2.0 ** height_exp * 1.25
+    t0 = 2.0**height_exp * 1.25
     comps = torch.tensor([[[xbar, xbar * 2.0**-60], [-1.5, 2.0**-70], [t0, t0 * 2.0**-57]]], dtype=F64)
     x = hm.MCTensor(comps)
     u = torch.tensor([u_vals], dtype=F64) * torch.tensor([1.0, 1.0, t0], dtype=F64)
     y = fast_retr_rows(PoincareHalfspace(), x, u)
     xs = components_to_fraction(comps)
     factor = float(torch.exp(u[0, 2] / comps[0, 2, 0]))
-    exact = [xs[0, 0] + Fraction(float(u[0, 0])),
-             xs[0, 1] + Fraction(float(u[0, 1])), xs[0, 2] * Fraction(factor)]
+    exact = [xs[0, 0] + Fraction(float(u[0, 0])), xs[0, 1] + Fraction(float(u[0, 1])), xs[0, 2] * Fraction(factor)]
     assert_within(y.components[0], exact, F64, nc, "add", relative=True)
 
 
@@ -191,17 +196,14 @@ def test_cuda_train_evaluate_checkpoint_resume(tmp_path, fast):
     on_cpu = evaluate(M, full.embeddings, g.edges, device="cpu")
     assert on_gpu["map"] >= 0.9
     assert (on_gpu["map"], on_gpu["mean_rank"]) == (on_cpu["map"], on_cpu["mean_rank"])
-    train(g, M, dim=2, nc=2, epochs=30, seed=0, device="cuda", fast=fast, lr_schedule="constant",
-          checkpoint_dir=tmp_path, **kw)
+    train(g, M, dim=2, nc=2, epochs=30, seed=0, device="cuda", fast=fast, lr_schedule="constant", checkpoint_dir=tmp_path, **kw)
     path = tmp_path / CHECKPOINT_NAME
     ckpt = load_checkpoint(path)  # written on CUDA, read on the CPU
     assert ckpt["embeddings"].device.type == "cpu" and ckpt["config"]["device_type"] == "cuda"
-    rest = train(g, M, dim=2, nc=2, epochs=60, seed=0, device="cuda", fast=fast, lr_schedule="constant",
-                 resume=path, **kw)
+    rest = train(g, M, dim=2, nc=2, epochs=60, seed=0, device="cuda", fast=fast, lr_schedule="constant", resume=path, **kw)
     assert _same(full.embeddings, rest.embeddings)
     with pytest.raises(ValueError, match=r"written by a run on 'cuda' but device is 'cpu'"):
-        train(g, M, dim=2, nc=2, epochs=60, seed=0, device="cpu", fast=fast, lr_schedule="constant",
-              resume=path, **kw)
+        train(g, M, dim=2, nc=2, epochs=60, seed=0, device="cpu", fast=fast, lr_schedule="constant", resume=path, **kw)
 
 
 @pytest.mark.cuda
@@ -236,8 +238,32 @@ def test_cli_device_and_fast_flags(tmp_path, capsys):
     csv = tmp_path / "toy.csv"
     tree_closure(2, 2).to_csv(csv)
     run = tmp_path / "run"
-    assert main(["train", "--data", str(csv), "--dim", "2", "--nc", "2", "--epochs", "3", "--out", str(run),
-                 "--batch-size", "8", "--burnin", "1", "--device", "cpu", "--fast", "--quiet"]) == 0
+    assert (
+        main(
+            [
+                "train",
+                "--data",
+                str(csv),
+                "--dim",
+                "2",
+                "--nc",
+                "2",
+                "--epochs",
+                "3",
+                "--out",
+                str(run),
+                "--batch-size",
+                "8",
+                "--burnin",
+                "1",
+                "--device",
+                "cpu",
+                "--fast",
+                "--quiet",
+            ]
+        )
+        == 0
+    )
     rec = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert rec["fast"] is True and rec["device_type"] == "cpu"
     assert main(["eval", str(run / "checkpoint.pt"), "--device", "cpu"]) == 0

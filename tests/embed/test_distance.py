@@ -67,8 +67,7 @@ def test_rounded_difference_is_accurate(rng):
     got = rounded_difference(a.components, b.components)
     ref = (a - b).approx()
     torch.testing.assert_close(got, ref, rtol=4.5e-16, atol=0)
-    assert torch.equal(rounded_difference(a.components[..., :1], b.components[..., :1]),
-                       a.components[..., 0] - b.components[..., 0])
+    assert torch.equal(rounded_difference(a.components[..., :1], b.components[..., :1]), a.components[..., 0] - b.components[..., 0])
 
 
 def test_not_a_manifold_is_a_type_error():

@@ -27,8 +27,7 @@ from tests.embed.helpers import tree_closure
 
 F64 = torch.float64
 #: Mammals, 3 epochs (the first in burn-in), 10-D halfspace in MC nc=2.
-KW = dict(dim=10, nc=2, dtype=F64, batch_size=256, negatives=20, burnin=1, lr=5.0, lr_schedule="constant", seed=7,
-          progress=False)
+KW = dict(dim=10, nc=2, dtype=F64, batch_size=256, negatives=20, burnin=1, lr=5.0, lr_schedule="constant", seed=7, progress=False)
 #: Process-group timeout of the test ranks (seconds): the rendezvous and every collective
 #: before a stall. Generous, so that a rank that starts or runs late on a busy machine
 #: (pytest-xdist, other jobs) never times out by accident; a dead rank is noticed at once
@@ -54,8 +53,7 @@ def _held_by_traceback(exc):
         tb = exc.__traceback__
         while tb is not None:
             if tb.tb_frame is not sys._getframe(1):  # not the frame handling the error
-                held += [type(v).__name__ for v in tb.tb_frame.f_locals.values()
-                         if isinstance(v, (dist.Work, dist.ProcessGroup))]
+                held += [type(v).__name__ for v in tb.tb_frame.f_locals.values() if isinstance(v, (dist.Work, dist.ProcessGroup))]
             tb = tb.tb_next
         exc = exc.__cause__ or exc.__context__
     return held
@@ -68,8 +66,7 @@ def _worker(rank, world, port, out, graph_name, kwargs, die_at, stall=0.0, stall
     epoch; for a stall, rank 0 lowers the group's timeout to ``stall_timeout`` at the
     same point, so only the stall -- not a late start or a slow step -- can time out.
     """
-    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank), WORLD_SIZE=str(world),
-                      LOCAL_RANK=str(rank))
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank), WORLD_SIZE=str(world), LOCAL_RANK=str(rank))
     torch.set_num_threads(1)
     kwargs = kwargs[rank] if isinstance(kwargs, list) else kwargs  # per-rank arguments
     result = {}
@@ -108,12 +105,10 @@ def _worker(rank, world, port, out, graph_name, kwargs, die_at, stall=0.0, stall
     os._exit(0)
 
 
-def _run(tmp_path, world, kwargs, graph_name="mammals", die_at=None, join_timeout=240, stall=0.0,
-         stall_timeout=None):
+def _run(tmp_path, world, kwargs, graph_name="mammals", die_at=None, join_timeout=240, stall=0.0, stall_timeout=None):
     out = str(tmp_path / "rank")
     args = (world, _free_port(), out, graph_name, kwargs, die_at, stall, stall_timeout)
-    ctx = mp.start_processes(_worker, args=args, nprocs=world,
-                             join=False, start_method="spawn")
+    ctx = mp.start_processes(_worker, args=args, nprocs=world, join=False, start_method="spawn")
     deadline = time.monotonic() + join_timeout
     for p in ctx.processes:
         p.join(max(0.0, deadline - time.monotonic()))
@@ -129,8 +124,7 @@ def _run(tmp_path, world, kwargs, graph_name="mammals", die_at=None, join_timeou
     codes = [p.exitcode for p in ctx.processes]
     for rank, (r, code) in enumerate(zip(results, codes)):
         if r is None and code != 3:  # 3: the dying-rank test's os._exit
-            raise AssertionError(f"rank {rank} left no result (exit code {code}): it died before or inside "
-                                 "destroy_process_group")
+            raise AssertionError(f"rank {rank} left no result (exit code {code}): it died before or inside destroy_process_group")
     return results, codes
 
 
@@ -167,8 +161,7 @@ def test_resume_one_process_checkpoint_with_two_ranks(tmp_path):
     kw = {**KW, "batch_size": 3, "negatives": 4}
     single = train(g, PoincareHalfspace(), epochs=4, **kw)
     train(g, PoincareHalfspace(), epochs=2, checkpoint_dir=tmp_path / "one", **kw)
-    ranks, codes = _run(tmp_path, 2, {**kw, "epochs": 4, "resume": str(tmp_path / "one" / CHECKPOINT_NAME)},
-                        graph_name="tree")
+    ranks, codes = _run(tmp_path, 2, {**kw, "epochs": 4, "resume": str(tmp_path / "one" / CHECKPOINT_NAME)}, graph_name="tree")
     assert codes == [0, 0] and all("error" not in r for r in ranks), ranks
     assert torch.equal(ranks[0]["components"], ranks[1]["components"])
     assert [h["loss"] for h in ranks[0]["history"]] == pytest.approx([h["loss"] for h in single.history], rel=1e-9)
@@ -186,8 +179,7 @@ def test_dying_rank_stops_the_others(tmp_path):
     test); see docs/reliability.md (issue #18 checklist) for the runs under ``-n 2``.
     """
     start = time.perf_counter()
-    ranks, codes = _run(tmp_path, 2, {**KW, "epochs": 50, "batch_size": 4, "negatives": 4}, graph_name="tree",
-                        die_at=2)
+    ranks, codes = _run(tmp_path, 2, {**KW, "epochs": 50, "batch_size": 4, "negatives": 4}, graph_name="tree", die_at=2)
     assert codes[1] == 3 and ranks[1] is None  # rank 1 died
     assert codes[0] == 0 and "DistributedError" in ranks[0]["error"], ranks[0]
     assert "rank 0 of 2" in ranks[0]["error"] and "died or stalled" in ranks[0]["error"]
@@ -213,8 +205,9 @@ def test_stalled_rank_times_out(tmp_path):
     rank starting 5 s late failed the rendezvous with DistStoreError). 20 runs in a row
     with the dying-rank test: 20/20 green (30-75 s each).
     """
-    ranks, codes = _run(tmp_path, 2, {**KW, "epochs": 50, "batch_size": 4, "negatives": 4}, graph_name="tree",
-                        die_at=2, stall=20.0, stall_timeout=3.0)
+    ranks, codes = _run(
+        tmp_path, 2, {**KW, "epochs": 50, "batch_size": 4, "negatives": 4}, graph_name="tree", die_at=2, stall=20.0, stall_timeout=3.0
+    )
     assert "DistributedError" in ranks[0]["error"] and "Timed out" in ranks[0]["error"], ranks[0]
     assert "DistributedError" in ranks[1]["error"], ranks[1]
     assert ranks[0]["seconds"] < ranks[1]["seconds"] - 10  # rank 0 gave up long before rank 1 woke
@@ -270,10 +263,13 @@ def test_reduce_sums_in_rank_order(tmp_path):
         dist.destroy_process_group()
 
 
-@pytest.mark.parametrize("change, match", [
-    ({"nc": 3}, "nc is 2 in the checkpoint but 3 now"),
-    ({"dtype": torch.float32}, "dtype is 'float64' in the checkpoint but 'float32' now"),
-])
+@pytest.mark.parametrize(
+    "change, match",
+    [
+        ({"nc": 3}, "nc is 2 in the checkpoint but 3 now"),
+        ({"dtype": torch.float32}, "dtype is 'float64' in the checkpoint but 'float32' now"),
+    ],
+)
 def test_resume_with_other_nc_or_dtype_fails(tmp_path, change, match):
     g = tree_closure(1, 2)
     train(g, PoincareHalfspace(), epochs=1, checkpoint_dir=tmp_path, **KW)

@@ -138,10 +138,9 @@ def _descends(u, v, parent):
 
 
 def test_ranks_are_exact_across_overlapping_tails():
-    ulp = 2.0 ** -52
+    ulp = 2.0**-52
     # 1 + 0.75 ulp and (1 + ulp) - 0.75 ulp: lexicographic order of the components is wrong
-    comps = torch.tensor([[1 + ulp, -0.75 * ulp], [1.0, 0.75 * ulp], [1.0, 0.0], [1 + ulp, 0.0]],
-                         dtype=torch.float64)
+    comps = torch.tensor([[1 + ulp, -0.75 * ulp], [1.0, 0.75 * ulp], [1.0, 0.0], [1 + ulp, 0.0]], dtype=torch.float64)
     assert plot._ranks(comps).tolist() == [1, 2, 0, 3]
 
 

@@ -64,8 +64,7 @@ def test_burnin_draws_by_target_count(rng):
     expected = counts**0.75 / (counts**0.75).sum()
     torch.testing.assert_close(freq, expected, atol=3e-3, rtol=0)
     uniform = torch.bincount(s.draw((400_000,), generator=rng, burnin=False), minlength=g.num_nodes)
-    torch.testing.assert_close(uniform.double() / 400_000, torch.full((40,), 1 / 40, dtype=torch.float64),
-                               atol=3e-3, rtol=0)
+    torch.testing.assert_close(uniform.double() / 400_000, torch.full((40,), 1 / 40, dtype=torch.float64), atol=3e-3, rtol=0)
 
 
 def test_sampling_is_reproducible():

@@ -15,8 +15,7 @@ from hypermc.manifolds import Euclidean, Lorentz, PoincareBall, PoincareHalfspac
 from tests.embed.helpers import tree_closure
 
 F64 = torch.float64
-TOY = dict(lr=30.0, batch_size=8, negatives=50, burnin=2, max_step=0.3, lr_schedule="linear", lr_end_mult=0.01,
-           scale=1.0, progress=False)
+TOY = dict(lr=30.0, batch_size=8, negatives=50, burnin=2, max_step=0.3, lr_schedule="linear", lr_end_mult=0.01, scale=1.0, progress=False)
 
 
 @pytest.mark.parametrize("nc", [2, None])
@@ -57,9 +56,7 @@ def test_toy_tree_with_library_defaults():
     assert res["map"] == 1.0 and res["mean_rank"] == 1.0
 
 
-@pytest.mark.parametrize(
-    "M, dim", [(PoincareBall(), 2), (Lorentz(), 2), (Euclidean(), 3), (PoincareHalfspace(curvature=-2.0), 2)]
-)
+@pytest.mark.parametrize("M, dim", [(PoincareBall(), 2), (Lorentz(), 2), (Euclidean(), 3), (PoincareHalfspace(curvature=-2.0), 2)])
 def test_every_manifold_trains(M, dim):
     g = tree_closure(2, 2)
     r = train(g, M, dim=dim, nc=2, dtype=F64, epochs=30, seed=1, **{**TOY, "lr": 10.0})
@@ -90,8 +87,7 @@ def test_resume_is_bit_identical(tmp_path, schedule):
     full = train(g, M, epochs=5, checkpoint_dir=tmp_path / "full", **kw)
     path = tmp_path / "part" / CHECKPOINT_NAME
     with pytest.raises(_Interrupt):
-        train(g, M, epochs=5, checkpoint_dir=tmp_path / "part", checkpoint_every=1,
-              callback=_stop_after(2), **kw)
+        train(g, M, epochs=5, checkpoint_dir=tmp_path / "part", checkpoint_every=1, callback=_stop_after(2), **kw)
     ckpt = load_checkpoint(path)
     assert ckpt["epoch"] == 2 and ckpt["config"]["seed"] == 5
     resumed = train(g, M, epochs=5, resume=path, checkpoint_dir=tmp_path / "part", **kw)

@@ -72,8 +72,11 @@ def exact(t) -> list:
     if isinstance(t, hm.MCTensor):
         return t.to_mpmath().tolist()
     with mpmath.workprec(PREC):
-        return [[mpmath.mpf(a) for a in row] for row in t.detach().double().tolist()] if t.dim() == 2 else [
-            mpmath.mpf(a) for a in t.detach().double().tolist()]
+        return (
+            [[mpmath.mpf(a) for a in row] for row in t.detach().double().tolist()]
+            if t.dim() == 2
+            else [mpmath.mpf(a) for a in t.detach().double().tolist()]
+        )
 
 
 # ------------------------------------------------------------------- reference distances
@@ -123,6 +126,7 @@ def grad_ref(f, x):
     out = []
     with mpmath.workprec(PREC):
         for i in range(len(x)):
+
             def fi(t, i=i):
                 z = list(x)
                 z[i] = t

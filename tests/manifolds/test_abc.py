@@ -12,8 +12,22 @@ import torch
 from hypermc.manifolds import Euclidean, Lorentz, Manifold, PoincareBall, PoincareHalfspace
 
 MODELS = [PoincareHalfspace, PoincareBall, Lorentz, Euclidean]
-ABSTRACT = {"dist", "dist0", "expmap", "logmap", "expmap0", "logmap0", "retr", "transp", "inner", "norm",
-            "projx", "proju", "egrad2rgrad", "_origin_values"}
+ABSTRACT = {
+    "dist",
+    "dist0",
+    "expmap",
+    "logmap",
+    "expmap0",
+    "logmap0",
+    "retr",
+    "transp",
+    "inner",
+    "norm",
+    "projx",
+    "proju",
+    "egrad2rgrad",
+    "_origin_values",
+}
 
 
 def _public_methods(cls: type) -> list[str]:
@@ -28,8 +42,7 @@ def test_the_abstract_methods():
 
 def test_an_incomplete_model_cannot_be_instantiated():
     class Incomplete(Manifold):  # only some of the methods
-        def dist(self, x: torch.Tensor, y: torch.Tensor, *, keepdim: bool = False,
-                 check: bool = True) -> torch.Tensor:
+        def dist(self, x: torch.Tensor, y: torch.Tensor, *, keepdim: bool = False, check: bool = True) -> torch.Tensor:
             return x
 
     with pytest.raises(TypeError, match=r"Can't instantiate abstract class Incomplete .*expmap"):
@@ -46,8 +59,7 @@ def test_a_complete_model_can_be_written():
     assert M.check_point(x) == (True, None)
     rows = x.components
     d = M.dist_batch(rows, torch.tensor([0, 1]), torch.tensor([2, 3]))
-    torch.testing.assert_close(d, Euclidean().dist_batch(rows, torch.tensor([0, 1]), torch.tensor([2, 3])),
-                               rtol=1e-15, atol=0)
+    torch.testing.assert_close(d, Euclidean().dist_batch(rows, torch.tensor([0, 1]), torch.tensor([2, 3])), rtol=1e-15, atol=0)
 
 
 @pytest.mark.parametrize("cls", [Manifold, *MODELS], ids=lambda c: c.__name__)
@@ -62,19 +74,33 @@ def test_public_methods_are_fully_annotated(cls):
 
 @pytest.mark.parametrize("cls", MODELS, ids=lambda c: c.__name__)
 def test_options_and_curvature_are_keyword_only(cls):
-    for name in ("dist", "dist0", "expmap", "logmap", "logmap0", "inner", "norm", "check_point", "dist_batch",
-                 "random", "origin", "__init__"):
+    for name in (
+        "dist",
+        "dist0",
+        "expmap",
+        "logmap",
+        "logmap0",
+        "inner",
+        "norm",
+        "check_point",
+        "dist_batch",
+        "random",
+        "origin",
+        "__init__",
+    ):
         for p in inspect.signature(getattr(cls, name)).parameters.values():
-            if p.name in ("keepdim", "check", "atol", "leaf", "cache", "std", "nc", "dtype", "device",
-                          "generator", "curvature"):
+            if p.name in ("keepdim", "check", "atol", "leaf", "cache", "std", "nc", "dtype", "device", "generator", "curvature"):
                 assert p.kind is p.KEYWORD_ONLY, f"{cls.__name__}.{name}: {p.name}"
 
 
 @pytest.mark.parametrize("cls", [PoincareHalfspace, PoincareBall, Lorentz], ids=lambda c: c.__name__)
 def test_positional_curvature_is_a_clear_type_error(cls):
     assert list(inspect.signature(cls).parameters) == ["curvature"]
-    with pytest.raises(TypeError, match=rf"{cls.__name__}: curvature must be passed by keyword, e\.g\. "
-                                        rf"{cls.__name__}\(curvature=-2\.0\); got 1 positional argument \(-2\.0,\)"):
+    with pytest.raises(
+        TypeError,
+        match=rf"{cls.__name__}: curvature must be passed by keyword, e\.g\. "
+        rf"{cls.__name__}\(curvature=-2\.0\); got 1 positional argument \(-2\.0,\)",
+    ):
         cls(-2.0)
     assert cls(curvature=-2.0).curvature == -2.0
 

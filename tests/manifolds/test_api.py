@@ -127,9 +127,23 @@ def test_no_nan_for_valid_input(name):
     y = torch.cat([x[:1], x[:1], x[3:], x[2:3]])  # includes y = x
     u = M.logmap(x, y)
     z = torch.zeros_like(u)
-    outs = [M.dist(x, y), M.dist0(x), u, M.expmap(x, u), M.expmap(x, z), M.expmap0(z), M.logmap0(x),
-            M.retr(x, z), M.transp(x, y, u), M.inner(x, u), M.norm(x, u), M.projx(x), M.proju(x, u),
-            M.egrad2rgrad(x, u), M.logmap(x, x)]
+    outs = [
+        M.dist(x, y),
+        M.dist0(x),
+        u,
+        M.expmap(x, u),
+        M.expmap(x, z),
+        M.expmap0(z),
+        M.logmap0(x),
+        M.retr(x, z),
+        M.transp(x, y, u),
+        M.inner(x, u),
+        M.norm(x, u),
+        M.projx(x),
+        M.proju(x, u),
+        M.egrad2rgrad(x, u),
+        M.logmap(x, x),
+    ]
     for i, t in enumerate(outs):
         assert torch.isfinite(t.components).all(), i
 

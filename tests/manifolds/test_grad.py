@@ -41,8 +41,7 @@ def _ball_pairs():
     with mpmath.workprec(P.PREC):
         x = P.ball_point(40, P.unit(3, 0))
         near = [a + mpmath.mpf("1e-20") * b for a, b in zip(x, P.unit(3, 2))]
-        return {"far": (x, P.ball_point(40, P.unit(3, 1))), "near": (x, near),
-                "origin": ([0, 0, 0], P.ball_point(30, P.unit(3, 3)))}
+        return {"far": (x, P.ball_point(40, P.unit(3, 1))), "near": (x, near), "origin": ([0, 0, 0], P.ball_point(30, P.unit(3, 3)))}
 
 
 @pytest.mark.parametrize("nc", [2, 3])
@@ -71,8 +70,10 @@ def test_ball_gradient(nc, case):
 def test_halfspace_gradient(nc):
     with mpmath.workprec(P.PREC):
         rows = [
-            [mpmath.mpf(1), mpmath.mpf("1e-25")], [1 + mpmath.mpf("1e-30"), mpmath.mpf("1e-25")],
-            [mpmath.mpf("0.5"), mpmath.mpf("1e-100")], [mpmath.mpf(7), mpmath.mpf("1e100")],
+            [mpmath.mpf(1), mpmath.mpf("1e-25")],
+            [1 + mpmath.mpf("1e-30"), mpmath.mpf("1e-25")],
+            [mpmath.mpf("0.5"), mpmath.mpf("1e-100")],
+            [mpmath.mpf(7), mpmath.mpf("1e100")],
         ]
     M = PoincareHalfspace()
     for pair in (rows[:2], rows[2:]):

@@ -92,8 +92,7 @@ def operand_range(op: str, dtype: torch.dtype, nc: int) -> tuple[int, int]:
     return low + 2, emax - 3
 
 
-def random_expansions(n: int, dtype: torch.dtype, nc: int, lo: int, hi: int,
-                      gen: torch.Generator) -> torch.Tensor:
+def random_expansions(n: int, dtype: torch.dtype, nc: int, lo: int, hi: int, gen: torch.Generator) -> torch.Tensor:
     """``n`` normalised expansions of ``dtype`` (shape ``(n, nc)``), vectorised.
 
     Leading exponent uniform in [lo, hi], random significands and signs; each next
@@ -109,8 +108,9 @@ def random_expansions(n: int, dtype: torch.dtype, nc: int, lo: int, hi: int,
     alive = torch.ones(n, dtype=torch.bool)
     for _ in range(1, nc):
         r = torch.rand(n, generator=gen)
-        gap = torch.where(r < 0.7, 0, torch.where(r < 0.9, torch.randint(0, p + 1, (n,), generator=gen),
-                                                  torch.randint(0, 3 * p + 1, (n,), generator=gen)))
+        gap = torch.where(
+            r < 0.7, 0, torch.where(r < 0.9, torch.randint(0, p + 1, (n,), generator=gen), torch.randint(0, 3 * p + 1, (n,), generator=gen))
+        )
         e_new = e - p - 1 - gap
         c = random_floats((e_new + bias).clamp(min=1), dtype, gen)
         tie = torch.rand(n, generator=gen) < 0.05
@@ -188,9 +188,19 @@ OPS = {
     "reciprocal": lambda x, _: arith.reciprocal(x),
     "sqrt": lambda x, _: arith.sqrt(x),
 }
-BOUND_OF = {"add": "add", "sub": "sub", "add_float": "add", "mul": "mul", "mul_float": "mul",
-            "square": "mul", "div": "div", "div_float": "div", "rdiv_float": "div",
-            "reciprocal": "div", "sqrt": "sqrt"}
+BOUND_OF = {
+    "add": "add",
+    "sub": "sub",
+    "add_float": "add",
+    "mul": "mul",
+    "mul_float": "mul",
+    "square": "mul",
+    "div": "div",
+    "div_float": "div",
+    "rdiv_float": "div",
+    "reciprocal": "div",
+    "sqrt": "sqrt",
+}
 FLOAT_OPS = {"add_float", "mul_float", "div_float", "rdiv_float"}
 UNARY = {"square", "reciprocal", "sqrt"}
 
@@ -212,10 +222,18 @@ def _operands(op, dtype, nc, n, gen):
 
 def _exact_result(op, xf, yf):
     """Exact result (object array of Fractions) of op on exact inputs."""
-    table = {"add": operator.add, "sub": operator.sub, "mul": operator.mul, "div": operator.truediv,
-             "add_float": operator.add, "mul_float": operator.mul, "div_float": operator.truediv,
-             "rdiv_float": lambda x, b: b / x, "square": lambda x, _: x * x,
-             "reciprocal": lambda x, _: 1 / x}
+    table = {
+        "add": operator.add,
+        "sub": operator.sub,
+        "mul": operator.mul,
+        "div": operator.truediv,
+        "add_float": operator.add,
+        "mul_float": operator.mul,
+        "div_float": operator.truediv,
+        "rdiv_float": lambda x, b: b / x,
+        "square": lambda x, _: x * x,
+        "reciprocal": lambda x, _: 1 / x,
+    }
     return table[op](xf, yf)
 
 
@@ -238,14 +256,12 @@ def test_accuracy_bulk(op, dtype, nc, rng):
     if worst > bound:
         k = int(units.argmax())
         yk = None if y is None else y[k].tolist()
-        raise AssertionError(f"{op} {dtype} nc={nc}: error {worst:.3g} u^nc > {bound}; "
-                             f"x={x[k].tolist()} y={yk} -> {z[k].tolist()}")
+        raise AssertionError(f"{op} {dtype} nc={nc}: error {worst:.3g} u^nc > {bound}; x={x[k].tolist()} y={yk} -> {z[k].tolist()}")
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
 @pytest.mark.parametrize("nc", NCS)
-@pytest.mark.parametrize("op", ["add", "sub", "mul", "div", "add_float", "mul_float",
-                                "div_float", "rdiv_float", "square", "reciprocal"])
+@pytest.mark.parametrize("op", ["add", "sub", "mul", "div", "add_float", "mul_float", "div_float", "rdiv_float", "square", "reciprocal"])
 @_cap(8)
 @given(data=st.data())
 def test_accuracy_against_fractions(op, dtype, nc, data):
@@ -384,7 +400,7 @@ def test_pow_int(dtype, nc, n, data):
     x = data.draw(expansions(dtype, nc, min_exp=-r, max_exp=r, shape=(16,)))
     z = arith.pow_int(x, n)
     assert z.dtype == dtype and z.shape == x.shape
-    exact = [v ** n for v in components_to_fraction(x).tolist()]
+    exact = [v**n for v in components_to_fraction(x).tolist()]
     steps = abs(n) - 1 + (n < 0)
     assert_within(z, exact, dtype, nc, max(1, steps) * BOUNDS["mul"], msg=f"x**{n}")
     assert_normalised(z, "pow_int", overlap=OVERLAP)
@@ -404,8 +420,12 @@ def test_pow_int_zero_and_one(nc):
 def _bit_equal(a: torch.Tensor, b: torch.Tensor) -> bool:
     ity = _LAYOUT[a.dtype][2]
     nan = torch.isnan(a)
-    return (a.dtype == b.dtype and a.shape == b.shape and bool(torch.equal(nan, torch.isnan(b)))
-            and bool(torch.equal(a[~nan].view(ity), b[~nan].view(ity))))
+    return (
+        a.dtype == b.dtype
+        and a.shape == b.shape
+        and bool(torch.equal(nan, torch.isnan(b)))
+        and bool(torch.equal(a[~nan].view(ity), b[~nan].view(ity)))
+    )
 
 
 def _all_patterns(n: int, dtype: torch.dtype, gen: torch.Generator) -> torch.Tensor:
@@ -413,8 +433,9 @@ def _all_patterns(n: int, dtype: torch.dtype, gen: torch.Generator) -> torch.Ten
     ebits = _LAYOUT[dtype][0]
     x = random_floats(torch.randint(0, (1 << ebits) - 1, (n,), generator=gen), dtype, gen)
     fi = torch.finfo(dtype)
-    specials = torch.tensor([0.0, -0.0, math.inf, -math.inf, math.nan, 1.0, -1.0, fi.max, -fi.max,
-                             fi.tiny, fi.smallest_normal / 2], dtype=torch.float64).to(dtype)
+    specials = torch.tensor(
+        [0.0, -0.0, math.inf, -math.inf, math.nan, 1.0, -1.0, fi.max, -fi.max, fi.tiny, fi.smallest_normal / 2], dtype=torch.float64
+    ).to(dtype)
     return torch.cat([specials, x])
 
 
@@ -461,22 +482,25 @@ def _half_range_case(op, dtype, nc, x_range, y_range, n, gen):
 # (dtype, nc, op) -> operand exponent range keeping operands and result where the
 # components hold full precision: float16 nc=2 needs 2^-3 <= |value| <= 65504.
 _HALF_CASES = {
-    (torch.float16, 2, "add"): ((-2, 13), (-2, 13)), (torch.float16, 2, "sub"): ((-2, 13), (-2, 13)),
-    (torch.float16, 2, "mul"): ((-1, 6), (-1, 6)), (torch.float16, 2, "div"): ((2, 8), (-1, 2)),
+    (torch.float16, 2, "add"): ((-2, 13), (-2, 13)),
+    (torch.float16, 2, "sub"): ((-2, 13), (-2, 13)),
+    (torch.float16, 2, "mul"): ((-1, 6), (-1, 6)),
+    (torch.float16, 2, "div"): ((2, 8), (-1, 2)),
     (torch.float16, 2, "sqrt"): ((-3, 15), None),
 }
 for _nc in (2, 3):
-    _HALF_CASES.update({
-        (torch.bfloat16, _nc, "add"): ((-90, 120), (-90, 120)),
-        (torch.bfloat16, _nc, "sub"): ((-90, 120), (-90, 120)),
-        (torch.bfloat16, _nc, "mul"): ((-50, 60), (-50, 60)),
-        (torch.bfloat16, _nc, "div"): ((-50, 50), (-50, 50)),
-        (torch.bfloat16, _nc, "sqrt"): ((-90, 120), None),
-    })
+    _HALF_CASES.update(
+        {
+            (torch.bfloat16, _nc, "add"): ((-90, 120), (-90, 120)),
+            (torch.bfloat16, _nc, "sub"): ((-90, 120), (-90, 120)),
+            (torch.bfloat16, _nc, "mul"): ((-50, 60), (-50, 60)),
+            (torch.bfloat16, _nc, "div"): ((-50, 50), (-50, 50)),
+            (torch.bfloat16, _nc, "sqrt"): ((-90, 120), None),
+        }
+    )
 
 
-@pytest.mark.parametrize("dtype, nc, op", list(_HALF_CASES), ids=[
-    f"{str(d).split('.')[-1]}-nc{nc}-{op}" for d, nc, op in _HALF_CASES])
+@pytest.mark.parametrize("dtype, nc, op", list(_HALF_CASES), ids=[f"{str(d).split('.')[-1]}-nc{nc}-{op}" for d, nc, op in _HALF_CASES])
 def test_half_precision_where_it_holds(dtype, nc, op, rng):
     """float16 nc=2 in [2^-3, 65504] and bfloat16 nc=2, 3 over most of its range keep
     the u^nc bound (u = 2^-11 resp. 2^-8)."""
@@ -577,8 +601,7 @@ def _assert_special(z, expected, msg):
         if math.isnan(want):
             assert math.isnan(got), f"{msg}: {lead} != {expected}"
         else:
-            assert got == want and math.copysign(1, got) == math.copysign(1, want), \
-                f"{msg}: {lead} != {expected}"
+            assert got == want and math.copysign(1, got) == math.copysign(1, want), f"{msg}: {lead} != {expected}"
     nonfinite = ~torch.isfinite(z[..., 0])
     assert bool((z[..., 1:][nonfinite] == 0).all()), f"{msg}: non-finite value with a nonzero tail {z.tolist()}"
 
@@ -604,10 +627,8 @@ def test_inf_nan_propagation(dtype, nc):
     _assert_special(arith.reciprocal(mc([0.0, INF, -INF, NAN])), [INF, 0.0, -0.0, NAN], "reciprocal")
     b = torch.tensor([1.0, -1.0, 1.0], dtype=torch.float64).to(dtype)
     _assert_special(arith.rdiv_float(b, mc([0.0, 0.0, INF])), [INF, -INF, 0.0], "rdiv_float")
-    _assert_special(arith.add_float(mc([INF, 1.0, big]), torch.tensor([1.0, INF, big]).to(dtype)),
-                    [INF, INF, INF], "add_float")
-    _assert_special(arith.mul_float(mc([INF, big, 0.0]), torch.tensor([2.0, 2.0, INF]).to(dtype)),
-                    [INF, INF, NAN], "mul_float")
+    _assert_special(arith.add_float(mc([INF, 1.0, big]), torch.tensor([1.0, INF, big]).to(dtype)), [INF, INF, INF], "add_float")
+    _assert_special(arith.mul_float(mc([INF, big, 0.0]), torch.tensor([2.0, 2.0, INF]).to(dtype)), [INF, INF, NAN], "mul_float")
     _assert_special(arith.sqrt(mc([-1.0, 0.0, INF, -INF, NAN])), [NAN, 0.0, INF, NAN, NAN], "sqrt")
 
 
@@ -705,8 +726,14 @@ def test_comparisons_are_exact(dtype, nc, rng):
     got = arith.compare(x, y)
     assert got.dtype == dtype and torch.equal(got, want)
     assert bool((want == 0).any()) and bool((want != 0).any())
-    for name, rel in [("eq", operator.eq), ("ne", operator.ne), ("lt", operator.lt),
-                      ("le", operator.le), ("gt", operator.gt), ("ge", operator.ge)]:
+    for name, rel in [
+        ("eq", operator.eq),
+        ("ne", operator.ne),
+        ("lt", operator.lt),
+        ("le", operator.le),
+        ("gt", operator.gt),
+        ("ge", operator.ge),
+    ]:
         res = getattr(arith, name)(x, y)
         assert res.dtype == torch.bool
         assert res.tolist() == [rel(p, q) for p, q in zip(xf, yf)], name

@@ -136,9 +136,18 @@ def _assert_same_bits(got: torch.Tensor, want: torch.Tensor) -> None:
     assert bool(same.all()), f"{int((~same).sum())} components differ from eager"
 
 
-@pytest.mark.parametrize(("dtype", "nc"), [(torch.float32, 1), (torch.float32, 2), (torch.float64, 2),
-                                           (torch.float64, 3), (torch.float64, 4), (torch.float32, 4),
-                                           (torch.float16, 2)])
+@pytest.mark.parametrize(
+    ("dtype", "nc"),
+    [
+        (torch.float32, 1),
+        (torch.float32, 2),
+        (torch.float64, 2),
+        (torch.float64, 3),
+        (torch.float64, 4),
+        (torch.float32, 4),
+        (torch.float16, 2),
+    ],
+)
 @pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=pytest.mark.cuda)])
 def test_compiled_mc_ops_equal_eager_and_match_mpmath(dtype, nc, device):
     """Compiled with the default (Inductor) backend, fullgraph: every core op gives
@@ -227,8 +236,9 @@ def test_eager_mc_unaffected_by_compile_guard():
 
 
 @pytest.mark.cuda
-@pytest.mark.parametrize(("dtype", "nc"), [(torch.float32, 2), (torch.float64, 2), (torch.float64, 3),
-                                           (torch.float64, 4), (torch.float32, 4)])
+@pytest.mark.parametrize(
+    ("dtype", "nc"), [(torch.float32, 2), (torch.float64, 2), (torch.float64, 3), (torch.float64, 4), (torch.float32, 4)]
+)
 def test_cuda_compiled_mc_matches_mpmath(dtype, nc):
     gen = torch.Generator().manual_seed(0)
     xs = torch.randn(64, generator=gen, dtype=torch.float64) * 3

@@ -98,8 +98,7 @@ def _term(coef: int, factors: tuple[torch.Tensor, ...], shape) -> tuple:
     return sign * coef, limbs, q
 
 
-def exact_sums(polys: list[list[tuple[int, tuple[torch.Tensor, ...]]]], *,
-               magnitude: bool = False) -> list[dict]:
+def exact_sums(polys: list[list[tuple[int, tuple[torch.Tensor, ...]]]], *, magnitude: bool = False) -> list[dict]:
     """Exact value of each polynomial ``sum_i coef_i * prod(factors_i)``, elementwise.
 
     Args:
@@ -122,8 +121,7 @@ def exact_sums(polys: list[list[tuple[int, tuple[torch.Tensor, ...]]]], *,
     built = []
     for poly in polys:
         # cancel single-factor terms whose signed values are exact negatives of each other
-        singles = [(i, coef * fs[0].expand(shape).reshape(-1).to(torch.float64))
-                   for i, (coef, fs) in enumerate(poly) if len(fs) == 1]
+        singles = [(i, coef * fs[0].expand(shape).reshape(-1).to(torch.float64)) for i, (coef, fs) in enumerate(poly) if len(fs) == 1]
         alive = {i: torch.ones(n, dtype=torch.bool) for i, _ in singles}
         for (i, vi), (j, vj) in itertools.combinations(singles, 2):
             both = alive[i] & alive[j] & (vi == -vj)
@@ -158,7 +156,7 @@ def _accumulate(placed, cols, q0, magnitude: bool) -> dict:
     start = 0
     while start < n:
         # as many elements as fit the memory budget at this chunk's width
-        stop = min(n, start + _BUDGET // int(cols[start:start + 4096].max()))
+        stop = min(n, start + _BUDGET // int(cols[start : start + 4096].max()))
         width = int(cols[start:stop].max()) + 1  # + 1: room for the carry out of the top
         if (stop - start) * width > 2 * _BUDGET and stop - start > 4096:
             stop = start + max(4096, _BUDGET // width)
@@ -199,8 +197,10 @@ def _magnitude(rows: list[torch.Tensor], zero: torch.Tensor, q0: torch.Tensor):
 
 def exact_equal(lhs: list, rhs: list) -> torch.Tensor:
     """Elementwise ``sum(lhs) == sum(rhs)`` exactly; entries are tensors or (x, y) products."""
+
     def as_term(coef, t):
         return (coef, t if isinstance(t, tuple) else (t,))
+
     poly = [as_term(1, t) for t in lhs] + [as_term(-1, t) for t in rhs]
     return exact_sums([poly])[0]["zero"]
 
@@ -230,8 +230,7 @@ def _field_of(x: torch.Tensor) -> torch.Tensor:
     return (x.abs().view(itype).to(torch.int64) >> mbits) & ((1 << ebits) - 1)
 
 
-def sum_operands(n: int, dtype: torch.dtype, gen: torch.Generator, *, max_field: int | None = None
-                 ) -> tuple[torch.Tensor, torch.Tensor]:
+def sum_operands(n: int, dtype: torch.dtype, gen: torch.Generator, *, max_field: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """Pairs for the sum EFTs: 1/4 independent exponents (all binades, subnormals, huge
     gaps), 1/2 exponent gaps in [-(p+3), p+3] (every overlap pattern), 1/4 near-cancellation
     (b = -a with random low bits changed); about 1% zeros of either sign."""
@@ -256,8 +255,7 @@ def sum_operands(n: int, dtype: torch.dtype, gen: torch.Generator, *, max_field:
     return a, b
 
 
-def product_operands(n: int, dtype: torch.dtype, gen: torch.Generator, *, top_binade: bool = True
-                     ) -> tuple[torch.Tensor, torch.Tensor]:
+def product_operands(n: int, dtype: torch.dtype, gen: torch.Generator, *, top_binade: bool = True) -> tuple[torch.Tensor, torch.Tensor]:
     """Pairs whose product is finite and whose error term does not underflow (the
     precondition of two_prod): ``emin + p - 1 <= e_a + e_b <= emax - 2``. ``a`` has a
     uniform exponent (subnormals included where the pair can satisfy the precondition)."""
@@ -313,8 +311,7 @@ def assert_normalised(c: torch.Tensor, msg: str = "", *, overlap: float = 0.5) -
         if bool(bad.any()):
             k = int(bad.reshape(-1).nonzero()[0])
             row = c.reshape(-1, c.shape[-1])[k].tolist()
-            raise AssertionError(f"{msg}: component {i + 1} overlaps or follows a zero in "
-                                 f"{int(bad.sum())} elements, e.g. {row}")
+            raise AssertionError(f"{msg}: component {i + 1} overlaps or follows a zero in {int(bad.sum())} elements, e.g. {row}")
 
 
 # =========================================================================== the engine itself
@@ -354,8 +351,9 @@ def test_exact_engine_agrees_with_fractions(dtype, rng):
 def test_exact_engine_sees_one_bit_across_the_float64_range():
     big = torch.tensor([2.0**1023, 2.0**1023, 1.5], dtype=torch.float64)
     tiny = torch.tensor([2.0**-1074, 0.0, 2.0**-1074], dtype=torch.float64)
-    res = exact_sums([[(1, (big,)), (1, (tiny,)), (-1, (big,))],
-                      [(1, (big, tiny)), (-1, (torch.full_like(big, 2.0**-51),))]], magnitude=True)
+    res = exact_sums(
+        [[(1, (big,)), (1, (tiny,)), (-1, (big,))], [(1, (big, tiny)), (-1, (torch.full_like(big, 2.0**-51),))]], magnitude=True
+    )
     assert res[0]["zero"].tolist() == [False, True, False]
     assert res[0]["log2"].tolist()[0] == -1074
     assert res[1]["zero"].tolist() == [True, False, False]  # 2^1023 * 2^-1074 == 2^-51
@@ -406,14 +404,21 @@ def test_two_sum_exact_in_the_top_binades(dtype, rng):
     assert bool(torch.isinf(s[~fin]).all()) and bool(torch.isnan(e[~fin]).all())
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: two_sum(a, b) with b = -max and a in the top binade "
-                   "returns e = NaN although a + b is finite: bb = s - a rounds to -inf "
-                   "(e.g. float16 two_sum(17200, -65504)); two_sum(b, a) is fine")
+@pytest.mark.xfail(
+    strict=True,
+    reason="BUG: two_sum(a, b) with b = -max and a in the top binade "
+    "returns e = NaN although a + b is finite: bb = s - a rounds to -inf "
+    "(e.g. float16 two_sum(17200, -65504)); two_sum(b, a) is fine",
+)
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
 def test_two_sum_with_max_operand(dtype):
     big = float(torch.finfo(dtype).max)
-    a = {torch.float16: 17200.0, torch.bfloat16: 1.1896590562274997e+38,
-         torch.float32: 1.6051518228619055e+38, torch.float64: 5.012593606437765e+307}[dtype]
+    a = {
+        torch.float16: 17200.0,
+        torch.bfloat16: 1.1896590562274997e38,
+        torch.float32: 1.6051518228619055e38,
+        torch.float64: 5.012593606437765e307,
+    }[dtype]
     a = torch.tensor([a], dtype=dtype)
     b = torch.tensor([-big], dtype=dtype)
     s, e = eft.two_sum(a, b)
@@ -556,7 +561,7 @@ def test_split_edge_cases(dtype):
     p, _, emax = float_format(dtype)
     vals = [v for v in edge_values(dtype) if abs(v) < 2.0**emax]  # top binade: xfail below
     thr = eft.float_format(dtype).split_threshold
-    vals += [thr, -thr, thr * (1 + 2.0 ** (1 - p)), thr * (1 - 2.0 ** -p)]
+    vals += [thr, -thr, thr * (1 + 2.0 ** (1 - p)), thr * (1 - 2.0**-p)]
     a = torch.tensor(vals, dtype=torch.float64).to(dtype)
     assert a.double().tolist() == vals
     hi, lo = eft.split(a)
@@ -565,8 +570,11 @@ def test_split_edge_cases(dtype):
     assert bool((hi[zeros] == 0).all()) and bool((lo[zeros] == 0).all())
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: split() overflows to hi=±inf in the top binade "
-                   "(|a| >= (2 - 2^-(p-s)) 2^emax rounds up to 2^(emax+1)), e.g. split(finfo.max)")
+@pytest.mark.xfail(
+    strict=True,
+    reason="BUG: split() overflows to hi=±inf in the top binade "
+    "(|a| >= (2 - 2^-(p-s)) 2^emax rounds up to 2^(emax+1)), e.g. split(finfo.max)",
+)
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
 def test_split_near_overflow(dtype, rng):
     """The precondition says 'a finite'; the largest values must split exactly too."""
@@ -585,8 +593,7 @@ def _check_prod(a, b, p, e, msg=""):
     assert p.dtype == e.dtype == a.dtype
     assert torch.equal(p, a * b), f"{msg}: p is not the rounded product"
     ok = exact_equal([p, e], [(a, b)])
-    assert bool(ok.all()), (f"{msg}: {int((~ok).sum())} inexact, e.g. a={a[~ok][:3].tolist()}, "
-                            f"b={b[~ok][:3].tolist()}")
+    assert bool(ok.all()), f"{msg}: {int((~ok).sum())} inexact, e.g. a={a[~ok][:3].tolist()}, b={b[~ok][:3].tolist()}"
     assert bool((2 * e.double().abs() <= ulp(p)).all())
     assert float((e != 0).double().mean()) > 0.3  # nonzero errors really occur
 
@@ -654,9 +661,12 @@ def test_two_prod_edge_cases(dtype, impl):
     assert not bool(torch.isnan(e[fin]).any())
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: two_prod_dekker returns e=NaN for finite products "
-                   "of top-binade operands (split overflow) and when ah*bh overflows although "
-                   "a*b does not, e.g. a = b = (2 - 2^-52) * 2^511 in float64")
+@pytest.mark.xfail(
+    strict=True,
+    reason="BUG: two_prod_dekker returns e=NaN for finite products "
+    "of top-binade operands (split overflow) and when ah*bh overflows although "
+    "a*b does not, e.g. a = b = (2 - 2^-52) * 2^511 in float64",
+)
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
 def test_two_prod_dekker_near_overflow(dtype, rng):
     p_, _, emax = float_format(dtype)
@@ -706,8 +716,7 @@ def test_has_fused_addcmul_is_truthful(dtype, rng):
 # =========================================================================== renormalize
 
 
-def _renorm_terms(n: int, m: int, dtype: torch.dtype, gen: torch.Generator, *, spread: int,
-                  lowest: int | None = None) -> torch.Tensor:
+def _renorm_terms(n: int, m: int, dtype: torch.dtype, gen: torch.Generator, *, spread: int, lowest: int | None = None) -> torch.Tensor:
     """``m`` random terms per element, unsorted, overlapping, with random gaps up to
     ``spread`` binades below a leader whose exponent is in ``[lowest + spread, emax - 4]``
     (default lowest: emin), zeros, exact cancellation of one pair (25%) and of all
@@ -726,7 +735,7 @@ def _renorm_terms(n: int, m: int, dtype: torch.dtype, gen: torch.Generator, *, s
     t[:, -1] = torch.where(cancel, -t[:, 0], t[:, -1])
     half = m // 2
     cancel_all = (torch.rand(n, generator=gen) < 0.05).unsqueeze(-1)
-    rest = torch.cat([-t[:, :half], torch.zeros_like(t[:, 2 * half:])], -1)
+    rest = torch.cat([-t[:, :half], torch.zeros_like(t[:, 2 * half :])], -1)
     t[:, half:] = torch.where(cancel_all, rest, t[:, half:])
     perm = torch.rand(n, m, generator=gen).argsort(dim=-1)
     return t.gather(-1, perm)
@@ -766,8 +775,10 @@ def _overlap_allowed(dtype: torch.dtype) -> float:
 
 def _skip_fp16_nc4(dtype, nc):
     if dtype == torch.float16 and nc == 4:
-        pytest.skip("float16 has no value whose 4th component is above the subnormal range "
-                    "(NUMERICS.md 'fp16 reality'): no relative u^4 bound exists")
+        pytest.skip(
+            "float16 has no value whose 4th component is above the subnormal range "
+            "(NUMERICS.md 'fp16 reality'): no relative u^4 bound exists"
+        )
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
@@ -828,10 +839,13 @@ def test_renormalize_scattered_expansion(dtype, nc, data):
         assert abs(g_ - e_) <= unit * abs(e_)
 
 
-@pytest.mark.xfail(strict=True, reason="LIMITATION: renormalize does not return the nearest "
-                   "nc-expansion: [-2^(p-1), -1, -(1/2 - 2^-(p+1))] -> nc=2 gives "
-                   "[-(2^(p-1)+2), 1/2] (error ~1 u^2) although [-(2^(p-1)+1), -(1/2 - 2^-(p+1))] "
-                   "is exact (double rounding onto a tie in the VecSum pass)")
+@pytest.mark.xfail(
+    strict=True,
+    reason="LIMITATION: renormalize does not return the nearest "
+    "nc-expansion: [-2^(p-1), -1, -(1/2 - 2^-(p+1))] -> nc=2 gives "
+    "[-(2^(p-1)+2), 1/2] (error ~1 u^2) although [-(2^(p-1)+1), -(1/2 - 2^-(p+1))] "
+    "is exact (double rounding onto a tie in the VecSum pass)",
+)
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
 def test_renormalize_is_not_exact_for_representable_sums(dtype):
     p, _, _ = float_format(dtype)
@@ -840,21 +854,49 @@ def test_renormalize_is_not_exact_for_representable_sums(dtype):
     assert components_to_fraction(r).tolist() == components_to_fraction(t).tolist()
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: renormalize output can overlap (ulp(r[i])/2 < "
-                   "|r[i+1]| <= ulp(r[i])): the first _distill pass is overlapping and the second "
-                   "does not always repair it (bfloat16 ~1e-5 of random inputs; float32 8% of "
-                   "random scatterings of one particular 4-component value)")
-@pytest.mark.parametrize("dtype, terms, nc", [
-    # -> [-17024, -62.5, 0.1259765625]; 0.1259765625 > ulp(62.5)/2 = 0.125
-    (torch.bfloat16, [-9600.0, 33.5, -7520.0, 0.1259765625], 3),
-    (torch.bfloat16, [-0.00018310546875, -0.01611328125, 6.2282197177410126e-09,
-                      -1.1823431123048067e-11, 2.9103830456733704e-11, -0.0625,
-                      -2.86102294921875e-06], 4),
-    # -> [4.2885e24, 1.3688e17, 714.202392578125, -3.633e-05]; 3.633e-05 > ulp(714.2)/2
-    (torch.float32, [6.617507146801004e+23, 335007449088.0, 3.6267774588438875e+24,
-                     1.3687820254183424e+17, 1.52587890625e-05, 9.44422572501935e-06,
-                     0.00115966796875, 714.201171875], 4),
-], ids=["bf16-nc3", "bf16-nc4", "fp32-nc4"])
+@pytest.mark.xfail(
+    strict=True,
+    reason="BUG: renormalize output can overlap (ulp(r[i])/2 < "
+    "|r[i+1]| <= ulp(r[i])): the first _distill pass is overlapping and the second "
+    "does not always repair it (bfloat16 ~1e-5 of random inputs; float32 8% of "
+    "random scatterings of one particular 4-component value)",
+)
+@pytest.mark.parametrize(
+    "dtype, terms, nc",
+    [
+        # -> [-17024, -62.5, 0.1259765625]; 0.1259765625 > ulp(62.5)/2 = 0.125
+        (torch.bfloat16, [-9600.0, 33.5, -7520.0, 0.1259765625], 3),
+        (
+            torch.bfloat16,
+            [
+                -0.00018310546875,
+                -0.01611328125,
+                6.2282197177410126e-09,
+                -1.1823431123048067e-11,
+                2.9103830456733704e-11,
+                -0.0625,
+                -2.86102294921875e-06,
+            ],
+            4,
+        ),
+        # -> [4.2885e24, 1.3688e17, 714.202392578125, -3.633e-05]; 3.633e-05 > ulp(714.2)/2
+        (
+            torch.float32,
+            [
+                6.617507146801004e23,
+                335007449088.0,
+                3.6267774588438875e24,
+                1.3687820254183424e17,
+                1.52587890625e-05,
+                9.44422572501935e-06,
+                0.00115966796875,
+                714.201171875,
+            ],
+            4,
+        ),
+    ],
+    ids=["bf16-nc3", "bf16-nc4", "fp32-nc4"],
+)
 def test_renormalize_output_overlaps(dtype, terms, nc):
     t = torch.tensor([terms], dtype=dtype)
     assert t.double().tolist() == [terms]
@@ -919,14 +961,15 @@ def test_merge_by_magnitude_is_a_merge(la, lb):
     terms is not kept: arithmetic selects, as in the sorting network)."""
     gen = torch.Generator().manual_seed(la * 10 + lb)
     n = 4000
-    pool = torch.tensor([0.0, -0.0, 5e-324, -1e-310, 1.0, -1.0, 0.5, 3.0, -3.0, 1e300, -2e-300],
-                        dtype=torch.float64)
+    pool = torch.tensor([0.0, -0.0, 5e-324, -1e-310, 1.0, -1.0, 0.5, 3.0, -3.0, 1e300, -2e-300], dtype=torch.float64)
 
     def ordered(length):
-        raw = torch.where(torch.rand((n, length), generator=gen) < 0.3,
-                          pool[torch.randint(len(pool), (n, length), generator=gen)],
-                          torch.randn((n, length), generator=gen, dtype=torch.float64)
-                          * torch.exp2(torch.randint(-60, 60, (n, length), generator=gen).double()))
+        raw = torch.where(
+            torch.rand((n, length), generator=gen) < 0.3,
+            pool[torch.randint(len(pool), (n, length), generator=gen)],
+            torch.randn((n, length), generator=gen, dtype=torch.float64)
+            * torch.exp2(torch.randint(-60, 60, (n, length), generator=gen).double()),
+        )
         idx = raw.abs().argsort(dim=-1, descending=True, stable=True)
         return list(raw.gather(-1, idx).unbind(-1))
 

@@ -83,8 +83,9 @@ def _expansion(lead: torch.Tensor, dtype: torch.dtype, nc: int, gen: torch.Gener
     return torch.stack(comps, dim=-1).to(dtype)
 
 
-def _near(center: float, dtype: torch.dtype, nc: int, gen: torch.Generator, n: int,
-          min_exp: int, max_exp: int, sign: float) -> torch.Tensor:
+def _near(
+    center: float, dtype: torch.dtype, nc: int, gen: torch.Generator, n: int, min_exp: int, max_exp: int, sign: float
+) -> torch.Tensor:
     """Exact expansions ``center + sign * d`` with ``d`` log-uniform in ``[2^min_exp, 2^max_exp)``.
 
     ``d`` is a random ``(nc-1)``-component expansion below ``ulp(center)/2``, so
@@ -101,8 +102,7 @@ def _uniform(lo: float, hi: float, n: int, gen: torch.Generator) -> torch.Tensor
     return lo + (hi - lo) * torch.rand(n, generator=gen, dtype=torch.float64)
 
 
-def _loguniform(lo_exp: float, hi_exp: float, n: int, gen: torch.Generator,
-                signed: bool = True) -> torch.Tensor:
+def _loguniform(lo_exp: float, hi_exp: float, n: int, gen: torch.Generator, signed: bool = True) -> torch.Tensor:
     mag = torch.exp2(_uniform(lo_exp, hi_exp, n, gen))
     if not signed:
         return mag
@@ -132,22 +132,35 @@ def _inputs(fn: str, dtype: torch.dtype, nc: int, gen: torch.Generator, n: int) 
     if fn == "asinh":
         return lead(_loguniform(-30, emax - 1, 2 * m, gen), _uniform(-3, 3, m, gen), tiny)
     if fn == "atanh":
-        return torch.cat([lead(_uniform(-1, 1, 2 * m, gen), tiny),
-                          _near(1.0, dtype, nc, gen, m // 2, -3 * p, -p - 1, -1.0),
-                          -_near(1.0, dtype, nc, gen, m - m // 2, -3 * p, -p - 1, -1.0)])
+        return torch.cat(
+            [
+                lead(_uniform(-1, 1, 2 * m, gen), tiny),
+                _near(1.0, dtype, nc, gen, m // 2, -3 * p, -p - 1, -1.0),
+                -_near(1.0, dtype, nc, gen, m - m // 2, -3 * p, -p - 1, -1.0),
+            ]
+        )
     if fn == "log":
-        return torch.cat([lead(_loguniform(emin + 1, emax - 1, 2 * m, gen, signed=False),
-                               _uniform(0.5, 2, m, gen)),
-                          _near(1.0, dtype, nc, gen, m // 2, -3 * p, -p - 1, 1.0),
-                          _near(1.0, dtype, nc, gen, m - m // 2, -3 * p, -p - 2, -1.0)])
+        return torch.cat(
+            [
+                lead(_loguniform(emin + 1, emax - 1, 2 * m, gen, signed=False), _uniform(0.5, 2, m, gen)),
+                _near(1.0, dtype, nc, gen, m // 2, -3 * p, -p - 1, 1.0),
+                _near(1.0, dtype, nc, gen, m - m // 2, -3 * p, -p - 2, -1.0),
+            ]
+        )
     if fn == "log1p":
-        return torch.cat([lead(_uniform(-0.99, 3, 2 * m, gen), tiny,
-                               _loguniform(0, emax - 1, m // 2, gen, signed=False)),
-                          _near(-1.0, dtype, nc, gen, m - m // 2, -3 * p, -p - 2, 1.0)])
+        return torch.cat(
+            [
+                lead(_uniform(-0.99, 3, 2 * m, gen), tiny, _loguniform(0, emax - 1, m // 2, gen, signed=False)),
+                _near(-1.0, dtype, nc, gen, m - m // 2, -3 * p, -p - 2, 1.0),
+            ]
+        )
     if fn == "acosh":
-        return torch.cat([lead(1 + _uniform(0, 5, m, gen),
-                               _loguniform(1, emax - 1, m, gen, signed=False)),
-                          _near(1.0, dtype, nc, gen, 2 * m, -3 * p, -p - 1, 1.0)])
+        return torch.cat(
+            [
+                lead(1 + _uniform(0, 5, m, gen), _loguniform(1, emax - 1, m, gen, signed=False)),
+                _near(1.0, dtype, nc, gen, 2 * m, -3 * p, -p - 1, 1.0),
+            ]
+        )
     raise AssertionError(fn)
 
 
@@ -159,8 +172,7 @@ def _reference(fn: str, x: mpmath.mpf, wp: int) -> mpmath.mpf:
     so mpmath's own formulas (e.g. ``acosh = log(x + sqrt(x^2 - 1))``) stay accurate.
     """
     one = mpmath.mpf(1)
-    dists = [x, mpmath.fsub(x, one, exact=True), mpmath.fadd(x, one, exact=True),
-             mpmath.fsub(one, abs(x), exact=True)]
+    dists = [x, mpmath.fsub(x, one, exact=True), mpmath.fadd(x, one, exact=True), mpmath.fsub(one, abs(x), exact=True)]
     extra = max([0] + [-int(mpmath.mag(d)) for d in dists if d != 0 and mpmath.isfinite(d)])
     with mpmath.workprec(wp + extra + 16):
         ref = MPMATH[fn](x)
@@ -197,8 +209,10 @@ def _assert_accurate(fn: str, x: torch.Tensor, y: torch.Tensor, msg: str = "") -
         floor = mpmath.ldexp(1, emin - p + 1)
         for i, (xi, yi) in enumerate(zip(xm, ym)):
             ref = _reference(fn, xi, wp)
-            where = f"{msg} {fn}({mpmath.nstr(xi, 25)}) for {dtype} nc={nc}: got {mpmath.nstr(yi, 25)}, " \
-                    f"exact {mpmath.nstr(ref, 25)}; components {y.reshape(-1, nc)[i].tolist()}"
+            where = (
+                f"{msg} {fn}({mpmath.nstr(xi, 25)}) for {dtype} nc={nc}: got {mpmath.nstr(yi, 25)}, "
+                f"exact {mpmath.nstr(ref, 25)}; components {y.reshape(-1, nc)[i].tolist()}"
+            )
             if abs(ref) > fmax * (1 + mpmath.ldexp(1, -p)):
                 assert yi == mpmath.inf * mpmath.sign(ref), where
                 continue
@@ -225,8 +239,12 @@ def _mc(values, dtype: torch.dtype, nc: int) -> torch.Tensor:
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float32, torch.float64], ids=str)
 @pytest.mark.parametrize("fn", FUNCS)
 def test_nc1_is_the_torch_function(fn, dtype, rng):
-    x = torch.cat([torch.randn(200, generator=rng, dtype=torch.float64) * 4,
-                   torch.tensor([0.0, -0.0, 1.0, -1.0, 0.5, 2.0, math.inf, -math.inf, math.nan])])
+    x = torch.cat(
+        [
+            torch.randn(200, generator=rng, dtype=torch.float64) * 4,
+            torch.tensor([0.0, -0.0, 1.0, -1.0, 0.5, 2.0, math.inf, -math.inf, math.nan]),
+        ]
+    )
     x = x.to(dtype).unsqueeze(-1)
     got = getattr(el, fn)(x)
     assert got.dtype == dtype and got.shape == x.shape
@@ -256,8 +274,18 @@ ODD_AT_ZERO = ["expm1", "log1p", "sinh", "tanh", "asinh", "atanh"]
 @pytest.mark.parametrize("fn", ODD_AT_ZERO)
 def test_relative_near_zero(fn, dtype, nc):
     p = _p(dtype)
-    vals = [[1e-30], [-1e-30], [3e-20, 1e-28], [2.0 ** -(nc * p // 2)], [-(2.0 ** -(nc * p // 2 + 3))],
-            [2.0 ** -(nc * p)], [1e-10], [-1e-5], [0.3], [-0.3]]
+    vals = [
+        [1e-30],
+        [-1e-30],
+        [3e-20, 1e-28],
+        [2.0 ** -(nc * p // 2)],
+        [-(2.0 ** -(nc * p // 2 + 3))],
+        [2.0 ** -(nc * p)],
+        [1e-10],
+        [-1e-5],
+        [0.3],
+        [-0.3],
+    ]
     x = _mc(vals, dtype, nc)
     x = _expansion(x[..., 0].to(torch.float64), dtype, nc, torch.Generator().manual_seed(nc))
     _assert_accurate(fn, x, getattr(el, fn)(x))
@@ -267,29 +295,29 @@ def test_relative_near_zero(fn, dtype, nc):
 @pytest.mark.parametrize("fn", ["log", "acosh"])
 def test_relative_near_one(fn, dtype, nc):
     p = _p(dtype)
-    deltas = [2.0 ** -(p + 1), 2.0 ** -(p + 5), 2.0 ** -80, 2.0 ** -(nc * p - 3), 3 * 2.0 ** -(nc * p - 2)]
+    deltas = [2.0 ** -(p + 1), 2.0 ** -(p + 5), 2.0**-80, 2.0 ** -(nc * p - 3), 3 * 2.0 ** -(nc * p - 2)]
     vals = [[1.0, d] for d in deltas]
     if fn == "log":
-        vals += [[1.0, -d] for d in deltas] + [[1.0 - 2.0 ** -p, -(2.0 ** -70)]]
+        vals += [[1.0, -d] for d in deltas] + [[1.0 - 2.0**-p, -(2.0**-70)]]
     x = _mc(vals, dtype, nc)
     assert x[0, 1].item() != 0  # the tail really holds the distance to 1
     _assert_accurate(fn, x, getattr(el, fn)(x))
 
 
 def test_log_of_one_plus_2_to_minus_80_fp64_nc2():
-    x = _mc([[1.0, 2.0 ** -80]], torch.float64, 2)
+    x = _mc([[1.0, 2.0**-80]], torch.float64, 2)
     y = el.log(x)
     with mpmath.workprec(300):
         exact = mpmath.log1p(mpmath.ldexp(1, -80))
         got = components_to_mpf(y)[0]
         assert abs(got - exact) / exact < 64 * mpmath.ldexp(1, -106)
-    assert y[0, 0].item() == 2.0 ** -80  # and not 0, as float64 log(1.0) would give
+    assert y[0, 0].item() == 2.0**-80  # and not 0, as float64 log(1.0) would give
 
 
 @pytest.mark.parametrize("dtype, nc", CASES, ids=CASE_IDS)
 def test_log1p_and_atanh_near_their_poles(dtype, nc):
     p = _p(dtype)
-    for d in (2.0 ** -(p + 1), 2.0 ** -80, 2.0 ** -(nc * p - 3)):
+    for d in (2.0 ** -(p + 1), 2.0**-80, 2.0 ** -(nc * p - 3)):
         x = _mc([[-1.0, d]], dtype, nc)
         _assert_accurate("log1p", x, el.log1p(x))
         for s in (1.0, -1.0):
@@ -312,7 +340,7 @@ def test_large_arguments(dtype, nc):
         "cosh": [top + ln2 - 0.01, -(top + ln2 - 0.01)],
         "tanh": [25.0, -40.0, 300.0],
         "asinh": [1e300 if dtype == torch.float64 else 1e37, -3e30, 2.0 ** (emax - 1)],
-        "acosh": [1e300 if dtype == torch.float64 else 1e37, 3e30, 2.0 ** emax],
+        "acosh": [1e300 if dtype == torch.float64 else 1e37, 3e30, 2.0**emax],
         "log": [float(torch.finfo(dtype).max), float(torch.finfo(dtype).tiny), 2.0 ** -(emax - 1)],
         "log1p": [float(torch.finfo(dtype).max), 1e30],
     }
@@ -364,10 +392,8 @@ SPECIALS = {
     "cosh": [(0.0, 1.0), (-0.0, 1.0), (INF, INF), (-INF, INF), (NAN, NAN)],
     "tanh": [(0.0, 0.0), (-0.0, -0.0), (INF, 1.0), (-INF, -1.0), (1e30, 1.0), (-1e30, -1.0), (NAN, NAN)],
     "asinh": [(0.0, 0.0), (-0.0, -0.0), (INF, INF), (-INF, -INF), (NAN, NAN)],
-    "acosh": [(1.0, 0.0), (0.5, NAN), (0.0, NAN), (-1.0, NAN), (-2.0, NAN), (-INF, NAN), (INF, INF),
-              (NAN, NAN)],
-    "atanh": [(0.0, 0.0), (-0.0, -0.0), (1.0, INF), (-1.0, -INF), (2.0, NAN), (-1.5, NAN), (INF, NAN),
-              (NAN, NAN)],
+    "acosh": [(1.0, 0.0), (0.5, NAN), (0.0, NAN), (-1.0, NAN), (-2.0, NAN), (-INF, NAN), (INF, INF), (NAN, NAN)],
+    "atanh": [(0.0, 0.0), (-0.0, -0.0), (1.0, INF), (-1.0, -INF), (2.0, NAN), (-1.5, NAN), (INF, NAN), (NAN, NAN)],
 }
 
 
@@ -389,7 +415,7 @@ def test_special_values(fn, dtype, nc):
 def test_domain_errors_just_outside(dtype, nc):
     p = _p(dtype)
     d = 2.0 ** -(nc * p - 4)
-    below_one = _mc([[1.0, -d], [1.0, -(2.0 ** -80)]], dtype, nc)
+    below_one = _mc([[1.0, -d], [1.0, -(2.0**-80)]], dtype, nc)
     assert bool(torch.isnan(el.acosh(below_one)[:, 0]).all())
     above_one = _mc([[1.0, d], [-1.0, -d]], dtype, nc)
     assert bool(torch.isnan(el.atanh(above_one)[:, 0]).all())
@@ -402,8 +428,9 @@ def test_domain_errors_just_outside(dtype, nc):
 # ------------------------------------------------------------------ shapes and paths
 
 
-@pytest.mark.parametrize("dtype, nc", [(torch.float32, 2), (torch.float32, 3), (torch.float64, 2)],
-                         ids=["engine", "via-float64", "generic"])
+@pytest.mark.parametrize(
+    "dtype, nc", [(torch.float32, 2), (torch.float32, 3), (torch.float64, 2)], ids=["engine", "via-float64", "generic"]
+)
 def test_shapes_broadcast_and_empty(dtype, nc):
     x = _mc([[0.5], [1.5], [2.5], [3.5], [0.25], [0.75]], dtype, nc).reshape(2, 3, nc)
     for fn in FUNCS:
@@ -415,8 +442,11 @@ def test_shapes_broadcast_and_empty(dtype, nc):
         assert getattr(el, fn)(xin[:0]).shape == (0, 3, nc)
 
 
-@pytest.mark.parametrize("dtype, nc", [(torch.float16, 2), (torch.bfloat16, 3), (torch.float16, 5),
-                                       (torch.bfloat16, 7)], ids=["f16-2", "bf16-3", "f16-5", "bf16-7"])
+@pytest.mark.parametrize(
+    "dtype, nc",
+    [(torch.float16, 2), (torch.bfloat16, 3), (torch.float16, 5), (torch.bfloat16, 7)],
+    ids=["f16-2", "bf16-3", "f16-5", "bf16-7"],
+)
 @pytest.mark.parametrize("fn", ["exp", "log", "tanh", "acosh", "atanh", "log1p"])
 def test_half_precision_paths(fn, dtype, nc, seed):
     # float16 nc=5 and bfloat16 nc=7 are beyond the wide engine: they run the generic
@@ -465,7 +495,7 @@ def test_series_plan_reaches_the_target_precision():
         n = len(plan) - 1
         # the first omitted term is below 2^-(nc p + guard) of r
         r = math.log(2.0) / (2 * 2**el._TABLE_BITS)
-        assert r ** n / math.factorial(n + 1) < 2.0 ** -(nc * p + el._GUARD_BITS)
+        assert r**n / math.factorial(n + 1) < 2.0 ** -(nc * p + el._GUARD_BITS)
 
 
 # -------------------------------------------------------------------------- hypothesis

@@ -76,15 +76,17 @@ def test_renorm_levels_is_exact_but_the_last_rounding(dtype, nc, rng):
     lo, hi = operand_range("mul", dtype, nc)
     x = random_expansions(2000, dtype, nc, lo, hi, rng)
     y = random_expansions(2000, dtype, nc, lo, hi, rng)
-    for levels in (arith._product_levels(list(x.unbind(-1)), list(y.unbind(-1)), nc),
-                   fixed.add_levels(list(x.unbind(-1)), list(y.unbind(-1)), nc)):
+    for levels in (
+        arith._product_levels(list(x.unbind(-1)), list(y.unbind(-1)), nc),
+        fixed.add_levels(list(x.unbind(-1)), list(y.unbind(-1)), nc),
+    ):
         out = fixed.renorm_levels(levels, nc)
         got = components_to_fraction(out)
         want = components_to_fraction(torch.stack(levels, -1))
         last = out[..., -1].double().abs()
-        ulp_last = torch.where(last > 0, torch.ldexp(torch.ones_like(last),
-                                                     torch.frexp(last).exponent - float_format(dtype)[0]),
-                               torch.zeros_like(last))
+        ulp_last = torch.where(
+            last > 0, torch.ldexp(torch.ones_like(last), torch.frexp(last).exponent - float_format(dtype)[0]), torch.zeros_like(last)
+        )
         for g, w, q in zip(got.tolist(), want.tolist(), ulp_last.tolist()):
             # the exact rest at the last component is within half an ulp of it
             assert abs(g - w) <= Fraction(q) / 2, (g, w, q)
@@ -103,16 +105,19 @@ def test_check_accepts_only_normalised_expansions(dtype, nc, rng):
     assert_normalised(out[ok], "accepted by the check")
     p = float_format(dtype)[0]
     half_ulp = math.ldexp(1.0, -p)  # half an ulp of 1
-    bad = torch.tensor([
-        [1.0, 3 * half_ulp] + [0.0] * (nc - 2),  # overlapping
-        [1.0 + 2 * half_ulp, half_ulp] + [0.0] * (nc - 2),  # a tie that rounds away from c0
-        [1.0, 0.0, half_ulp * half_ulp] + [0.0] * (nc - 3),  # a zero gap
-        [0.0] * nc,  # a zero value (the general kernels own the sign of zero)
-        [-0.0] * nc,
-        [math.inf] + [0.0] * (nc - 1),
-        [math.nan] + [0.0] * (nc - 1),
-        [1.0, math.nan] + [0.0] * (nc - 2),
-    ], dtype=torch.float64).to(dtype)
+    bad = torch.tensor(
+        [
+            [1.0, 3 * half_ulp] + [0.0] * (nc - 2),  # overlapping
+            [1.0 + 2 * half_ulp, half_ulp] + [0.0] * (nc - 2),  # a tie that rounds away from c0
+            [1.0, 0.0, half_ulp * half_ulp] + [0.0] * (nc - 3),  # a zero gap
+            [0.0] * nc,  # a zero value (the general kernels own the sign of zero)
+            [-0.0] * nc,
+            [math.inf] + [0.0] * (nc - 1),
+            [math.nan] + [0.0] * (nc - 1),
+            [1.0, math.nan] + [0.0] * (nc - 2),
+        ],
+        dtype=torch.float64,
+    ).to(dtype)
     assert not bool(fixed.normalised(bad).any())
     good = torch.tensor([[1.0, half_ulp] + [0.0] * (nc - 2)], dtype=torch.float64).to(dtype)
     assert bool(fixed.normalised(good).all())  # 1 + u ties to the even 1
@@ -187,8 +192,7 @@ def test_fast_paths_at_huge_and_tiny_exponents(dtype, nc, data):
     end = data.draw(st.sampled_from([(lo_a, lo_a + 4), (hi_a - 4, hi_a)]))
     a = data.draw(expansions(dtype, nc, min_exp=end[0], max_exp=end[1], shape=(32,)))
     b = data.draw(expansions(dtype, nc, min_exp=end[0], max_exp=end[1], shape=(32,)))
-    assert_within(arith.add(a, b), components_to_fraction(a) + components_to_fraction(b),
-                  dtype, nc, "add", msg="add")
+    assert_within(arith.add(a, b), components_to_fraction(a) + components_to_fraction(b), dtype, nc, "add", msg="add")
 
 
 # ============================================================ rejected elements and dispatch
@@ -237,8 +241,7 @@ def test_rejected_elements_match_the_general_kernels(op, dtype, nc, rng, monkeyp
     assert bool((got[~finite][..., 1:] == 0).all()), "non-finite results have a zero tail"
     # broadcast: one row against the batch gives the rows of the full computation
     row = reg[3:4]
-    torch.testing.assert_close(getattr(arith, op)(row, y), getattr(arith, op)(row.expand_as(y), y),
-                               rtol=0, atol=0, equal_nan=True)
+    torch.testing.assert_close(getattr(arith, op)(row, y), getattr(arith, op)(row.expand_as(y), y), rtol=0, atol=0, equal_nan=True)
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)

@@ -51,9 +51,9 @@ def random_mc(shape, nc, dtype, gen, lo=-3, hi=3, zero_frac=0.05, tail_zero_frac
         sign = torch.randint(0, 2, (n,), generator=gen) * 2 - 1
         v = torch.ldexp(m.to(torch.float64), e - p + 1) * sign
         comps.append(torch.where(alive, v, 0.0).to(dtype))  # float32 tails may go subnormal
-        gap = torch.where(torch.rand(n, generator=gen) < 0.9,
-                          torch.randint(0, 3, (n,), generator=gen),
-                          torch.randint(3, 2 * p, (n,), generator=gen))
+        gap = torch.where(
+            torch.rand(n, generator=gen) < 0.9, torch.randint(0, 3, (n,), generator=gen), torch.randint(3, 2 * p, (n,), generator=gen)
+        )
         e = e - p - 1 - gap
         alive = alive & (torch.rand(n, generator=gen) >= tail_zero_frac)
     return torch.stack(comps, -1).reshape(*shape, nc)
@@ -219,8 +219,7 @@ def test_property_bound_on_bit_pattern_inputs(config, data):
     b = data.draw(expansions(dtype, 1, min_exp=-30, max_exp=30, shape=(50, 2), allow_zero=True))
     assert a.dtype == dtype and b.dtype == dtype
     check_bound(mcmm.matmul(a, b, nc), a, b, dtype, nc)
-    check_bound(mcmm.matmul(b.transpose(0, 1), a.transpose(0, 1), nc),
-                b.transpose(0, 1), a.transpose(0, 1), dtype, nc)
+    check_bound(mcmm.matmul(b.transpose(0, 1), a.transpose(0, 1), nc), b.transpose(0, 1), a.transpose(0, 1), dtype, nc)
 
 
 def test_k300_exact_integer_reference(gen):
@@ -252,8 +251,7 @@ def test_nc1_at_least_as_accurate_as_native(dtype, gen):
 
 def test_float32_engine_within_bound(gen):
     """The float32 engine (consumer GPUs) gives the same bound, with more slices."""
-    for dtype, nc, kind in [(torch.float32, 2, "mc@plain"), (torch.float64, 2, "mc@mc"),
-                            (torch.float32, 1, "plain@mc")]:
+    for dtype, nc, kind in [(torch.float32, 2, "mc@plain"), (torch.float64, 2, "mc@mc"), (torch.float32, 1, "plain@mc")]:
         a, b = operands(kind, 6, 40, 5, nc, dtype, gen)
         c = mcmm.matmul(a, b, nc, engine=torch.float32)
         check_bound(c, a, b, dtype, nc, msg=f"{dtype} {kind}")
@@ -364,10 +362,16 @@ def test_nc_argument_and_mixed_operands(gen):
     check_bound(c2, b.transpose(0, 1), a.transpose(0, 1), torch.float64, 2)
 
 
-@pytest.mark.parametrize("shape_a, shape_b, out", [
-    ((0, 5), (5, 3), (0, 3)), ((4, 0), (0, 3), (4, 3)), ((4, 5), (5, 0), (4, 0)),
-    ((0,), (0,), ()), ((2, 0, 4, 5), (5, 3), (2, 0, 4, 3)),
-])
+@pytest.mark.parametrize(
+    "shape_a, shape_b, out",
+    [
+        ((0, 5), (5, 3), (0, 3)),
+        ((4, 0), (0, 3), (4, 3)),
+        ((4, 5), (5, 0), (4, 0)),
+        ((0,), (0,), ()),
+        ((2, 0, 4, 5), (5, 3), (2, 0, 4, 3)),
+    ],
+)
 def test_zero_size(shape_a, shape_b, out):
     a = torch.ones(*shape_a, 2)
     b = torch.ones(*shape_b, 1)
@@ -493,8 +497,7 @@ def test_full_precision_gemm_restores_settings():
     with mcmm.full_precision_gemm():
         assert torch.backends.cuda.matmul.fp32_precision == "ieee"
         assert torch.backends.mkldnn.matmul.fp32_precision == "ieee"
-    assert (torch.backends.cuda.matmul.fp32_precision,
-            torch.backends.mkldnn.matmul.fp32_precision) == before
+    assert (torch.backends.cuda.matmul.fp32_precision, torch.backends.mkldnn.matmul.fp32_precision) == before
     with pytest.raises(RuntimeError, match="boom"), mcmm.full_precision_gemm():
         raise RuntimeError("boom")
     assert torch.backends.cuda.matmul.fp32_precision == before[0]

@@ -76,7 +76,7 @@ def test_same_bits_as_the_torch_networks(dtype, nc, op, data):
     x = data.draw(expansions(dtype, nc, shape=(48,), allow_zero=True))
     y = data.draw(expansions(dtype, nc, shape=(48,), allow_zero=True))
     y[::5] = -x[::5]  # exact cancellation
-    y[1::5] = _torch_kernels(arith.add, -x[1::5], y[1::5] * 2.0 ** -40)  # near cancellation
+    y[1::5] = _torch_kernels(arith.add, -x[1::5], y[1::5] * 2.0**-40)  # near cancellation
     fast = OPS[op](x, y)
     assert _same_bits(fast, _torch_kernels(OPS[op], x, y))
 
@@ -103,8 +103,7 @@ def test_special_values_are_recomputed(dtype, nc):
     """inf, NaN, ±0, division by zero, overflow and subnormal leading components: the
     fused kernels flag them and the general kernels give the torch results."""
     fi = torch.finfo(dtype)
-    lead = torch.tensor([float("inf"), -float("inf"), float("nan"), 0.0, -0.0, fi.max, fi.tiny / 4, 1.0,
-                         -3.0, fi.max / 2], dtype=dtype)
+    lead = torch.tensor([float("inf"), -float("inf"), float("nan"), 0.0, -0.0, fi.max, fi.tiny / 4, 1.0, -3.0, fi.max / 2], dtype=dtype)
     x = torch.zeros(len(lead), nc, dtype=dtype)
     x[:, 0] = lead
     y = x.flip(0).clone()
@@ -124,9 +123,11 @@ def test_layouts_and_broadcasting(dtype, nc):
     """Interleaved (user-made), planar (kernel outputs), strided, broadcast operands on
     either side, and an MC scalar: the same bits as the torch networks."""
     gen = torch.Generator().manual_seed(7)
-    base = _torch_kernels(arith.add, torch.randn(6, 5, nc, generator=gen, dtype=dtype) * 2.0 ** -30,
-                          torch.randn(6, 5, 1, generator=gen, dtype=dtype).expand(6, 5, nc) * 0
-                          + torch.randn(6, 5, nc, generator=gen, dtype=dtype))
+    base = _torch_kernels(
+        arith.add,
+        torch.randn(6, 5, nc, generator=gen, dtype=dtype) * 2.0**-30,
+        torch.randn(6, 5, 1, generator=gen, dtype=dtype).expand(6, 5, nc) * 0 + torch.randn(6, 5, nc, generator=gen, dtype=dtype),
+    )
     planar = base.movedim(-1, 0).contiguous().movedim(0, -1)
     interleaved = base.contiguous()
     cases = [
@@ -274,8 +275,27 @@ def _elementary_inputs(op: str, dtype: torch.dtype, x: torch.Tensor) -> torch.Te
     return torch.cat([pos, near, edge])
 
 
-_EDGES = [0.0, -0.0, 1.0, -1.0, 0.5, 2.0, math.inf, -math.inf, math.nan, 1e-310, 5e-324, 1e300,
-          709.78, -745.2, 88.7, -103.9, 2.0 ** -30, 1.0 + 2.0 ** -52, 1.0 - 2.0 ** -53]
+_EDGES = [
+    0.0,
+    -0.0,
+    1.0,
+    -1.0,
+    0.5,
+    2.0,
+    math.inf,
+    -math.inf,
+    math.nan,
+    1e-310,
+    5e-324,
+    1e300,
+    709.78,
+    -745.2,
+    88.7,
+    -103.9,
+    2.0**-30,
+    1.0 + 2.0**-52,
+    1.0 - 2.0**-53,
+]
 
 
 @needs_compiler
@@ -302,8 +322,11 @@ def test_elementary_fused_where_it_applies(nc):
     """float64 exp and log run fused (few elements flagged on ordinary arguments), in
     blocks split over threads like the arithmetic kernels; other dtypes are not fused."""
     gen = torch.Generator().manual_seed(5)
-    x = _torch_kernels(arith.add, torch.randn(3 * native._CHUNK + 5, nc, generator=gen, dtype=torch.float64) * 4,
-                       torch.randn(3 * native._CHUNK + 5, nc, generator=gen, dtype=torch.float64) * 2.0 ** -60)
+    x = _torch_kernels(
+        arith.add,
+        torch.randn(3 * native._CHUNK + 5, nc, generator=gen, dtype=torch.float64) * 4,
+        torch.randn(3 * native._CHUNK + 5, nc, generator=gen, dtype=torch.float64) * 2.0**-60,
+    )
     assert native.status(torch.float64, nc, "elementary") == "in use"
     res = native.exp(x)
     assert res is not None and res.bad == 0

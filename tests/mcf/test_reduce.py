@@ -123,9 +123,11 @@ def test_sum_bound(dtype, nc, n, rng):
     assert worst <= SUM_ABS_UNITS
 
 
-@pytest.mark.parametrize("dtype, nc", [(torch.float16, 1), (torch.float16, 2), (torch.bfloat16, 1),
-                                       (torch.bfloat16, 2), (torch.bfloat16, 3),
-                                       (torch.bfloat16, 4)], ids=str)
+@pytest.mark.parametrize(
+    "dtype, nc",
+    [(torch.float16, 1), (torch.float16, 2), (torch.bfloat16, 1), (torch.bfloat16, 2), (torch.bfloat16, 3), (torch.bfloat16, 4)],
+    ids=str,
+)
 @pytest.mark.parametrize("n", SIZES)
 def test_sum_bound_half_formats(dtype, nc, n, rng):
     """Half formats: the proven tail term is loose (u h is not small), the measured one is not."""
@@ -248,8 +250,7 @@ def test_sum_property_expansions(data):
     """Expansions from the oracle's strategy (all exponents of a safe range, ties, gaps)."""
     if data is None:  # pinned: alternating huge and tiny values in float64
         dtype, nc = torch.float64, 2
-        x = torch.tensor([[2.0**500, 2.0**440], [-(2.0**500), 2.0**-600], [2.0**-500, 0.0]] * 5,
-                         dtype=dtype)
+        x = torch.tensor([[2.0**500, 2.0**440], [-(2.0**500), 2.0**-600], [2.0**-500, 0.0]] * 5, dtype=dtype)
     else:
         dtype = data.draw(st.sampled_from(DTYPES))
         nc = data.draw(st.sampled_from(NCS))
@@ -305,8 +306,7 @@ def _mean_check(x, dims, dtype, nc, keepdim=False):
     s = np.sum(fr, axis=axis, keepdims=keepdim)
     exact = np.vectorize(lambda v: v / count, otypes=[object])(s)
     with mpmath.workprec(working_prec(dtype, nc)):
-        exact_mpf = np.vectorize(lambda v: mpmath.mpf(v.numerator) / v.denominator,
-                                 otypes=[object])(exact)
+        exact_mpf = np.vectorize(lambda v: mpmath.mpf(v.numerator) / v.denominator, otypes=[object])(exact)
     assert got.dtype == dtype
     return assert_within(got, exact_mpf, dtype, nc, MEAN_REL_UNITS)
 
@@ -320,8 +320,9 @@ def test_mean(dtype, nc, rng):
     assert reduce.mean(x, 0, keepdim=True).shape == (1, 1001, nc)
 
 
-@pytest.mark.parametrize("dtype, nc, n", [(torch.float16, 2, 5000), (torch.float16, 2, 40000),
-                                          (torch.bfloat16, 2, 1001), (torch.bfloat16, 3, 3001)])
+@pytest.mark.parametrize(
+    "dtype, nc, n", [(torch.float16, 2, 5000), (torch.float16, 2, 40000), (torch.bfloat16, 2, 1001), (torch.bfloat16, 3, 3001)]
+)
 def test_mean_count_not_exact_in_dtype(dtype, nc, n, rng):
     """Counts beyond 2^p (and beyond the float16 range) are split into components."""
     x = arith.abs(random_mc((n,), dtype, nc, rng, lo=-2, hi=-1))
@@ -340,8 +341,7 @@ def test_mean_nc1_is_plain_sum_over_count(rng):
 def _exact_dot(x, y):
     fx, fy = components_to_fraction(x), components_to_fraction(y)
     prod = fx * fy
-    return (np.asarray(np.sum(prod, axis=-1), dtype=object),
-            np.asarray(np.sum(np.abs(prod), axis=-1), dtype=object))
+    return (np.asarray(np.sum(prod, axis=-1), dtype=object), np.asarray(np.sum(np.abs(prod), axis=-1), dtype=object))
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
@@ -410,8 +410,7 @@ def _exact_norm(x, dims, keepdim=False):
 def _check_norm(got, x, dims, dtype, nc, keepdim=False):
     sq = _exact_norm(x, dims, keepdim)
     with mpmath.workprec(working_prec(dtype, nc) + 60):
-        exact = np.vectorize(lambda v: mpmath.sqrt(mpmath.mpf(v.numerator) / v.denominator),
-                             otypes=[object])(sq)
+        exact = np.vectorize(lambda v: mpmath.sqrt(mpmath.mpf(v.numerator) / v.denominator), otypes=[object])(sq)
     return assert_within(got, exact, dtype, nc, NORM_REL_UNITS)
 
 
@@ -455,8 +454,7 @@ def test_norm_subnormal_entries():
 
 def test_norm_classic_and_mixed_scales():
     big, small = 2.0**600, 2.0**-600
-    x = torch.tensor([[3 * big, 4 * big], [3 * small, 4 * small], [1e200, 1e-200]],
-                     dtype=torch.float64)
+    x = torch.tensor([[3 * big, 4 * big], [3 * small, 4 * small], [1e200, 1e-200]], dtype=torch.float64)
     got = reduce.norm(arith.from_float(x, 2), -1)
     assert got[0].tolist() == [5 * big, 0.0] and got[1].tolist() == [5 * small, 0.0]
     assert got[2, 0] == 1e200
@@ -507,8 +505,7 @@ def test_amax_amin_exact(nc, dim, rng):
 def test_amax_ties_not_lexicographic():
     # (1 + ulp, -ulp/2 - tiny) < (1, ulp/2 - tiny') although its leading component is larger
     ulp = 2.0**-52
-    x = torch.tensor([[1.0 + ulp, -ulp / 2, -(2.0**-120)], [1.0, ulp / 2, -(2.0**-121)],
-                      [1.0, ulp / 4, 0.0]], dtype=torch.float64)
+    x = torch.tensor([[1.0 + ulp, -ulp / 2, -(2.0**-120)], [1.0, ulp / 2, -(2.0**-121)], [1.0, ulp / 4, 0.0]], dtype=torch.float64)
     assert components_to_fraction(reduce.amax(x))[()] == components_to_fraction(x[1])[()]
     assert torch.equal(reduce.amin(x), x[2])
 

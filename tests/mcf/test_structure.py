@@ -157,6 +157,9 @@ def test_each_kernel_imports_before_the_tensor_class():
     then ``import hypermc.mcf.arith`` the normal way works."""
     proc = subprocess.run(
         [sys.executable, "-c", _IMPORT_ALONE, str(MCF.parent), *KERNELS],
-        capture_output=True, text=True, timeout=300, cwd=MCF.parents[1],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=MCF.parents[1],
     )
     assert proc.returncode == 0 and proc.stdout.strip() == "ok", proc.stderr[-3000:]

@@ -114,7 +114,7 @@ def same_values(got: torch.Tensor, want: torch.Tensor) -> bool:
 def test_mc_float64_tensor_into_three_float32_components_is_exact(data):
     # floor(log2|x|) >= -126 + 72 keeps the third component out of the subnormal range
     if data is None:
-        values = [1.0, -1.0 / 3.0, math.pi, 2.0**-54, 1e-16, 3.4e38, -2.0**-50 * 3]
+        values = [1.0, -1.0 / 3.0, math.pi, 2.0**-54, 1e-16, 3.4e38, -(2.0**-50) * 3]
     else:
         values = data.draw(st.lists(floats_of(f64, min_exp=-50, max_exp=127), min_size=1, max_size=16))
     t = torch.tensor(values, dtype=f64)
@@ -207,9 +207,7 @@ def test_from_components_renormalises_any_order_and_overlap(data):
     dtype = data.draw(st.sampled_from([f32, f64]), label="dtype")
     nc = data.draw(st.integers(1, 4), label="nc")
     m = data.draw(st.integers(1, 6), label="terms")
-    rows = data.draw(
-        st.lists(st.lists(floats_of(dtype, min_exp=-20, max_exp=20), min_size=m, max_size=m), min_size=1, max_size=8)
-    )
+    rows = data.draw(st.lists(st.lists(floats_of(dtype, min_exp=-20, max_exp=20), min_size=m, max_size=m), min_size=1, max_size=8))
     c = torch.tensor(rows, dtype=f64).to(dtype)
     x = hm.MCTensor.from_components(c)
     assert isinstance(x, hm.MCTensor) and x.nc == m and x.shape == (len(rows),) and x.dtype == dtype
@@ -380,8 +378,14 @@ def test_isnan_isinf_isfinite_are_plain_bool_tensors():
 
 def test_factories_like_give_mctensors_of_the_same_nc():
     x = mcv([1.0, 2.0], 3, f32)
-    for y, v in ((torch.zeros_like(x), 0), (torch.ones_like(x), 1), (torch.full_like(x, 0.1), Fraction(0.1)),
-                 (x.new_zeros(4), 0), (x.new_ones((2, 2)), 1), (x.new_full((3,), 0.1), Fraction(0.1))):
+    for y, v in (
+        (torch.zeros_like(x), 0),
+        (torch.ones_like(x), 1),
+        (torch.full_like(x, 0.1), Fraction(0.1)),
+        (x.new_zeros(4), 0),
+        (x.new_ones((2, 2)), 1),
+        (x.new_full((3,), 0.1), Fraction(0.1)),
+    ):
         assert isinstance(y, hm.MCTensor) and y.nc == 3 and y.dtype == f32
         assert (exact(y) == v).all()
 
@@ -510,6 +514,7 @@ def test_setitem_rows_in_place_rounds_wider_values_and_writes_through_views():
     assert exact(x)[3] == Fraction(1, 2)
     assert_normalised(x)
 
+
 def test_to_device_and_dtype():
     x = _base_mc(nc=3, dtype=f32)
     assert x.to("cpu") is x or (exact(x.to("cpu")) == exact(x)).all()
@@ -536,8 +541,7 @@ def _inplace_cases():
     one = 1.0
     return {
         "add_mc": (lambda x: x.add_(mcv([1e-20, 2.0, 3.0], 2, f64)), lambda v: v + [Fraction(1e-20), 2, 3]),
-        "add_alpha": (lambda x: x.add_(mcv([1.0, 1.0, 1.0], 2, f64), alpha=0.1),
-                      lambda v: v + Fraction(0.1)),
+        "add_alpha": (lambda x: x.add_(mcv([1.0, 1.0, 1.0], 2, f64), alpha=0.1), lambda v: v + Fraction(0.1)),
         "add_plain": (lambda x: x.add_(torch.full((3,), 1e-20, dtype=f64)), lambda v: v + Fraction(1e-20)),
         "add_scalar": (lambda x: x.add_(1e-20), lambda v: v + Fraction(1e-20)),
         "sub_mc": (lambda x: x.sub_(mcv([one, one, one], 2, f64) + 1e-22), lambda v: v - 1 - Fraction(1e-22)),
@@ -547,8 +551,10 @@ def _inplace_cases():
         "div_mc": (lambda x: x.div_(mcv([3.0, 7.0, -1.5], 2, f64)), lambda v: v / [3, 7, Fraction(-3, 2)]),
         "div_scalar": (lambda x: x.div_(3), lambda v: v / 3),
         "copy_mc": (lambda x: x.copy_(hm.from_mpmath(["0.1", "0.2", "0.3"], nc=2, dtype=f64)), None),
-        "copy_plain": (lambda x: x.copy_(torch.tensor([0.5, 0.25, 2.0], dtype=f64)),
-                       lambda v: np.array([Fraction(1, 2), Fraction(1, 4), 2], dtype=object)),
+        "copy_plain": (
+            lambda x: x.copy_(torch.tensor([0.5, 0.25, 2.0], dtype=f64)),
+            lambda v: np.array([Fraction(1, 2), Fraction(1, 4), 2], dtype=object),
+        ),
         "zero_": (lambda x: x.zero_(), lambda v: v * 0),
         "fill_": (lambda x: x.fill_(0.1), lambda v: v * 0 + Fraction(0.1)),
         "fill_mc": (lambda x: x.fill_(hm.mc(1.0, nc=2, dtype=f64) + 1e-25), lambda v: v * 0 + 1 + Fraction(1e-25)),
@@ -614,8 +620,7 @@ def test_in_place_change_of_a_saved_tensor_is_detected_by_autograd():
 def _points(dtype: torch.dtype, nc: int, lo: float = 0.3, hi: float = 1.8, n: int = 5) -> hm.MCTensor:
     """``n`` points in [lo, hi] with a nonzero tail in every component."""
     with mpmath.workprec(600):
-        values = [mpmath.mpf(lo) + (hi - lo) * mpmath.mpf(k) / (n - 1) + mpmath.mpf(1) / (7 * 10**14 * (k + 3))
-                  for k in range(n)]
+        values = [mpmath.mpf(lo) + (hi - lo) * mpmath.mpf(k) / (n - 1) + mpmath.mpf(1) / (7 * 10**14 * (k + 3)) for k in range(n)]
     return hm.from_mpmath(values, nc=nc, dtype=dtype)
 
 
@@ -711,8 +716,7 @@ def test_reduction_gradients():
         assert_within(g, xs / nrm, f64, 2, "grad")
         (g,) = torch.autograd.grad(torch.linalg.vector_norm(x, dim=1).sum(), x)
         rows = [mpmath.sqrt(sum(v * v for v in row)) for row in xs]
-        assert_within(g, np.array([[v / rows[i] for v in row] for i, row in enumerate(xs)], dtype=object),
-                      f64, 2, "grad")
+        assert_within(g, np.array([[v / rows[i] for v in row] for i, row in enumerate(xs)], dtype=object), f64, 2, "grad")
 
 
 def test_matmul_gradients():
@@ -899,8 +903,7 @@ def test_sgd_update_is_computed_in_mc_arithmetic(foreach, momentum, dampening, w
     p = nn.Parameter(hm.mc(torch.tensor([1.0, -2.0, 3.0], dtype=f64), nc=2))
     grad_values = [1e-19, 3e-19, -2e-19]  # lr * grad ~ 1e-20: invisible in float64
     g = hm.mc(torch.tensor(grad_values, dtype=f64), nc=2)
-    opt = torch.optim.SGD([p], lr=lr, momentum=momentum, dampening=dampening, weight_decay=weight_decay,
-                          nesterov=nesterov, foreach=foreach)
+    opt = torch.optim.SGD([p], lr=lr, momentum=momentum, dampening=dampening, weight_decay=weight_decay, nesterov=nesterov, foreach=foreach)
     buffers = []
     for _ in range(steps):
         opt.zero_grad()
@@ -913,9 +916,16 @@ def test_sgd_update_is_computed_in_mc_arithmetic(foreach, momentum, dampening, w
     if momentum:
         assert all(b is buffers[0] for b in buffers) and isinstance(buffers[0], hm.MCTensor)
     with mpmath.workprec(400):
-        want = _simulate_sgd([mpmath.mpf(v) for v in (1.0, -2.0, 3.0)], [mpmath.mpf(v) for v in grad_values],
-                             lr=lr, momentum=momentum, dampening=dampening, weight_decay=weight_decay,
-                             nesterov=nesterov, steps=steps)
+        want = _simulate_sgd(
+            [mpmath.mpf(v) for v in (1.0, -2.0, 3.0)],
+            [mpmath.mpf(v) for v in grad_values],
+            lr=lr,
+            momentum=momentum,
+            dampening=dampening,
+            weight_decay=weight_decay,
+            nesterov=nesterov,
+            steps=steps,
+        )
     assert_within(p, want, f64, 2, 16)
     if not weight_decay:
         # the leading components did not move; the update lives in the tail
@@ -954,12 +964,22 @@ def test_nc1_equals_plain_torch_bitwise(data):
     A, B = hm.mc(a, nc=1), hm.mc(b, nc=1)
     assert A.nc == 1 and A.dtype == dtype
     cases = {
-        "mc+mc": (A + B, a + b), "mc-mc": (A - B, a - b), "mc*mc": (A * B, a * b), "mc/mc": (A / B, a / b),
+        "mc+mc": (A + B, a + b),
+        "mc-mc": (A - B, a - b),
+        "mc*mc": (A * B, a * b),
+        "mc/mc": (A / B, a / b),
         "sqrt": (torch.sqrt(A), torch.sqrt(a)),
-        "mc+plain": (A + b, a + b), "plain-mc": (a - B, a - b), "mc*plain": (A * b, a * b),
-        "plain/mc": (a / B, a / b), "mc/plain": (A / b, a / b),
-        "mc+s": (A + s, a + s), "s-mc": (s - A, s - a), "mc*s": (A * s, a * s), "mc/s": (A / s, a / s),
-        "s/mc": (s / A, s / a), "torch.sub": (torch.sub(A, B), torch.sub(a, b)),
+        "mc+plain": (A + b, a + b),
+        "plain-mc": (a - B, a - b),
+        "mc*plain": (A * b, a * b),
+        "plain/mc": (a / B, a / b),
+        "mc/plain": (A / b, a / b),
+        "mc+s": (A + s, a + s),
+        "s-mc": (s - A, s - a),
+        "mc*s": (A * s, a * s),
+        "mc/s": (A / s, a / s),
+        "s/mc": (s / A, s / a),
+        "torch.sub": (torch.sub(A, B), torch.sub(a, b)),
     }
     for name, (got, want) in cases.items():
         assert isinstance(got, hm.MCTensor) and got.nc == 1, name
@@ -1023,27 +1043,51 @@ def test_sqrt_of_largest_float_is_finite_and_accurate(dtype, nc):
 
 def test_nan_is_never_clamped_away():
     x = hm.mc(torch.tensor([math.nan, 1.0]), nc=2)
-    for y in (x.clamp(0.0, 2.0), torch.maximum(x, mcv([0.0, 0.0], 2, f32)), torch.minimum(x, mcv([5.0, 5.0], 2, f32)),
-              torch.relu(x), x.abs(), x * 1.0, x.clamp_min(3.0), x.clamp_max(-3.0)):
+    for y in (
+        x.clamp(0.0, 2.0),
+        torch.maximum(x, mcv([0.0, 0.0], 2, f32)),
+        torch.minimum(x, mcv([5.0, 5.0], 2, f32)),
+        torch.relu(x),
+        x.abs(),
+        x * 1.0,
+        x.clamp_min(3.0),
+        x.clamp_max(-3.0),
+    ):
         assert torch.isnan(y.components[0, 0])
     assert torch.isnan(x.sum().components[..., 0])
 
 
-@pytest.mark.parametrize("op", [
-    lambda a, b: a + b, lambda a, b: b + a, lambda a, b: a - b, lambda a, b: b - a, lambda a, b: a * b,
-    lambda a, b: b * a, lambda a, b: a / b, lambda a, b: b / a, lambda a, b: torch.add(a, b),
-    lambda a, b: torch.where(torch.tensor([True]), a, b), lambda a, b: a < b, lambda a, b: a == b,
-    lambda a, b: torch.maximum(a, b), lambda a, b: torch.cat([a, b]),
-], ids=["add", "radd", "sub", "rsub", "mul", "rmul", "div", "rdiv", "torch.add", "where", "lt", "eq", "maximum", "cat"])
+@pytest.mark.parametrize(
+    "op",
+    [
+        lambda a, b: a + b,
+        lambda a, b: b + a,
+        lambda a, b: a - b,
+        lambda a, b: b - a,
+        lambda a, b: a * b,
+        lambda a, b: b * a,
+        lambda a, b: a / b,
+        lambda a, b: b / a,
+        lambda a, b: torch.add(a, b),
+        lambda a, b: torch.where(torch.tensor([True]), a, b),
+        lambda a, b: a < b,
+        lambda a, b: a == b,
+        lambda a, b: torch.maximum(a, b),
+        lambda a, b: torch.cat([a, b]),
+    ],
+    ids=["add", "radd", "sub", "rsub", "mul", "rmul", "div", "rdiv", "torch.add", "where", "lt", "eq", "maximum", "cat"],
+)
 def test_mctensors_of_different_dtypes_raise_type_error_naming_both(op):
     a, b = mcv([1.0], 2, f64), mcv([1.0], 2, f32)
     with pytest.raises(TypeError, match=r"torch\.float64.*torch\.float32|torch\.float32.*torch\.float64"):
         op(a, b)
 
 
-@pytest.mark.parametrize("op", [lambda a, b: a + b, lambda a, b: b + a, lambda a, b: a * b, lambda a, b: b / a,
-                                lambda a, b: torch.mul(a, b), lambda a, b: a > b],
-                         ids=["add", "radd", "mul", "rdiv", "torch.mul", "gt"])
+@pytest.mark.parametrize(
+    "op",
+    [lambda a, b: a + b, lambda a, b: b + a, lambda a, b: a * b, lambda a, b: b / a, lambda a, b: torch.mul(a, b), lambda a, b: a > b],
+    ids=["add", "radd", "mul", "rdiv", "torch.mul", "gt"],
+)
 def test_plain_float_tensor_of_another_dtype_raises_type_error(op):
     a, b = mcv([1.0, 2.0], 2, f64), torch.ones(2, dtype=f32)
     with pytest.raises(TypeError, match=r"plain tensor of dtype torch\.float32"):
@@ -1104,12 +1148,16 @@ def test_bad_components_tensors_raise():
         hm.mc([1.0], dtype=torch.int32)
 
 
-@pytest.mark.parametrize("fn, op_name", [
-    (lambda x: torch.fft.fft(x), "aten._fft_r2c"),
-    (lambda x: torch.cumsum(x, 0), "aten.cumsum"),
-    (lambda x: torch.cumprod(x, 0), "aten.cumprod"),
-    (lambda x: torch.sort(x), "aten.sort"),
-], ids=["fft", "cumsum", "cumprod", "sort"])
+@pytest.mark.parametrize(
+    "fn, op_name",
+    [
+        (lambda x: torch.fft.fft(x), "aten._fft_r2c"),
+        (lambda x: torch.cumsum(x, 0), "aten.cumsum"),
+        (lambda x: torch.cumprod(x, 0), "aten.cumprod"),
+        (lambda x: torch.sort(x), "aten.sort"),
+    ],
+    ids=["fft", "cumsum", "cumprod", "sort"],
+)
 def test_unsupported_op_raises_not_implemented_error_naming_it(fn, op_name):
     x = mcv([1.0, 2.0, 3.0, 4.0], 2, f64)
     with pytest.raises(NotImplementedError, match=rf"{re.escape(op_name)}.*no silent fallback"):
@@ -1132,9 +1180,16 @@ def test_mixed_nc_gives_the_larger_nc(dtype):
     a = hm.from_mpmath(["0.1", "-1.7", "3"], nc=2, dtype=dtype)
     b = hm.from_mpmath(["1e-12", "0.3", "-0.3333333333333333333333333333"], nc=3, dtype=dtype)
     A, B = exact(a), exact(b)
-    for got, want, bound in ((a + b, A + B, "add"), (b + a, A + B, "add"), (a - b, A - B, "sub"),
-                             (b - a, B - A, "sub"), (a * b, A * B, "mul"), (b * a, A * B, "mul"),
-                             (a / b, A / B, "div"), (b / a, B / A, "div")):
+    for got, want, bound in (
+        (a + b, A + B, "add"),
+        (b + a, A + B, "add"),
+        (a - b, A - B, "sub"),
+        (b - a, B - A, "sub"),
+        (a * b, A * B, "mul"),
+        (b * a, A * B, "mul"),
+        (a / b, A / B, "div"),
+        (b / a, B / A, "div"),
+    ):
         assert isinstance(got, hm.MCTensor) and got.nc == 3
         assert_within(got, want, dtype, 3, bound)
     assert torch.cat([a, b]).nc == 3 and (exact(torch.cat([a, b])) == np.concatenate([A, B])).all()
@@ -1150,8 +1205,15 @@ def test_python_scalar_not_representable_is_used_at_mc_precision(dtype, nc):
     tenth = Fraction(0.1)  # the double 0.1, exactly
     # the constant carries the double to u**nc (exactly when nc * p >= 53), then one op
     bound = (1 + BOUNDS["mul"]) * Fraction(2) ** (-nc * p)
-    for got, want in ((one * 0.1, tenth), (0.1 * one, tenth), (one + 0.1, 1 + tenth), (one - 0.1, 1 - tenth),
-                      (0.1 - one, tenth - 1), (one / 0.1, 1 / tenth), (0.1 / one, tenth)):
+    for got, want in (
+        (one * 0.1, tenth),
+        (0.1 * one, tenth),
+        (one + 0.1, 1 + tenth),
+        (one - 0.1, 1 - tenth),
+        (0.1 - one, tenth - 1),
+        (one / 0.1, 1 / tenth),
+        (0.1 / one, tenth),
+    ):
         assert got.nc == nc and got.dtype == dtype
         err = abs(exact(got).item() - want) / abs(want)
         assert err <= bound, (got, float(err / bound))
@@ -1186,8 +1248,16 @@ def test_comparisons_are_exact(data):
         cb = -cb.flip(0)
     b = hm.MCTensor.from_components(cb)
     A, B = exact(a), exact(b)
-    for got, want in ((a < b, A < B), (a <= b, A <= B), (a > b, A > B), (a >= b, A >= B),
-                      (a == b, A == B), (a != b, A != B), (torch.lt(a, b), A < B), (torch.eq(a, b), A == B)):
+    for got, want in (
+        (a < b, A < B),
+        (a <= b, A <= B),
+        (a > b, A > B),
+        (a >= b, A >= B),
+        (a == b, A == B),
+        (a != b, A != B),
+        (torch.lt(a, b), A < B),
+        (torch.eq(a, b), A == B),
+    ):
         assert type(got) is torch.Tensor and got.dtype == torch.bool and got.shape == a.shape
         assert got.tolist() == want.tolist()
 
@@ -1229,12 +1299,17 @@ def test_nan_compares_unordered_and_propagates_through_maximum_minimum(dtype, nc
     nan = hm.mc(torch.tensor([math.nan, 1.0], dtype=dtype), nc=nc)
     zero = hm.mc(torch.zeros(2, dtype=dtype), nc=nc)
     # like plain torch: every comparison with NaN is False except !=
-    for got, want in ((nan == nan, [False, True]), (nan != nan, [True, False]), (nan < 1.0, [False, False]),
-                      (nan <= 1.0, [False, True]), (nan >= zero, [False, True]), (nan > zero, [False, True]),
-                      (zero == nan, [False, False])):
+    for got, want in (
+        (nan == nan, [False, True]),
+        (nan != nan, [True, False]),
+        (nan < 1.0, [False, False]),
+        (nan <= 1.0, [False, True]),
+        (nan >= zero, [False, True]),
+        (nan > zero, [False, True]),
+        (zero == nan, [False, False]),
+    ):
         assert got.tolist() == want
-    for got in (torch.maximum(nan, zero), torch.maximum(zero, nan), torch.minimum(nan, zero),
-                torch.minimum(zero, nan)):
+    for got in (torch.maximum(nan, zero), torch.maximum(zero, nan), torch.minimum(nan, zero), torch.minimum(zero, nan)):
         assert torch.isnan(got.components[..., 0]).tolist() == [True, False]
 
 

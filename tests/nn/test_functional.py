@@ -23,8 +23,7 @@ def _exact64(x: hm.MCTensor) -> torch.Tensor:
     return x.detach().to(f64).approx()
 
 
-def _check(got: hm.MCTensor, want: torch.Tensor, bound: str | float = "transcendental",
-           scale: torch.Tensor | None = None) -> None:
+def _check(got: hm.MCTensor, want: torch.Tensor, bound: str | float = "transcendental", scale: torch.Tensor | None = None) -> None:
     """``|got - want| <= bound u^nc |want| + 1e-15`` elementwise: ``bound`` is a key of the
     bound table or a number of units of u^nc; ``scale`` replaces ``|want|`` where the result
     cancels (the size of the terms that cancel). The 1e-15 (0.28 u^2 for float32 nc=2) is

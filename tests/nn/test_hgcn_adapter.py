@@ -109,8 +109,7 @@ def test_one_native_manifold_per_curvature():
 
 
 def test_hgcn_attributes():
-    assert (hgcn.PoincareBall().name, hgcn.Hyperboloid().name, hgcn.Euclidean().name) == (
-        "PoincareBall", "Hyperboloid", "Euclidean")
+    assert (hgcn.PoincareBall().name, hgcn.Hyperboloid().name, hgcn.Euclidean().name) == ("PoincareBall", "Hyperboloid", "Euclidean")
     assert hgcn.PoincareBall().eps[f32] == 4e-3 and hgcn.Hyperboloid().eps[f64] == 1e-15
     assert hgcn.Hyperboloid().min_norm == 1e-15 and hgcn.Hyperboloid().max_norm == 1e6
 

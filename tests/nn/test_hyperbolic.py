@@ -234,7 +234,7 @@ def test_dropout_only_in_training(seed):
 def test_init_is_hgcn_like(seed):
     torch.manual_seed(seed)
     lin = HypLinear(Lorentz(), 9, 5, nc=2, dtype=f64)
-    bound = (2 ** 0.5) * (6 / (9 + 5)) ** 0.5
+    bound = (2**0.5) * (6 / (9 + 5)) ** 0.5
     w = lin.weight.approx()
     assert float(w.abs().max()) <= bound and float(w.abs().max()) > bound / 2
     assert torch.count_nonzero(lin.weight.components[..., 1:]) == 0
@@ -334,8 +334,7 @@ def test_example_training_smoke(seed):
     data = ex.split_edges(n, edges, val=0.1, test=0.25, seed=seed)
     r = ex.train_link_prediction(data, manifold="ball", dtype=f64, dim=8, epochs=40, eval_every=5, seed=seed)
     assert r["test_roc"] > 0.7 and r["val_roc"] > 0.7  # measured 0.767, 0.767 (seeds 1-3: 0.75-0.91)
-    mc = ex.train_link_prediction(data, manifold="lorentz", dtype=f64, nc=2, dim=8, epochs=3, eval_every=3,
-                                  seed=seed)
+    mc = ex.train_link_prediction(data, manifold="lorentz", dtype=f64, nc=2, dim=8, epochs=3, eval_every=3, seed=seed)
     assert set(mc) >= {"val_roc", "val_ap", "test_roc", "test_ap", "seconds", "loss"}
     assert 0.0 <= mc["test_roc"] <= 1.0 and mc["loss"] == mc["loss"]
 

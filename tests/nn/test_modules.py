@@ -267,9 +267,7 @@ def test_gelu_erf_needs_engine():
 
 
 def test_sequential_and_to_tensor(rng):
-    net = MCSequential(
-        MCLinear(4, 8, nc=2, dtype=f32), MCToTensor(), nn.ReLU(), MCLinear(8, 3, nc=2, dtype=f32), MCReLU()
-    )
+    net = MCSequential(MCLinear(4, 8, nc=2, dtype=f32), MCToTensor(), nn.ReLU(), MCLinear(8, 3, nc=2, dtype=f32), MCReLU())
     assert net.nc == 2 and net.dtype == f32
     x = torch.randn(5, 4, generator=rng)
     hidden = net[1](net[0](x))

@@ -154,9 +154,7 @@ def _train(model, opt, x, steps):
         opt.step()
 
 
-@pytest.mark.parametrize(
-    "opt_cls, config", [(MCSGD, dict(lr=0.05, momentum=0.9)), (MCAdam, dict(lr=0.01, amsgrad=True))]
-)
+@pytest.mark.parametrize("opt_cls, config", [(MCSGD, dict(lr=0.05, momentum=0.9)), (MCAdam, dict(lr=0.01, amsgrad=True))])
 def test_state_dict_round_trip(opt_cls, config, rng, seed):
     x = torch.randn(6, 3, generator=rng)
     model, opt = _make(opt_cls, config, seed)

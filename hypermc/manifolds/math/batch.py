@@ -117,8 +117,9 @@ def _plain(rows: torch.Tensor, leaf: torch.Tensor | None) -> torch.Tensor:
     return rows[..., 0] if leaf is None else leaf
 
 
-def halfspace(rows: torch.Tensor, ia: torch.Tensor, ib: torch.Tensor, c: float, *,
-              leaf: torch.Tensor | None = None, cache: dict | None = None) -> torch.Tensor:
+def halfspace(
+    rows: torch.Tensor, ia: torch.Tensor, ib: torch.Tensor, c: float, *, leaf: torch.Tensor | None = None, cache: dict | None = None
+) -> torch.Tensor:
     """Half-space distances ``d(rows[ia], rows[ib])`` (arguments: :meth:`Manifold.dist_batch`).
 
     Example:
@@ -158,8 +159,9 @@ def _ball_deficit(rows: torch.Tensor, leaf: torch.Tensor | None, c: float) -> to
     return _exact(lambda: 1.0 - c * (p * p).sum(-1), exact, leaf)
 
 
-def ball(rows: torch.Tensor, ia: torch.Tensor, ib: torch.Tensor, c: float, *,
-         leaf: torch.Tensor | None = None, cache: dict | None = None) -> torch.Tensor:
+def ball(
+    rows: torch.Tensor, ia: torch.Tensor, ib: torch.Tensor, c: float, *, leaf: torch.Tensor | None = None, cache: dict | None = None
+) -> torch.Tensor:
     """Ball distances ``d(rows[ia], rows[ib])``; ``cache`` keeps the per-row deficits.
 
     Example:
@@ -188,8 +190,9 @@ def _minkowski(u: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
     return (u[..., 1:] * v[..., 1:]).sum(-1) - u[..., 0] * v[..., 0]
 
 
-def lorentz(rows: torch.Tensor, ia: torch.Tensor, ib: torch.Tensor, c: float, *,
-            leaf: torch.Tensor | None = None, cache: dict | None = None) -> torch.Tensor:
+def lorentz(
+    rows: torch.Tensor, ia: torch.Tensor, ib: torch.Tensor, c: float, *, leaf: torch.Tensor | None = None, cache: dict | None = None
+) -> torch.Tensor:
     """Hyperboloid distances ``d(rows[ia], rows[ib])`` (time coordinate first).
 
     Example:
@@ -222,8 +225,9 @@ def lorentz(rows: torch.Tensor, ia: torch.Tensor, ib: torch.Tensor, c: float, *,
     return torch.asinh(torch.sqrt(q * c) * 0.5) * (2.0 / math.sqrt(c))
 
 
-def euclidean(rows: torch.Tensor, ia: torch.Tensor, ib: torch.Tensor, *,
-              leaf: torch.Tensor | None = None, cache: dict | None = None) -> torch.Tensor:
+def euclidean(
+    rows: torch.Tensor, ia: torch.Tensor, ib: torch.Tensor, *, leaf: torch.Tensor | None = None, cache: dict | None = None
+) -> torch.Tensor:
     """Euclidean distances ``|rows[ia] - rows[ib]|``.
 
     Example:
@@ -237,8 +241,14 @@ def euclidean(rows: torch.Tensor, ia: torch.Tensor, ib: torch.Tensor, *,
     return torch.linalg.vector_norm(delta, dim=-1)
 
 
-def generic(dist: Callable[[torch.Tensor, torch.Tensor], torch.Tensor], rows: torch.Tensor,
-            ia: torch.Tensor, ib: torch.Tensor, *, leaf: torch.Tensor | None = None) -> torch.Tensor:
+def generic(
+    dist: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
+    rows: torch.Tensor,
+    ia: torch.Tensor,
+    ib: torch.Tensor,
+    *,
+    leaf: torch.Tensor | None = None,
+) -> torch.Tensor:
     """Any model's batched distances from its ``dist`` (the fallback of :meth:`Manifold.dist_batch`).
 
     The value is ``dist`` of the MC rows (full MC arithmetic, ~100x the specialised

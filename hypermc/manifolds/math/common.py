@@ -463,8 +463,7 @@ def _deficit_components(x: torch.Tensor, c: float) -> torch.Tensor:
     wide = arith.pad(x, nc + 1)
     s = reduce.sumsq(wide, dim=-1)
     if c != 1.0:
-        s = arith.mul(s, arith.from_engine(torch.tensor(c, dtype=torch.float64, device=x.device).expand(s.shape[:-1]),
-                                           x.dtype, nc + 1))
+        s = arith.mul(s, arith.from_engine(torch.tensor(c, dtype=torch.float64, device=x.device).expand(s.shape[:-1]), x.dtype, nc + 1))
     one = arith.from_float(torch.ones_like(s[..., 0]), nc + 1)
     return renormalize(arith.sub(one, s), nc)
 

@@ -265,4 +265,3 @@ def projx(x):
     """
     tiny = float(torch.finfo(x.dtype).tiny)
     return _cat(x[..., :-1], torch.clamp_min(x[..., -1:], tiny))
-
