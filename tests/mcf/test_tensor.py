@@ -117,11 +117,29 @@ def test_mc_float64_tensor_into_three_float32_components_is_exact(data):
         values = [1.0, -1.0 / 3.0, math.pi, 2.0**-54, 1e-16, 3.4e38, -(2.0**-50) * 3]
     else:
         values = data.draw(st.lists(floats_of(f64, min_exp=-50, max_exp=127), min_size=1, max_size=16))
+        # the float32 range under round-to-nearest: from the midpoint between the largest
+        # float32 and 2^128 up, the leading component rounds to inf (next test)
+        values = [v for v in values if abs(v) < F32_OVERFLOW] or [1.0]
     t = torch.tensor(values, dtype=f64)
     x = hm.mc(t, nc=3, dtype=f32)
     assert x.dtype == f32 and x.components.dtype == f32 and x.nc == 3
     assert list(exact(x)) == [Fraction(v) for v in values]
     assert_normalised(x)
+
+
+#: (2 - 2^-24) 2^127: the smallest value that float32 rounding (to nearest, ties to even) sends to inf
+F32_OVERFLOW = (2 - 2.0**-24) * 2.0**127
+
+
+def test_mc_into_float32_components_overflows_like_ieee_rounding():
+    """A float64 value at or beyond the float32 overflow midpoint becomes (±inf, 0, 0), as
+    ``torch.tensor(v).float()`` gives ±inf (found by hypothesis: 3.4028235677973366e38)."""
+    below = math.nextafter(F32_OVERFLOW, 0.0)
+    t = torch.tensor([F32_OVERFLOW, -F32_OVERFLOW, below], dtype=f64)
+    x = hm.mc(t, nc=3, dtype=f32)
+    assert t.float().tolist()[:2] == [math.inf, -math.inf]
+    assert x.components[:2].tolist() == [[math.inf, 0.0, 0.0], [-math.inf, 0.0, 0.0]]
+    assert exact(x[2:]).tolist() == [Fraction(below)]
 
 
 @pytest.mark.parametrize("dtype, nc", CONFIGS)
