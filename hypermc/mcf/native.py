@@ -139,9 +139,16 @@ def _key(name: str, nc: int, part: str) -> tuple:
 def _build(cxx: str, name: str, nc: int, part: str = "arith") -> Path:
     """Generate, compile and cache the library of one configuration; its path."""
     src = generate(name, nc, part).encode()
+    return _build_library(cxx, src, f"hypermc_{name}_nc{nc}{'' if part == 'arith' else '_' + part}", _FLAGS)
+
+
+def _build_library(cxx: str, src: bytes, stem: str, flags: list[str]) -> Path:
+    """Compile C++ source ``src`` with ``flags`` into the cache (``stem_<key>.so``, keyed
+    by the source, flags, compiler version and CPU; built once, written atomically); its
+    path. Shared with :mod:`hypermc.mcf.native_fused`."""
     version = subprocess.run([cxx, "--version"], capture_output=True, text=True, timeout=60).stdout
-    key = hashlib.sha256(src + " ".join(_FLAGS).encode() + version.encode() + _cpu_tag().encode() + sys.platform.encode()).hexdigest()[:16]
-    out = _cache_dir() / f"hypermc_{name}_nc{nc}{'' if part == 'arith' else '_' + part}_{key}.so"
+    key = hashlib.sha256(src + " ".join(flags).encode() + version.encode() + _cpu_tag().encode() + sys.platform.encode()).hexdigest()[:16]
+    out = _cache_dir() / f"{stem}_{key}.so"
     if out.exists():
         return out
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -150,7 +157,7 @@ def _build(cxx: str, name: str, nc: int, part: str = "arith") -> Path:
     fd, tmp = tempfile.mkstemp(suffix=".so", dir=out.parent)
     os.close(fd)
     try:
-        proc = subprocess.run([cxx, *_FLAGS, str(cpp), "-o", tmp], capture_output=True, text=True, timeout=900)
+        proc = subprocess.run([cxx, *flags, str(cpp), "-o", tmp], capture_output=True, text=True, timeout=900)
         if proc.returncode != 0:
             raise RuntimeError(f"{cxx} failed: {proc.stderr.strip()[-2000:]}")
         os.replace(tmp, out)  # atomic: concurrent builders (pytest-xdist workers) agree

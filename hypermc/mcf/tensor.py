@@ -38,7 +38,7 @@ import torch
 
 from .. import _checks
 from . import arith, exact
-from .compile import call_opaque, code_version, define_mc_op, is_opaque
+from .compile import call_opaque, code_version, define_mc_op, fuse_op, is_opaque
 from .eft import float_format, is_traced, renormalize
 
 __all__ = ["MCTensor", "mc", "from_mpmath", "implements", "register_manifold_pickling"]
@@ -267,7 +267,8 @@ class MCTensor(torch.Tensor):
     def __torch_dispatch__(cls, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
         if _traced_operands(args) and is_opaque(func):
-            return call_opaque(func, args, kwargs, MCTensor)  # one opaque op (see hypermc.mcf.compile)
+            fused = fuse_op(func, args, kwargs, MCTensor)  # elementwise ops: one fused node
+            return call_opaque(func, args, kwargs, MCTensor) if fused is None else fused  # else one opaque op
         return dispatch_impl(func, args, kwargs)
 
 
