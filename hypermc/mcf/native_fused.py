@@ -69,14 +69,12 @@ def supports(dtype: torch.dtype, nc: int, kind: str, terms: Sequence[int]) -> bo
     Example:
         >>> supports(torch.float64, 3, "div", (3, 1)), supports(torch.float32, 2, "div", (1, 2))
         (True, True)
-        >>> supports(torch.float64, 2, "div", (2, 2))  # float64 double-word division: torch kernels
-        False
+        >>> supports(torch.float64, 3, "sqrt", (3,)), supports(torch.float16, 2, "add", (2, 2))
+        (False, False)
     """
-    if dtype not in native._NAMES or nc not in native.NCS:
+    if dtype not in native._NAMES or nc not in native.NCS or len(terms) != (1 if kind == "neg" else 2):
         return False
-    if kind == "div":
-        return not (nc == 2 and dtype == torch.float64)
-    return kind in ("add", "mul", "neg")
+    return kind in ("add", "mul", "div", "neg") and nc in terms
 
 
 def usable(dtype: torch.dtype, nc: int) -> bool:

@@ -296,8 +296,7 @@ def _emit_div(net: _Net, x: list[str], y: list[str], *, one_step: bool = False) 
     finite = net.let(f"std::fabs({c[0]}) <= std::numeric_limits<T>::max()", "bool")  # not inf, not NaN
     c = [c[0]] + [net.let(f"keep_if<T>({finite}, {ck})") for ck in c[1:]]
     if one_step:
-        b = "(std::numeric_limits<T>::max_exponent - 2)"
-        return c, [ok, regular, net.test(f"({ex} <= {b}) & ({ey} <= {b}) & ({ex} - {ey} <= {b}) & ({ey} - {ex} <= {b})")]
+        return c, [ok, regular, _one_step_range(net, ex, ey)]
     return c, [ok, regular]
 
 
@@ -370,6 +369,41 @@ def _emit_div_engine(net: _Net, xs: list[str], ys: list[str]) -> tuple[list[str]
     rest = net.let(f"{z} - (double){c0}", "double")
     finite = _finite(net, c0)
     return [c0, net.let(f"keep_if<T>({finite}, (T){rest})")], []
+
+
+def _one_step_range(net: _Net, ex: str, ey: str) -> str:
+    """Whether scaling by ``2^-ex``, ``2^-ey`` and ``2^(ex - ey)`` takes one step each."""
+    b = "(std::numeric_limits<T>::max_exponent - 2)"
+    return net.test(f"({ex} <= {b}) & ({ey} <= {b}) & ({ex} - {ey} <= {b}) & ({ey} - {ex} <= {b})")
+
+
+def _emit_div2(net: _Net, x: list[str], y: list[str]) -> tuple[list[str], list[str]]:
+    """nc = 2 float64 division (arith._long_division with _div2, the kernels it calls
+    with a fused multiply-add: DWTimesFP3, AccurateDWPlusDW, DWPlusFP): three quotient
+    digits on operands scaled to leading exponent 0, in one scaling step each (see
+    :func:`_emit_div`'s ``one_step``). ``ok`` false for leading components that are not
+    normal numbers, a non-finite first digit and where an inner kernel's check fails."""
+    ex = net.let(f"expo<T>({x[0]})", "I<T>")
+    ey = net.let(f"expo<T>({y[0]})", "I<T>")
+    regular = net.let(f"normal<T>({x[0]}) & normal<T>({y[0]})", "bool")
+    xs = net.scale_once(x, f"-{ex}")
+    ys = net.scale_once(y, f"-{ey}")
+    yh = ys[0]
+    oks: list[str] = []
+    q1 = net.div(xs[0], yh)
+    digits = [q1]
+    r = xs
+    for _ in range(2):  # r = sub(r, mul_float(y, q)): the subtrahend times sign = -1
+        m, ok = _emit_mul2(net, ys, [digits[-1]])
+        r, ok2 = _emit_add2(net, r, [net.mul(c, "T(-1)") for c in m])
+        oks += ok + ok2
+        digits.append(net.div(r[0], yh))
+    qh, ql = net.fast_two_sum(q1, digits[1])
+    q, ok = _emit_add2(net, [qh, ql], [digits[2]])
+    oks += ok + [_finite(net, q1)]
+    c = net.scale_once(q, f"{ex} - {ey}")
+    finite = _finite(net, c[0])
+    return [c[0], net.let(f"keep_if<T>({finite}, {c[1]})")], [*oks, regular, _one_step_range(net, ex, ey)]
 
 
 def _body(net: _Net, c: list[str], oks: list[str]) -> list[str]:
@@ -1103,7 +1137,7 @@ def _fused_step(net: _Net, name: str, nc: int, kind: str, args: list[list[str]])
         if nc == 2 and name == "f32":
             return _emit_div_engine(net, x, y)
         if nc == 2:
-            raise ValueError("fused_source: no fused float64 nc = 2 division")
+            return _emit_div2(net, _lpad(x, 2), _lpad(y, 2))
         # div_float and rdiv_float divide by / into from_float(b, nc) = (b, 0, ..., 0)
         return _emit_div(net, _lpad(x, nc), _lpad(y, nc), one_step=True)
     if len(x) != nc:
