@@ -452,7 +452,7 @@ def fusable(*ops: Any) -> Callable:
     arguments (the first MC operand's components CPU float32/float64, ``nc`` 2 to 4). It
     returns what eager mode's implementation computes, as a tree: ``(kind, operand,
     operand)`` with ``kind`` ``"add"``, ``"mul"`` (the MC operand first) or ``"div"``,
-    ``("neg", operand)``, and leaves: an MCTensor of the same dtype and ``nc``,
+    ``("neg", operand)``, ``("sqrt", operand)``, and leaves: an MCTensor of the same dtype and ``nc``,
     ``("plain", tensor)`` (a plain tensor of the component dtype) or ``("const",
     values)`` (a Python number as eager mode converts it: one float, or ``nc``
     components). Or None: the op is traced as one opaque op, as before.

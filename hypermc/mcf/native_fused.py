@@ -37,7 +37,7 @@ from typing import Any
 
 import torch
 
-from . import native
+from . import arith, native
 from .eft import _probe_fused_addcmul, renormalize
 from .native_source import fused_source
 
@@ -69,11 +69,13 @@ def supports(dtype: torch.dtype, nc: int, kind: str, terms: Sequence[int]) -> bo
     Example:
         >>> supports(torch.float64, 3, "div", (3, 1)), supports(torch.float32, 2, "div", (1, 2))
         (True, True)
-        >>> supports(torch.float64, 3, "sqrt", (3,)), supports(torch.float16, 2, "add", (2, 2))
-        (False, False)
+        >>> supports(torch.float64, 3, "sqrt", (3,)), supports(torch.float64, 2, "sqrt", (2,))
+        (True, False)
     """
-    if dtype not in native._NAMES or nc not in native.NCS or len(terms) != (1 if kind == "neg" else 2):
+    if dtype not in native._NAMES or nc not in native.NCS or len(terms) != (1 if kind in ("neg", "sqrt") else 2):
         return False
+    if kind == "sqrt":  # nc = 2: arith._sqrt2 and the engine take one path for a whole tensor
+        return nc >= 3 and terms[0] == nc and arith._sqrt_range(dtype, nc) is not None
     return kind in ("add", "mul", "div", "neg") and nc in terms
 
 
@@ -118,7 +120,7 @@ def _open(dtype, nc, leaves, steps, key, reference, operands):
     if cxx is None:
         return "no C++ compiler found (set HYPERMC_CXX)"
     symbol = _symbol(key)
-    src = fused_source(native._NAMES[dtype], nc, leaves, steps, symbol).encode()
+    src = fused_source(native._NAMES[dtype], nc, leaves, steps, symbol, arith._sqrt_range(dtype, nc)).encode()
     try:
         lib = ctypes.CDLL(str(native._build_library(cxx, src, f"hypermc_fused_{native._NAMES[dtype]}_nc{nc}", _FLAGS)))
         fn = getattr(lib, symbol)

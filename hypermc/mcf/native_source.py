@@ -436,10 +436,16 @@ def _div_body(nc: int) -> list[str]:
 
 
 def _sqrt_body(nc: int) -> list[str]:
-    """arith._sqrt_fixed where ``lo <= x_0 <= hi`` (``ok`` false elsewhere)."""
+    """:func:`_emit_sqrt` with the range of the kernel's arguments ``lo`` and ``hi``."""
     net = _Net()
     xs = [net.let(f"X({k})") for k in range(nc)]
-    inside = net.let(f"((double){xs[0]} >= lo) & ((double){xs[0]} <= hi)", "bool")
+    return _body(net, *_emit_sqrt(net, xs, "lo", "hi"))
+
+
+def _emit_sqrt(net: _Net, xs: list[str], lo: str, hi: str) -> tuple[list[str], list[str]]:
+    """arith._sqrt_fixed (nc >= 3) where ``lo <= x_0 <= hi`` (``ok`` false elsewhere)."""
+    nc = len(xs)
+    inside = net.let(f"((double){xs[0]} >= {lo}) & ((double){xs[0]} <= {hi})", "bool")
     s0 = net.let(f"std::sqrt({xs[0]})")
     h = net.mul(net.let(f"T(1) / {s0}"), "T(0.5)")
     twice = [net.mul(s0, "T(2)")]
@@ -453,7 +459,7 @@ def _sqrt_body(nc: int) -> list[str]:
             twice.append(net.mul(d, "T(2)"))
     c = net.renorm_levels(digits, nc)
     ok = net.normalised(c, None)
-    return _body(net, c, [ok, inside])
+    return c, [ok, inside]
 
 
 def _add2_body(ny: int) -> list[str]:
@@ -1127,11 +1133,19 @@ def source(name: str, nc: int, part: str = "arith") -> str:
 # --------------------------------------------------------------- fused expressions
 
 
-def _fused_step(net: _Net, name: str, nc: int, kind: str, args: list[list[str]]) -> tuple[list[str], list[str]]:
+def _fused_step(
+    net: _Net, name: str, nc: int, kind: str, args: list[list[str]], sqrt_range: tuple[float, float] | None = None
+) -> tuple[list[str], list[str]]:
     """One step of a fused expression: the arith kernel's fast path that eager mode runs
-    for ``kind`` on these operands (``nc`` terms: an MC value; one: a plain float)."""
+    for ``kind`` on these operands (``nc`` terms: an MC value; one: a plain float).
+    ``sqrt_range``: arith's range of leading components for the fixed square root."""
     if kind == "neg":
         return [net.neg(c) for c in args[0]], []
+    if kind == "sqrt":
+        if nc < 3 or sqrt_range is None:
+            raise ValueError("fused_source: the fused square root takes nc >= 3 and its range")
+        lo, hi = (f"{float(v).hex()}" for v in sqrt_range)
+        return _emit_sqrt(net, args[0], lo, hi)
     x, y = args
     if kind == "div":
         if nc == 2 and name == "f32":
@@ -1154,7 +1168,12 @@ FUSED_TILE = 512
 
 
 def fused_source(
-    name: str, nc: int, leaves: tuple[tuple[int, bool], ...], steps: tuple[tuple[str, tuple[tuple[str, int], ...]], ...], symbol: str
+    name: str,
+    nc: int,
+    leaves: tuple[tuple[int, bool], ...],
+    steps: tuple[tuple[str, tuple[tuple[str, int], ...]], ...],
+    symbol: str,
+    sqrt_range: tuple[float, float] | None = None,
 ) -> str:
     """C++ of one fused elementwise expression: ``int64_t symbol(start, end, p, out, os,
     ok)`` computes elements ``[start, end)`` and returns how many failed a check.
@@ -1162,7 +1181,8 @@ def fused_source(
     ``leaves`` are the operand streams ``(terms, broadcast)``: an MC operand (``nc``
     terms) or a plain float (one), read at ``p[...][i]``, or at ``p[...][0]`` when
     broadcast (one pointer per term, in order). ``steps`` are ``(kind, refs)`` with
-    ``kind`` in ``add``, ``mul``, ``div``, ``neg`` and ``refs`` pairs ``("l", leaf)`` or
+    ``kind`` in ``add``, ``mul``, ``div``, ``neg``, ``sqrt`` (nc >= 3, for leading
+    components in ``sqrt_range``, arith's) and ``refs`` pairs ``("l", leaf)`` or
     ``("s", earlier step)``; the last step is the result. Each step is the fast path of
     the arith kernel eager mode runs (:func:`_fused_step`), and ``ok[i]`` is the
     conjunction of all their checks, so an element with ``ok[i]`` has eager mode's bits
@@ -1201,7 +1221,7 @@ def fused_source(
     oks: list[str] = []
     for kind, refs in steps:
         args = [values[j] if where == "l" else results[j] for where, j in refs]
-        c, checks = _fused_step(net, name, nc, kind, args)
+        c, checks = _fused_step(net, name, nc, kind, args, sqrt_range)
         results.append(c)
         oks += checks
     c = results[-1]

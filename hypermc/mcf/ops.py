@@ -223,6 +223,11 @@ def _fuse_neg(a):
     return ("neg", a)
 
 
+@fusable(aten.sqrt.default)
+def _fuse_sqrt(a):
+    return ("sqrt", a)  # arith.sqrt (native_fused.supports: nc >= 3)
+
+
 @fusable(aten.square.default)
 def _fuse_square(a):
     return ("mul", a, a)  # arith.square is mul(x, x)

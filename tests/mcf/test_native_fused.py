@@ -60,7 +60,7 @@ def test_supports():
     assert native_fused.supports(torch.float64, 2, "div", (1, 2))
     assert not native_fused.supports(torch.float16, 2, "add", (2, 2))
     assert not native_fused.supports(torch.float64, 5, "add", (5, 5))
-    assert not native_fused.supports(torch.float64, 3, "sqrt", (3,))
+    assert native_fused.supports(torch.float64, 3, "sqrt", (3,)) and not native_fused.supports(torch.float32, 2, "sqrt", (2,))
 
 
 @needs_compiler
@@ -153,10 +153,10 @@ def test_self_check_catches_a_wrong_kernel(monkeypatch):
     kernel gets wrong: a subtraction) fails the check at load, warns, and is not used."""
     real = native_source._fused_step
 
-    def wrong(net, name, nc, kind, args):
+    def wrong(net, name, nc, kind, args, sqrt_range=None):
         if kind == "add" and len(args[1]) == nc:
             args = [args[0], [net.neg(c) for c in args[1]]]
-        return real(net, name, nc, kind, args)
+        return real(net, name, nc, kind, args, sqrt_range)
 
     monkeypatch.setattr(native_source, "_fused_step", wrong)
     monkeypatch.setattr(native_fused, "_kernels", {})
@@ -177,3 +177,23 @@ def test_not_used_without_the_per_op_kernels(monkeypatch):
     x = torch.ones(4, 3, dtype=torch.float64)
     assert native_fused.run(torch.float64, 3, BENCH, [x, x, torch.ones(1, dtype=torch.float64)], (4,), _bench_eager) is None
     assert not native_fused.usable(torch.float16, 2)
+
+
+@needs_compiler
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("nc", [3, 4])
+@_cap(6)
+@given(data=st.data())
+def test_square_root_same_bits_as_eager(dtype, nc, data):
+    """sqrt(x * x + b): in range, out of range (huge, tiny: recomputed), negative, zero."""
+    steps = (("mul", (("l", 0), ("l", 0))), ("add", (("s", 0), ("l", 1))), ("sqrt", (("s", 1),)))
+
+    def eager(ops, shape):
+        x, b = ops[0].expand(*shape, nc), ops[1].expand(*shape, 1)[..., 0]
+        return arith.sqrt(arith.add_float(arith.mul(x, x), b))
+
+    x = data.draw(expansions(dtype, nc, shape=(48,), allow_zero=True))
+    b = torch.tensor([data.draw(st.sampled_from([1.0, -1.0, 0.0, -(2.0**-30)]))], dtype=dtype)
+    res, out = _fused(steps, [x, b], (48,), eager)
+    assert _same_bits(out, eager([x, b], (48,)))
+    assert bool(res.ok.any())
