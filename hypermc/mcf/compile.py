@@ -49,6 +49,7 @@ import functools
 import hashlib
 import itertools
 import json
+import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
@@ -65,7 +66,19 @@ from .eft import is_traced
 if TYPE_CHECKING:
     from .tensor import MCTensor
 
-__all__ = ["MCCompileError", "is_opaque", "call_opaque", "define_mc_op", "run_spec", "code_version", "fusable", "fuse_op", "run_fused"]
+__all__ = [
+    "MCCompileError",
+    "is_opaque",
+    "call_opaque",
+    "define_mc_op",
+    "run_spec",
+    "code_version",
+    "fusable",
+    "fuse_op",
+    "fusion_enabled",
+    "run_fused",
+    "MAX_FUSED_OPS",
+]
 
 
 class MCCompileError(RuntimeError):
@@ -545,6 +558,19 @@ def _valid_expr(components: torch.Tensor) -> _Expr | None:
     return expr
 
 
+def fusion_enabled() -> bool:
+    """Whether MC ops are fused while ``torch.compile`` traces (:func:`fuse_op`): yes
+    unless the environment variable ``HYPERMC_FUSE`` is ``0`` (then every MC op is one
+    opaque op, the same bits more slowly; compiled graphs are cached per setting).
+
+    Example:
+        >>> import os
+        >>> fusion_enabled() == (os.environ.get("HYPERMC_FUSE", "1") != "0")
+        True
+    """
+    return os.environ.get("HYPERMC_FUSE", "1").strip().lower() not in ("0", "false", "no", "off")
+
+
 def fuse_op(func: torch._ops.OpOverload, args: tuple, kwargs: dict, mc_type: type[MCTensor]) -> MCTensor | None:
     """Trace MC op ``func(*args, **kwargs)`` into a fused expression (one
     ``hypermc::mc_fused`` node), or None where it is not fused (no rule, not CPU
@@ -564,7 +590,7 @@ def fuse_op(func: torch._ops.OpOverload, args: tuple, kwargs: dict, mc_type: typ
         True
     """
     rule = _FUSION_RULES.get(func)
-    if rule is None:
+    if rule is None or not fusion_enabled():
         return None
     ref = next(a for a in (*args, *kwargs.values()) if isinstance(a, mc_type))
     dtype, nc = ref.dtype, ref.nc
