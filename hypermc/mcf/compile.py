@@ -1,20 +1,21 @@
-"""``torch.compile`` support for MC arithmetic: every MC kernel runs as an opaque op.
+"""``torch.compile`` support for MC arithmetic: fused elementwise expressions, every other
+MC op one opaque op, and compiled MC code computes eager mode's bits.
 
-Mechanism (issue 16). An :class:`~hypermc.MCTensor` is a traceable wrapper subclass
+Opaque ops (issue 16). An :class:`~hypermc.MCTensor` is a traceable wrapper subclass
 (``__tensor_flatten__``/``__tensor_unflatten__``), so Dynamo puts MC ops in the graph
 and AOTAutograd traces ``MCTensor.__torch_dispatch__`` on the symbolic components.
-While it traces, every MC op that computes (everything except views and ops that return
+While it traces, an MC op that computes (everything except views and ops that return
 Python values) is not traced into aten ops: it becomes **one call of the custom op**
 ``hypermc::mc_op(spec, tensors)`` (:func:`torch.library.custom_op`), where ``spec`` is a
 JSON description of the aten op and its non-tensor arguments and ``tensors`` are the
 components of the MC operands and the plain tensor operands. At run time the compiled
 graph calls that op, which rebuilds the MCTensors and runs **the eager implementation**
 (:func:`run_spec`); the registered fake implementation runs the same implementation on
-the symbolic tensors to give the output shapes. Views (``view``, ``transpose``,
-``select``, ...) move no data and are traced as before, so aliasing is kept.
+host stand-ins to give the output shapes. Views (``view``, ``transpose``, ``select``,
+...) move no data and are traced as before, so aliasing is kept.
 
-Why this design and not an Inductor configuration: measured on this project's 2-core
-CPU (torch 2.13), tracing the kernels into Inductor
+Why not let Inductor compile the kernels: measured on this project's 2-core CPU (torch
+2.13), tracing the kernels into Inductor
 
 * took more than 600 s to compile a single float64 ``nc = 3`` addition (the checked
   fixed network plus its general fallback is several hundred pointwise ops, which
@@ -28,11 +29,77 @@ CPU (torch 2.13), tracing the kernels into Inductor
 
 An opaque op is exact by construction: compiled MC code computes **bit for bit what eager
 mode computes**, on every device and component dtype (float16 and bfloat16 included),
-with no graph break in the core ops, the manifolds or backward. The data-dependent fast
-paths of the kernels (``all_finite`` checks) run inside the op on real data. The price:
-MC kernels are not fused with each other or with the surrounding native ops, so a
-compiled MC op costs what the eager op costs (plus one custom-op call); the native ops
-around it are compiled as usual.
+with no graph break in the core ops, the manifolds or backward; the data-dependent fast
+paths of the kernels (``all_finite`` checks) run inside the op on real data.
+
+Fused expressions (issue 16, compiled speed). One opaque op per MC op runs each op as
+its own pass over memory, while compiled native code fuses a whole expression into one
+loop: ``x*y + x/(y*y + 1)`` on 10^6 elements ran 8-75x slower compiled in MC than
+compiled in native floats (float64 ``nc = 3``: 30.8x on a loaded machine). So the
+elementwise MC ops with a fusion rule (:func:`fusable`, in :mod:`hypermc.mcf.ops`: add,
+sub, rsub, mul, div, neg, square, reciprocal, and sqrt at ``nc >= 3``; MC, plain-tensor
+and Python-number operands) on CPU float32/float64 components with ``nc`` 2 to 4 are
+traced differently (:func:`fuse_op`):
+
+* Each traced MC value remembers the expression that computed it: a DAG of ops, each
+  with the aten call eager mode makes and the kernel *step* it runs (which arith kernel,
+  operand order and constants, as :mod:`hypermc.mcf.ops` dispatches them), over *leaves*
+  (MC components, plain tensors and constants read from memory).
+* An op becomes **one call of** ``hypermc::mc_fused(spec, tensors)`` computing the op
+  *and the expressions of its operands* from their leaves (at most
+  :data:`MAX_FUSED_OPS` ops). The node of the last op of a chain thus computes the whole
+  chain; the nodes of its intermediate values are dead code where nothing else reads
+  them, and the backend removes them (``x*y + x/(y*y + 1)``: one ``mc_fused`` call of
+  five ops at run time). A value also read elsewhere (returned, reduced, an operand of an
+  opaque op) keeps its own node and is computed again inside the expressions that read
+  it.
+* An operand's expression is inlined only if none of its leaves, and not the operand
+  itself, was written in place since it was traced (an MC in-place op, a plain in-place
+  op, a write through a view: version counters, functionalisation's mutation counters
+  and the writes :func:`call_opaque` makes); otherwise the operand is read from its own
+  node's output, which holds the value before the write.
+
+At run time the CPU body of ``mc_fused`` (:func:`run_fused`) runs one generated C++ loop
+for the whole expression (:mod:`hypermc.mcf.native_fused`, built on its first use and
+cached on disk like the per-op kernels of :mod:`hypermc.mcf.native`): every step is the
+fast path of the kernel eager mode runs for that op (the same generated statements), and
+an element's ``ok`` flag is the conjunction of every step's check. The elements that
+fail any check are recomputed by **eager mode's aten ops on those elements**; the rows
+are gathered in order, so each op's general kernel sees exactly the rows it sees in eager
+mode (the failing elements of every op are among them). So compiled MC code keeps
+computing eager mode's bits; each fused kernel is also checked against eager mode on a
+fixed batch before its first use. Without a fused kernel (a single op, no compiler,
+``HYPERMC_NATIVE=0``, a failed check) the body runs eager mode's ops one by one.
+
+Why fuse while tracing, in ``__torch_dispatch__``, and not in a graph pass or an Inductor
+lowering: a pass over the traced graph would see every reader of every value, but
+Inductor runs custom passes only through its global configuration
+(``post_grad_custom_post_pass`` and the like), which hypermc must not set for its users,
+and a custom lowering of the opaque op would tie hypermc to Inductor internals and to the
+Inductor backend. Deciding while tracing needs neither: ``mc_fused`` is an ordinary
+custom op, so the graph works with every backend (``aot_eager``, which removes no dead
+code, runs the intermediate nodes too: same bits, more work) and with
+``fullgraph=True``, and no configuration is touched. The price is that a decision cannot
+see later readers (the recomputation above). The fused kernels are bound by arithmetic,
+not memory: float64 ``nc = 4`` ``x*y + x/(y*y + 1)`` is about 1,300 roundings per
+element, so they are compiled for the widest vectors (AVX-512 here) and with 16-bit
+check flags (GCC picks the vectorisation factor from the narrowest type in a loop: with
+byte flags it ran 64 elements per iteration and spilled, 26 ms instead of 15 ms for
+float64 ``nc = 3``), and a division scales its operands by one power of two where eager
+mode's three-step scaling multiplies by 1 twice. Measured (``docs/numerics.md``, 2-core
+AVX-512 VM shared with other jobs, so +-10 %): compiled MC / compiled native for that
+expression, 10^6 elements, one thread, float32 ``nc = 2`` about 3x, float64 ``nc = 3``
+11-12x, ``nc = 4`` 19-21x; one opaque op per MC op in the same runs: 4x, 28x, 47x
+(float64 ``nc = 2``: 4x against 110x). The loops run at about 78 % of two 8-wide
+vector operations per cycle, so the float64 ``nc = 4`` expression cannot get much below
+~18x a memory-bound native loop on this machine without fewer roundings, which would
+change the bits.
+
+Not fused: CUDA and float16/bfloat16 (the per-op path as before), ``nc = 2`` square roots
+(eager mode picks one path per tensor there), exp, log and the other elementary
+functions (their traced kernels take minutes to compile: a new kernel per expression
+would stall the first call), reductions, matmul, comparisons, ``alpha != 1``.
+``HYPERMC_FUSE=0`` turns fusion off (every MC op opaque, the same bits).
 
 What is refused, loudly, with :class:`MCCompileError` naming the op: MC ops whose
 arguments cannot be described without the data, i.e. symbolic sizes or scalars
@@ -465,10 +532,10 @@ def fusable(*ops: Any) -> Callable:
     arguments (the first MC operand's components CPU float32/float64, ``nc`` 2 to 4). It
     returns what eager mode's implementation computes, as a tree: ``(kind, operand,
     operand)`` with ``kind`` ``"add"``, ``"mul"`` (the MC operand first) or ``"div"``,
-    ``("neg", operand)``, ``("sqrt", operand)``, and leaves: an MCTensor of the same dtype and ``nc``,
-    ``("plain", tensor)`` (a plain tensor of the component dtype) or ``("const",
-    values)`` (a Python number as eager mode converts it: one float, or ``nc``
-    components). Or None: the op is traced as one opaque op, as before.
+    ``("neg", operand)`` or ``("sqrt", operand)``, whose leaves are MCTensors of the
+    same dtype and ``nc``, ``("plain", tensor)`` (a plain tensor of the component dtype)
+    or ``("const", values)`` (a Python number as eager mode converts it: one float, or
+    ``nc`` components). Or None: the op is traced as one opaque op, as before.
 
     Example:
         >>> _FUSION_RULES[torch.ops.aten.mul.Tensor].__name__  # registered by hypermc.mcf.ops
