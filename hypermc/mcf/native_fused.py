@@ -159,7 +159,7 @@ def _self_check(fn, dtype: torch.dtype, nc: int, leaves: tuple[Leaf, ...], refer
     expression); the others are the check batch."""
     from torch.utils._python_dispatch import _disable_current_modes
 
-    with _disable_current_modes(), torch._C._DisableTorchDispatch(), torch.no_grad():
+    with _disable_current_modes(), torch.no_grad():  # eager mode as the op's body runs it
         check = [
             o.reshape(-1, o.shape[-1])[:1].reshape(o.shape[-1]).clone() if broadcast else _check_operand(dtype, nc, terms, 7 + i)
             for i, ((terms, broadcast), o) in enumerate(zip(leaves, operands))
