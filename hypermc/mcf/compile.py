@@ -87,13 +87,15 @@ check flags (GCC picks the vectorisation factor from the narrowest type in a loo
 byte flags it ran 64 elements per iteration and spilled, 26 ms instead of 15 ms for
 float64 ``nc = 3``), and a division scales its operands by one power of two where eager
 mode's three-step scaling multiplies by 1 twice. Measured (``docs/numerics.md``, 2-core
-AVX-512 VM shared with other jobs, so +-10 %): compiled MC / compiled native for that
-expression, 10^6 elements, one thread, float32 ``nc = 2`` about 3x, float64 ``nc = 3``
-11-12x, ``nc = 4`` 19-21x; one opaque op per MC op in the same runs: 4x, 28x, 47x
-(float64 ``nc = 2``: 4x against 110x). The loops run at about 78 % of two 8-wide
-vector operations per cycle, so the float64 ``nc = 4`` expression cannot get much below
-~18x a memory-bound native loop on this machine without fewer roundings, which would
-change the bits.
+AVX-512 VM shared with other jobs): compiled MC / compiled native for that expression,
+10^6 elements, one thread, float32 ``nc = 2`` 3.6x (target <= 6x), float64 ``nc = 3``
+16-17x (target 12x), ``nc = 4`` 27-30x (target 20x), against 43x, 39x and 65x with one
+opaque op per MC op in the same runs (float64 ``nc = 2``: 5x against 144x). The float64
+targets are out of reach with eager's algorithms on this machine: the loops are bound by
+arithmetic (585 and 1,167 floating-point operations per element) and run at 78 % and
+86 % of the measured peak of two 512-bit operations per cycle, while compiled native is a
+memory-bound 0.9-1.0 ms (at the peak: ~11x and ~23x; against an earlier, slower native
+measurement of 1.3-1.4 ms the same kernels gave 11.4-11.9x and 20.1-20.5x).
 
 Not fused: CUDA and float16/bfloat16 (the per-op path as before), ``nc = 2`` square roots
 (eager mode picks one path per tensor there), exp, log and the other elementary
