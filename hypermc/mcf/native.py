@@ -58,7 +58,10 @@ from typing import Any, NamedTuple
 import torch
 
 from .._checks import check_choice
-from . import arith  # the self-check's reference kernels (arith imports this module too)
+from . import (
+    arith,  # the self-check's reference kernels (arith imports this module too)
+    native_cuda,
+)
 from .eft import float_format, has_fused_addcmul, renormalize, tracing
 from .fixed import patch
 from .native_source import _el
@@ -88,6 +91,9 @@ _FLAGS = [
 _NAMES = {torch.float32: "f32", torch.float64: "f64"}
 # Elements per thread below which one call does it all.
 _CHUNK = 1 << 15
+
+#: The kernels of one configuration: the C++ library (CPU) or the CUDA backend.
+Kernels = ctypes.CDLL | native_cuda.Backend
 
 _lock = threading.RLock()
 # (dtype name, nc) for the arithmetic kernels, (dtype name, nc, "elementary") for exp/log
@@ -132,8 +138,9 @@ def _atomic_write(path: Path, data: bytes) -> None:
     os.replace(tmp, path)
 
 
-def _key(name: str, nc: int, part: str) -> tuple:
-    return (name, nc) if part == "arith" else (name, nc, part)
+def _key(name: str, nc: int, part: str, device_type: str = "cpu") -> tuple:
+    key = (name, nc) if part == "arith" else (name, nc, part)
+    return key if device_type == "cpu" else (device_type, *key)
 
 
 def _build(cxx: str, name: str, nc: int, part: str = "arith") -> Path:
@@ -187,20 +194,21 @@ def _disabled() -> bool:
     return os.environ.get("HYPERMC_NATIVE", "1").strip().lower() in ("0", "false", "no", "off")
 
 
-def _load(dtype: torch.dtype, nc: int, part: str = "arith") -> ctypes.CDLL | None:
-    """The library of ``(dtype, nc, part)``: built, loaded and self-checked once per process."""
+def _load(dtype: torch.dtype, nc: int, part: str = "arith", device_type: str = "cpu") -> Kernels | None:
+    """The kernels of ``(dtype, nc, part)`` on ``device_type`` ("cpu": the C++ library,
+    "cuda": :class:`native_cuda.Backend`): built, loaded and self-checked once per process."""
     name = _NAMES[dtype]
-    key = _key(name, nc, part)
+    key = _key(name, nc, part, device_type)
     lib = _libs.get(key)
     if lib is None:
         with _lock:
             lib = _libs.get(key)
             if lib is None:
-                lib = _libs[key] = _open(dtype, name, nc, part)
+                lib = _libs[key] = _open_cuda(dtype, name, nc, part) if device_type == "cuda" else _open(dtype, name, nc, part)
     return None if isinstance(lib, str) else lib
 
 
-def _open(dtype: torch.dtype, name: str, nc: int, part: str = "arith") -> ctypes.CDLL | str:
+def _open(dtype: torch.dtype, name: str, nc: int, part: str = "arith") -> Kernels | str:
     if _disabled():
         return "disabled by HYPERMC_NATIVE"
     cxx = _compiler()
@@ -211,17 +219,37 @@ def _open(dtype: torch.dtype, name: str, nc: int, part: str = "arith") -> ctypes
         _declare(lib, name, nc, part)
     except (OSError, RuntimeError, subprocess.SubprocessError, AttributeError) as exc:
         return f"build or load failed: {exc}"
-    bad = _self_check(lib, dtype, nc) if part == "arith" else _self_check(lib, dtype, nc, part)
+    return _checked(lib, dtype, name, nc, part)
+
+
+def _checked(lib: Kernels, dtype: torch.dtype, name: str, nc: int, part: str, device_type: str = "cpu") -> Kernels | str:
+    """``lib`` if its self-check passes; else one warning and the reason."""
+    bad = _self_check(lib, dtype, nc, part, device_type)
     if bad:
         label = "" if part == "arith" else part + " "
+        where = "" if device_type == "cpu" else f"{device_type} "
         warnings.warn(
-            f"hypermc native {label}kernels for {name} nc={nc} disabled: {bad} differs from the torch "
+            f"hypermc native {where}{label}kernels for {name} nc={nc} disabled: {bad} differs from the torch "
             "kernels (a compiler that contracts or reassociates?); using the torch kernels",
             RuntimeWarning,
-            stacklevel=4,
+            stacklevel=5,
         )
         return f"self-check failed: {bad}"
     return lib
+
+
+def _open_cuda(dtype: torch.dtype, name: str, nc: int, part: str = "arith") -> Kernels | str:
+    """The CUDA kernels (:mod:`native_cuda`): compiled by the self-check's first launches."""
+    if _disabled():
+        return "disabled by HYPERMC_NATIVE"
+    reason = native_cuda.available()
+    if reason is not None:
+        return reason
+    try:
+        return _checked(native_cuda.Backend(name, nc, part), dtype, name, nc, part, "cuda")
+    except RuntimeError as exc:  # NVRTC rejected a kernel: a bug of the translation, say so once
+        warnings.warn(f"hypermc native cuda kernels for {name} nc={nc} ({part}) disabled: {str(exc)[-2000:]}", RuntimeWarning, stacklevel=4)
+        return f"compile failed: {str(exc)[-500:]}"
 
 
 def _self_check_inputs(dtype: torch.dtype, nc: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -248,7 +276,7 @@ def _self_check_inputs(dtype: torch.dtype, nc: int) -> tuple[torch.Tensor, torch
     return x, y
 
 
-def _self_check(lib: ctypes.CDLL, dtype: torch.dtype, nc: int, part: str = "arith") -> str | None:
+def _self_check(lib: Kernels, dtype: torch.dtype, nc: int, part: str = "arith", device_type: str = "cpu") -> str | None:
     """Name of the first fused kernel whose bits differ from the torch kernels, else None."""
     from torch.utils._python_dispatch import _disable_current_modes
 
@@ -272,10 +300,11 @@ def _self_check(lib: ctypes.CDLL, dtype: torch.dtype, nc: int, part: str = "arit
             "log near 1": lambda x, y: elementary.log(arith.add_float(x * 2.0**-30, torch.ones_like(x[:, 0]))),
         }
     ints = {torch.float32: torch.int32, torch.float64: torch.int64}[dtype]
-    _libs[_key(_NAMES[dtype], nc, part)] = lib  # the ops below reach it through _load
+    key = _key(_NAMES[dtype], nc, part, device_type)
+    _libs[key] = lib  # the ops below reach it through _load
     try:
         with _disable_current_modes(), torch._C._DisableTorchDispatch(), torch.no_grad():
-            x, y = _self_check_inputs(dtype, nc)
+            x, y = (t.to(device_type) for t in _self_check_inputs(dtype, nc))
             for op, f in ops.items():
                 if nc == 2 and part == "arith" and op not in ("add", "sub", "add_float", "mul", "mul_float"):
                     continue
@@ -288,29 +317,40 @@ def _self_check(lib: ctypes.CDLL, dtype: torch.dtype, nc: int, part: str = "arit
                 if not torch.equal(fast.view(ints), ref.view(ints)):
                     return op
     finally:
-        del _libs[_key(_NAMES[dtype], nc, part)]
+        del _libs[key]
     return None
 
 
-def available(dtype: torch.dtype = torch.float64, nc: int = 3, part: str = "arith") -> bool:
-    """Whether the native kernels of ``(dtype, nc)`` are in use in this process (builds
-    them on the first call, about half a minute; ``part="elementary"``, the float64 exp
-    and log kernels, a few minutes).
+def _device_type(where: str, device: str | torch.device) -> str:
+    device_type = torch.device(device).type
+    check_choice(where, "device type", device_type, ("cpu", "cuda"))
+    return device_type
+
+
+def available(dtype: torch.dtype = torch.float64, nc: int = 3, part: str = "arith", device: str | torch.device = "cpu") -> bool:
+    """Whether the native kernels of ``(dtype, nc)`` are in use in this process on
+    ``device`` (builds them on the first call: on the CPU about half a minute, for
+    ``part="elementary"``, the float64 exp and log kernels, a few minutes; on CUDA
+    NVRTC compiles each kernel at its first launch).
 
     Example:
         >>> isinstance(available(torch.float64, 2), bool)  # True with a working C++ compiler
         True
         >>> available(torch.float16, 2), available(torch.float64, 4, "elementary")  # never native
         (False, False)
+        >>> available(torch.float64, 3, device="cuda") == (status(torch.float64, 3, device="cuda") == "in use")
+        True
     """
+    device_type = _device_type("available", device)
     if part == "elementary" and (dtype != torch.float64 or nc not in ELEMENTARY_NCS):
         return False
-    return dtype in _NAMES and nc in NCS and _load(dtype, nc, part) is not None
+    return dtype in _NAMES and nc in NCS and _load(dtype, nc, part, device_type) is not None
 
 
-def status(dtype: torch.dtype = torch.float64, nc: int = 3, part: str = "arith") -> str:
+def status(dtype: torch.dtype = torch.float64, nc: int = 3, part: str = "arith", device: str | torch.device = "cpu") -> str:
     """``"in use"`` or the reason the native kernels of ``(dtype, nc)`` (``part``:
-    ``"arith"`` or ``"elementary"``) are not used.
+    ``"arith"`` or ``"elementary"``) are not used on ``device`` (``"cpu"``: the C++
+    library; ``"cuda"``: :mod:`hypermc.mcf.native_cuda`).
 
     Example:
         >>> status(torch.float32, 7)
@@ -319,27 +359,30 @@ def status(dtype: torch.dtype = torch.float64, nc: int = 3, part: str = "arith")
         'no native elementary kernels for nc=4 (nc in (2, 3): the nc = 4 kernels take too long to compile)'
         >>> (status(torch.float64, 2) == "in use") == available(torch.float64, 2)  # else the reason
         True
+        >>> torch.cuda.is_available() or status(torch.float64, 3, device="cuda") == "CUDA is not available"
+        True
     """
     check_choice("status", "part", part, ("arith", "elementary"))
+    device_type = _device_type("status", device)
     if dtype not in _NAMES or nc not in NCS:
         return f"no native kernels for {dtype} nc={nc} (float32/float64, nc in {NCS})"
     if part == "elementary" and dtype != torch.float64:
         return f"no native elementary kernels for {dtype} (float64 only)"
     if part == "elementary" and nc not in ELEMENTARY_NCS:
         return f"no native elementary kernels for nc={nc} (nc in {ELEMENTARY_NCS}: the nc = 4 kernels take too long to compile)"
-    if available(dtype, nc, part):
+    if available(dtype, nc, part, device_type):
         return "in use"
-    return str(_libs[_key(_NAMES[dtype], nc, part)])
+    return str(_libs[_key(_NAMES[dtype], nc, part, device_type)])
 
 
-def _eligible(*ts: torch.Tensor, part: str = "arith") -> ctypes.CDLL | None:
+def _eligible(*ts: torch.Tensor, part: str = "arith") -> Kernels | None:
     t = ts[0]
-    if getattr(_bypass, "on", False) or t.device.type != "cpu" or t.dtype not in _NAMES or t.shape[-1] not in NCS:
+    if getattr(_bypass, "on", False) or t.device.type not in ("cpu", "cuda") or t.dtype not in _NAMES or t.shape[-1] not in NCS:
         return None
     for s in ts:
-        if s.requires_grad or s.dtype != t.dtype or type(s) is not torch.Tensor:
+        if s.requires_grad or s.dtype != t.dtype or s.device != t.device or type(s) is not torch.Tensor:
             return None
-    return None if tracing() else _load(t.dtype, t.shape[-1], part)
+    return None if tracing() else _load(t.dtype, t.shape[-1], part, t.device.type)
 
 
 def _rows(t: torch.Tensor, shape: torch.Size, first: bool) -> tuple[torch.Tensor, int, int]:
@@ -379,8 +422,10 @@ def _run(fn, n: int, operands: list[tuple[torch.Tensor, int, int]], extra: tuple
     return sum(job.result() for job in [_pool.submit(fn, *c) for c in calls])
 
 
-def _call(lib: ctypes.CDLL, op: str, operands: list[torch.Tensor], extra: tuple, nc: int, nout: int | None = None) -> Result:
+def _call(lib: Kernels, op: str, operands: list[torch.Tensor], extra: tuple, nc: int, nout: int | None = None) -> Result:
     """``mc_{op}_{dtype}_{nc}`` on the operands; ``nout`` (default ``nc``) outputs."""
+    if isinstance(lib, native_cuda.Backend):
+        return Result(*lib.call(op, operands, extra, nc, nout))
     nout = nc if nout is None else nout
     shape = torch.broadcast_shapes(*(o.shape[:-1] for o in operands))
     rows = [_rows(o, shape, i == 0) for i, o in enumerate(operands)]
@@ -493,10 +538,10 @@ def sqrt(x: torch.Tensor, lo: float, hi: float) -> Result | None:
     return _call(lib, "sqrt", [x], (float(lo), float(hi)), x.shape[-1])
 
 
-def _elementary_eligible(x: torch.Tensor) -> ctypes.CDLL | None:
+def _elementary_eligible(x: torch.Tensor) -> Kernels | None:
     """The library for :mod:`elementary`'s float64 generic path on ``x``, or None (other
     dtypes; without a measured FMA the torch path's double-word products differ)."""
-    if x.dtype != torch.float64 or x.shape[-1] not in ELEMENTARY_NCS or not has_fused_addcmul("cpu", torch.float64):
+    if x.dtype != torch.float64 or x.shape[-1] not in ELEMENTARY_NCS or not has_fused_addcmul(x.device.type, torch.float64):
         return None
     return _eligible(x, part="elementary")
 

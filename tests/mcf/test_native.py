@@ -214,7 +214,7 @@ def test_failed_build_is_reported(monkeypatch, tmp_path):
 @needs_compiler
 def test_failed_self_check_warns_and_falls_back(monkeypatch):
     _fresh(monkeypatch)
-    monkeypatch.setattr(native, "_self_check", lambda lib, dtype, nc: "mul")
+    monkeypatch.setattr(native, "_self_check", lambda lib, dtype, nc, *where: "mul")
     with pytest.warns(RuntimeWarning, match=r"f64 nc=3 disabled: mul differs from the torch kernels"):
         assert not native.available(torch.float64, 3)
     assert native.status(torch.float64, 3) == "self-check failed: mul"
