@@ -865,7 +865,7 @@ def _long_division(x: torch.Tensor, y: torch.Tensor, nc: int, *, use_native: boo
     network (scaling included) in one pass where they apply; their failing elements come
     back here with ``use_native=False``.
     """
-    if use_native and fixed.applies(x.dtype, nc) and _dw_fma(x):
+    if use_native and (nc == 2 or fixed.applies(x.dtype, nc)) and _dw_fma(x):
         res = native.div(x, y)
         if res is not None:
             return res.patched(lambda a, b: _long_division(a, b, nc, use_native=False), x, y)

@@ -3,7 +3,7 @@
 Why. The fixed networks of :mod:`hypermc.mcf.fixed` cost 80-700 elementwise torch
 kernels per op (one memory pass each; fp64 nc=3 add was ~60x a native add, div ~400x) and
 the double-word add 20. :mod:`hypermc.mcf.native_source` generates straight-line C++ for
-the same networks (add/sub/add_float/mul/mul_float for nc = 2, 3, 4; div and sqrt for
+the same networks (add/sub/add_float/mul/mul_float/div for nc = 2, 3, 4; sqrt for
 nc = 3, 4), one library per (dtype, nc), compiled here by the system C++ compiler (10-15 s,
 once per machine: cached) and called through :mod:`ctypes` on the tensors' memory. A
 second library per nc (``part="elementary"``, built on first use of exp/log: minutes, its
@@ -183,8 +183,8 @@ def _declare(lib: ctypes.CDLL, name: str, nc: int, part: str = "arith") -> None:
             "log_core": pair + [vp, i64, vp],
         }
     for op, args in signatures.items():
-        if nc == 2 and op in ("div", "sqrt"):
-            continue  # double-word add and mul only
+        if nc == 2 and op == "sqrt":
+            continue  # double-word add, mul and div only
         fn = getattr(lib, f"mc_{op}_{name}_{nc}")
         fn.argtypes = args
         fn.restype = i64  # elements that failed the check
@@ -306,7 +306,7 @@ def _self_check(lib: Kernels, dtype: torch.dtype, nc: int, part: str = "arith", 
         with _disable_current_modes(), torch._C._DisableTorchDispatch(), torch.no_grad():
             x, y = (t.to(device_type) for t in _self_check_inputs(dtype, nc))
             for op, f in ops.items():
-                if nc == 2 and part == "arith" and op not in ("add", "sub", "add_float", "mul", "mul_float"):
+                if nc == 2 and part == "arith" and op == "sqrt":
                     continue
                 fast = f(x, y)
                 _bypass.on = True
@@ -506,19 +506,20 @@ def mul(x: torch.Tensor, y: torch.Tensor) -> Result | None:
 
 
 def div(x: torch.Tensor, y: torch.Tensor) -> Result | None:
-    """``x / y`` (both ``nc`` components) by ``_long_division`` + ``_div_fixed``: the
-    quotient scaled back and ``ok`` (false: the caller recomputes the element).
+    """``x / y`` (both ``nc`` components) by ``_long_division`` + ``_div_fixed`` (nc = 3,
+    4) or ``_div2`` (nc = 2): the quotient scaled back and ``ok`` (false: the caller
+    recomputes the element).
 
     Example:
         >>> from fractions import Fraction
         >>> x = torch.tensor([[1.0, 0.0, 0.0]], dtype=torch.float64)
         >>> y = torch.tensor([[3.0, 0.0, 0.0]], dtype=torch.float64)
-        >>> r = div(x, y)  # None without a C++ compiler, and for nc = 2
+        >>> r = div(x, y)  # None without a C++ compiler
         >>> r is None or abs(sum(map(Fraction, r.out[0].tolist())) - Fraction(1, 3)) < Fraction(1, 2**159)  # 1/3 to u^3
         True
     """
     lib = _eligible(x, y)
-    if lib is None or y.shape[-1] != x.shape[-1] or x.shape[-1] == 2:
+    if lib is None or y.shape[-1] != x.shape[-1]:
         return None
     return _call(lib, "div", [x, y], (), x.shape[-1])
 

@@ -233,6 +233,7 @@ def _spec(name: str, nc: int) -> dict[tuple[str, int], tuple[list[str], dict[str
             ("add", 2): (ns._add2_body(2), {"x": 2, "y": 2}, ["sign"], 2, []),
             ("mul", 1): (ns._mul2_body(1), {"x": 2, "y": 1}, [], 2, []),
             ("mul", 2): (ns._mul2_body(2), {"x": 2, "y": 2}, [], 2, []),
+            ("div", 0): (ns._div2_body(), {"x": 2, "y": 2}, [], 2, []),
         }
     return {
         ("add", 1): (ns._add_body(nc, 1), {"x": nc, "y": 1}, ["sign"], nc, []),
@@ -318,8 +319,8 @@ class Backend:
     ``launch`` replaces jiterator (the tests run the kernels compiled for the host).
 
     Example:
-        >>> sorted(Backend("f64", 2).kernels)  # double-word: add and mul, each with a plain second operand too
-        [('add', 1), ('add', 2), ('mul', 1), ('mul', 2)]
+        >>> sorted(Backend("f64", 2).kernels)  # double-word: add and mul (also with a plain second operand), div
+        [('add', 1), ('add', 2), ('div', 0), ('mul', 1), ('mul', 2)]
         >>> Backend("f32", 4).kernel("div", []).name
         'hypermc_div_f32_4'
     """

@@ -309,53 +309,108 @@ def _finite(net: _Net, z: str) -> str:
     return net.let(f"std::fabs({z}) <= std::numeric_limits<T>::max()", "bool")
 
 
+def _dw_add_float(net: _Net, xs: list[str], b: str) -> list[str]:
+    """arith._add_float2 (DWPlusFP, errors carried negated) on names."""
+    sh, n_v = net.negated_two_sum(xs[0], b, False)
+    n_v = net.sub(n_v, xs[1])
+    zh = net.sub(sh, n_v)
+    return [zh, net.sub(net.sub(sh, zh), n_v)]
+
+
+def _dw_add(net: _Net, xs: list[str], ys: list[str]) -> list[str]:
+    """arith._add2 (AccurateDWPlusDW, errors carried negated) on names; ``ys`` signed."""
+    sh, n_sl = net.negated_two_sum(xs[0], ys[0], False)
+    th, n_tl = net.negated_two_sum(xs[1], ys[1], False)  # _add2's in-place steps are this TwoSum
+    n_c = net.sub(n_sl, th)
+    vh = net.sub(sh, n_c)
+    scratch = net.sub(vh, sh)
+    n_vl = net.add(n_c, scratch)
+    n_w = net.add(n_tl, n_vl)
+    zh = net.sub(vh, n_w)
+    return [zh, net.sub(net.sub(vh, zh), n_w)]
+
+
+def _dw_mul_float(net: _Net, xs: list[str], b: str) -> list[str]:
+    """arith._mul_float2_fma (DWTimesFP3, ``cl3`` carried negated) on names."""
+    ch = net.mul(xs[0], b)
+    n_cl3 = net.let(f"std::fma(-{xs[0]}, {b}, {ch})")
+    n_cl3 = net.let(f"std::fma(-{xs[1]}, {b}, {n_cl3})")
+    zh = net.sub(ch, n_cl3)
+    return [zh, net.sub(net.sub(ch, zh), n_cl3)]
+
+
+def _dw_mul(net: _Net, xs: list[str], ys: list[str]) -> list[str]:
+    """arith._mul2_fma (DWTimesDW3, ``cl3`` carried negated) on names."""
+    xh, xl = xs
+    yh, yl = ys
+    cl2 = net.mul(xl, yl)
+    cl2 = net.let(f"std::fma({xh}, {yl}, {cl2})")
+    cl2 = net.let(f"std::fma({xl}, {yh}, {cl2})")
+    ch = net.mul(xh, yh)
+    n_cl3 = net.let(f"std::fma(-{xh}, {yh}, {ch})")
+    n_cl3 = net.sub(n_cl3, cl2)
+    zh = net.sub(ch, n_cl3)
+    return [zh, net.sub(net.sub(ch, zh), n_cl3)]
+
+
 def _add2_body(ny: int) -> list[str]:
     """nc = 2: arith._add2 (AccurateDWPlusDW, errors carried negated) for ``ny = 2`` and
     add_float's DWPlusFP for ``ny = 1``; ``ok`` = finite leading component (arith._finish2
     returns the buffer as it is then)."""
     net = _Net()
-    xh, xl = net.let("X(0)"), net.let("X(1)")
+    xs = [net.let("X(0)"), net.let("X(1)")]
     if ny == 1:
-        b = net.let("Y(0)")
-        sh, n_v = net.negated_two_sum(xh, b, False)
-        n_v = net.sub(n_v, xl)
-        zh = net.sub(sh, n_v)
-        zl = net.sub(net.sub(sh, zh), n_v)
+        z = _dw_add_float(net, xs, net.let("Y(0)"))
     else:
-        yh, yl = net.let("Y(0) * (T)sign"), net.let("Y(1) * (T)sign")
-        sh, n_sl = net.negated_two_sum(xh, yh, False)
-        th, n_tl = net.negated_two_sum(xl, yl, False)  # _add2's in-place steps are this TwoSum
-        n_c = net.sub(n_sl, th)
-        vh = net.sub(sh, n_c)
-        scratch = net.sub(vh, sh)
-        n_vl = net.add(n_c, scratch)
-        n_w = net.add(n_tl, n_vl)
-        zh = net.sub(vh, n_w)
-        zl = net.sub(net.sub(vh, zh), n_w)
-    return net.lines + [f"OUT(0) = {zh};", f"OUT(1) = {zl};", f"OK = {_finite(net, zh)};"]
+        z = _dw_add(net, xs, [net.let("Y(0) * (T)sign"), net.let("Y(1) * (T)sign")])
+    return net.lines + [f"OUT(0) = {z[0]};", f"OUT(1) = {z[1]};", f"OK = {_finite(net, z[0])};"]
 
 
 def _mul2_body(ny: int) -> list[str]:
     """nc = 2: arith._mul2_fma (DWTimesDW3) for ``ny = 2``, mul_float's DWTimesFP3 for
     ``ny = 1``; ``ok`` as in :func:`_add2_body`."""
     net = _Net()
-    xh, xl = net.let("X(0)"), net.let("X(1)")
+    xs = [net.let("X(0)"), net.let("X(1)")]
     if ny == 1:
-        b = net.let("Y(0)")
-        ch = net.mul(xh, b)
-        n_cl3 = net.let(f"std::fma(-{xh}, {b}, {ch})")
-        n_cl3 = net.let(f"std::fma(-{xl}, {b}, {n_cl3})")
+        z = _dw_mul_float(net, xs, net.let("Y(0)"))
     else:
-        yh, yl = net.let("Y(0)"), net.let("Y(1)")
-        cl2 = net.mul(xl, yl)
-        cl2 = net.let(f"std::fma({xh}, {yl}, {cl2})")
-        cl2 = net.let(f"std::fma({xl}, {yh}, {cl2})")
-        ch = net.mul(xh, yh)
-        n_cl3 = net.let(f"std::fma(-{xh}, {yh}, {ch})")
-        n_cl3 = net.sub(n_cl3, cl2)
-    zh = net.sub(ch, n_cl3)
-    zl = net.sub(net.sub(ch, zh), n_cl3)
-    return net.lines + [f"OUT(0) = {zh};", f"OUT(1) = {zl};", f"OK = {_finite(net, zh)};"]
+        z = _dw_mul(net, xs, [net.let("Y(0)"), net.let("Y(1)")])
+    return net.lines + [f"OUT(0) = {z[0]};", f"OUT(1) = {z[1]};", f"OK = {_finite(net, z[0])};"]
+
+
+def _div2_body() -> list[str]:
+    """nc = 2: arith._long_division with _div2 (three quotient digits, the remainders by
+    DWTimesFP3 and AccurateDWPlusDW, the digits summed by FastTwoSum and DWPlusFP) on
+    operands scaled to leading exponent 0, the quotient scaled back. ``ok`` false for
+    leading components that are zero, subnormal, inf or NaN (the caller's general
+    kernel takes those); for the others every intermediate leading component is finite
+    (operands in [0.5, 1)), which is when _div2 and its _finish2 steps return their
+    buffers unchanged."""
+    net = _Net()
+    x = [net.let("X(0)"), net.let("X(1)")]
+    y = [net.let("Y(0)"), net.let("Y(1)")]
+    ex = net.let(f"expo<T>({x[0]})", "I<T>")
+    ey = net.let(f"expo<T>({y[0]})", "I<T>")
+    regular = net.let(f"normal<T>({x[0]}) & normal<T>({y[0]})", "bool")
+    xs = net.scale(x, f"-{ex}")
+    ys = net.scale(y, f"-{ey}")
+    yh = ys[0]
+    leads = []
+    q1 = net.div(xs[0], yh)
+    r = xs
+    digits = [q1]
+    for _ in range(2):
+        p = _dw_mul_float(net, ys, digits[-1])
+        r = _dw_add(net, r, [net.neg(p[0]), net.neg(p[1])])  # arith.sub
+        leads += [p[0], r[0]]
+        digits.append(net.div(r[0], yh))
+    qh, ql = net.fast_two_sum(digits[0], digits[1])
+    out = _dw_add_float(net, [qh, ql], digits[2])
+    finite = [_finite(net, t) for t in [*leads, out[0], q1]]
+    c = net.scale(out, f"{ex} - {ey}")
+    keep = _finite(net, c[0])
+    c = [c[0], net.let(f"keep_if<T>({keep}, {c[1]})")]
+    return net.lines + ["OUT(0) = " + c[0] + ";", "OUT(1) = " + c[1] + ";", f"OK = {regular} & {' & '.join(finite)};"]
 
 
 # ------------------------------------------------------------------ elementary kernels
@@ -933,7 +988,7 @@ def source(name: str, nc: int, part: str = "arith") -> str:
         ]
         parts[1:1] = tables.decls  # inside the prelude's anonymous namespace
         return "\n\n".join(parts + kernels) + "\n"
-    if nc == 2:  # the double-word algorithms of arith (no div/sqrt kernels)
+    if nc == 2:  # the double-word algorithms of arith (no sqrt kernel)
         parts.append(
             _kernel(
                 f"mc_add_{name}_2",
@@ -953,6 +1008,18 @@ def source(name: str, nc: int, part: str = "arith") -> str:
                 f"{common}, int ny, {ctype} *out, int64_t os, uint8_t *ok",
                 "x * y (ny = 2, DWTimesDW3) or x * b (ny = 1, DWTimesFP3)",
                 [("ny == 1", _mul2_body(1)), ("ny != 1", _mul2_body(2))],
+                ["x", "y"],
+                both,
+                2,
+            )
+        )
+        parts.append(
+            _kernel(
+                f"mc_div_{name}_2",
+                ctype,
+                f"{common}, {ctype} *out, int64_t os, uint8_t *ok",
+                "x / y: arith._long_division + _div2",
+                [("true", _div2_body())],
                 ["x", "y"],
                 both,
                 2,
