@@ -257,18 +257,32 @@ def _mul_body(nc: int, ny: int) -> list[str]:
     return net.lines + [f"OUT({k}) = {c[k]};" for k in range(nc)] + [f"OK = {ok};"]
 
 
-def _div_body(nc: int) -> list[str]:
-    """arith._long_division with _div_fixed: scale to leading exponent 0, divide, scale
-    back, zero the tail of a non-finite quotient. Leading components that are zero,
-    subnormal, inf or NaN are left to the caller (``ok`` false)."""
-    net = _Net()
+def _scaled_operands(net: _Net, nc: int) -> tuple[list[str], list[str], str, str, str]:
+    """arith._long_division's first step: ``x`` and ``y`` scaled to leading exponent 0
+    (``_scale2`` by ``-frexp`` exponents); returns them, the exponents and whether both
+    leading components are normal numbers (the scaling is exact only then)."""
     x = [net.let(f"X({k})") for k in range(nc)]
     y = [net.let(f"Y({k})") for k in range(nc)]
     ex = net.let(f"expo<T>({x[0]})", "I<T>")
     ey = net.let(f"expo<T>({y[0]})", "I<T>")
     regular = net.let(f"normal<T>({x[0]}) & normal<T>({y[0]})", "bool")
-    r = net.scale(x, f"-{ex}")
-    ys = net.scale(y, f"-{ey}")
+    return net.scale(x, f"-{ex}"), net.scale(y, f"-{ey}"), ex, ey, regular
+
+
+def _scaled_back(net: _Net, c: list[str], ex: str, ey: str) -> list[str]:
+    """arith._long_division's last step: the quotient scaled by ``2^(ex - ey)``, a zero
+    tail behind a leading component that is inf or NaN."""
+    c = net.scale(c, f"{ex} - {ey}")
+    finite = net.let(f"std::fabs({c[0]}) <= std::numeric_limits<T>::max()", "bool")  # not inf, not NaN
+    return [c[0]] + [net.let(f"keep_if<T>({finite}, {ck})") for ck in c[1:]]
+
+
+def _div_body(nc: int) -> list[str]:
+    """arith._long_division with _div_fixed: scale to leading exponent 0, divide, scale
+    back, zero the tail of a non-finite quotient. Leading components that are zero,
+    subnormal, inf or NaN are left to the caller (``ok`` false)."""
+    net = _Net()
+    r, ys, ex, ey, regular = _scaled_operands(net, nc)
     y0 = ys[0]
     digits = []
     for k in range(nc + 1):
@@ -278,9 +292,7 @@ def _div_body(nc: int) -> list[str]:
             r = net.remainder_step(r, ys, q, nc, renormalise=k < nc - 1)
     c = net.renorm_levels(digits, nc)
     ok = net.normalised(c, None)
-    c = net.scale(c, f"{ex} - {ey}")
-    finite = net.let(f"std::fabs({c[0]}) <= std::numeric_limits<T>::max()", "bool")  # not inf, not NaN
-    c = [c[0]] + [net.let(f"keep_if<T>({finite}, {ck})") for ck in c[1:]]
+    c = _scaled_back(net, c, ex, ey)
     return net.lines + [f"OUT({k}) = {c[k]};" for k in range(nc)] + [f"OK = {ok} & {regular};"]
 
 
@@ -387,13 +399,7 @@ def _div2_body() -> list[str]:
     (operands in [0.5, 1)), which is when _div2 and its _finish2 steps return their
     buffers unchanged."""
     net = _Net()
-    x = [net.let("X(0)"), net.let("X(1)")]
-    y = [net.let("Y(0)"), net.let("Y(1)")]
-    ex = net.let(f"expo<T>({x[0]})", "I<T>")
-    ey = net.let(f"expo<T>({y[0]})", "I<T>")
-    regular = net.let(f"normal<T>({x[0]}) & normal<T>({y[0]})", "bool")
-    xs = net.scale(x, f"-{ex}")
-    ys = net.scale(y, f"-{ey}")
+    xs, ys, ex, ey, regular = _scaled_operands(net, 2)
     yh = ys[0]
     leads = []
     q1 = net.div(xs[0], yh)
@@ -407,9 +413,7 @@ def _div2_body() -> list[str]:
     qh, ql = net.fast_two_sum(digits[0], digits[1])
     out = _dw_add_float(net, [qh, ql], digits[2])
     finite = [_finite(net, t) for t in [*leads, out[0], q1]]
-    c = net.scale(out, f"{ex} - {ey}")
-    keep = _finite(net, c[0])
-    c = [c[0], net.let(f"keep_if<T>({keep}, {c[1]})")]
+    c = _scaled_back(net, out, ex, ey)
     return net.lines + ["OUT(0) = " + c[0] + ";", "OUT(1) = " + c[1] + ";", f"OK = {regular} & {' & '.join(finite)};"]
 
 
