@@ -943,8 +943,8 @@ def source(name: str, nc: int, part: str = "arith") -> str:
         >>> src = source("f64", 3)
         >>> "mc_add_f64_3" in src, "mc_div_f64_3" in src, "mc_exp_f64_3" in src
         (True, True, False)
-        >>> "mc_div_f64_2" in source("f64", 2)  # double-word: add and mul only
-        False
+        >>> "mc_div_f64_2" in source("f64", 2), "mc_sqrt_f64_2" in source("f64", 2)  # double-word: no sqrt
+        (True, False)
         >>> "mc_exp_f64_2" in source("f64", 2, "elementary")  # exp and log have a library of their own
         True
     """
