@@ -311,12 +311,10 @@ def agreement(rows: torch.Tensor, ia: torch.Tensor, ib: torch.Tensor, c: float) 
         leaf = rows[..., 0].clone().requires_grad_(True)
         with torch.enable_grad():
             d = fn(rows, ia, ib, c, leaf=leaf)
-            (grad,) = torch.autograd.grad((d * w).sum(), leaf)
-        results.append((d.detach(), grad))
+            (g,) = torch.autograd.grad((d * w).sum(), leaf)
+        results.append((d.detach(), g))
     (d, g), (d_ref, g_ref) = results
-    value = _ulps(d, d_ref, d_ref.abs())
-    grad = _ulps(g, g_ref, _term_magnitude(rows, ia, ib, c, w))
-    return value, grad
+    return _ulps(d, d_ref, d_ref.abs()), _ulps(g, g_ref, _term_magnitude(rows, ia, ib, c, w))
 
 
 def _ulps(a: torch.Tensor, ref: torch.Tensor, scale: torch.Tensor) -> float:
