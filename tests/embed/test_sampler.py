@@ -106,3 +106,13 @@ def test_cpu_segment_search_is_searchsorted(monkeypatch):
     assert bool(plain[:50, 0].all()) and torch.equal(fused, plain) and fused.shape == (400, 7)
     second = s.sample(g.edges[:, 0], generator=torch.Generator().manual_seed(1))
     assert torch.equal(first[0], second[0]) and torch.equal(first[1], second[1])
+
+
+@pytest.mark.cuda
+def test_cuda_is_edge_matches_the_cpu():
+    g = tree_closure(3, 4)
+    cpu = NegativeSampler(g.edges, g.num_nodes, negatives=5)
+    gpu = NegativeSampler(g.edges.cuda(), g.num_nodes, negatives=5)
+    src = torch.randint(-3, g.num_nodes + 3, (300, 1), generator=torch.Generator().manual_seed(0))
+    dst = torch.randint(-3, g.num_nodes + 3, (300, 6), generator=torch.Generator().manual_seed(1))
+    assert torch.equal(gpu.is_edge(src.cuda(), dst.cuda()).cpu(), cpu.is_edge(src, dst))

@@ -204,3 +204,22 @@ def test_retraction_reference_is_the_mctensor_expression():
         factor = torch.exp(u[..., -1:] / x.components[..., -1:, 0])
         expr = M.projx(torch.cat([x[..., :-1] + u[..., :-1], x[..., -1:] * factor], dim=-1))
         assert torch.equal(_bits(fused.halfspace_retr_reference(x.components, u)), _bits(expr.components))
+
+
+@pytest.mark.cuda
+def test_cuda_tensors_run_the_torch_path():
+    """CUDA rows never reach the CPU kernels: distances, gradients and the retraction are
+    the torch path's, on the device."""
+    gen = torch.Generator().manual_seed(0)
+    rows = _table(gen, 40, 5, 2, torch.float64, 3).cuda()
+    ia, ib = torch.randint(40, (16, 1), generator=gen).cuda(), torch.randint(40, (16, 9), generator=gen).cuda()
+    out = []
+    for fn in (fused.halfspace, batch.halfspace):
+        leaf = rows[..., 0].clone().requires_grad_(True)
+        d = fn(rows, ia, ib, 1.0, leaf=leaf)
+        (g,) = torch.autograd.grad(d.sum(), leaf)
+        out.append((d, g))
+    assert out[0][0].device.type == "cuda" and torch.equal(out[0][0], out[1][0]) and torch.equal(out[0][1], out[1][1])
+    comps, u = fused._retr_inputs(torch.float64, 2)
+    comps, u = comps.cuda(), u.cuda()
+    assert torch.equal(_bits(fused.halfspace_retr(comps, u)), _bits(fused.halfspace_retr_reference(comps, u)))
