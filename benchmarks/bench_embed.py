@@ -359,8 +359,10 @@ def _machine() -> str:
 
 
 def _commit() -> str:
-    """The checkout's commit, flagged when tracked files differ from it."""
-    here = os.path.dirname(os.path.abspath(__file__))
+    """The commit of the checkout hypermc was imported from, flagged when its tracked files differ."""
+    import hypermc
+
+    here = os.path.dirname(os.path.abspath(hypermc.__file__))
     try:
         head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=True, cwd=here)
         dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], capture_output=True, text=True, cwd=here)
