@@ -458,7 +458,7 @@ class _Batch(NamedTuple):
     pairs: torch.Tensor  # (B, 2) (child, parent) ids: this rank's share under data parallelism
     neg: torch.Tensor  # (B, negatives) corrupted targets
     valid: torch.Tensor  # (B, negatives) False where the sampler could not fill the slot
-    n_masked: int  # masked slots of the whole (global) batch
+    n_masked: torch.Tensor  # masked slots of the whole (global) batch (0-d int64, on the device)
     n_pairs: int  # edges of the whole (global) batch
 
 
@@ -626,18 +626,20 @@ class _Trainer:
         burnin = epoch < self.config.burnin
         for group in self.opt.param_groups:
             group["lr"] = lr
-        total = 0.0
-        masked = 0
+        # summed where the batches are (float64, int64: the additions of Python floats and
+        # ints, so the same numbers) and read once per epoch, not once per batch
+        total = torch.zeros((), dtype=torch.float64, device=self.device)
+        masked = torch.zeros((), dtype=torch.int64, device=self.device)
         for pairs in self.batches():
             loss_sum, n_masked = self.step(epoch, pairs, burnin, self.config.scale)
-            total += loss_sum
-            masked += n_masked
+            total += loss_sum.to(device=total.device, dtype=torch.float64)
+            masked += n_masked.to(masked.device)
         return {
             "epoch": epoch + 1,
-            "loss": total / self.edges.shape[0],
+            "loss": float(total) / self.edges.shape[0],
             "lr": lr,
             "burnin": burnin,
-            "masked": masked,
+            "masked": int(masked),
             "seconds": time.perf_counter() - start,
         }
 
@@ -653,15 +655,16 @@ class _Trainer:
     def sample(self, pairs: torch.Tensor, burnin: bool) -> _Batch:
         """Negatives for the batch ``pairs`` (then this rank's share of it under data parallelism)."""
         neg, valid = self.sampler.sample(pairs[:, 0], generator=self.gen, burnin=burnin)
-        n_masked, n_pairs = int((~valid).sum()), pairs.shape[0]
+        n_masked, n_pairs = (~valid).sum(), pairs.shape[0]
         if self.parallel is not None:  # this rank's share of the global batch
             pairs, neg, valid = self.parallel.share(pairs, neg, valid)
         return _Batch(pairs, neg, valid, n_masked, n_pairs)
 
     # -------------------------------------------------------------- the step
 
-    def step(self, epoch: int, pairs: torch.Tensor, burnin: bool, scale: float) -> tuple[float, int]:
-        """Train on one batch of positive edges; returns its summed loss and masked slots."""
+    def step(self, epoch: int, pairs: torch.Tensor, burnin: bool, scale: float) -> tuple[torch.Tensor, torch.Tensor]:
+        """Train on one batch of positive edges; returns its summed loss and masked slots
+        (0-d tensors on the device: no host sync for them)."""
         batch = self.sample(pairs, burnin)
         ids, rows, g, per_edge = self.loss_and_grad(epoch, batch, scale)
         with torch.no_grad():
@@ -670,7 +673,7 @@ class _Trainer:
                 ids, g, loss_sum = self.parallel.reduce(ids, g, loss_sum)
                 rows = self.comps[ids]
             self.update(epoch, ids, rows, g)
-        return float(loss_sum), batch.n_masked
+        return loss_sum.detach().reshape(()), batch.n_masked
 
     def loss_and_grad(self, epoch: int, batch: _Batch, scale: float):
         """Softmax loss of the batch and its gradient on the batch's unique rows.
