@@ -31,9 +31,9 @@ Five tables:
 
 5. **epoch** (``--only epoch``): seconds of one nouns epoch, 10-D halfspace float64, for
    plain float64, nc=1 and nc=2/3 with the full and the fast update, one column per
-   device of ``--devices`` (``cuda`` skipped, and said so, without a GPU). Each cell is
-   ``train``'s own epoch timer for one epoch from a fresh table after a warm-up epoch on
-   a small tree (kernel build and checks, CUDA start-up). ``--nouns-edges 0`` times the
+   device of ``--devices`` (``cuda`` skipped, and said so, without a GPU), and the CPU
+   seconds of the process. Each cell is one epoch of the trainer's loop from a fresh
+   table after a warm-up epoch on a small tree (kernel build and checks, CUDA start-up). ``--nouns-edges 0`` times the
    whole epoch (743,086 edges); a positive value times a random subset and extrapolates
    per batch (the output says EXTRAPOLATED). The caption line gives the machine, the
    commit, the load average before and after, and the wall time.
@@ -372,14 +372,19 @@ def _commit() -> str:
 
 
 def epoch_table(args) -> None:
-    """Table 5: seconds of one whole nouns epoch (train's own epoch timer) per setting and device.
+    """Table 5: seconds of one whole nouns epoch per setting and device.
 
     Each setting first trains one epoch of a small tree on the same device (the fused
-    kernels' load check, CUDA start-up), then one epoch of the nouns closure from a fresh
-    table: ``history[0]["seconds"]``, the epoch loop alone (no graph loading, no
-    initialisation). With ``--nouns-edges N > 0`` the epoch runs on a random subset of N
-    edges and its seconds per batch are extrapolated to all edges (the table says so).
+    kernels' load check, CUDA start-up), then times one epoch of the nouns closure from a
+    fresh table (``_Trainer.run_epoch``, the loop ``train`` runs: no graph loading, no
+    initialisation): its wall seconds per device and, for the CPU, the process's CPU
+    seconds (with one thread that is the epoch's time on an otherwise idle core, whatever
+    else runs on the machine; with more threads it includes OpenMP's spin-waiting). With
+    ``--nouns-edges N > 0`` the epoch runs on a random subset of N edges and its seconds
+    per batch are extrapolated to all edges (the table says so).
     """
+    from hypermc.embed.train import TrainConfig, _Trainer
+
     nouns = _nouns_graph(args.nouns_csv)
     sub = nouns if args.nouns_edges <= 0 else nouns_subset(nouns, args.nouns_edges)
     full_batches = -(-nouns.num_edges // args.batch_size)
@@ -393,23 +398,27 @@ def epoch_table(args) -> None:
     start, load = time.perf_counter(), os.getloadavg()[0]
     print(
         f"\nnouns epoch: {args.nouns_dim}-D halfspace, float64, batch {args.batch_size} ({full_batches} batches), "
-        f"{DEFAULTS['negatives']} negatives, lr {args.lr}, burnin 0; {what}; seconds of train's epoch loop"
+        f"{DEFAULTS['negatives']} negatives, lr {args.lr}, burnin 0; {what}; wall seconds per device, CPU seconds of the process"
     )
     print(f"machine: {_machine()}; commit {_commit()}; load average {load:.2f} at the start")
-    print(f"{'setting':>20} " + " ".join(f"{d + ' s/epoch':>15}" for d in args.devices))
+    print(f"{'setting':>20} " + " ".join(f"{d + ' s/epoch':>15}" for d in args.devices) + f" {'cpu-time s/epoch':>17}")
     for label, nc, fast in EPOCH_SETTINGS:
         if args.nc and ("plain" if nc is None else str(nc)) not in args.nc:
             continue
-        cells = []
+        cells, cpu_time = [], "-"
         for device in args.devices:
             if device not in available:
                 cells.append(f"{'skipped':>15}")
                 continue
             kw = dict(dim=args.nouns_dim, nc=nc, dtype=torch.float64, epochs=1, lr=args.lr, burnin=0, seed=0, fast=fast, device=device)
             train(warm, PoincareHalfspace(), batch_size=4, negatives=3, progress=False, **kw)
-            r = train(sub, PoincareHalfspace(), batch_size=args.batch_size, progress=False, **kw)
-            cells.append(f"{r.history[0]['seconds'] * factor:15.2f}")
-        print(f"{label:>20} " + " ".join(cells), flush=True)
+            trainer = _Trainer(sub, PoincareHalfspace(), TrainConfig(batch_size=args.batch_size, **kw))
+            c0 = time.process_time()
+            stats = trainer.run_epoch(0)
+            if device == "cpu":
+                cpu_time = f"{(time.process_time() - c0) * factor:.2f}"
+            cells.append(f"{stats['seconds'] * factor:15.2f}")
+        print(f"{label:>20} " + " ".join(cells) + f" {cpu_time:>17}", flush=True)
     if len(available) < len(args.devices):
         print("cuda: skipped, CUDA is not available on this machine")
     print(f"wall time {time.perf_counter() - start:.0f} s; load average {os.getloadavg()[0]:.2f} at the end")
