@@ -29,10 +29,10 @@ Usage::
     python examples/mammals.py --rows 2 --epochs 50 --plot m.png   # a quick picture
     python examples/mammals.py --rows 2 3 --epochs 1000 --seeds 0 1 2
     python examples/mammals.py --manifold ball --dim 5 --rows plain64 --lr 5 --lr-end-mult 10 --scale 1
-    python examples/mammals.py --dim 10 --rows 2 --fast --epochs 300 --burnin 5 --scale 2 --lr 5 --lr-end-mult 10 --threads 2 --plot ''
+    python examples/mammals.py --dim 10 --rows 2 --fast --epochs 200 --burnin 5 --scale 3 --lr 5 --lr-end-mult 10 --plot ''
 
-The last line is the 10-D recipe of docs/training.md (MAP >= 0.97 in under a minute on a
-2-core CPU).
+The last line is the 10-D recipe of docs/training.md: MAP 0.9805 at seed 0 (0.9789 ±
+0.0034 over seeds 0, 1, 2) in about 11 s per seed, one thread, on the 2-core VM.
 """
 
 from __future__ import annotations
