@@ -67,7 +67,21 @@ from .fixed import patch
 from .native_source import _el
 from .native_source import source as generate
 
-__all__ = ["available", "status", "add", "mul", "div", "sqrt", "exp", "log", "Result", "NCS", "ELEMENTARY_NCS"]
+__all__ = [
+    "available",
+    "status",
+    "library",
+    "library_status",
+    "add",
+    "mul",
+    "div",
+    "sqrt",
+    "exp",
+    "log",
+    "Result",
+    "NCS",
+    "ELEMENTARY_NCS",
+]
 
 #: Component counts with native kernels.
 NCS = (2, 3, 4)
@@ -145,10 +159,20 @@ def _key(name: str, nc: int, part: str, device_type: str = "cpu") -> tuple:
 
 def _build(cxx: str, name: str, nc: int, part: str = "arith") -> Path:
     """Generate, compile and cache the library of one configuration; its path."""
-    src = generate(name, nc, part).encode()
+    return _compile(cxx, generate(name, nc, part), f"hypermc_{name}_nc{nc}{'' if part == 'arith' else '_' + part}")
+
+
+def _compile(cxx: str, source: str, stem: str, flags: tuple[str, ...] = ()) -> Path:
+    """Compile ``source`` with :data:`_FLAGS` into the cache (``{stem}_{hash}.so``); its path.
+
+    The hash covers the source, the flags, the compiler's version and the CPU (for
+    ``-march=native``), so a changed kernel or machine never reuses a stale library.
+    """
+    src = source.encode()
     version = subprocess.run([cxx, "--version"], capture_output=True, text=True, timeout=60).stdout
-    key = hashlib.sha256(src + " ".join(_FLAGS).encode() + version.encode() + _cpu_tag().encode() + sys.platform.encode()).hexdigest()[:16]
-    out = _cache_dir() / f"hypermc_{name}_nc{nc}{'' if part == 'arith' else '_' + part}_{key}.so"
+    every = [*_FLAGS, *flags]
+    key = hashlib.sha256(src + " ".join(every).encode() + version.encode() + _cpu_tag().encode() + sys.platform.encode()).hexdigest()[:16]
+    out = _cache_dir() / f"{stem}_{key}.so"
     if out.exists():
         return out
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -157,7 +181,7 @@ def _build(cxx: str, name: str, nc: int, part: str = "arith") -> Path:
     fd, tmp = tempfile.mkstemp(suffix=".so", dir=out.parent)
     os.close(fd)
     try:
-        proc = subprocess.run([cxx, *_FLAGS, str(cpp), "-o", tmp], capture_output=True, text=True, timeout=900)
+        proc = subprocess.run([cxx, *every, str(cpp), "-o", tmp], capture_output=True, text=True, timeout=900)
         if proc.returncode != 0:
             raise RuntimeError(f"{cxx} failed: {proc.stderr.strip()[-2000:]}")
         os.replace(tmp, out)  # atomic: concurrent builders (pytest-xdist workers) agree
@@ -420,6 +444,82 @@ def _run(fn, n: int, operands: list[tuple[torch.Tensor, int, int]], extra: tuple
     if _pool is None or _pool._max_workers < threads:  # noqa: SLF001 - sized to torch's threads
         _pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="hypermc-native")
     return sum(job.result() for job in [_pool.submit(fn, *c) for c in calls])
+
+
+def library(
+    stem: str,
+    source: str,
+    declare: Callable[[ctypes.CDLL], None],
+    self_check: Callable[[ctypes.CDLL], str | None],
+    *,
+    flags: tuple[str, ...] = (),
+) -> ctypes.CDLL | None:
+    """A C++ library of another module's kernels: built from ``source`` on first use
+    (cached like this module's own, same flags), ``declare`` d and ``self_check`` ed once
+    per process; None where it is not usable (then the caller runs its torch path).
+
+    ``self_check(lib)`` returns None, or the name of a kernel that disagrees with the
+    torch path (one ``RuntimeWarning`` names it, and the library is not used).
+    ``HYPERMC_NATIVE=0`` disables it too. :func:`library_status` says why it is not used.
+    ``flags`` are added to the compiler's (``("-fopenmp",)``: the kernels' ``omp``
+    pragmas then run on the OpenMP runtime torch has loaded, i.e. on torch's own
+    intra-op threads, instead of competing with them).
+
+    Example:
+        >>> src = 'extern "C" double twice(double x) { return 2 * x; }'
+        >>> def declare(lib):
+        ...     lib.twice.argtypes, lib.twice.restype = [ctypes.c_double], ctypes.c_double
+        >>> lib = library("hypermc_doctest_twice", src, declare, lambda lib: None if lib.twice(1.5) == 3.0 else "twice")
+        >>> lib is None or lib.twice(4.0) == 8.0  # None without a C++ compiler
+        True
+    """
+    key = ("library", stem)
+    lib = _libs.get(key)
+    if lib is None:
+        with _lock:
+            lib = _libs.get(key)
+            if lib is None:
+                lib = _libs[key] = _open_library(stem, source, declare, self_check, flags)
+    return None if isinstance(lib, str) else lib
+
+
+def library_status(stem: str) -> str:
+    """``"in use"``, ``"not loaded"`` (not asked for yet in this process) or the reason the
+    :func:`library` ``stem`` is not used.
+
+    Example:
+        >>> library_status("hypermc_doctest_never_built")
+        'not loaded'
+    """
+    lib = _libs.get(("library", stem))
+    if lib is None:
+        return "not loaded"
+    return lib if isinstance(lib, str) else "in use"
+
+
+def _open_library(
+    stem: str, source: str, declare: Callable[[ctypes.CDLL], None], self_check: Callable[[ctypes.CDLL], str | None], flags: tuple[str, ...]
+) -> ctypes.CDLL | str:
+    if _disabled():
+        return "disabled by HYPERMC_NATIVE"
+    cxx = _compiler()
+    if cxx is None:
+        return "no C++ compiler found (set HYPERMC_CXX)"
+    try:
+        lib = ctypes.CDLL(str(_compile(cxx, source, stem, flags)))
+        declare(lib)
+    except (OSError, RuntimeError, subprocess.SubprocessError, AttributeError) as exc:
+        return f"build or load failed: {exc}"
+    bad = self_check(lib)
+    if bad:
+        warnings.warn(
+            f"hypermc native library {stem} disabled: {bad} disagrees with the torch path (a compiler that "
+            "contracts or reassociates?); using the torch path",
+            RuntimeWarning,
+            stacklevel=4,
+        )
+        return f"self-check failed: {bad}"
+    return lib
 
 
 def _call(lib: Kernels, op: str, operands: list[torch.Tensor], extra: tuple, nc: int, nout: int | None = None) -> Result:
