@@ -1,6 +1,6 @@
 """Benchmark: seconds per training epoch of hierarchy embeddings (mammals, nouns, 2 ranks).
 
-Three tables:
+Five tables:
 
 1. **mammals** (1,180 nodes, 6,540 edges, 50 negatives per edge, 2-D halfspace): a few
    epochs at each component count; the median wall-clock seconds per epoch, the ratio to
@@ -29,13 +29,23 @@ Three tables:
    device of ``--devices`` (``cuda`` is skipped, and says so, without a GPU). The
    median of the epochs after the first; the ratio column is off / fast.
 
+5. **epoch** (``--only epoch``): seconds of one nouns epoch, 10-D halfspace float64, for
+   plain float64, nc=1 and nc=2/3 with the full and the fast update, one column per
+   device of ``--devices`` (``cuda`` skipped, and said so, without a GPU), and the CPU
+   seconds of the process. Each cell is one epoch of the trainer's loop from a fresh
+   table after a warm-up epoch on a small tree (kernel build and checks, CUDA start-up). ``--nouns-edges 0`` times the
+   whole epoch (743,086 edges); a positive value times a random subset and extrapolates
+   per batch (the output says EXTRAPOLATED). The caption line gives the machine, the
+   commit, the load average before and after, and the wall time.
+
 Usage::
 
-    python benchmarks/bench_embed.py                       # all three tables
+    python benchmarks/bench_embed.py                       # all five tables
     python benchmarks/bench_embed.py --only mammals --nc 1 2 --epochs 20 --threads 2
     python benchmarks/bench_embed.py --only nouns --nouns-edges 20000
     python benchmarks/bench_embed.py --only parallel --parallel-epochs 6
     python benchmarks/bench_embed.py --only devices --devices cpu cuda --threads 2
+    python benchmarks/bench_embed.py --only epoch --nouns-csv nouns.csv --nouns-edges 0 --batch-size 1024 --threads 2
 """
 
 from __future__ import annotations
@@ -323,18 +333,110 @@ def devices_table(args) -> None:
                 print(f"{device:>6} {name:>8} {nc:>3} {med[False]:12.3f} {med[True]:13.3f} {med[False] / med[True]:9.2f}", flush=True)
 
 
+#: Table 5 settings: (label, nc, fast). Plain float64 and nc=1 run the torch path (they
+#: equal plain torch arithmetic); nc >= 2 with fast=True uses the fused CPU kernels.
+EPOCH_SETTINGS = [
+    ("plain float64", None, False),
+    ("plain float64, fast", None, True),
+    ("MC nc=1", 1, False),
+    ("MC nc=2", 2, False),
+    ("MC nc=2, fast", 2, True),
+    ("MC nc=3", 3, False),
+    ("MC nc=3, fast", 3, True),
+]
+
+
+def _machine() -> str:
+    """CPU model, threads, torch version and the GPU (if any), for the table's caption."""
+    cpu = "unknown CPU"
+    try:
+        with open("/proc/cpuinfo") as f:
+            cpu = next((line.split(":", 1)[1].strip() for line in f if line.startswith("model name")), cpu)
+    except OSError:
+        pass
+    gpu = torch.cuda.get_device_name(0) if torch.cuda.is_available() else "no GPU"
+    return f"{os.cpu_count()}-core {cpu}, {torch.get_num_threads()} threads, torch {torch.__version__}, {gpu}"
+
+
+def _commit() -> str:
+    """The commit of the checkout hypermc was imported from, flagged when its tracked files differ."""
+    import hypermc
+
+    here = os.path.dirname(os.path.abspath(hypermc.__file__))
+    try:
+        head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=True, cwd=here)
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], capture_output=True, text=True, cwd=here)
+    except (OSError, subprocess.CalledProcessError):
+        return "not recorded"
+    return head.stdout.strip() + (" (with uncommitted changes)" if dirty.stdout.strip() else "")
+
+
+def epoch_table(args) -> None:
+    """Table 5: seconds of one whole nouns epoch per setting and device.
+
+    Each setting first trains one epoch of a small tree on the same device (the fused
+    kernels' load check, CUDA start-up), then times one epoch of the nouns closure from a
+    fresh table (``_Trainer.run_epoch``, the loop ``train`` runs: no graph loading, no
+    initialisation): its wall seconds per device and, for the CPU, the process's CPU
+    seconds (with one thread that is the epoch's time on an otherwise idle core, whatever
+    else runs on the machine; with more threads it includes OpenMP's spin-waiting). With
+    ``--nouns-edges N > 0`` the epoch runs on a random subset of N edges and its seconds
+    per batch are extrapolated to all edges (the table says so).
+    """
+    from hypermc.embed.train import TrainConfig, _Trainer
+
+    nouns = _nouns_graph(args.nouns_csv)
+    sub = nouns if args.nouns_edges <= 0 else nouns_subset(nouns, args.nouns_edges)
+    full_batches = -(-nouns.num_edges // args.batch_size)
+    factor = full_batches / -(-sub.num_edges // args.batch_size)
+    warm = Graph.from_pairs([(f"c{i}", f"p{i % 3}") for i in range(12)] + [(f"p{j}", "root") for j in range(3)])
+    if sub is nouns:
+        what = "one full epoch"
+    else:
+        what = f"one epoch on {sub.num_edges} of {nouns.num_edges} edges, EXTRAPOLATED per batch to the full epoch"
+    available = [d for d in args.devices if d == "cpu" or torch.cuda.is_available()]
+    start, load = time.perf_counter(), os.getloadavg()[0]
+    print(
+        f"\nnouns epoch: {args.nouns_dim}-D halfspace, float64, batch {args.batch_size} ({full_batches} batches), "
+        f"{DEFAULTS['negatives']} negatives, lr {args.lr}, burnin 0; {what}; wall seconds per device, CPU seconds of the process"
+    )
+    print(f"machine: {_machine()}; commit {_commit()}; load average {load:.2f} at the start")
+    print(f"{'setting':>20} " + " ".join(f"{d + ' s/epoch':>15}" for d in args.devices) + f" {'cpu-time s/epoch':>17}")
+    for label, nc, fast in EPOCH_SETTINGS:
+        if args.nc and ("plain" if nc is None else str(nc)) not in args.nc:
+            continue
+        cells, cpu_time = [], "-"
+        for device in args.devices:
+            if device not in available:
+                cells.append(f"{'skipped':>15}")
+                continue
+            kw = dict(dim=args.nouns_dim, nc=nc, dtype=torch.float64, epochs=1, lr=args.lr, burnin=0, seed=0, fast=fast, device=device)
+            train(warm, PoincareHalfspace(), batch_size=4, negatives=3, progress=False, **kw)
+            trainer = _Trainer(sub, PoincareHalfspace(), TrainConfig(batch_size=args.batch_size, **kw))
+            c0 = time.process_time()
+            stats = trainer.run_epoch(0)
+            if device == "cpu":
+                cpu_time = f"{(time.process_time() - c0) * factor:.2f}"
+            cells.append(f"{stats['seconds'] * factor:15.2f}")
+        print(f"{label:>20} " + " ".join(cells) + f" {cpu_time:>17}", flush=True)
+    if len(available) < len(args.devices):
+        print("cuda: skipped, CUDA is not available on this machine")
+    print(f"wall time {time.perf_counter() - start:.0f} s; load average {os.getloadavg()[0]:.2f} at the end")
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--only", choices=["mammals", "nouns", "parallel", "devices"], default=None, help="run one table")
+    p.add_argument("--only", choices=["mammals", "nouns", "parallel", "devices", "epoch"], default=None, help="run one table")
     p.add_argument("--devices", nargs="+", default=["cpu", "cuda"], choices=["cpu", "cuda"], help="devices: where to time the epochs")
     p.add_argument("--nouns-csv", default=None, help="nouns closure CSV (default: built from WordNet)")
-    p.add_argument("--nc", nargs="+", default=["plain", "1", "2", "3"], help="mammals: component counts")
+    p.add_argument("--nc", nargs="+", default=["plain", "1", "2", "3"], help="mammals and epoch: component counts (plain, 1, 2, 3)")
     p.add_argument("--epochs", type=int, default=8, help="mammals: epochs per setting (the first is dropped)")
     p.add_argument("--dtype", default="float64", choices=["float64", "float32"])
     p.add_argument("--batch-size", type=int, default=DEFAULTS["batch_size"])
     p.add_argument("--threads", type=int, default=1, help="torch.set_num_threads (1 is robust on a loaded machine)")
     p.add_argument("--nouns-edges", type=int, default=10240, help="nouns: edges of the timed subset")
     p.add_argument("--nouns-dim", type=int, default=10)
+    p.add_argument("--lr", type=float, default=80.0, help="epoch: learning rate of the timed nouns epochs")
     p.add_argument("--parallel-epochs", type=int, default=5, help="2 ranks: epochs (the first is dropped)")
     p.add_argument(
         "--parallel-data",
@@ -362,6 +464,8 @@ def main() -> None:
         parallel_table(args)
     if args.only in (None, "devices"):
         devices_table(args)
+    if args.only in (None, "epoch"):
+        epoch_table(args)
 
 
 if __name__ == "__main__":

@@ -29,6 +29,10 @@ Usage::
     python examples/mammals.py --rows 2 --epochs 50 --plot m.png   # a quick picture
     python examples/mammals.py --rows 2 3 --epochs 1000 --seeds 0 1 2
     python examples/mammals.py --manifold ball --dim 5 --rows plain64 --lr 5 --lr-end-mult 10 --scale 1
+    python examples/mammals.py --dim 10 --rows 2 --fast --epochs 200 --burnin 5 --scale 3 --lr 5 --lr-end-mult 10 --plot ''
+
+The last line is the 10-D recipe of docs/training.md: MAP 0.9805 at seed 0 (0.9789 ±
+0.0034 over seeds 0, 1, 2) in about 11 s per seed, one thread, on the 2-core VM.
 """
 
 from __future__ import annotations
@@ -100,6 +104,7 @@ def main() -> None:
     p.add_argument(
         "--lr-end-mult", type=float, default=DEFAULTS["lr_end_mult"], help="final lr factor of the linear schedule (>1 ramps up)"
     )
+    p.add_argument("--fast", action="store_true", help="the fast update (train(fast=True); fused CPU kernels, docs/training.md)")
     p.add_argument("--plot", default="mammals.png", help="PNG of the last embedding ('' for none; 2-D only)")
     p.add_argument("--quiet", action="store_true", help="no progress bar (none anyway when stderr is not a terminal)")
     p.add_argument(
@@ -123,7 +128,8 @@ def main() -> None:
     print(
         f"mammals: {graph.num_nodes} nodes, {graph.num_edges} edges; {args.manifold} dim {args.dim}; "
         f"{args.epochs} epochs, lr {args.lr} ({_schedule(args)}), batch {args.batch_size}, "
-        f"{args.negatives} negatives, burn-in {args.burnin}, scale {args.scale}; seeds {args.seeds}",
+        f"{args.negatives} negatives, burn-in {args.burnin}, scale {args.scale}{', fast update' if args.fast else ''}; "
+        f"seeds {args.seeds}; {torch.get_num_threads()} threads",
         flush=True,
     )
     header = f"{'manifold':<10} {'dim':>3} {'dtype':<8} {'nc':>5} {'MAP':>17} {'MR':>17} {'seconds':>9}"
@@ -150,6 +156,7 @@ def main() -> None:
                 scale=args.scale,
                 lr_schedule=args.lr_schedule,
                 lr_end_mult=args.lr_end_mult,
+                fast=args.fast,
                 seed=seed,
                 progress=show_progress(args.quiet),
             )

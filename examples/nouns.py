@@ -4,13 +4,16 @@ The run is split into segments of ``--every`` epochs (constant learning rate aft
 burn-in, so a segment resumes bit-identically from the previous checkpoint); after each
 segment the embedding is evaluated (``--eval-sample`` random sources, the same ones each
 time; the last point on all sources) and one JSON line is appended to
-``OUT/curve.jsonl``. It stops after ``--epochs`` epochs or once ``--max-minutes`` of
-wall time have passed, whichever comes first.
+``OUT/curve.jsonl``, and ``OUT/curve.png`` (MAP, mean rank and loss against the epoch) is
+redrawn. It stops after ``--epochs`` epochs or once ``--max-minutes`` of wall time have
+passed, whichever comes first. ``--plot CURVE.jsonl [...]`` only draws the PNG of earlier
+curves (one figure per file, next to it).
 
 Usage::
 
     python examples/nouns.py --out runs/nouns --device cuda --fast --max-minutes 20
     python examples/nouns.py --out runs/nouns-ball --manifold ball --nc plain
+    python examples/nouns.py --plot runs/nouns/curve.jsonl      # redraw runs/nouns/curve.png
 """
 
 from __future__ import annotations
@@ -24,12 +27,22 @@ import torch
 
 from hypermc.data import load_edges, wordnet_closure
 from hypermc.embed import evaluate, train
+from hypermc.embed.plot import plot_curve
 from hypermc.embed.train import CHECKPOINT_NAME, MANIFOLDS
+
+
+def draw(curve: Path, title: str) -> Path:
+    """``curve.png`` beside the JSON lines file ``curve`` (one evaluation per line)."""
+    records = [json.loads(line) for line in curve.read_text().splitlines() if line.strip()]
+    png = curve.with_suffix(".png")
+    plot_curve(records, png, title=title)
+    return png
 
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--out", required=True)
+    p.add_argument("--out", help="output directory (checkpoint, curve.jsonl, curve.png); required unless --plot")
+    p.add_argument("--plot", nargs="+", metavar="CURVE", help="only draw the PNG of these curve.jsonl files")
     p.add_argument("--csv", default=None, help="nouns closure CSV (default: built from WordNet)")
     p.add_argument("--manifold", default="halfspace", choices=sorted(MANIFOLDS))
     p.add_argument("--nc", default="2", help="components, or 'plain'")
@@ -47,6 +60,12 @@ def main() -> None:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--threads", type=int, default=None)
     args = p.parse_args()
+    if args.plot:
+        for curve in args.plot:
+            print(draw(Path(curve), f"nouns: {Path(curve).stem}"))
+        return
+    if args.out is None:
+        p.error("--out is required (unless --plot)")
     if args.threads:
         torch.set_num_threads(args.threads)
     graph = load_edges(args.csv) if args.csv else wordnet_closure(None)
@@ -91,6 +110,7 @@ def main() -> None:
         with open(out / "curve.jsonl", "a") as f:
             f.write(json.dumps(rec) + "\n")
         print(json.dumps(rec), flush=True)
+        draw(out / "curve.jsonl", f"nouns, {args.dim}-D {args.manifold}, nc={args.nc}, batch {args.batch_size}, lr {args.lr}")
         if last:
             break
 

@@ -22,7 +22,11 @@ simply gets fewer negatives instead of wrong ones. All randomness comes from the
 
 from __future__ import annotations
 
+import ctypes
+
 import torch
+
+from ..mcf import native
 
 __all__ = ["AliasTable", "NegativeSampler", "edge_keys", "target_counts"]
 
@@ -176,12 +180,35 @@ class NegativeSampler:
         self.max_rounds = max_rounds
         self.keys = edge_keys(edges, self.num_nodes)
         self.unigram = AliasTable(target_counts(edges, self.num_nodes, weights) ** UNIGRAM_POWER)
+        # CPU: where each child's keys start (its segment is searched by the fused kernel)
+        self._starts = None
+        if self.keys.device.type == "cpu" and self.keys.numel():
+            self._starts = torch.searchsorted(self.keys, torch.arange(self.num_nodes + 1, dtype=torch.int64) * self.num_nodes)
 
     def is_edge(self, src: torch.Tensor, dst: torch.Tensor) -> torch.Tensor:
-        """Elementwise membership of ``(src, dst)`` in the edge set (broadcasting)."""
+        """Elementwise membership of ``(src, dst)`` in the edge set (broadcasting).
+
+        On the CPU a fused kernel searches only ``src``'s own keys (a few dozen, instead of
+        all ``E``); elsewhere ``torch.searchsorted`` over all keys. The same booleans.
+        """
         key = src * self.num_nodes + dst
         if self.keys.numel() == 0:
             return torch.zeros(key.shape, dtype=torch.bool, device=key.device)
+        lib = None if self._starts is None or key.device.type != "cpu" else _library()
+        if lib is not None and self._starts is not None:
+            src_b, dst_b = (t.to(torch.int64).contiguous() for t in torch.broadcast_tensors(src, dst))
+            out = torch.empty(src_b.shape, dtype=torch.bool)
+            lib.segment_member(
+                src_b.numel(),
+                src_b.data_ptr(),
+                dst_b.data_ptr(),
+                self._starts.data_ptr(),
+                self.keys.data_ptr(),
+                self.num_nodes,
+                self.keys.numel(),
+                out.data_ptr(),
+            )
+            return out
         pos = torch.searchsorted(self.keys, key).clamp_(max=self.keys.numel() - 1)
         return self.keys[pos] == key
 
@@ -219,3 +246,52 @@ class NegativeSampler:
             bad[idx] = (new == s) | self.is_edge(s, new)
         cand[bad] = 0
         return cand, ~bad
+
+
+_SOURCE = r"""
+#include <cstdint>
+// out[i] = whether src[i] * num_nodes + dst[i] is one of the E sorted keys: searched among
+// src[i]'s own keys keys[starts[src[i]] .. starts[src[i] + 1]) when both ids are in range,
+// among all keys otherwise (the key of out-of-range ids may still be a valid one).
+extern "C" void segment_member(int64_t n, const int64_t* src, const int64_t* dst, const int64_t* starts, const int64_t* keys,
+        int64_t num_nodes, int64_t num_keys, uint8_t* out) {
+    for (int64_t i = 0; i < n; ++i) {
+        const int64_t s = src[i], d = dst[i], key = s * num_nodes + d;
+        const bool inside = s >= 0 && s < num_nodes && d >= 0 && d < num_nodes;
+        int64_t lo = inside ? starts[s] : 0;
+        const int64_t end = inside ? starts[s + 1] : num_keys;
+        int64_t hi = end;
+        while (lo < hi) {
+            const int64_t mid = lo + (hi - lo) / 2;
+            if (keys[mid] < key) lo = mid + 1; else hi = mid;
+        }
+        out[i] = lo < end && keys[lo] == key;
+    }
+}
+"""
+
+
+def _declare(lib: ctypes.CDLL) -> None:
+    i64, vp = ctypes.c_int64, ctypes.c_void_p
+    lib.segment_member.argtypes = [i64, vp, vp, vp, vp, i64, i64, vp]
+    lib.segment_member.restype = None
+
+
+def _check(lib: ctypes.CDLL) -> str | None:
+    """The kernel against ``torch.searchsorted`` on a small random edge set."""
+    gen = torch.Generator().manual_seed(0)
+    n = 50
+    edges = torch.randint(n, (300, 2), generator=gen)
+    keys = edge_keys(edges, n)
+    starts = torch.searchsorted(keys, torch.arange(n + 1) * n)
+    src, dst = torch.randint(-2, n + 3, (2, 2000), generator=gen)  # some out of range
+    src[:300], dst[:300] = edges[:, 0], edges[:, 1]
+    out = torch.empty(2000, dtype=torch.bool)
+    lib.segment_member(2000, src.data_ptr(), dst.data_ptr(), starts.data_ptr(), keys.data_ptr(), n, keys.numel(), out.data_ptr())
+    key = src * n + dst
+    want = keys[torch.searchsorted(keys, key).clamp_(max=keys.numel() - 1)] == key
+    return None if torch.equal(out, want) else "segment_member"
+
+
+def _library() -> ctypes.CDLL | None:
+    return native.library("hypermc_sampler", _SOURCE, _declare, _check)

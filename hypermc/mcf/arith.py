@@ -53,6 +53,8 @@ from .eft import (
     all_true,
     fast_two_sum,
     float_format,
+    fused_addcmul,
+    fused_addcmul_,
     has_fused_addcmul,
     is_traced,
     merge_by_magnitude,
@@ -657,12 +659,12 @@ def _product_levels(xs: list[torch.Tensor], ys: list[torch.Tensor], nc: int) -> 
             if i < len(xs) and j < len(ys):
                 p = xs[i] * ys[j]
                 levels[k].append((p, False))
-                levels[k + 1].append((torch.addcmul(p, xs[i], ys[j], value=-1), True))
+                levels[k + 1].append((fused_addcmul(p, xs[i], ys[j], value=-1), True))
     last = None
     for i in range(1, nc):
         j = nc - i
         if i < len(xs) and j < len(ys):
-            last = xs[i] * ys[j] if last is None else last.addcmul_(xs[i], ys[j])
+            last = xs[i] * ys[j] if last is None else fused_addcmul_(last, xs[i], ys[j])
     out = [levels[0][0][0]]
     for k in range(1, nc):
         # start the chain from a product (not negated): errors of order k - 1 come first
@@ -699,10 +701,10 @@ def _mul2_fma(xh, xl, yh, yl) -> torch.Tensor:
     product ``-cl1`` is ``+0``, so ``zh`` keeps the sign of ``ch`` (``-0 * 1 = -0``).
     """
     cl2 = xl * yl
-    cl2.addcmul_(xh, yl)
-    cl2.addcmul_(xl, yh)
+    fused_addcmul_(cl2, xh, yl)
+    fused_addcmul_(cl2, xl, yh)
     ch = xh * yh
-    n_cl3 = torch.addcmul(ch, xh, yh, value=-1)  # -cl1, exact
+    n_cl3 = fused_addcmul(ch, xh, yh, value=-1)  # -cl1, exact
     n_cl3.sub_(cl2)  # -(cl1 + cl2)
     buf = torch.empty((2, *ch.shape), dtype=ch.dtype, device=ch.device)
     zh = torch.sub(ch, n_cl3, out=buf[0])
@@ -791,8 +793,8 @@ def _mul_float2_fma(x: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     ``(zh, zl) = FastTwoSum(ch, cl3)``; ``cl3`` carried negated."""
     xh, xl = unpack(x)
     ch = xh * b
-    n_cl3 = torch.addcmul(ch, xh, b, value=-1)
-    n_cl3.addcmul_(xl, b, value=-1)
+    n_cl3 = fused_addcmul(ch, xh, b, value=-1)
+    fused_addcmul_(n_cl3, xl, b, value=-1)
     buf = torch.empty((2, *ch.shape), dtype=ch.dtype, device=ch.device)
     zh = torch.sub(ch, n_cl3, out=buf[0])
     torch.sub(ch, zh, out=ch)
@@ -863,7 +865,7 @@ def _long_division(x: torch.Tensor, y: torch.Tensor, nc: int, *, use_native: boo
     network (scaling included) in one pass where they apply; their failing elements come
     back here with ``use_native=False``.
     """
-    if use_native and fixed.applies(x.dtype, nc) and _dw_fma(x):
+    if use_native and (nc == 2 or fixed.applies(x.dtype, nc)) and _dw_fma(x):
         res = native.div(x, y)
         if res is not None:
             return res.patched(lambda a, b: _long_division(a, b, nc, use_native=False), x, y)

@@ -45,6 +45,8 @@ __all__ = [
     "two_prod",
     "two_prod_dekker",
     "has_fused_addcmul",
+    "fused_addcmul",
+    "fused_addcmul_",
     "sqrt_rn",
     "renormalize",
     "pack",
@@ -217,8 +219,69 @@ def two_prod_dekker(a: torch.Tensor, b: torch.Tensor) -> tuple[torch.Tensor, tor
     return p, e
 
 
+# c + value a b (value = +-1) with one rounding on CUDA: jiterator (NVRTC) with the
+# explicit round-to-nearest FMA intrinsic, which the compiler cannot split or reorder.
+_CUDA_ADDCMUL = r"""
+__device__ inline float hypermc_fma_rn(float a, float b, float c) { return __fmaf_rn(a, b, c); }
+__device__ inline double hypermc_fma_rn(double a, double b, double c) { return __fma_rn(a, b, c); }
+template <typename T> __device__ T hypermc_addcmul(T c, T a, T b, double value) { return hypermc_fma_rn(value < 0 ? -a : a, b, c); }
+"""
+
+
+def _cuda_fma(*ts: torch.Tensor) -> bool:
+    """Whether :func:`fused_addcmul` takes its jiterator kernel for these tensors."""
+    t = ts[0]
+    if t.device.type != "cuda" or t.dtype not in (torch.float32, torch.float64) or t.numel() == 0 or is_traced(t):
+        return False
+    if not hasattr(torch._C, "_cuda_jiterator_compile_and_launch_kernel"):
+        return False
+    if torch.is_grad_enabled() and any(x.requires_grad for x in ts):
+        raise RuntimeError(
+            "fused_addcmul: the CUDA fused multiply-add has no autograd formula; the MC kernels run on "
+            "component tensors that do not require grad (MCTensor autograd runs above them)"
+        )
+    return True
+
+
+def fused_addcmul(c: torch.Tensor, a: torch.Tensor, b: torch.Tensor, *, value: float = 1.0) -> torch.Tensor:
+    """``c + value * a * b`` for ``value = ±1``, rounded once where :func:`has_fused_addcmul`.
+
+    ``torch.addcmul``, except on CUDA float32/float64, whose ``addcmul`` kernel rounds the
+    product (measured: not fused on an H200 with torch 2.11); there a jiterator kernel
+    computes ``__fma_rn(±a, b, c)`` (compiled once per process by NVRTC).
+
+    Example:
+        >>> a = torch.tensor([1 + 2**-30], dtype=torch.float64)
+        >>> fused_addcmul(-(a * a), a, a).item() == 2**-60  # the exact error of a * a
+        True
+    """
+    if value not in (1.0, -1.0):
+        raise ValueError(f"fused_addcmul: value must be 1 or -1; got {value!r}")
+    if _cuda_fma(c, a, b):
+        out = torch._C._cuda_jiterator_compile_and_launch_kernel(
+            _CUDA_ADDCMUL, "hypermc_addcmul", False, 1, (c, a, b), {"value": float(value)}
+        )
+        return out[0] if isinstance(out, (tuple, list)) else out
+    return torch.addcmul(c, a, b, value=value)
+
+
+def fused_addcmul_(c: torch.Tensor, a: torch.Tensor, b: torch.Tensor, *, value: float = 1.0) -> torch.Tensor:
+    """In-place :func:`fused_addcmul` (``c.addcmul_(a, b, value=value)``); returns ``c``.
+
+    Example:
+        >>> c = torch.tensor([1.0, 2.0], dtype=torch.float64)
+        >>> fused_addcmul_(c, c, c, value=-1).tolist()  # c - c * c
+        [0.0, -2.0]
+    """
+    if _cuda_fma(c, a, b):
+        return c.copy_(fused_addcmul(c, a, b, value=value))
+    return c.addcmul_(a, b, value=value)
+
+
 def has_fused_addcmul(device_type: str, dtype: torch.dtype) -> bool:
-    """Probe once per (device type, dtype) whether ``torch.addcmul(c, a, b)`` is fused.
+    """Probe once per (device type, dtype) whether :func:`fused_addcmul` is a fused
+    multiply-add (on the CPU: whether ``torch.addcmul(c, a, b)`` is; on CUDA: the
+    jiterator kernel, where the torch build has jiterator).
 
     The probe runs on real tensors even when called while ``torch.compile`` traces an
     MC op (all dispatch modes, fake-tensor mode included, are suspended for it), so the
@@ -268,16 +331,16 @@ def _measure_fused_addcmul(device_type: str, dtype: torch.dtype) -> bool:
         return False
     wide = torch.stack([a, b], -1)  # strided views of the same values
     forms = [
-        torch.addcmul(-p, a, b),
-        -torch.addcmul(p, a, b, value=-1),
-        (-p).addcmul_(a, b),
-        torch.addcmul(-p, wide[..., 0], wide[..., 1]),
+        fused_addcmul(-p, a, b),
+        -fused_addcmul(p, a, b, value=-1),
+        fused_addcmul_(-p, a, b),
+        fused_addcmul(-p, wide[..., 0], wide[..., 1]),
     ]
     ok = all(bool(torch.equal(e, e_ref)) for e in forms)
     # a broadcast operand (one column against many rows)
     p0 = a[:1] * b
     _, e0 = two_prod_dekker(a[:1].expand(n), b)
-    return ok and bool(torch.equal(torch.addcmul(p0, a[:1], b, value=-1), -e0))
+    return ok and bool(torch.equal(fused_addcmul(p0, a[:1], b, value=-1), -e0))
 
 
 def two_prod(a: torch.Tensor, b: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -312,7 +375,7 @@ def two_prod(a: torch.Tensor, b: torch.Tensor) -> tuple[torch.Tensor, torch.Tens
         return p, e
     if has_fused_addcmul(a.device.type, a.dtype):
         p = a * b
-        return p, torch.addcmul(-p, a, b)
+        return p, fused_addcmul(-p, a, b)
     return two_prod_dekker(a, b)
 
 
@@ -638,9 +701,10 @@ def sqrt_rn(t: torch.Tensor) -> torch.Tensor:
     """The correctly rounded square root of a plain tensor (IEEE ``sqrt``).
 
     torch's CPU ``sqrt`` is not correctly rounded: its vectorised kernels stay within about
-    0.51 ulp (measured with torch 2.13: 1.4 % of random float64 and 20 % of float32
-    arguments in [0.5, 4.5) differ from the IEEE result, e.g. float32
-    ``sqrt(1 - 2^-24)`` gives 1.0). The MC square roots start from this value, so with
+    0.51 ulp (measured with torch 2.13 on one x86-64 VM: 1.4 % of random float64 and 20 %
+    of float32 arguments in [0.5, 4.5) differ from the IEEE result, e.g. float32
+    ``sqrt(1 - 2^-24)`` gave 1.0; on another, with AVX-512, 0.8 % and 0.7 %, and that
+    value was right: the error depends on the CPU). The MC square roots start from this value, so with
     torch's value the torch networks and the fused kernels (``std::sqrt``) would take
     different, equally accurate, paths. On the CPU, float64 goes through numpy's ``sqrt``
     (the hardware instruction) and the narrower dtypes through float64 (correct: a
@@ -649,8 +713,8 @@ def sqrt_rn(t: torch.Tensor) -> torch.Tensor:
 
     Example:
         >>> x = torch.tensor([1 - 2**-24], dtype=torch.float32)
-        >>> sqrt_rn(x).item() == 1 - 2**-24, torch.sqrt(x).item() == 1 - 2**-24
-        (True, False)
+        >>> sqrt_rn(x).item() == 1 - 2**-24  # IEEE; torch.sqrt gave 1.0 on some CPUs
+        True
     """
     if t.device.type != "cpu" or t.requires_grad or is_traced(t):
         return torch.sqrt(t)

@@ -91,6 +91,7 @@ from .arith import add_float, engine_dtype, from_float
 from .eft import (
     fast_two_sum,
     float_format,
+    fused_addcmul,
     has_fused_addcmul,
     pack,
     renormalize,
@@ -520,7 +521,7 @@ def _mul(a: list[torch.Tensor], b: list[torch.Tensor]) -> list[torch.Tensor]:
     if n == 2:
         ch, cl1 = two_prod(a[0], b[0])
         if has_fused_addcmul(ch.device.type, ch.dtype):
-            cl2 = torch.addcmul(torch.addcmul(a[1] * b[1], a[0], b[1]), a[1], b[0])
+            cl2 = fused_addcmul(fused_addcmul(a[1] * b[1], a[0], b[1]), a[1], b[0])
         else:
             cl2 = a[0] * b[1] + a[1] * b[0]
         return list(fast_two_sum(ch, cl1 + cl2))

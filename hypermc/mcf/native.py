@@ -3,7 +3,7 @@
 Why. The fixed networks of :mod:`hypermc.mcf.fixed` cost 80-700 elementwise torch
 kernels per op (one memory pass each; fp64 nc=3 add was ~60x a native add, div ~400x) and
 the double-word add 20. :mod:`hypermc.mcf.native_source` generates straight-line C++ for
-the same networks (add/sub/add_float/mul/mul_float for nc = 2, 3, 4; div and sqrt for
+the same networks (add/sub/add_float/mul/mul_float/div for nc = 2, 3, 4; sqrt for
 nc = 3, 4), one library per (dtype, nc), compiled here by the system C++ compiler (10-15 s,
 once per machine: cached) and called through :mod:`ctypes` on the tensors' memory. A
 second library per nc (``part="elementary"``, built on first use of exp/log: minutes, its
@@ -58,13 +58,30 @@ from typing import Any, NamedTuple
 import torch
 
 from .._checks import check_choice
-from . import arith  # the self-check's reference kernels (arith imports this module too)
+from . import (
+    arith,  # the self-check's reference kernels (arith imports this module too)
+    native_cuda,
+)
 from .eft import float_format, has_fused_addcmul, renormalize, tracing
 from .fixed import patch
 from .native_source import _el
 from .native_source import source as generate
 
-__all__ = ["available", "status", "add", "mul", "div", "sqrt", "exp", "log", "Result", "NCS", "ELEMENTARY_NCS"]
+__all__ = [
+    "available",
+    "status",
+    "library",
+    "library_status",
+    "add",
+    "mul",
+    "div",
+    "sqrt",
+    "exp",
+    "log",
+    "Result",
+    "NCS",
+    "ELEMENTARY_NCS",
+]
 
 #: Component counts with native kernels.
 NCS = (2, 3, 4)
@@ -88,6 +105,9 @@ _FLAGS = [
 _NAMES = {torch.float32: "f32", torch.float64: "f64"}
 # Elements per thread below which one call does it all.
 _CHUNK = 1 << 15
+
+#: The kernels of one configuration: the C++ library (CPU) or the CUDA backend.
+Kernels = ctypes.CDLL | native_cuda.Backend
 
 _lock = threading.RLock()
 # (dtype name, nc) for the arithmetic kernels, (dtype name, nc, "elementary") for exp/log
@@ -132,22 +152,26 @@ def _atomic_write(path: Path, data: bytes) -> None:
     os.replace(tmp, path)
 
 
-def _key(name: str, nc: int, part: str) -> tuple:
-    return (name, nc) if part == "arith" else (name, nc, part)
+def _key(name: str, nc: int, part: str, device_type: str = "cpu") -> tuple:
+    key = (name, nc) if part == "arith" else (name, nc, part)
+    return key if device_type == "cpu" else (device_type, *key)
 
 
 def _build(cxx: str, name: str, nc: int, part: str = "arith") -> Path:
     """Generate, compile and cache the library of one configuration; its path."""
-    src = generate(name, nc, part).encode()
-    return _build_library(cxx, src, f"hypermc_{name}_nc{nc}{'' if part == 'arith' else '_' + part}", _FLAGS)
+    return _compile(cxx, generate(name, nc, part), f"hypermc_{name}_nc{nc}{'' if part == 'arith' else '_' + part}")
 
 
-def _build_library(cxx: str, src: bytes, stem: str, flags: list[str]) -> Path:
-    """Compile C++ source ``src`` with ``flags`` into the cache (``stem_<key>.so``, keyed
-    by the source, flags, compiler version and CPU; built once, written atomically); its
-    path. Shared with :mod:`hypermc.mcf.native_fused`."""
+def _compile(cxx: str, source: str, stem: str, flags: tuple[str, ...] = ()) -> Path:
+    """Compile ``source`` with :data:`_FLAGS` into the cache (``{stem}_{hash}.so``); its path.
+
+    The hash covers the source, the flags, the compiler's version and the CPU (for
+    ``-march=native``), so a changed kernel or machine never reuses a stale library.
+    """
+    src = source.encode()
     version = subprocess.run([cxx, "--version"], capture_output=True, text=True, timeout=60).stdout
-    key = hashlib.sha256(src + " ".join(flags).encode() + version.encode() + _cpu_tag().encode() + sys.platform.encode()).hexdigest()[:16]
+    every = [*_FLAGS, *flags]
+    key = hashlib.sha256(src + " ".join(every).encode() + version.encode() + _cpu_tag().encode() + sys.platform.encode()).hexdigest()[:16]
     out = _cache_dir() / f"{stem}_{key}.so"
     if out.exists():
         return out
@@ -157,7 +181,7 @@ def _build_library(cxx: str, src: bytes, stem: str, flags: list[str]) -> Path:
     fd, tmp = tempfile.mkstemp(suffix=".so", dir=out.parent)
     os.close(fd)
     try:
-        proc = subprocess.run([cxx, *flags, str(cpp), "-o", tmp], capture_output=True, text=True, timeout=900)
+        proc = subprocess.run([cxx, *every, str(cpp), "-o", tmp], capture_output=True, text=True, timeout=900)
         if proc.returncode != 0:
             raise RuntimeError(f"{cxx} failed: {proc.stderr.strip()[-2000:]}")
         os.replace(tmp, out)  # atomic: concurrent builders (pytest-xdist workers) agree
@@ -183,8 +207,8 @@ def _declare(lib: ctypes.CDLL, name: str, nc: int, part: str = "arith") -> None:
             "log_core": pair + [vp, i64, vp],
         }
     for op, args in signatures.items():
-        if nc == 2 and op in ("div", "sqrt"):
-            continue  # double-word add and mul only
+        if nc == 2 and op == "sqrt":
+            continue  # double-word add, mul and div only
         fn = getattr(lib, f"mc_{op}_{name}_{nc}")
         fn.argtypes = args
         fn.restype = i64  # elements that failed the check
@@ -194,20 +218,21 @@ def _disabled() -> bool:
     return os.environ.get("HYPERMC_NATIVE", "1").strip().lower() in ("0", "false", "no", "off")
 
 
-def _load(dtype: torch.dtype, nc: int, part: str = "arith") -> ctypes.CDLL | None:
-    """The library of ``(dtype, nc, part)``: built, loaded and self-checked once per process."""
+def _load(dtype: torch.dtype, nc: int, part: str = "arith", device_type: str = "cpu") -> Kernels | None:
+    """The kernels of ``(dtype, nc, part)`` on ``device_type`` ("cpu": the C++ library,
+    "cuda": :class:`native_cuda.Backend`): built, loaded and self-checked once per process."""
     name = _NAMES[dtype]
-    key = _key(name, nc, part)
+    key = _key(name, nc, part, device_type)
     lib = _libs.get(key)
     if lib is None:
         with _lock:
             lib = _libs.get(key)
             if lib is None:
-                lib = _libs[key] = _open(dtype, name, nc, part)
+                lib = _libs[key] = _open_cuda(dtype, name, nc, part) if device_type == "cuda" else _open(dtype, name, nc, part)
     return None if isinstance(lib, str) else lib
 
 
-def _open(dtype: torch.dtype, name: str, nc: int, part: str = "arith") -> ctypes.CDLL | str:
+def _open(dtype: torch.dtype, name: str, nc: int, part: str = "arith") -> Kernels | str:
     if _disabled():
         return "disabled by HYPERMC_NATIVE"
     cxx = _compiler()
@@ -218,17 +243,37 @@ def _open(dtype: torch.dtype, name: str, nc: int, part: str = "arith") -> ctypes
         _declare(lib, name, nc, part)
     except (OSError, RuntimeError, subprocess.SubprocessError, AttributeError) as exc:
         return f"build or load failed: {exc}"
-    bad = _self_check(lib, dtype, nc) if part == "arith" else _self_check(lib, dtype, nc, part)
+    return _checked(lib, dtype, name, nc, part)
+
+
+def _checked(lib: Kernels, dtype: torch.dtype, name: str, nc: int, part: str, device_type: str = "cpu") -> Kernels | str:
+    """``lib`` if its self-check passes; else one warning and the reason."""
+    bad = _self_check(lib, dtype, nc, part, device_type)
     if bad:
         label = "" if part == "arith" else part + " "
+        where = "" if device_type == "cpu" else f"{device_type} "
         warnings.warn(
-            f"hypermc native {label}kernels for {name} nc={nc} disabled: {bad} differs from the torch "
+            f"hypermc native {where}{label}kernels for {name} nc={nc} disabled: {bad} differs from the torch "
             "kernels (a compiler that contracts or reassociates?); using the torch kernels",
             RuntimeWarning,
-            stacklevel=4,
+            stacklevel=5,
         )
         return f"self-check failed: {bad}"
     return lib
+
+
+def _open_cuda(dtype: torch.dtype, name: str, nc: int, part: str = "arith") -> Kernels | str:
+    """The CUDA kernels (:mod:`native_cuda`): compiled by the self-check's first launches."""
+    if _disabled():
+        return "disabled by HYPERMC_NATIVE"
+    reason = native_cuda.available()
+    if reason is not None:
+        return reason
+    try:
+        return _checked(native_cuda.Backend(name, nc, part), dtype, name, nc, part, "cuda")
+    except RuntimeError as exc:  # NVRTC rejected a kernel: a bug of the translation, say so once
+        warnings.warn(f"hypermc native cuda kernels for {name} nc={nc} ({part}) disabled: {str(exc)[-2000:]}", RuntimeWarning, stacklevel=4)
+        return f"compile failed: {str(exc)[-500:]}"
 
 
 def _self_check_inputs(dtype: torch.dtype, nc: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -255,7 +300,7 @@ def _self_check_inputs(dtype: torch.dtype, nc: int) -> tuple[torch.Tensor, torch
     return x, y
 
 
-def _self_check(lib: ctypes.CDLL, dtype: torch.dtype, nc: int, part: str = "arith") -> str | None:
+def _self_check(lib: Kernels, dtype: torch.dtype, nc: int, part: str = "arith", device_type: str = "cpu") -> str | None:
     """Name of the first fused kernel whose bits differ from the torch kernels, else None."""
     from torch.utils._python_dispatch import _disable_current_modes
 
@@ -279,12 +324,13 @@ def _self_check(lib: ctypes.CDLL, dtype: torch.dtype, nc: int, part: str = "arit
             "log near 1": lambda x, y: elementary.log(arith.add_float(x * 2.0**-30, torch.ones_like(x[:, 0]))),
         }
     ints = {torch.float32: torch.int32, torch.float64: torch.int64}[dtype]
-    _libs[_key(_NAMES[dtype], nc, part)] = lib  # the ops below reach it through _load
+    key = _key(_NAMES[dtype], nc, part, device_type)
+    _libs[key] = lib  # the ops below reach it through _load
     try:
         with _disable_current_modes(), torch._C._DisableTorchDispatch(), torch.no_grad():
-            x, y = _self_check_inputs(dtype, nc)
+            x, y = (t.to(device_type) for t in _self_check_inputs(dtype, nc))
             for op, f in ops.items():
-                if nc == 2 and part == "arith" and op not in ("add", "sub", "add_float", "mul", "mul_float"):
+                if nc == 2 and part == "arith" and op == "sqrt":
                     continue
                 fast = f(x, y)
                 _bypass.on = True
@@ -295,29 +341,40 @@ def _self_check(lib: ctypes.CDLL, dtype: torch.dtype, nc: int, part: str = "arit
                 if not torch.equal(fast.view(ints), ref.view(ints)):
                     return op
     finally:
-        del _libs[_key(_NAMES[dtype], nc, part)]
+        del _libs[key]
     return None
 
 
-def available(dtype: torch.dtype = torch.float64, nc: int = 3, part: str = "arith") -> bool:
-    """Whether the native kernels of ``(dtype, nc)`` are in use in this process (builds
-    them on the first call, about half a minute; ``part="elementary"``, the float64 exp
-    and log kernels, a few minutes).
+def _device_type(where: str, device: str | torch.device) -> str:
+    device_type = torch.device(device).type
+    check_choice(where, "device type", device_type, ("cpu", "cuda"))
+    return device_type
+
+
+def available(dtype: torch.dtype = torch.float64, nc: int = 3, part: str = "arith", device: str | torch.device = "cpu") -> bool:
+    """Whether the native kernels of ``(dtype, nc)`` are in use in this process on
+    ``device`` (builds them on the first call: on the CPU about half a minute, for
+    ``part="elementary"``, the float64 exp and log kernels, a few minutes; on CUDA
+    NVRTC compiles each kernel at its first launch).
 
     Example:
         >>> isinstance(available(torch.float64, 2), bool)  # True with a working C++ compiler
         True
         >>> available(torch.float16, 2), available(torch.float64, 4, "elementary")  # never native
         (False, False)
+        >>> available(torch.float64, 3, device="cuda") == (status(torch.float64, 3, device="cuda") == "in use")
+        True
     """
+    device_type = _device_type("available", device)
     if part == "elementary" and (dtype != torch.float64 or nc not in ELEMENTARY_NCS):
         return False
-    return dtype in _NAMES and nc in NCS and _load(dtype, nc, part) is not None
+    return dtype in _NAMES and nc in NCS and _load(dtype, nc, part, device_type) is not None
 
 
-def status(dtype: torch.dtype = torch.float64, nc: int = 3, part: str = "arith") -> str:
+def status(dtype: torch.dtype = torch.float64, nc: int = 3, part: str = "arith", device: str | torch.device = "cpu") -> str:
     """``"in use"`` or the reason the native kernels of ``(dtype, nc)`` (``part``:
-    ``"arith"`` or ``"elementary"``) are not used.
+    ``"arith"`` or ``"elementary"``) are not used on ``device`` (``"cpu"``: the C++
+    library; ``"cuda"``: :mod:`hypermc.mcf.native_cuda`).
 
     Example:
         >>> status(torch.float32, 7)
@@ -326,27 +383,30 @@ def status(dtype: torch.dtype = torch.float64, nc: int = 3, part: str = "arith")
         'no native elementary kernels for nc=4 (nc in (2, 3): the nc = 4 kernels take too long to compile)'
         >>> (status(torch.float64, 2) == "in use") == available(torch.float64, 2)  # else the reason
         True
+        >>> torch.cuda.is_available() or status(torch.float64, 3, device="cuda") == "CUDA is not available"
+        True
     """
     check_choice("status", "part", part, ("arith", "elementary"))
+    device_type = _device_type("status", device)
     if dtype not in _NAMES or nc not in NCS:
         return f"no native kernels for {dtype} nc={nc} (float32/float64, nc in {NCS})"
     if part == "elementary" and dtype != torch.float64:
         return f"no native elementary kernels for {dtype} (float64 only)"
     if part == "elementary" and nc not in ELEMENTARY_NCS:
         return f"no native elementary kernels for nc={nc} (nc in {ELEMENTARY_NCS}: the nc = 4 kernels take too long to compile)"
-    if available(dtype, nc, part):
+    if available(dtype, nc, part, device_type):
         return "in use"
-    return str(_libs[_key(_NAMES[dtype], nc, part)])
+    return str(_libs[_key(_NAMES[dtype], nc, part, device_type)])
 
 
-def _eligible(*ts: torch.Tensor, part: str = "arith") -> ctypes.CDLL | None:
+def _eligible(*ts: torch.Tensor, part: str = "arith") -> Kernels | None:
     t = ts[0]
-    if getattr(_bypass, "on", False) or t.device.type != "cpu" or t.dtype not in _NAMES or t.shape[-1] not in NCS:
+    if getattr(_bypass, "on", False) or t.device.type not in ("cpu", "cuda") or t.dtype not in _NAMES or t.shape[-1] not in NCS:
         return None
     for s in ts:
-        if s.requires_grad or s.dtype != t.dtype or type(s) is not torch.Tensor:
+        if s.requires_grad or s.dtype != t.dtype or s.device != t.device or type(s) is not torch.Tensor:
             return None
-    return None if tracing() else _load(t.dtype, t.shape[-1], part)
+    return None if tracing() else _load(t.dtype, t.shape[-1], part, t.device.type)
 
 
 def _rows(t: torch.Tensor, shape: torch.Size, first: bool) -> tuple[torch.Tensor, int, int]:
@@ -386,8 +446,86 @@ def _run(fn, n: int, operands: list[tuple[torch.Tensor, int, int]], extra: tuple
     return sum(job.result() for job in [_pool.submit(fn, *c) for c in calls])
 
 
-def _call(lib: ctypes.CDLL, op: str, operands: list[torch.Tensor], extra: tuple, nc: int, nout: int | None = None) -> Result:
+def library(
+    stem: str,
+    source: str,
+    declare: Callable[[ctypes.CDLL], None],
+    self_check: Callable[[ctypes.CDLL], str | None],
+    *,
+    flags: tuple[str, ...] = (),
+) -> ctypes.CDLL | None:
+    """A C++ library of another module's kernels: built from ``source`` on first use
+    (cached like this module's own, same flags), ``declare`` d and ``self_check`` ed once
+    per process; None where it is not usable (then the caller runs its torch path).
+
+    ``self_check(lib)`` returns None, or the name of a kernel that disagrees with the
+    torch path (one ``RuntimeWarning`` names it, and the library is not used).
+    ``HYPERMC_NATIVE=0`` disables it too. :func:`library_status` says why it is not used.
+    ``flags`` are added to the compiler's (``("-fopenmp",)``: the kernels' ``omp``
+    pragmas then run on the OpenMP runtime torch has loaded, i.e. on torch's own
+    intra-op threads, instead of competing with them).
+
+    Example:
+        >>> src = 'extern "C" double twice(double x) { return 2 * x; }'
+        >>> def declare(lib):
+        ...     lib.twice.argtypes, lib.twice.restype = [ctypes.c_double], ctypes.c_double
+        >>> lib = library("hypermc_doctest_twice", src, declare, lambda lib: None if lib.twice(1.5) == 3.0 else "twice")
+        >>> lib is None or lib.twice(4.0) == 8.0  # None without a C++ compiler
+        True
+    """
+    key = ("library", stem)
+    lib = _libs.get(key)
+    if lib is None:
+        with _lock:
+            lib = _libs.get(key)
+            if lib is None:
+                lib = _libs[key] = _open_library(stem, source, declare, self_check, flags)
+    return None if isinstance(lib, str) else lib
+
+
+def library_status(stem: str) -> str:
+    """``"in use"``, ``"not loaded"`` (not asked for yet in this process) or the reason the
+    :func:`library` ``stem`` is not used.
+
+    Example:
+        >>> library_status("hypermc_doctest_never_built")
+        'not loaded'
+    """
+    lib = _libs.get(("library", stem))
+    if lib is None:
+        return "not loaded"
+    return lib if isinstance(lib, str) else "in use"
+
+
+def _open_library(
+    stem: str, source: str, declare: Callable[[ctypes.CDLL], None], self_check: Callable[[ctypes.CDLL], str | None], flags: tuple[str, ...]
+) -> ctypes.CDLL | str:
+    if _disabled():
+        return "disabled by HYPERMC_NATIVE"
+    cxx = _compiler()
+    if cxx is None:
+        return "no C++ compiler found (set HYPERMC_CXX)"
+    try:
+        lib = ctypes.CDLL(str(_compile(cxx, source, stem, flags)))
+        declare(lib)
+    except (OSError, RuntimeError, subprocess.SubprocessError, AttributeError) as exc:
+        return f"build or load failed: {exc}"
+    bad = self_check(lib)
+    if bad:
+        warnings.warn(
+            f"hypermc native library {stem} disabled: {bad} disagrees with the torch path (a compiler that "
+            "contracts or reassociates?); using the torch path",
+            RuntimeWarning,
+            stacklevel=4,
+        )
+        return f"self-check failed: {bad}"
+    return lib
+
+
+def _call(lib: Kernels, op: str, operands: list[torch.Tensor], extra: tuple, nc: int, nout: int | None = None) -> Result:
     """``mc_{op}_{dtype}_{nc}`` on the operands; ``nout`` (default ``nc``) outputs."""
+    if isinstance(lib, native_cuda.Backend):
+        return Result(*lib.call(op, operands, extra, nc, nout))
     nout = nc if nout is None else nout
     shape = torch.broadcast_shapes(*(o.shape[:-1] for o in operands))
     rows = [_rows(o, shape, i == 0) for i, o in enumerate(operands)]
@@ -468,19 +606,20 @@ def mul(x: torch.Tensor, y: torch.Tensor) -> Result | None:
 
 
 def div(x: torch.Tensor, y: torch.Tensor) -> Result | None:
-    """``x / y`` (both ``nc`` components) by ``_long_division`` + ``_div_fixed``: the
-    quotient scaled back and ``ok`` (false: the caller recomputes the element).
+    """``x / y`` (both ``nc`` components) by ``_long_division`` + ``_div_fixed`` (nc = 3,
+    4) or ``_div2`` (nc = 2): the quotient scaled back and ``ok`` (false: the caller
+    recomputes the element).
 
     Example:
         >>> from fractions import Fraction
         >>> x = torch.tensor([[1.0, 0.0, 0.0]], dtype=torch.float64)
         >>> y = torch.tensor([[3.0, 0.0, 0.0]], dtype=torch.float64)
-        >>> r = div(x, y)  # None without a C++ compiler, and for nc = 2
+        >>> r = div(x, y)  # None without a C++ compiler
         >>> r is None or abs(sum(map(Fraction, r.out[0].tolist())) - Fraction(1, 3)) < Fraction(1, 2**159)  # 1/3 to u^3
         True
     """
     lib = _eligible(x, y)
-    if lib is None or y.shape[-1] != x.shape[-1] or x.shape[-1] == 2:
+    if lib is None or y.shape[-1] != x.shape[-1]:
         return None
     return _call(lib, "div", [x, y], (), x.shape[-1])
 
@@ -500,10 +639,10 @@ def sqrt(x: torch.Tensor, lo: float, hi: float) -> Result | None:
     return _call(lib, "sqrt", [x], (float(lo), float(hi)), x.shape[-1])
 
 
-def _elementary_eligible(x: torch.Tensor) -> ctypes.CDLL | None:
+def _elementary_eligible(x: torch.Tensor) -> Kernels | None:
     """The library for :mod:`elementary`'s float64 generic path on ``x``, or None (other
     dtypes; without a measured FMA the torch path's double-word products differ)."""
-    if x.dtype != torch.float64 or x.shape[-1] not in ELEMENTARY_NCS or not has_fused_addcmul("cpu", torch.float64):
+    if x.dtype != torch.float64 or x.shape[-1] not in ELEMENTARY_NCS or not has_fused_addcmul(x.device.type, torch.float64):
         return None
     return _eligible(x, part="elementary")
 

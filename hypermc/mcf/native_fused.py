@@ -48,9 +48,9 @@ Step = tuple[str, tuple[tuple[str, int], ...]]
 #: An operand stream: ``(terms, broadcast)``.
 Leaf = tuple[int, bool]
 
-#: Flags of the fused libraries: those of the per-op libraries, and the widest vectors
+#: Flags of the fused libraries beyond those of the per-op libraries: the widest vectors
 #: (AVX-512 where there is one: the fused loops are bound by arithmetic, not memory).
-_FLAGS = [*native._FLAGS, "-mprefer-vector-width=512"]
+_FLAGS = ("-mprefer-vector-width=512",)
 # Elements per thread below which one call does it all.
 _CHUNK = 1 << 15
 # Operands of the check at load.
@@ -120,9 +120,9 @@ def _open(dtype, nc, leaves, steps, key, reference, operands):
     if cxx is None:
         return "no C++ compiler found (set HYPERMC_CXX)"
     symbol = _symbol(key)
-    src = fused_source(native._NAMES[dtype], nc, leaves, steps, symbol, arith._sqrt_range(dtype, nc)).encode()
+    src = fused_source(native._NAMES[dtype], nc, leaves, steps, symbol, arith._sqrt_range(dtype, nc))
     try:
-        lib = ctypes.CDLL(str(native._build_library(cxx, src, f"hypermc_fused_{native._NAMES[dtype]}_nc{nc}", _FLAGS)))
+        lib = ctypes.CDLL(str(native._compile(cxx, src, f"hypermc_fused_{native._NAMES[dtype]}_nc{nc}", _FLAGS)))
         fn = getattr(lib, symbol)
     except (OSError, RuntimeError, AttributeError) as exc:
         return f"build or load failed: {exc}"

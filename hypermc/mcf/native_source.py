@@ -224,12 +224,12 @@ class _Net:
             return lead
         return self.renorm_levels(levels, nc)
 
+    # arith._scale2 on every component (k an int expression)
     def scale_once(self, xs: list[str], k: str) -> list[str]:
         """:meth:`scale` where ``|k| <= emax - 2`` (its other two factors are 1)."""
         f = self.let(f"pow2<T>({k})")
         return [self.mul(x, f) for x in xs]
 
-    # arith._scale2 on every component (k an int expression)
     def scale(self, xs: list[str], k: str) -> list[str]:
         last = self.let(f"clampi<T>({k})", "I<T>")
         mid = self.let(f"clampi<T>({k} - {last})", "I<T>")
@@ -245,8 +245,13 @@ class _Net:
 # One arith kernel's fast path on named operands: each returns the names of the result's
 # components and of its checks (the element's ``ok`` is their conjunction). The bodies of
 # the per-op kernels below and the fused expression kernels of
-# :mod:`hypermc.mcf.native_fused` are built from them, so both compute the same
-# roundings.
+# :mod:`hypermc.mcf.native_fused` (:func:`fused_source`) are built from them, so both
+# compute the same roundings.
+
+
+def _body(net: _Net, c: list[str], oks: list[str]) -> list[str]:
+    """The lines of a per-op kernel: ``net``'s statements, the outputs and ``ok``."""
+    return net.lines + [f"OUT({k}) = {c[k]};" for k in range(len(c))] + [f"OK = {' & '.join(oks)};"]
 
 
 def _emit_add(net: _Net, xs: list[str], ys: list[str]) -> tuple[list[str], list[str]]:
@@ -266,151 +271,6 @@ def _emit_mul(net: _Net, xs: list[str], ys: list[str]) -> tuple[list[str], list[
     return c, [net.normalised(c, None)]
 
 
-def _emit_div(net: _Net, x: list[str], y: list[str], *, one_step: bool = False) -> tuple[list[str], list[str]]:
-    """arith._long_division with _div_fixed (nc >= 3): scale to leading exponent 0,
-    divide, scale back, zero the tail of a non-finite quotient. Leading components that
-    are zero, subnormal, inf or NaN are left to the caller (``ok`` false).
-
-    ``one_step``: scale by one power of two where ``_scale2`` would take three, and
-    leave the elements whose exponent differences need more to the caller (``ok``
-    false). Where one step is enough the other two are products by ``2^0 = 1``, which
-    change no value, so the results are the same bits (for the fused expressions: 18
-    products and their integer bookkeeping fewer at ``nc = 3``)."""
-    nc = len(x)
-    ex = net.let(f"expo<T>({x[0]})", "I<T>")
-    ey = net.let(f"expo<T>({y[0]})", "I<T>")
-    regular = net.let(f"normal<T>({x[0]}) & normal<T>({y[0]})", "bool")
-    scale = net.scale_once if one_step else net.scale
-    r = scale(x, f"-{ex}")
-    ys = scale(y, f"-{ey}")
-    y0 = ys[0]
-    digits = []
-    for k in range(nc + 1):
-        q = net.let(f"{r[0] if k < nc else r} / {y0}")
-        digits.append(q)
-        if k < nc:
-            r = net.remainder_step(r, ys, q, nc, renormalise=k < nc - 1)
-    c = net.renorm_levels(digits, nc)
-    ok = net.normalised(c, None)
-    c = scale(c, f"{ex} - {ey}")
-    finite = net.let(f"std::fabs({c[0]}) <= std::numeric_limits<T>::max()", "bool")  # not inf, not NaN
-    c = [c[0]] + [net.let(f"keep_if<T>({finite}, {ck})") for ck in c[1:]]
-    if one_step:
-        return c, [ok, regular, _one_step_range(net, ex, ey)]
-    return c, [ok, regular]
-
-
-def _finite(net: _Net, z: str) -> str:
-    return net.let(f"std::fabs({z}) <= std::numeric_limits<T>::max()", "bool")
-
-
-def _emit_add2(net: _Net, xs: list[str], ys: list[str]) -> tuple[list[str], list[str]]:
-    """nc = 2: arith._add2 (AccurateDWPlusDW, errors carried negated) for two terms
-    ``ys`` and add_float's DWPlusFP for one; ``ok`` = finite leading component
-    (arith._finish2 returns the buffer as it is then)."""
-    xh, xl = xs
-    if len(ys) == 1:
-        b = ys[0]
-        sh, n_v = net.negated_two_sum(xh, b, False)
-        n_v = net.sub(n_v, xl)
-        zh = net.sub(sh, n_v)
-        zl = net.sub(net.sub(sh, zh), n_v)
-    else:
-        yh, yl = ys
-        sh, n_sl = net.negated_two_sum(xh, yh, False)
-        th, n_tl = net.negated_two_sum(xl, yl, False)  # _add2's in-place steps are this TwoSum
-        n_c = net.sub(n_sl, th)
-        vh = net.sub(sh, n_c)
-        scratch = net.sub(vh, sh)
-        n_vl = net.add(n_c, scratch)
-        n_w = net.add(n_tl, n_vl)
-        zh = net.sub(vh, n_w)
-        zl = net.sub(net.sub(vh, zh), n_w)
-    return [zh, zl], [_finite(net, zh)]
-
-
-def _emit_mul2(net: _Net, xs: list[str], ys: list[str]) -> tuple[list[str], list[str]]:
-    """nc = 2: arith._mul2_fma (DWTimesDW3) for two terms ``ys``, mul_float's DWTimesFP3
-    for one; ``ok`` as in :func:`_emit_add2`."""
-    xh, xl = xs
-    if len(ys) == 1:
-        b = ys[0]
-        ch = net.mul(xh, b)
-        n_cl3 = net.let(f"std::fma(-{xh}, {b}, {ch})")
-        n_cl3 = net.let(f"std::fma(-{xl}, {b}, {n_cl3})")
-    else:
-        yh, yl = ys
-        cl2 = net.mul(xl, yl)
-        cl2 = net.let(f"std::fma({xh}, {yl}, {cl2})")
-        cl2 = net.let(f"std::fma({xl}, {yh}, {cl2})")
-        ch = net.mul(xh, yh)
-        n_cl3 = net.let(f"std::fma(-{xh}, {yh}, {ch})")
-        n_cl3 = net.sub(n_cl3, cl2)
-    zh = net.sub(ch, n_cl3)
-    zl = net.sub(net.sub(ch, zh), n_cl3)
-    return [zh, zl], [_finite(net, zh)]
-
-
-def _emit_div_engine(net: _Net, xs: list[str], ys: list[str]) -> tuple[list[str], list[str]]:
-    """nc = 2 float32 division in the float64 engine (arith.div, div_float, rdiv_float:
-    ``_engine_sum``, one float64 division, ``_split_engine`` with the sign of
-    ``x_0 / y_0``); either operand may be one plain term. No check: the engine path has
-    no fallback."""
-
-    def engine_sum(terms: list[str]) -> str:
-        total = net.let(f"(double){terms[-1]}", "double")
-        for t in reversed(terms[:-1]):
-            total = net.let(f"{total} + (double){t}", "double")
-        return total
-
-    z = net.let(f"{engine_sum(xs)} / {engine_sum(ys)}", "double")
-    sign = net.div(xs[0], ys[0])
-    c0 = net.let(f"std::copysign((T){z}, {sign})")
-    rest = net.let(f"{z} - (double){c0}", "double")
-    finite = _finite(net, c0)
-    return [c0, net.let(f"keep_if<T>({finite}, (T){rest})")], []
-
-
-def _one_step_range(net: _Net, ex: str, ey: str) -> str:
-    """Whether scaling by ``2^-ex``, ``2^-ey`` and ``2^(ex - ey)`` takes one step each."""
-    b = "(std::numeric_limits<T>::max_exponent - 2)"
-    return net.test(f"({ex} <= {b}) & ({ey} <= {b}) & ({ex} - {ey} <= {b}) & ({ey} - {ex} <= {b})")
-
-
-def _emit_div2(net: _Net, x: list[str], y: list[str]) -> tuple[list[str], list[str]]:
-    """nc = 2 float64 division (arith._long_division with _div2, the kernels it calls
-    with a fused multiply-add: DWTimesFP3, AccurateDWPlusDW, DWPlusFP): three quotient
-    digits on operands scaled to leading exponent 0, in one scaling step each (see
-    :func:`_emit_div`'s ``one_step``). ``ok`` false for leading components that are not
-    normal numbers, a non-finite first digit and where an inner kernel's check fails."""
-    ex = net.let(f"expo<T>({x[0]})", "I<T>")
-    ey = net.let(f"expo<T>({y[0]})", "I<T>")
-    regular = net.let(f"normal<T>({x[0]}) & normal<T>({y[0]})", "bool")
-    xs = net.scale_once(x, f"-{ex}")
-    ys = net.scale_once(y, f"-{ey}")
-    yh = ys[0]
-    oks: list[str] = []
-    q1 = net.div(xs[0], yh)
-    digits = [q1]
-    r = xs
-    for _ in range(2):  # r = sub(r, mul_float(y, q)): the subtrahend times sign = -1
-        m, ok = _emit_mul2(net, ys, [digits[-1]])
-        r, ok2 = _emit_add2(net, r, [net.mul(c, "T(-1)") for c in m])
-        oks += ok + ok2
-        digits.append(net.div(r[0], yh))
-    qh, ql = net.fast_two_sum(q1, digits[1])
-    q, ok = _emit_add2(net, [qh, ql], [digits[2]])
-    oks += ok + [_finite(net, q1)]
-    c = net.scale_once(q, f"{ex} - {ey}")
-    finite = _finite(net, c[0])
-    return [c[0], net.let(f"keep_if<T>({finite}, {c[1]})")], [*oks, regular, _one_step_range(net, ex, ey)]
-
-
-def _body(net: _Net, c: list[str], oks: list[str]) -> list[str]:
-    """The lines of a per-op kernel: ``net``'s statements, the outputs and ``ok``."""
-    return net.lines + [f"OUT({k}) = {c[k]};" for k in range(len(c))] + [f"OK = {' & '.join(oks)};"]
-
-
 def _add_body(nc: int, ny: int) -> list[str]:
     """``x + sign * y``: ``sign`` = -1 is the negation of ``_add_fixed``'s ``subtract``
     (a product by -1 is exact, signed zeros and NaN included)."""
@@ -427,19 +287,70 @@ def _mul_body(nc: int, ny: int) -> list[str]:
     return _body(net, *_emit_mul(net, xs, ys))
 
 
+def _scaled(net: _Net, x: list[str], y: list[str], one_step: bool) -> tuple[list[str], list[str], str, str, str]:
+    """arith._long_division's first step: ``x`` and ``y`` scaled to leading exponent 0
+    (``_scale2`` by ``-frexp`` exponents); returns them, the exponents and whether both
+    leading components are normal numbers (the scaling is exact only then).
+    ``one_step``: see :func:`_emit_div`."""
+    ex = net.let(f"expo<T>({x[0]})", "I<T>")
+    ey = net.let(f"expo<T>({y[0]})", "I<T>")
+    regular = net.let(f"normal<T>({x[0]}) & normal<T>({y[0]})", "bool")
+    scale = net.scale_once if one_step else net.scale
+    return scale(x, f"-{ex}"), scale(y, f"-{ey}"), ex, ey, regular
+
+
+def _scaled_operands(net: _Net, nc: int) -> tuple[list[str], list[str], str, str, str]:
+    """:func:`_scaled` on the kernel's operands x and y."""
+    x = [net.let(f"X({k})") for k in range(nc)]
+    y = [net.let(f"Y({k})") for k in range(nc)]
+    return _scaled(net, x, y, False)
+
+
+def _scaled_back(net: _Net, c: list[str], ex: str, ey: str, one_step: bool = False) -> list[str]:
+    """arith._long_division's last step: the quotient scaled by ``2^(ex - ey)``, a zero
+    tail behind a leading component that is inf or NaN."""
+    c = net.scale_once(c, f"{ex} - {ey}") if one_step else net.scale(c, f"{ex} - {ey}")
+    finite = net.let(f"std::fabs({c[0]}) <= std::numeric_limits<T>::max()", "bool")  # not inf, not NaN
+    return [c[0]] + [net.let(f"keep_if<T>({finite}, {ck})") for ck in c[1:]]
+
+
+def _one_step_range(net: _Net, ex: str, ey: str) -> str:
+    """Whether scaling by ``2^-ex``, ``2^-ey`` and ``2^(ex - ey)`` takes one step each."""
+    b = "(std::numeric_limits<T>::max_exponent - 2)"
+    return net.test(f"({ex} <= {b}) & ({ey} <= {b}) & ({ex} - {ey} <= {b}) & ({ey} - {ex} <= {b})")
+
+
+def _emit_div(net: _Net, x: list[str], y: list[str], *, one_step: bool = False) -> tuple[list[str], list[str]]:
+    """arith._long_division with _div_fixed (nc >= 3): scale to leading exponent 0,
+    divide, scale back, zero the tail of a non-finite quotient. Leading components that
+    are zero, subnormal, inf or NaN are left to the caller (``ok`` false).
+
+    ``one_step``: scale by one power of two where ``_scale2`` would take three, and
+    leave the elements whose exponent differences need more to the caller (``ok``
+    false). Where one step is enough the other two are products by ``2^0 = 1``, which
+    change no value, so the results are the same bits (for the fused expressions: 18
+    products and their integer bookkeeping fewer at ``nc = 3``)."""
+    nc = len(x)
+    r, ys, ex, ey, regular = _scaled(net, x, y, one_step)
+    y0 = ys[0]
+    digits = []
+    for k in range(nc + 1):
+        q = net.let(f"{r[0] if k < nc else r} / {y0}")
+        digits.append(q)
+        if k < nc:
+            r = net.remainder_step(r, ys, q, nc, renormalise=k < nc - 1)
+    c = net.renorm_levels(digits, nc)
+    ok = net.normalised(c, None)
+    c = _scaled_back(net, c, ex, ey, one_step)
+    return c, [ok, regular, _one_step_range(net, ex, ey)] if one_step else [ok, regular]
+
+
 def _div_body(nc: int) -> list[str]:
-    """:func:`_emit_div` on the operands x and y."""
+    """:func:`_emit_div` on the kernel's operands x and y."""
     net = _Net()
     x = [net.let(f"X({k})") for k in range(nc)]
     y = [net.let(f"Y({k})") for k in range(nc)]
     return _body(net, *_emit_div(net, x, y))
-
-
-def _sqrt_body(nc: int) -> list[str]:
-    """:func:`_emit_sqrt` with the range of the kernel's arguments ``lo`` and ``hi``."""
-    net = _Net()
-    xs = [net.let(f"X({k})") for k in range(nc)]
-    return _body(net, *_emit_sqrt(net, xs, "lo", "hi"))
 
 
 def _emit_sqrt(net: _Net, xs: list[str], lo: str, hi: str) -> tuple[list[str], list[str]]:
@@ -462,8 +373,78 @@ def _emit_sqrt(net: _Net, xs: list[str], lo: str, hi: str) -> tuple[list[str], l
     return c, [ok, inside]
 
 
+def _sqrt_body(nc: int) -> list[str]:
+    """:func:`_emit_sqrt` with the range of the kernel's arguments ``lo`` and ``hi``."""
+    net = _Net()
+    xs = [net.let(f"X({k})") for k in range(nc)]
+    return _body(net, *_emit_sqrt(net, xs, "lo", "hi"))
+
+
+def _finite(net: _Net, z: str) -> str:
+    return net.let(f"std::fabs({z}) <= std::numeric_limits<T>::max()", "bool")
+
+
+def _dw_add_float(net: _Net, xs: list[str], b: str) -> list[str]:
+    """arith._add_float2 (DWPlusFP, errors carried negated) on names."""
+    sh, n_v = net.negated_two_sum(xs[0], b, False)
+    n_v = net.sub(n_v, xs[1])
+    zh = net.sub(sh, n_v)
+    return [zh, net.sub(net.sub(sh, zh), n_v)]
+
+
+def _dw_add(net: _Net, xs: list[str], ys: list[str]) -> list[str]:
+    """arith._add2 (AccurateDWPlusDW, errors carried negated) on names; ``ys`` signed."""
+    sh, n_sl = net.negated_two_sum(xs[0], ys[0], False)
+    th, n_tl = net.negated_two_sum(xs[1], ys[1], False)  # _add2's in-place steps are this TwoSum
+    n_c = net.sub(n_sl, th)
+    vh = net.sub(sh, n_c)
+    scratch = net.sub(vh, sh)
+    n_vl = net.add(n_c, scratch)
+    n_w = net.add(n_tl, n_vl)
+    zh = net.sub(vh, n_w)
+    return [zh, net.sub(net.sub(vh, zh), n_w)]
+
+
+def _dw_mul_float(net: _Net, xs: list[str], b: str) -> list[str]:
+    """arith._mul_float2_fma (DWTimesFP3, ``cl3`` carried negated) on names."""
+    ch = net.mul(xs[0], b)
+    n_cl3 = net.let(f"std::fma(-{xs[0]}, {b}, {ch})")
+    n_cl3 = net.let(f"std::fma(-{xs[1]}, {b}, {n_cl3})")
+    zh = net.sub(ch, n_cl3)
+    return [zh, net.sub(net.sub(ch, zh), n_cl3)]
+
+
+def _dw_mul(net: _Net, xs: list[str], ys: list[str]) -> list[str]:
+    """arith._mul2_fma (DWTimesDW3, ``cl3`` carried negated) on names."""
+    xh, xl = xs
+    yh, yl = ys
+    cl2 = net.mul(xl, yl)
+    cl2 = net.let(f"std::fma({xh}, {yl}, {cl2})")
+    cl2 = net.let(f"std::fma({xl}, {yh}, {cl2})")
+    ch = net.mul(xh, yh)
+    n_cl3 = net.let(f"std::fma(-{xh}, {yh}, {ch})")
+    n_cl3 = net.sub(n_cl3, cl2)
+    zh = net.sub(ch, n_cl3)
+    return [zh, net.sub(net.sub(ch, zh), n_cl3)]
+
+
+def _emit_add2(net: _Net, xs: list[str], ys: list[str]) -> tuple[list[str], list[str]]:
+    """nc = 2: :func:`_dw_add` (two terms ``ys``) or :func:`_dw_add_float` (one); ``ok`` =
+    finite leading component (arith._finish2 returns the buffer as it is then)."""
+    z = _dw_add_float(net, xs, ys[0]) if len(ys) == 1 else _dw_add(net, xs, ys)
+    return z, [_finite(net, z[0])]
+
+
+def _emit_mul2(net: _Net, xs: list[str], ys: list[str]) -> tuple[list[str], list[str]]:
+    """nc = 2: :func:`_dw_mul` (two terms ``ys``) or :func:`_dw_mul_float` (one); ``ok`` as
+    in :func:`_emit_add2`."""
+    z = _dw_mul_float(net, xs, ys[0]) if len(ys) == 1 else _dw_mul(net, xs, ys)
+    return z, [_finite(net, z[0])]
+
+
 def _add2_body(ny: int) -> list[str]:
-    """nc = 2: :func:`_emit_add2` (``y`` times ``sign`` for ``ny = 2``)."""
+    """nc = 2: arith._add2 (AccurateDWPlusDW, errors carried negated) for ``ny = 2`` and
+    add_float's DWPlusFP for ``ny = 1`` (:func:`_emit_add2`)."""
     net = _Net()
     xs = [net.let("X(0)"), net.let("X(1)")]
     ys = [net.let("Y(0)")] if ny == 1 else [net.let("Y(0) * (T)sign"), net.let("Y(1) * (T)sign")]
@@ -471,11 +452,66 @@ def _add2_body(ny: int) -> list[str]:
 
 
 def _mul2_body(ny: int) -> list[str]:
-    """nc = 2: :func:`_emit_mul2`."""
+    """nc = 2: arith._mul2_fma (DWTimesDW3) for ``ny = 2``, mul_float's DWTimesFP3 for
+    ``ny = 1`` (:func:`_emit_mul2`)."""
     net = _Net()
     xs = [net.let("X(0)"), net.let("X(1)")]
     ys = [net.let(f"Y({k})") for k in range(ny)]
     return _body(net, *_emit_mul2(net, xs, ys))
+
+
+def _emit_div2(net: _Net, x: list[str], y: list[str], *, one_step: bool = False) -> tuple[list[str], list[str]]:
+    """nc = 2: arith._long_division with _div2 (three quotient digits, the remainders by
+    DWTimesFP3 and AccurateDWPlusDW, the digits summed by FastTwoSum and DWPlusFP) on
+    operands scaled to leading exponent 0, the quotient scaled back. ``ok`` false for
+    leading components that are zero, subnormal, inf or NaN (the caller's general
+    kernel takes those); for the others every intermediate leading component is finite
+    (operands in [0.5, 1)), which is when _div2 and its _finish2 steps return their
+    buffers unchanged. ``one_step``: as in :func:`_emit_div`."""
+    xs, ys, ex, ey, regular = _scaled(net, x, y, one_step)
+    yh = ys[0]
+    leads = []
+    q1 = net.div(xs[0], yh)
+    r = xs
+    digits = [q1]
+    for _ in range(2):
+        p = _dw_mul_float(net, ys, digits[-1])
+        r = _dw_add(net, r, [net.neg(p[0]), net.neg(p[1])])  # arith.sub
+        leads += [p[0], r[0]]
+        digits.append(net.div(r[0], yh))
+    qh, ql = net.fast_two_sum(digits[0], digits[1])
+    out = _dw_add_float(net, [qh, ql], digits[2])
+    finite = [_finite(net, t) for t in [*leads, out[0], q1]]
+    c = _scaled_back(net, out, ex, ey, one_step)
+    return c, [regular, *finite, _one_step_range(net, ex, ey)] if one_step else [regular, *finite]
+
+
+def _div2_body() -> list[str]:
+    """nc = 2: :func:`_emit_div2` on the kernel's operands x and y."""
+    net = _Net()
+    x = [net.let(f"X({k})") for k in range(2)]
+    y = [net.let(f"Y({k})") for k in range(2)]
+    return _body(net, *_emit_div2(net, x, y))
+
+
+def _emit_div_engine(net: _Net, xs: list[str], ys: list[str]) -> tuple[list[str], list[str]]:
+    """nc = 2 float32 division in the float64 engine (arith.div, div_float, rdiv_float:
+    ``_engine_sum``, one float64 division, ``_split_engine`` with the sign of
+    ``x_0 / y_0``); either operand may be one plain term. No check: the engine path has
+    no fallback."""
+
+    def engine_sum(terms: list[str]) -> str:
+        total = net.let(f"(double){terms[-1]}", "double")
+        for t in reversed(terms[:-1]):
+            total = net.let(f"{total} + (double){t}", "double")
+        return total
+
+    z = net.let(f"{engine_sum(xs)} / {engine_sum(ys)}", "double")
+    sign = net.div(xs[0], ys[0])
+    c0 = net.let(f"std::copysign((T){z}, {sign})")
+    rest = net.let(f"{z} - (double){c0}", "double")
+    finite = _finite(net, c0)
+    return [c0, net.let(f"keep_if<T>({finite}, (T){rest})")], []
 
 
 # ------------------------------------------------------------------ elementary kernels
@@ -1004,8 +1040,8 @@ def source(name: str, nc: int, part: str = "arith") -> str:
         >>> src = source("f64", 3)
         >>> "mc_add_f64_3" in src, "mc_div_f64_3" in src, "mc_exp_f64_3" in src
         (True, True, False)
-        >>> "mc_div_f64_2" in source("f64", 2)  # double-word: add and mul only
-        False
+        >>> "mc_div_f64_2" in source("f64", 2), "mc_sqrt_f64_2" in source("f64", 2)  # double-word: no sqrt
+        (True, False)
         >>> "mc_exp_f64_2" in source("f64", 2, "elementary")  # exp and log have a library of their own
         True
     """
@@ -1053,7 +1089,7 @@ def source(name: str, nc: int, part: str = "arith") -> str:
         ]
         parts[1:1] = tables.decls  # inside the prelude's anonymous namespace
         return "\n\n".join(parts + kernels) + "\n"
-    if nc == 2:  # the double-word algorithms of arith (no div/sqrt kernels)
+    if nc == 2:  # the double-word algorithms of arith (no sqrt kernel)
         parts.append(
             _kernel(
                 f"mc_add_{name}_2",
@@ -1073,6 +1109,18 @@ def source(name: str, nc: int, part: str = "arith") -> str:
                 f"{common}, int ny, {ctype} *out, int64_t os, uint8_t *ok",
                 "x * y (ny = 2, DWTimesDW3) or x * b (ny = 1, DWTimesFP3)",
                 [("ny == 1", _mul2_body(1)), ("ny != 1", _mul2_body(2))],
+                ["x", "y"],
+                both,
+                2,
+            )
+        )
+        parts.append(
+            _kernel(
+                f"mc_div_{name}_2",
+                ctype,
+                f"{common}, {ctype} *out, int64_t os, uint8_t *ok",
+                "x / y: arith._long_division + _div2",
+                [("true", _div2_body())],
                 ["x", "y"],
                 both,
                 2,
@@ -1151,7 +1199,7 @@ def _fused_step(
         if nc == 2 and name == "f32":
             return _emit_div_engine(net, x, y)
         if nc == 2:
-            return _emit_div2(net, _lpad(x, 2), _lpad(y, 2))
+            return _emit_div2(net, _lpad(x, 2), _lpad(y, 2), one_step=True)
         # div_float and rdiv_float divide by / into from_float(b, nc) = (b, 0, ..., 0)
         return _emit_div(net, _lpad(x, nc), _lpad(y, nc), one_step=True)
     if len(x) != nc:

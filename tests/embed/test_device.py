@@ -16,10 +16,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import hypermc as hm
-from hypermc.embed import evaluate, load_checkpoint, train
+from hypermc.embed import TrainConfig, evaluate, load_checkpoint, train
+from hypermc.embed.distance import batch_distance
 from hypermc.embed.sampler import AliasTable, NegativeSampler
-from hypermc.embed.train import CHECKPOINT_NAME, _content_hash, fast_retr_rows, resolve_device
+from hypermc.embed.train import CHECKPOINT_NAME, _content_hash, _Trainer, fast_retr_rows, resolve_device
 from hypermc.manifolds import Euclidean, Lorentz, PoincareBall, PoincareHalfspace
+from hypermc.manifolds.math import fused
 from tests.embed.helpers import tree_closure
 from tests.oracle import assert_within, components_to_fraction
 
@@ -223,13 +225,41 @@ def test_cuda_sampler_and_random_points():
 
 
 @pytest.mark.parametrize("fast", [False, True])
-def test_guard_refuses_an_overflowing_step(fast):
-    """A step of lr 1e308 overflows: both update paths refuse it, naming epoch and nodes."""
+@pytest.mark.parametrize("manifold", [Euclidean(), PoincareHalfspace()], ids=["euclidean", "halfspace"])
+def test_guard_refuses_an_overflowing_step(fast, manifold):
+    """A step of lr 1e308 overflows: both update paths refuse it, naming epoch and nodes
+    (the halfspace's fused retraction hands such rows to the torch path, which the guard sees)."""
     match = r"non-finite coordinates after an update in epoch 1 for \d+ nodes, e\.g\. \['r"
     g = tree_closure(2, 3)
     kw = {k: v for k, v in TOY.items() if k not in ("lr", "max_step", "burnin", "scale")}
     with pytest.raises(FloatingPointError, match=match):
-        train(g, Euclidean(), dim=2, nc=2, epochs=1, lr=1e308, max_step=None, burnin=0, scale=1e3, fast=fast, **kw)
+        train(g, manifold, dim=2, nc=2, epochs=1, lr=1e308, max_step=None, burnin=0, scale=1e3, fast=fast, **kw)
+
+
+def test_fast_halfspace_uses_the_fused_distance_only_with_fast():
+    g = tree_closure(2, 3)
+    for manifold, fast, want in [
+        (PoincareHalfspace(), True, fused.halfspace),
+        (PoincareHalfspace(), False, batch_distance),
+        (PoincareBall(), True, batch_distance),
+    ]:
+        trainer = _Trainer(g, manifold, TrainConfig(dim=2, nc=2, fast=fast))
+        assert trainer.distance.func is want
+
+
+@pytest.mark.skipif(not fused.available(F64, 2), reason="fused kernels not in use")
+def test_fast_fused_run_agrees_with_the_torch_path(monkeypatch):
+    """fast=True on the CPU with and without the fused kernels: the same run up to the
+    rounding of the plain parts (one epoch: losses and points agree to ~1e-12)."""
+    g = tree_closure(2, 3)
+    kw = dict(dim=3, nc=2, dtype=F64, epochs=1, seed=0, fast=True, **{k: v for k, v in TOY.items() if k != "burnin"}, burnin=0)
+    with_kernels = train(g, PoincareHalfspace(), **kw)
+    monkeypatch.setattr(fused, "_kernels", lambda dtype, nc: None)
+    torch_path = train(g, PoincareHalfspace(), **kw)
+    a, b = with_kernels.embeddings.components, torch_path.embeddings.components
+    assert not torch.equal(a, b) or a.numel() == 0  # the fused path did run (different roundings)
+    torch.testing.assert_close(a[..., 0], b[..., 0], rtol=1e-12, atol=0.0)
+    assert abs(with_kernels.history[0]["loss"] - torch_path.history[0]["loss"]) <= 1e-13 * torch_path.history[0]["loss"]
 
 
 def test_cli_device_and_fast_flags(tmp_path, capsys):

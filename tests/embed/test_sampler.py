@@ -83,3 +83,36 @@ def test_sampler_argument_errors():
         NegativeSampler(g.edges, g.num_nodes, max_rounds=-1)
     with pytest.raises(ValueError, match=r"edges must be an \(E, 2\) int64"):
         NegativeSampler(g.edges.int(), g.num_nodes)
+
+
+def test_cpu_segment_search_is_searchsorted(monkeypatch):
+    """The CPU kernel (each child's own keys) gives searchsorted's booleans, ids out of
+    range included (their key may be a real one), and the same negatives."""
+    from hypermc.embed import sampler as sampler_module
+    from hypermc.mcf import native
+
+    if native._compiler() is not None and not native._disabled():
+        assert sampler_module._library() is not None  # the kernel runs below
+    g = tree_closure(3, 4)
+    s = NegativeSampler(g.edges, g.num_nodes, negatives=20)
+    gen = torch.Generator().manual_seed(0)
+    src = torch.randint(-3, g.num_nodes + 3, (400, 1), generator=gen)
+    dst = torch.randint(-3, g.num_nodes + 3, (400, 7), generator=gen)
+    src[:50, 0], dst[:50, 0] = g.edges[:50, 0], g.edges[:50, 1]
+    fused = s.is_edge(src, dst)
+    first = s.sample(g.edges[:, 0], generator=torch.Generator().manual_seed(1))
+    monkeypatch.setattr(sampler_module, "_library", lambda: None)
+    plain = s.is_edge(src, dst)
+    assert bool(plain[:50, 0].all()) and torch.equal(fused, plain) and fused.shape == (400, 7)
+    second = s.sample(g.edges[:, 0], generator=torch.Generator().manual_seed(1))
+    assert torch.equal(first[0], second[0]) and torch.equal(first[1], second[1])
+
+
+@pytest.mark.cuda
+def test_cuda_is_edge_matches_the_cpu():
+    g = tree_closure(3, 4)
+    cpu = NegativeSampler(g.edges, g.num_nodes, negatives=5)
+    gpu = NegativeSampler(g.edges.cuda(), g.num_nodes, negatives=5)
+    src = torch.randint(-3, g.num_nodes + 3, (300, 1), generator=torch.Generator().manual_seed(0))
+    dst = torch.randint(-3, g.num_nodes + 3, (300, 6), generator=torch.Generator().manual_seed(1))
+    assert torch.equal(gpu.is_edge(src.cuda(), dst.cuda()).cpu(), cpu.is_edge(src, dst))

@@ -10,7 +10,7 @@ import torch
 
 import hypermc as hm
 from hypermc.embed import evaluate, load_checkpoint, train
-from hypermc.embed.train import CHECKPOINT_NAME, DEFAULTS, _content_hash, epoch_lr
+from hypermc.embed.train import CHECKPOINT_NAME, DEFAULTS, _content_hash, epoch_lr, unique_ids
 from hypermc.manifolds import Euclidean, Lorentz, PoincareBall, PoincareHalfspace
 from tests.embed.helpers import tree_closure
 
@@ -225,3 +225,11 @@ def test_checkpoint_tensors_checked_against_config(tmp_path, edit, what):
 def test_no_tmp_left_after_save(tmp_path):
     path = _saved_run(tmp_path)
     assert path.exists() and not list(tmp_path.glob("*.tmp"))
+
+
+@pytest.mark.parametrize("num_nodes, shape", [(82115, (64, 51)), (30, (7, 3)), (10**6, (4, 5)), (5, (0, 3))])
+def test_unique_ids_is_torch_unique(num_nodes, shape):
+    nodes = torch.randint(num_nodes, shape, generator=torch.Generator().manual_seed(num_nodes))
+    ids, inv = unique_ids(nodes, num_nodes)
+    want_ids, want_inv = torch.unique(nodes, return_inverse=True)
+    assert torch.equal(ids, want_ids) and torch.equal(inv, want_inv) and inv.shape == shape

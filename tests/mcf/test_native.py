@@ -173,7 +173,8 @@ def test_not_used_under_autograd_or_for_other_configs():
     x = torch.ones(4, 3, dtype=torch.float64, requires_grad=True)
     assert native.add(x, x.detach(), False) is None
     assert native.add(torch.ones(4, 5, dtype=torch.float64), torch.ones(4, 5, dtype=torch.float64), False) is None
-    assert native.div(torch.ones(4, 2, dtype=torch.float64), torch.ones(4, 2, dtype=torch.float64)) is None
+    assert native.sqrt(torch.ones(4, 2, dtype=torch.float64), 0.5, 2.0) is None  # no double-word sqrt kernel
+    assert native.div(torch.ones(4, 2, dtype=torch.float64), torch.ones(4, 1, dtype=torch.float64)) is None
     assert native.add(torch.ones(4, 3, dtype=torch.float16), torch.ones(4, 3, dtype=torch.float16), False) is None
     assert native.mul(torch.ones(4, 3), torch.ones(4, 3, dtype=torch.float64)) is None
     assert "no native kernels" in native.status(torch.float16, 3)
@@ -214,7 +215,7 @@ def test_failed_build_is_reported(monkeypatch, tmp_path):
 @needs_compiler
 def test_failed_self_check_warns_and_falls_back(monkeypatch):
     _fresh(monkeypatch)
-    monkeypatch.setattr(native, "_self_check", lambda lib, dtype, nc: "mul")
+    monkeypatch.setattr(native, "_self_check", lambda lib, dtype, nc, *where: "mul")
     with pytest.warns(RuntimeWarning, match=r"f64 nc=3 disabled: mul differs from the torch kernels"):
         assert not native.available(torch.float64, 3)
     assert native.status(torch.float64, 3) == "self-check failed: mul"

@@ -1,0 +1,589 @@
+"""Fused CPU kernels for the trainer's batched half-space distances (forward and backward).
+
+:func:`hypermc.manifolds.math.batch.halfspace` computes ``B x (1 + negatives)`` distances
+and their gradient in ~15 torch kernels forward and ~25 backward, each one memory pass
+over ``B x K x n`` coordinates; at nc = 2 on the WordNet nouns batch that was about half
+of a training step. :func:`halfspace` computes the same numbers in one C++ pass forward
+and one backward (built on first use by :func:`hypermc.mcf.native.library`, cached,
+called through :mod:`ctypes` on torch's intra-op threads).
+
+Accuracy contract (the one of :mod:`.batch`): the coordinate differences are formed from
+the MC components by an exact ``two_sum`` of the leading components plus the tails,
+rounded once -- the same operations as :func:`.batch.rounded_difference`, so the same
+bits -- and everything after them is plain arithmetic in the component dtype. The plain
+part is evaluated in a different order than torch's kernels (``delta * (1/h)`` instead of
+``delta / h``; ``std::asinh``; the norm summed left to right), so values and gradients
+agree with :func:`.batch.halfspace` to a few ulps, not bit for bit: tested in
+``tests/manifolds/test_fused.py`` (values within 8 ulps, each gradient within 16 ulps of
+the sum of the magnitudes of its terms) and checked when the library loads (otherwise it
+is not used and one warning says why).
+
+Gradient: with ``q = delta / h``, ``h = sqrt(x_n) sqrt(y_n)``, ``m = |q|``,
+``d = (2 / sqrt c) asinh(m / 2)`` and ``g = dL/dd``::
+
+    dL/dm     = g / (sqrt c sqrt(1 + m^2 / 4))
+    dL/ddelta = (dL/dm / m) q / h            (0 where m = 0, as torch's norm backward)
+    dL/dh     = -(dL/dm) m / h
+    dL/dx     = dL/ddelta + e_n (dL/dh) sqrt(y_n) / (2 sqrt(x_n)),   dL/dy likewise with -dL/ddelta
+
+(``d delta / dx = I``: the surrogate derivative of :mod:`.batch`). The backward pass is
+deterministic and independent of the thread count: each thread owns a range of rows and
+adds the terms of the pairs touching them in pair order.
+
+Scope: CPU, float32/float64, nc = 2, 3, 4, rows that do not require grad, outside
+``torch.compile`` tracing. Anything else -- CUDA, plain tables, nc = 1 (which must equal
+plain torch arithmetic bit for bit), no compiler, ``HYPERMC_NATIVE=0`` -- runs
+:func:`.batch.halfspace`.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import math
+import warnings
+
+import torch
+
+from ...mcf import arith, native
+from ...mcf.eft import has_fused_addcmul, tracing
+from ...mcf.native_source import _PRELUDE, _add2_body, _add_body, _mul2_body, _mul_body
+from . import batch
+
+__all__ = ["halfspace", "halfspace_retr", "halfspace_retr_reference", "available", "status", "NCS"]
+
+#: Component counts with fused kernels (nc = 1 is plain arithmetic: the torch path).
+NCS = (2, 3, 4)
+_TYPES = {torch.float32: ("f32", "float"), torch.float64: ("f64", "double")}
+_STEM = "hypermc_fused_halfspace"
+#: Pairs per thread below which the forward pass runs in one call.
+_CHUNK = 4096
+
+_TEMPLATE = r"""
+
+// Pairs ahead whose target row is prefetched (rows are gathered at random: latency-bound).
+constexpr int64_t AHEAD = 12;
+
+template <typename T>
+static inline void prefetch_row(const T* row, int64_t w) {
+    for (int64_t i = 0; i < w * (int64_t)sizeof(T); i += 64) __builtin_prefetch((const char*)row + i);
+}
+
+// a - b of two MC numbers (NC components each), rounded once: batch.rounded_difference.
+template <typename T, int NC>
+static inline T rounded_difference(const T* a, const T* b) {
+    T x = a[0], y = -b[0];
+    T s = x + y;
+    T bb = s - x;
+    T e = (x - (s - bb)) + (y - bb);
+    for (int i = 1; i < NC; ++i) e = e + (a[i] - b[i]);
+    return s + e;
+}
+
+// Distances of the pairs [p0, p1): d, and m = |delta / h| and h for the backward pass.
+template <typename T, int NC>
+static void forward(int64_t p0, int64_t p1, const T* rows, int64_t n, const int64_t* ia, const int64_t* ib,
+                    T scale, T* d, T* m, T* h) {
+    const int64_t w = n * NC;
+    for (int64_t p = p0; p < p1; ++p) {
+        if (p + AHEAD < p1) prefetch_row(rows + ib[p + AHEAD] * w, w);
+        const T* ra = rows + ia[p] * w;
+        const T* rb = rows + ib[p] * w;
+        const T hp = std::sqrt(ra[w - NC]) * std::sqrt(rb[w - NC]);
+        const T ih = T(1) / hp;
+        T ss = 0;
+        for (int64_t i = 0; i < n; ++i) {
+            const T q = rounded_difference<T, NC>(ra + i * NC, rb + i * NC) * ih;
+            ss += q * q;
+        }
+        const T mp = std::sqrt(ss);
+        d[p] = std::asinh(mp * T(0.5)) * scale;
+        m[p] = mp;
+        h[p] = hp;
+    }
+}
+
+// Gradient rows [r0, r1) of the U x n result from all P pairs (each pair adds to the rows
+// it touches in this range, in pair order).
+template <typename T, int NC>
+static void backward(int64_t r0, int64_t r1, int64_t P, const T* rows, int64_t n, const int64_t* ia,
+                     const int64_t* ib, T scale, const T* g, const T* m, const T* h, T* grad) {
+    const int64_t w = n * NC;
+    for (int64_t i = r0 * n; i < r1 * n; ++i) grad[i] = 0;
+    for (int64_t p = 0; p < P; ++p) {
+        if (p + AHEAD < P) {
+            const int64_t b2 = ib[p + AHEAD];
+            if (b2 >= r0 && b2 < r1) prefetch_row(rows + b2 * w, w);
+        }
+        const int64_t a = ia[p], b = ib[p];
+        const bool own_a = a >= r0 && a < r1, own_b = b >= r0 && b < r1;
+        if (!own_a && !own_b) continue;
+        const T* ra = rows + a * w;
+        const T* rb = rows + b * w;
+        const T mp = m[p], hp = h[p], ih = T(1) / hp;
+        const T half = mp * T(0.5);
+        const T gm = g[p] * scale / std::sqrt(half * half + T(1)) * T(0.5);
+        const T s = mp == 0 ? T(0) : gm / mp;
+        const T gh = -(gm * mp) * ih;
+        const T sa = std::sqrt(ra[w - NC]), sb = std::sqrt(rb[w - NC]);
+        T* ga = grad + a * n;
+        T* gb = grad + b * n;
+        for (int64_t i = 0; i < n; ++i) {
+            const T q = rounded_difference<T, NC>(ra + i * NC, rb + i * NC) * ih;
+            const T gd = q * s * ih;
+            if (own_a) ga[i] += gd;
+            if (own_b) gb[i] -= gd;
+        }
+        if (own_a) ga[n - 1] += gh * sb / (sa + sa);
+        if (own_b) gb[n - 1] += gh * sa / (sb + sb);
+    }
+}
+"""
+
+_INSTANCE = r"""
+extern "C" void hs_forward_{name}_{nc}(int64_t P, const {ctype}* rows, int64_t n, const int64_t* ia, const int64_t* ib,
+        double scale, {ctype}* d, {ctype}* m, {ctype}* h, int64_t threads) {{
+    #pragma omp parallel for num_threads(threads) schedule(static, 1)
+    for (int64_t t = 0; t < threads; ++t)
+        forward<{ctype}, {nc}>(P * t / threads, P * (t + 1) / threads, rows, n, ia, ib, ({ctype})scale, d, m, h);
+}}
+extern "C" void hs_backward_{name}_{nc}(int64_t U, int64_t P, const {ctype}* rows, int64_t n, const int64_t* ia,
+        const int64_t* ib, double scale, const {ctype}* g, const {ctype}* m, const {ctype}* h, {ctype}* grad,
+        int64_t threads) {{
+    #pragma omp parallel for num_threads(threads) schedule(static, 1)
+    for (int64_t t = 0; t < threads; ++t)
+        backward<{ctype}, {nc}>(U * t / threads, U * (t + 1) / threads, P, rows, n, ia, ib, ({ctype})scale, g, m, h, grad);
+}}
+"""
+
+
+_RETR = r"""
+// The halfspace fast retraction of MC rows (R, n, NC) by a plain step u (R, n) and height
+// factors f (R,): x_i + u_i (add_float) for the first n - 1 coordinates, x_n * f
+// (mul_float) clamped at the smallest normal number (projx); the number of rows with a
+// failed fast-path check or a non-finite coordinate (the caller then runs the torch path).
+extern "C" int64_t hs_retr_{name}_{nc}(int64_t R, int64_t n, const {ctype}* x, const {ctype}* u, const {ctype}* f,
+        {ctype}* out, int64_t threads) {{
+    using T = {ctype};
+    constexpr T CANCEL = T(1) / (T(64) * (std::numeric_limits<T>::epsilon() / T(2)));
+    (void)CANCEL;
+    const double sign = 1.0;
+    (void)sign;
+    const T tiny = std::numeric_limits<T>::min();
+    int64_t bad = 0;
+    #pragma omp parallel for num_threads(threads) schedule(static) reduction(+ : bad)
+    for (int64_t r = 0; r < R; ++r) {{
+        bool row_ok = true;
+        for (int64_t i = 0; i < n; ++i) {{
+            const T* xp = x + (r * n + i) * {nc};
+            T* op = out + (r * n + i) * {nc};
+            bool okv;
+#define X(k) xp[k]
+#define OUT(k) op[k]
+#define OK okv
+            if (i < n - 1) {{
+                const T yv = u[r * n + i];
+#define Y(k) yv
+                {add}
+#undef Y
+            }} else {{
+                const T yv = f[r];
+#define Y(k) yv
+                {mul}
+#undef Y
+                T tail = 0;
+                for (int k = 1; k < {nc}; ++k) if (tail == 0) tail = op[k];
+                if (op[0] < tiny || (op[0] == tiny && tail < 0)) {{
+                    op[0] = tiny;
+                    for (int k = 1; k < {nc}; ++k) op[k] = 0;
+                }}
+            }}
+#undef X
+#undef OUT
+#undef OK
+            row_ok = row_ok & okv;
+            for (int k = 0; k < {nc}; ++k) row_ok = row_ok & (std::fabs(op[k]) <= std::numeric_limits<T>::max());
+        }}
+        bad += !row_ok;
+    }}
+    return bad;
+}}
+"""
+
+
+def source() -> str:
+    """The C++ source of the library (every dtype and nc of :data:`NCS`).
+
+    The retraction's MC steps are the straight-line networks that
+    :mod:`hypermc.mcf.native_source` generates for ``add_float`` and ``mul_float`` (the
+    rounding-for-rounding transcriptions of :mod:`hypermc.mcf.arith`), so they give the
+    torch kernels' bits; the load-time check compares them bit for bit.
+
+    Example:
+        >>> src = source()
+        >>> "hs_forward_f64_2" in src and "hs_backward_f32_4" in src and "hs_retr_f64_3" in src
+        True
+    """
+    parts = [_PRELUDE, "}  // namespace", _TEMPLATE]
+    for name, ctype in _TYPES.values():
+        for nc in NCS:
+            parts.append(_INSTANCE.format(name=name, ctype=ctype, nc=nc))
+            add = _add2_body(1) if nc == 2 else _add_body(nc, 1)
+            mul = _mul2_body(1) if nc == 2 else _mul_body(nc, 1)
+            body = "\n                ".join
+            parts.append(_RETR.format(name=name, ctype=ctype, nc=nc, add=body(add), mul=body(mul)))
+    return "".join(parts)
+
+
+def _declare(lib: ctypes.CDLL) -> None:
+    i64, vp, dbl = ctypes.c_int64, ctypes.c_void_p, ctypes.c_double
+    for name, _ in _TYPES.values():
+        for nc in NCS:
+            fwd = getattr(lib, f"hs_forward_{name}_{nc}")
+            fwd.argtypes = [i64, vp, i64, vp, vp, dbl, vp, vp, vp, i64]
+            fwd.restype = None
+            bwd = getattr(lib, f"hs_backward_{name}_{nc}")
+            bwd.argtypes = [i64, i64, vp, i64, vp, vp, dbl, vp, vp, vp, vp, i64]
+            bwd.restype = None
+            retr = getattr(lib, f"hs_retr_{name}_{nc}")
+            retr.argtypes = [i64, i64, vp, vp, vp, vp, i64]
+            retr.restype = i64
+
+
+#: Tolerances of the load-time check and the tests (ulps of the component dtype): values,
+#: and each gradient entry relative to the sum of the magnitudes of its terms.
+VALUE_ULPS = 8
+GRAD_ULPS = 16
+
+
+def _check_inputs(dtype: torch.dtype, nc: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """A fixed table (heights from 1e-6 to 1e6, close and far pairs, cancelling tails)."""
+    gen = torch.Generator().manual_seed(20261126)
+    u, n = 64, 5
+    lead = (torch.rand(u, n, generator=gen, dtype=torch.float64) * 2 - 1) * 10.0 ** torch.randint(-3, 3, (u, 1), generator=gen)
+    lead[:, -1] = 10.0 ** (torch.rand(u, generator=gen, dtype=torch.float64) * 12 - 6)
+    lead[1::4] = lead[0::4] * (1 + 1e-9 * torch.rand(16, n, generator=gen, dtype=torch.float64))  # close pairs
+    eps = torch.finfo(dtype).eps
+    comps = [lead.to(dtype)]
+    for _ in range(1, nc):
+        comps.append((comps[-1] * eps * (torch.rand(u, n, generator=gen, dtype=torch.float64).to(dtype) - 0.5)).to(dtype))
+    rows = torch.stack(comps, dim=-1)
+    ia = torch.randint(u, (40, 1), generator=gen)
+    ib = torch.randint(u, (40, 7), generator=gen)
+    ib[:, 0] = ia[:, 0] ^ 1  # the close neighbour
+    return rows, ia, ib
+
+
+def _retr_inputs(dtype: torch.dtype, nc: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """MC points with heights from 1e-30 to 1e30 and steps of every scale, some down to
+    below the smallest normal height (the clamp), some cancelling a coordinate to ~u."""
+    gen = torch.Generator().manual_seed(20261127)
+    r, n = 256, 4
+    rows, _, _ = _check_inputs(dtype, nc)
+    comps = rows[torch.randint(rows.shape[0], (r,), generator=gen)][:, :n].clone()
+    comps[..., -1, :] *= 10.0 ** torch.randint(-24, 24, (r, 1), generator=gen).to(dtype)
+    u = (torch.randn(r, n, generator=gen, dtype=torch.float64) * 10.0 ** torch.randint(-20, 2, (r, 1), generator=gen)).to(dtype)
+    u[:, -1] *= comps[:, -1, 0]
+    u[::9, -1] = -1000.0 * comps[::9, -1, 0]  # underflows: clamped to the smallest normal height
+    u[5::9, 0] = -comps[5::9, 0, 0] * (1 + torch.finfo(dtype).eps)  # x_0 + u_0 cancels
+    return comps, u
+
+
+def agreement(rows: torch.Tensor, ia: torch.Tensor, ib: torch.Tensor, c: float) -> tuple[float, float]:
+    """Largest value error (ulps) and gradient error (ulps of the terms' magnitude) of
+    :func:`halfspace` against :func:`.batch.halfspace` (for the load check and the tests).
+
+    The gradient is that of ``sum(w * d)`` for fixed pseudo-random weights ``w`` in
+    ``[-1, 1]``; each entry's error is measured in ulps of the sum over pairs of the
+    magnitudes of its terms (float64), since the two paths sum the terms in different
+    orders and a sum that cancels has no better relative accuracy.
+
+    Example:
+        >>> rows, ia, ib = _check_inputs(torch.float64, 2)
+        >>> value_ulps, grad_ulps = agreement(rows, ia, ib, 1.0)
+        >>> value_ulps <= VALUE_ULPS and grad_ulps <= GRAD_ULPS
+        True
+    """
+    gen = torch.Generator().manual_seed(1)
+    shape = torch.broadcast_shapes(ia.shape, ib.shape)
+    w = (torch.rand(shape, generator=gen, dtype=torch.float64) * 2 - 1).to(rows.dtype)
+    results: list[tuple[torch.Tensor, torch.Tensor]] = []
+    for fn in (halfspace, batch.halfspace):
+        leaf = rows[..., 0].clone().requires_grad_(True)
+        with torch.enable_grad():
+            d = fn(rows, ia, ib, c, leaf=leaf)
+            (g,) = torch.autograd.grad((d * w).sum(), leaf)
+        results.append((d.detach(), g))
+    (d, g), (d_ref, g_ref) = results
+    return _ulps(d, d_ref, d_ref.abs()), _ulps(g, g_ref, _term_magnitude(rows, ia, ib, c, w))
+
+
+def _ulps(a: torch.Tensor, ref: torch.Tensor, scale: torch.Tensor) -> float:
+    """Largest ``|a - ref|`` in ulps of ``scale`` (0 where both are the same number, inf
+    and NaN included; NaN where only one of them is NaN)."""
+    finfo = torch.finfo(ref.dtype)
+    same = (a == ref) | (a.isnan() & ref.isnan())
+    err = (a - ref).abs() / (scale * finfo.eps).clamp_min(finfo.tiny)
+    return float(torch.where(same, torch.zeros_like(err), err).max()) if a.numel() else 0.0
+
+
+def _term_magnitude(rows: torch.Tensor, ia: torch.Tensor, ib: torch.Tensor, c: float, w: torch.Tensor) -> torch.Tensor:
+    """Per gradient entry, the sum over pairs of the magnitudes of its terms (float64)."""
+    x = rows.to(torch.float64)
+    shape = torch.broadcast_shapes(ia.shape, ib.shape)
+    ia_f, ib_f = ia.expand(shape).reshape(-1), ib.expand(shape).reshape(-1)
+    delta = batch.rounded_difference(x[ia_f], x[ib_f])
+    xa, xb = x[ia_f, :, 0], x[ib_f, :, 0]
+    sa, sb = xa[:, -1:].sqrt(), xb[:, -1:].sqrt()
+    h = sa * sb
+    q = delta / h
+    m = q.norm(dim=-1, keepdim=True)
+    gm = w.reshape(-1, 1).to(torch.float64).abs() / (math.sqrt(c) * torch.sqrt(1 + m * m / 4))
+    gd = torch.where(m > 0, gm / m, torch.zeros_like(m)) * q.abs() / h
+    gh = gm * m / h
+    ta = gd.clone()
+    tb = gd.clone()
+    ta[:, -1:] += gh * sb / (2 * sa)
+    tb[:, -1:] += gh * sa / (2 * sb)
+    out = torch.zeros(rows.shape[:2], dtype=torch.float64)
+    out.index_add_(0, ia_f, ta)
+    out.index_add_(0, ib_f, tb)
+    return out.to(rows.dtype)
+
+
+def _check(lib: ctypes.CDLL, dtype: torch.dtype, nc: int) -> str | None:
+    """What of the (dtype, nc) kernels disagrees with the torch path, else None."""
+    name = _TYPES[dtype][0]
+    rows, ia, ib = _check_inputs(dtype, nc)
+    value, grad = agreement(rows, ia, ib, 1.0)
+    if not (value <= VALUE_ULPS and grad <= GRAD_ULPS):
+        return f"halfspace {name} nc={nc} (values {value:.1f} ulps, gradients {grad:.1f} ulps)"
+    comps, u = _retr_inputs(dtype, nc)
+    if _retr_eligible(comps, u) is not None:
+        ints = torch.int32 if dtype == torch.float32 else torch.int64
+        if not torch.equal(halfspace_retr(comps, u).view(ints), halfspace_retr_reference(comps, u).view(ints)):
+            return f"halfspace_retr {name} nc={nc} (bits differ from the torch kernels)"
+    return None
+
+
+# (dtype, nc) -> None (checked: in use), the reason it is not used, or "checking"
+_checked: dict[tuple[torch.dtype, int], str | None] = {}
+_CHECKING = "checking"
+
+
+def _kernels(dtype: torch.dtype, nc: int) -> ctypes.CDLL | None:
+    """The library, for a (dtype, nc) whose kernels passed their check in this process
+    (checked on first use: a fraction of a second; a failure warns once and the torch
+    path runs)."""
+    lib = native.library(_STEM, source(), _declare, lambda lib: None, flags=("-fopenmp",))
+    if lib is None:
+        return None
+    key = (dtype, nc)
+    if key not in _checked:
+        with native._lock:  # one thread checks; the check itself reaches here re-entrantly
+            if key not in _checked:
+                _checked[key] = _CHECKING
+                try:
+                    bad = _check(lib, dtype, nc)
+                except BaseException:
+                    del _checked[key]
+                    raise
+                _checked[key] = bad
+                if bad is not None:
+                    warnings.warn(
+                        f"hypermc fused halfspace kernels disabled for {dtype} nc={nc}: {bad} (a compiler that "
+                        "contracts or reassociates?); using the torch path",
+                        RuntimeWarning,
+                        stacklevel=3,
+                    )
+    state = _checked[key]
+    return lib if state is None or state == _CHECKING else None
+
+
+def available(dtype: torch.dtype = torch.float64, nc: int = 2) -> bool:
+    """Whether :func:`halfspace` runs the fused kernels for CPU rows of this dtype and nc
+    (builds the library on the first call -- a few seconds, then cached -- and checks
+    the (dtype, nc) kernels against the torch path once per process).
+
+    Example:
+        >>> isinstance(available(torch.float64, 2), bool)  # True with a working C++ compiler
+        True
+        >>> available(torch.float64, 1), available(torch.float16, 2)  # never fused
+        (False, False)
+    """
+    return dtype in _TYPES and nc in NCS and _kernels(dtype, nc) is not None
+
+
+def status(dtype: torch.dtype = torch.float64, nc: int = 2) -> str:
+    """``"in use"`` or why the fused kernels are not used for ``(dtype, nc)``.
+
+    Example:
+        >>> (status() == "in use") == available()
+        True
+        >>> status(torch.float64, 1)
+        'no fused kernels for torch.float64 nc=1 (float32/float64, nc in (2, 3, 4))'
+    """
+    if dtype not in _TYPES or nc not in NCS:
+        return f"no fused kernels for {dtype} nc={nc} (float32/float64, nc in {NCS})"
+    if _kernels(dtype, nc) is not None:
+        return "in use"
+    reason = _checked.get((dtype, nc))
+    return f"check failed: {reason}" if reason else native.library_status(_STEM)
+
+
+def _eligible(rows: torch.Tensor, leaf: torch.Tensor | None) -> ctypes.CDLL | None:
+    if rows.device.type != "cpu" or rows.dtype not in _TYPES or rows.shape[-1] not in NCS or rows.requires_grad:
+        return None
+    if leaf is not None and (leaf.device.type != "cpu" or leaf.dtype != rows.dtype):
+        return None
+    return None if tracing() else _kernels(rows.dtype, rows.shape[-1])
+
+
+def halfspace(
+    rows: torch.Tensor, ia: torch.Tensor, ib: torch.Tensor, c: float, *, leaf: torch.Tensor | None = None, cache: dict | None = None
+) -> torch.Tensor:
+    """:func:`.batch.halfspace` by the fused kernels where they apply (module docstring);
+    the torch path otherwise.
+
+    Precondition: ``leaf`` (when given) equals ``rows[..., 0]``; the gradient is that of
+    the distances at the stored points (as :func:`.batch.halfspace`).
+    Bound: values within :data:`VALUE_ULPS` ulps of :func:`.batch.halfspace`, gradient
+    entries within :data:`GRAD_ULPS` ulps of the sum of their terms' magnitudes.
+
+    Example:
+        >>> table = hm.mc([[0.0, 1.0], [0.0, 2.0], [1.0, 1.0]], nc=2, dtype=torch.float64)
+        >>> rows = batch.components_of(table)
+        >>> leaf = rows[..., 0].clone().requires_grad_()
+        >>> d = halfspace(rows, torch.tensor([[0]]), torch.tensor([[1, 2]]), 1.0, leaf=leaf)
+        >>> [round(v, 6) for v in d.flatten().tolist()]  # ln 2, 2 asinh(1/2)
+        [0.693147, 0.962424]
+        >>> d.sum().backward()
+        >>> leaf.grad.shape
+        torch.Size([3, 2])
+    """
+    lib = _eligible(rows, leaf)
+    if lib is None:
+        return batch.halfspace(rows, ia, ib, c, leaf=leaf, cache=cache)
+    shape = torch.broadcast_shapes(ia.shape, ib.shape)
+    ia_f = ia.to(torch.int64).expand(shape).reshape(-1).contiguous()
+    ib_f = ib.to(torch.int64).expand(shape).reshape(-1).contiguous()
+    rows = rows.contiguous()
+    scale = 2.0 / math.sqrt(c)
+    if leaf is None or not torch.is_grad_enabled():
+        return _forward(lib, rows, ia_f, ib_f, scale)[0].view(shape)
+    return _HalfspaceDistance.apply(leaf, rows, ia_f, ib_f, scale, lib).view(shape)
+
+
+def _kernel(lib: ctypes.CDLL, which: str, rows: torch.Tensor):
+    return getattr(lib, f"hs_{which}_{_TYPES[rows.dtype][0]}_{rows.shape[-1]}")
+
+
+def _threads(work: int) -> int:
+    """Threads for ``work`` pairs: torch's intra-op threads, at most one per :data:`_CHUNK`."""
+    return max(1, min(torch.get_num_threads(), work // _CHUNK))
+
+
+def _forward(lib: ctypes.CDLL, rows: torch.Tensor, ia: torch.Tensor, ib: torch.Tensor, scale: float):
+    p = ia.numel()
+    d, m, h = torch.empty((3, p), dtype=rows.dtype)
+    fn = _kernel(lib, "forward", rows)
+    fn(p, rows.data_ptr(), rows.shape[1], ia.data_ptr(), ib.data_ptr(), scale, d.data_ptr(), m.data_ptr(), h.data_ptr(), _threads(p))
+    return d, m, h
+
+
+def _backward(lib: ctypes.CDLL, rows: torch.Tensor, ia: torch.Tensor, ib: torch.Tensor, scale: float, g, m, h) -> torch.Tensor:
+    u, n = rows.shape[0], rows.shape[1]
+    grad = torch.empty((u, n), dtype=rows.dtype)
+    p = ia.numel()
+    fn = _kernel(lib, "backward", rows)
+    threads = min(_threads(p), max(u, 1))
+    fn(u, p, rows.data_ptr(), n, ia.data_ptr(), ib.data_ptr(), scale, g.data_ptr(), m.data_ptr(), h.data_ptr(), grad.data_ptr(), threads)
+    return grad
+
+
+def halfspace_retr_reference(comps: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
+    """The halfspace fast retraction on MC components by the torch kernels (the reference
+    of :func:`halfspace_retr`, and its path where the fused kernel does not apply).
+
+    ``(x_bar + u_bar, x_n exp(u_n / x_n0))`` then ``projx``: the kernels MCTensor's ops
+    reach for ``x[..., :-1] + u[..., :-1]`` (``add_float``), ``x[..., -1:] * factor``
+    (``mul_float``) and ``projx`` (``clamp`` at the smallest normal height), called on the
+    components directly: the bits of the MCTensor expression, without an MCTensor per step.
+
+    Shape:
+        ``comps`` ``(R, n, nc)``, ``u`` ``(R, n)`` plain in the component dtype; result ``(R, n, nc)``.
+
+    Example:
+        >>> comps = torch.tensor([[[0.0, 0.0], [1.0, 0.0]]], dtype=torch.float64)  # the point (0, 1), nc = 2
+        >>> halfspace_retr_reference(comps, torch.tensor([[0.5, 1.0]], dtype=torch.float64))[..., 0]
+        tensor([[0.5000, 2.7183]], dtype=torch.float64)
+    """
+    factor = _factor(comps, u)
+    head = arith.add_float(comps[..., :-1, :], u[..., :-1])
+    tail = arith.mul_float(comps[..., -1:, :], factor)
+    tiny = torch.tensor(torch.finfo(comps.dtype).tiny, dtype=comps.dtype, device=comps.device)
+    tail = arith.clamp(tail, lo=arith.from_float(tiny, comps.shape[-1]))
+    return torch.cat([head, tail], dim=-2)
+
+
+def _factor(comps: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
+    """The height factors ``exp(u_n / x_n0)`` ``(R, 1)`` in the component dtype."""
+    return torch.exp(u[..., -1:] / comps[..., -1:, 0])
+
+
+def _retr_eligible(comps: torch.Tensor, u: torch.Tensor) -> ctypes.CDLL | None:
+    """The library where :func:`halfspace_retr` gives the reference's bits: the fused
+    arithmetic of :mod:`hypermc.mcf.native` in use (its load check passed), and the
+    double-word product of ``mul_float`` is the FMA kernel."""
+    nc = comps.shape[-1]
+    if comps.device.type != "cpu" or comps.dtype not in _TYPES or nc not in NCS or comps.dim() != 3 or u.dtype != comps.dtype:
+        return None
+    if comps.requires_grad or u.requires_grad or u.device.type != "cpu" or tracing():
+        return None
+    if not (has_fused_addcmul("cpu", comps.dtype) and native.available(comps.dtype, nc)):
+        return None
+    return _kernels(comps.dtype, nc)
+
+
+def halfspace_retr(comps: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
+    """:func:`halfspace_retr_reference` in one fused pass where it applies (CPU,
+    float32/float64, nc = 2, 3, 4): the same bits.
+
+    Rows where a fixed network's fast-path check fails (a zero or a heavily cancelling
+    sum) or a coordinate is not finite make the whole call run the reference, which
+    handles them exactly as the torch kernels do (and lets the caller's finiteness check
+    see the same values).
+
+    Example:
+        >>> comps = torch.tensor([[[0.0, 0.0], [1.0, 0.0]]], dtype=torch.float64)
+        >>> u = torch.tensor([[0.5, 1.0]], dtype=torch.float64)
+        >>> torch.equal(halfspace_retr(comps, u), halfspace_retr_reference(comps, u))
+        True
+    """
+    lib = _retr_eligible(comps, u)
+    if lib is None:
+        return halfspace_retr_reference(comps, u)
+    comps, u = comps.contiguous(), u.contiguous()
+    factor = _factor(comps, u).contiguous()
+    r, n, nc = comps.shape
+    out = torch.empty_like(comps)
+    threads = max(1, min(torch.get_num_threads(), r * n // _CHUNK))
+    fn = getattr(lib, f"hs_retr_{_TYPES[comps.dtype][0]}_{nc}")
+    bad = fn(r, n, comps.data_ptr(), u.data_ptr(), factor.data_ptr(), out.data_ptr(), threads) if r else 0
+    return out if bad == 0 else halfspace_retr_reference(comps, u)
+
+
+class _HalfspaceDistance(torch.autograd.Function):
+    """Distances of flattened pairs; the gradient with respect to ``leaf`` by the fused backward."""
+
+    @staticmethod
+    def forward(ctx, leaf, rows, ia, ib, scale, lib):  # noqa: D102
+        d, m, h = _forward(lib, rows, ia, ib, scale)
+        ctx.save_for_backward(rows, ia, ib, m, h)
+        ctx.scale, ctx.lib = scale, lib
+        return d
+
+    @staticmethod
+    def backward(ctx, g):  # noqa: D102
+        rows, ia, ib, m, h = ctx.saved_tensors
+        grad = _backward(ctx.lib, rows, ia, ib, ctx.scale, g.contiguous(), m, h)
+        return grad, None, None, None, None, None

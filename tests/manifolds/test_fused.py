@@ -1,0 +1,225 @@
+"""The fused CPU kernels of :mod:`hypermc.manifolds.math.fused` against the torch path.
+
+Distances: values within ``VALUE_ULPS`` of :func:`batch.halfspace` and gradients within
+``GRAD_ULPS`` of the sum of their terms' magnitudes, on random tables, tables spanning the
+exponent range, MC pairs that are equal in the leading components, coincident points and
+the trainer's ``(B, 1) x (B, K)`` shape; the backward pass is independent of the thread
+count. The retraction gives the reference's bits (and takes the fused path where it
+should). Everything that is not fused (nc = 1, float16, CUDA-less fallbacks, disabled)
+is the torch path bit for bit.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
+
+import hypermc as hm
+from hypermc.manifolds.math import batch, fused
+from hypermc.mcf import native
+
+DTYPES = [torch.float32, torch.float64]
+INTS = {torch.float32: torch.int32, torch.float64: torch.int64}
+
+needs_fused = pytest.mark.skipif(not fused.available(torch.float64, 2), reason=f"fused kernels not in use: {fused.status()}")
+
+
+def _bits(t: torch.Tensor) -> torch.Tensor:
+    return t.view(INTS[t.dtype])
+
+
+def _table(gen: torch.Generator, u: int, n: int, nc: int, dtype: torch.dtype, spread: int) -> torch.Tensor:
+    """MC rows: coordinates of magnitude 10^(+-spread), heights 10^(+-spread), real tails."""
+    lead = torch.randn(u, n, generator=gen, dtype=torch.float64) * 10.0 ** torch.randint(-spread, spread + 1, (u, 1), generator=gen)
+    lead[:, -1] = 10.0 ** ((torch.rand(u, generator=gen, dtype=torch.float64) * 2 - 1) * spread)
+    x = hm.mc(lead, nc=nc, dtype=dtype)
+    eps = torch.finfo(dtype).eps
+    tail = hm.mc(lead * eps * (torch.rand(u, n, generator=gen, dtype=torch.float64) - 0.5), nc=nc, dtype=dtype)
+    return (x + tail).components
+
+
+@needs_fused
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("nc", fused.NCS)
+@pytest.mark.parametrize("c", [1.0, 0.3])
+def test_distance_and_gradient_agree_with_torch(dtype, nc, c):
+    assert fused.status(dtype, nc) == "in use"
+    gen = torch.Generator().manual_seed(nc)
+    for spread in (0, 3, 30 if dtype == torch.float64 else 8):  # float32: |q|^2 below its overflow
+        rows = _table(gen, 50, 6, nc, dtype, spread)
+        ia = torch.randint(50, (40, 1), generator=gen)
+        ib = torch.randint(50, (40, 9), generator=gen)
+        value, grad = fused.agreement(rows, ia, ib, c)
+        assert value <= fused.VALUE_ULPS and grad <= fused.GRAD_ULPS, (spread, value, grad)
+        assert fused.halfspace(rows, ia, ib, c).dtype == dtype
+
+
+@needs_fused
+def test_mc_pairs_equal_in_float64_and_coincident_points():
+    """The docstring example of :func:`batch.halfspace` (distance from the tails alone), and
+    ``d(x, x) = 0`` with a zero gradient, as the torch path gives."""
+    x = hm.mc([[1.0, 1e-20], [1.0, 1e-20]], nc=2, dtype=torch.float64)
+    rows = batch.components_of(x + hm.mc([[0.0, 0.0], [1e-22, 0.0]], nc=2, dtype=torch.float64))
+    ia, ib = torch.tensor([[0], [0]]), torch.tensor([[1, 0], [0, 1]])
+    leaf = rows[..., 0].clone().requires_grad_(True)
+    d = fused.halfspace(rows, ia, ib, 1.0, leaf=leaf)
+    want = 2 * math.asinh(0.005)
+    assert abs(d[0, 0].item() - want) <= 4 * want * 2.0**-52 and d[0, 1].item() == 0.0
+    (g,) = torch.autograd.grad(d[0, 1] + d[1, 0], leaf)  # d(x, x) only
+    assert torch.equal(g, torch.zeros_like(g))
+    value, grad = fused.agreement(rows, ia, ib, 1.0)
+    assert value <= fused.VALUE_ULPS and grad <= fused.GRAD_ULPS
+
+
+@needs_fused
+@settings(max_examples=40, deadline=None)
+@given(st.integers(0, 2**32 - 1), st.integers(-300, 300), st.sampled_from([2, 3]))
+@example(0, -300, 2)  # heights ~1e-300: h * h would underflow
+@example(1, 300, 3)
+def test_agreement_at_every_scale(seed, exponent, nc):
+    gen = torch.Generator().manual_seed(seed)
+    rows = _table(gen, 12, 3, nc, torch.float64, 2)
+    rows = rows * 10.0**exponent  # a power of ten is not exact, but the rows stay MC numbers
+    rows = hm.MCTensor.from_components(rows).components
+    ia, ib = torch.randint(12, (6, 1), generator=gen), torch.randint(12, (6, 5), generator=gen)
+    value, grad = fused.agreement(rows, ia, ib, 1.0)
+    assert value <= fused.VALUE_ULPS and grad <= fused.GRAD_ULPS
+
+
+@needs_fused
+def test_backward_is_independent_of_the_thread_count():
+    gen = torch.Generator().manual_seed(3)
+    rows = _table(gen, 3000, 10, 2, torch.float64, 2)
+    ia, ib = torch.randint(3000, (600, 1), generator=gen), torch.randint(3000, (600, 51), generator=gen)
+    w = torch.rand(600, 51, generator=gen, dtype=torch.float64)
+    before = torch.get_num_threads()
+    out = []
+    try:
+        for threads in (1, 2, 3):
+            torch.set_num_threads(threads)
+            leaf = rows[..., 0].clone().requires_grad_(True)
+            d = fused.halfspace(rows, ia, ib, 1.0, leaf=leaf)
+            (g,) = torch.autograd.grad((d * w).sum(), leaf)
+            out.append((d, g))
+    finally:
+        torch.set_num_threads(before)
+    for d, g in out[1:]:
+        assert torch.equal(d, out[0][0]) and torch.equal(g, out[0][1])
+
+
+def test_unfused_cases_are_the_torch_path():
+    """nc = 1 (plain arithmetic), float16 and rows that require grad run batch.halfspace."""
+    gen = torch.Generator().manual_seed(0)
+    ia, ib = torch.tensor([[0], [2]]), torch.tensor([[1, 2, 3]])
+    for rows in (_table(gen, 4, 3, 1, torch.float64, 1), _table(gen, 4, 3, 2, torch.float32, 1).to(torch.float16)):
+        leaf = rows[..., 0].clone().requires_grad_(True)
+        d = fused.halfspace(rows, ia, ib, 1.0, leaf=leaf)
+        ref_leaf = rows[..., 0].clone().requires_grad_(True)
+        ref = batch.halfspace(rows, ia, ib, 1.0, leaf=ref_leaf)
+        assert torch.equal(d, ref)
+        d.sum().backward()
+        ref.sum().backward()
+        assert torch.equal(leaf.grad, ref_leaf.grad)
+    assert not fused.available(torch.float64, 1) and not fused.available(torch.float16, 2)
+    assert fused.status(torch.float64, 1) == "no fused kernels for torch.float64 nc=1 (float32/float64, nc in (2, 3, 4))"
+
+
+def test_disabled_runs_the_torch_path(monkeypatch):
+    monkeypatch.setenv("HYPERMC_NATIVE", "0")
+    monkeypatch.setattr(native, "_libs", {})
+    monkeypatch.setattr(fused, "_checked", {})
+    assert not fused.available(torch.float64, 2)
+    assert fused.status(torch.float64, 2) == "disabled by HYPERMC_NATIVE"
+    gen = torch.Generator().manual_seed(1)
+    rows = _table(gen, 5, 3, 2, torch.float64, 1)
+    ia, ib = torch.tensor([[0]]), torch.tensor([[1, 2, 3, 4]])
+    assert torch.equal(fused.halfspace(rows, ia, ib, 1.0), batch.halfspace(rows, ia, ib, 1.0))
+    comps, u = fused._retr_inputs(torch.float64, 2)
+    assert torch.equal(_bits(fused.halfspace_retr(comps, u)), _bits(fused.halfspace_retr_reference(comps, u)))
+
+
+@needs_fused
+def test_a_failed_check_warns_and_falls_back(monkeypatch):
+    monkeypatch.setattr(fused, "_checked", {})
+    monkeypatch.setattr(fused, "_check", lambda lib, dtype, nc: "halfspace f64 nc=2 (values 99.0 ulps, gradients 0.0 ulps)")
+    with pytest.warns(RuntimeWarning, match=r"fused halfspace kernels disabled for torch.float64 nc=2: halfspace f64 nc=2 \(values 99"):
+        assert not fused.available(torch.float64, 2)
+    assert fused.status(torch.float64, 2).startswith("check failed: halfspace f64 nc=2")
+
+
+# ------------------------------------------------------------------ retraction
+
+
+@needs_fused
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("nc", fused.NCS)
+def test_retraction_has_the_reference_bits_and_runs_fused(dtype, nc, monkeypatch):
+    gen = torch.Generator().manual_seed(nc)
+    comps = _table(gen, 300, 5, nc, dtype, 20)
+    u = (torch.randn(300, 5, generator=gen, dtype=torch.float64) * 10.0 ** torch.randint(-8, 1, (300, 1), generator=gen)).to(dtype)
+    u[:, -1] *= comps[:, -1, 0]
+    if nc == 2:  # at nc >= 3 a zero product fails the fixed network's check: the reference runs
+        u[::7, -1] = -1e4 * comps[::7, -1, 0]  # underflowing heights: clamped to the smallest normal number
+    reference = fused.halfspace_retr_reference
+    ref = reference(comps, u)
+    calls = []
+    monkeypatch.setattr(fused, "halfspace_retr_reference", lambda *a: calls.append(a) or reference(*a))
+    out = fused.halfspace_retr(comps, u)
+    assert not calls  # no fallback: the fused kernel made these bits
+    assert torch.equal(_bits(out), _bits(ref))
+    u[::7, -1] = -1e4 * comps[::7, -1, 0]
+    out = fused.halfspace_retr(comps, u)
+    assert len(calls) == (nc > 2) and torch.equal(_bits(out), _bits(reference(comps, u)))
+    assert bool((out[::7, -1, 0] == torch.finfo(dtype).tiny).all())
+
+
+@needs_fused
+@pytest.mark.parametrize("nc", fused.NCS)
+def test_retraction_special_values_fall_back_to_the_reference(nc):
+    """Cancelling sums (a failed fixed-network check at nc >= 3), inf and NaN: the
+    reference's bits, NaN and inf included."""
+    comps, u = fused._retr_inputs(torch.float64, nc)
+    comps = comps.clone()
+    comps[3, 1, 0] = float("nan")
+    u[4, 0] = float("inf")
+    out = fused.halfspace_retr(comps, u)
+    assert torch.equal(_bits(out), _bits(fused.halfspace_retr_reference(comps, u)))
+    assert bool(out[3, 1, 0].isnan()) and out[4, 0, 0].item() == math.inf
+
+
+def test_retraction_reference_is_the_mctensor_expression():
+    """The component-level reference equals the MCTensor expression it replaced, bit for bit."""
+    from hypermc.manifolds import PoincareHalfspace
+
+    M = PoincareHalfspace()
+    gen = torch.Generator().manual_seed(0)
+    for nc in (1, 2, 3):
+        x = M.random(200, 4, std=3.0, nc=nc, dtype=torch.float64, generator=gen)
+        u = torch.randn(200, 4, dtype=torch.float64, generator=gen) * 10.0 ** torch.randint(-12, 2, (200, 1), generator=gen)
+        u[::5, -1] = -800.0
+        factor = torch.exp(u[..., -1:] / x.components[..., -1:, 0])
+        expr = M.projx(torch.cat([x[..., :-1] + u[..., :-1], x[..., -1:] * factor], dim=-1))
+        assert torch.equal(_bits(fused.halfspace_retr_reference(x.components, u)), _bits(expr.components))
+
+
+@pytest.mark.cuda
+def test_cuda_tensors_run_the_torch_path():
+    """CUDA rows never reach the CPU kernels: distances, gradients and the retraction are
+    the torch path's, on the device."""
+    gen = torch.Generator().manual_seed(0)
+    rows = _table(gen, 40, 5, 2, torch.float64, 3).cuda()
+    ia, ib = torch.randint(40, (16, 1), generator=gen).cuda(), torch.randint(40, (16, 9), generator=gen).cuda()
+    out = []
+    for fn in (fused.halfspace, batch.halfspace):
+        leaf = rows[..., 0].clone().requires_grad_(True)
+        d = fn(rows, ia, ib, 1.0, leaf=leaf)
+        (g,) = torch.autograd.grad(d.sum(), leaf)
+        out.append((d, g))
+    assert out[0][0].device.type == "cuda" and torch.equal(out[0][0], out[1][0]) and torch.equal(out[0][1], out[1][1])
+    comps, u = fused._retr_inputs(torch.float64, 2)
+    comps, u = comps.cuda(), u.cuda()
+    assert torch.equal(_bits(fused.halfspace_retr(comps, u)), _bits(fused.halfspace_retr_reference(comps, u)))
