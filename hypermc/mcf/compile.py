@@ -88,14 +88,14 @@ byte flags it ran 64 elements per iteration and spilled, 26 ms instead of 15 ms 
 float64 ``nc = 3``), and a division scales its operands by one power of two where eager
 mode's three-step scaling multiplies by 1 twice. Measured (``docs/numerics.md``, 2-core
 AVX-512 VM shared with other jobs): compiled MC / compiled native for that expression,
-10^6 elements, one thread, float32 ``nc = 2`` 3.6x (target <= 6x), float64 ``nc = 3``
-16-17x (target 12x), ``nc = 4`` 27-30x (target 20x), against 43x, 39x and 65x with one
-opaque op per MC op in the same runs (float64 ``nc = 2``: 5x against 144x). The float64
-targets are out of reach with eager's algorithms on this machine: the loops are bound by
-arithmetic (585 and 1,167 floating-point operations per element) and run at 78 % and
-86 % of the measured peak of two 512-bit operations per cycle, while compiled native is a
-memory-bound 0.9-1.0 ms (at the peak: ~11x and ~23x; against an earlier, slower native
-measurement of 1.3-1.4 ms the same kernels gave 11.4-11.9x and 20.1-20.5x).
+10^6 elements, one thread, float32 ``nc = 2`` 3.7-3.9x (target <= 6x), float64 ``nc =
+3`` 13.6-16.4x (target 12x), ``nc = 4`` 25-29x (target 20x), against 34-39x, 40-41x and
+58-65x with one opaque op per MC op in the same runs (float64 ``nc = 2``: 4.7-5.3x
+against 16-20x). The float64 targets are out of reach with eager's algorithms on this
+machine: the loops are bound by arithmetic (585 and 1,167 floating-point operations per
+element) and run at 78 % and 86 % of the measured peak of two 512-bit operations per
+cycle, while compiled native is a memory-bound 0.9-1.1 ms (at the peak: ~10-12x and
+~19-24x).
 
 Not fused: CUDA and float16/bfloat16 (the per-op path as before), ``nc = 2`` square roots
 (eager mode picks one path per tensor there), exp, log and the other elementary
