@@ -5,17 +5,22 @@ distance), component dtypes float32/float64 and nc = 1..4, it times in the same 
 
 * *native eager* / *native compiled*: the function on plain tensors of the component
   dtype, eagerly and under ``torch.compile`` (default Inductor backend);
-* *MC eager* / *MC compiled*: the function on MCTensors, eagerly and compiled (every MC
-  op is one opaque ``hypermc::mc_op`` call, see ``hypermc/mcf/compile.py``);
+* *MC eager*: the function on MCTensors, eagerly;
+* *MC per-op*: compiled with ``HYPERMC_FUSE=0``, every MC op one opaque
+  ``hypermc::mc_op`` call running the eager kernel (the mechanism before fusion);
+* *MC compiled*: compiled as users get it: connected elementwise MC ops fused into one
+  ``hypermc::mc_fused`` node with one generated kernel on the CPU (see
+  ``hypermc/mcf/compile.py``);
 
-and checks that the compiled MC result equals the eager one bit for bit (column
-``same``). It prints the medians, the ratios MC-compiled / native-compiled and
-MC-compiled / MC-eager, and the compile time of the MC function (first call).
+and checks that both compiled MC results equal the eager one bit for bit (column
+``same``). It prints the medians, the ratios to native compiled, and the compile time of
+the MC function (first call, fused kernels' C++ builds included unless cached).
 
 Usage::
 
     python benchmarks/bench_compile.py                     # default table
     python benchmarks/bench_compile.py --size 100000 --nc 2 3 --dtypes float64
+    python benchmarks/bench_compile.py --functions "x*y+x/(y*y+1)" --size 1000000
     python benchmarks/bench_compile.py --device cuda
     python benchmarks/bench_compile.py --nc 1 2 3 4 --markdown   # the table of docs/numerics.md
 """
@@ -24,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
 import platform
 import statistics
 import time
@@ -67,6 +73,12 @@ def _sync(device: str) -> None:
         torch.cuda.synchronize()
 
 
+#: ``--stat``: how the repeats of a timing are summarised (the minimum is the run least
+#: disturbed by other jobs on a shared machine).
+STATS: dict[str, Callable] = {"median": statistics.median, "min": min}
+_stat = statistics.median
+
+
 def _median_time(fn: Callable, args, device: str, repeats: int) -> float:
     fn(*args)
     _sync(device)
@@ -76,7 +88,7 @@ def _median_time(fn: Callable, args, device: str, repeats: int) -> float:
         fn(*args)
         _sync(device)
         times.append(time.perf_counter() - t0)
-    return statistics.median(times)
+    return _stat(times)
 
 
 def _same_bits(a, b) -> bool:
@@ -86,8 +98,8 @@ def _same_bits(a, b) -> bool:
 
 #: ``--markdown``: the columns of the tables in docs/numerics.md (native eager time left out).
 MARKDOWN_HEADER = (
-    "| function | dtype | nc | native compiled ms | MC eager ms | MC compiled ms | MC comp / native comp "
-    "| MC comp / MC eager | compile s | same |\n|---|---|---:|---:|---:|---:|---:|---:|---:|---|"
+    "| function | dtype | nc | native compiled ms | MC eager ms | MC per-op ms | MC compiled ms | per-op / native comp "
+    "| MC comp / native comp | compile s | same |\n|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|"
 )
 
 
@@ -98,18 +110,49 @@ def _sig3(value: float) -> str:
     return f"{value:.{max(0, 2 - math.floor(math.log10(abs(value))))}f}"
 
 
-def run(size: int, dtypes: list[torch.dtype], ncs: list[int], device: str, repeats: int, markdown: bool = False) -> None:
+def _compiled(fn, fuse: bool):
+    """``torch.compile(fn)`` traced with MC fusion on or off (``HYPERMC_FUSE``; the
+    setting is part of the compiled-graph cache key)."""
+    torch._dynamo.reset()
+    old = os.environ.get("HYPERMC_FUSE")
+    os.environ["HYPERMC_FUSE"] = "1" if fuse else "0"
+    compiled = torch.compile(fn, fullgraph=True, dynamic=False)
+
+    def call(*args):
+        os.environ["HYPERMC_FUSE"] = "1" if fuse else "0"
+        try:
+            return compiled(*args)
+        finally:
+            if old is None:
+                os.environ.pop("HYPERMC_FUSE", None)
+            else:
+                os.environ["HYPERMC_FUSE"] = old
+
+    return call
+
+
+def run(
+    size: int,
+    dtypes: list[torch.dtype],
+    ncs: list[int],
+    device: str,
+    repeats: int,
+    markdown: bool = False,
+    functions: list[str] | None = None,
+) -> None:
     print(
         f"torch {torch.__version__}, {platform.machine()} {platform.processor() or ''}, device {device}, "
-        f"threads {torch.get_num_threads()}, {size} elements, median of {repeats}"
+        f"threads {torch.get_num_threads()}, {size} elements, {_stat.__name__} of {repeats}"
     )
     header = (
-        f"{'function':>18} {'dtype':>8} {'nc':>3} {'native ms':>10} {'nat.comp ms':>11} {'MC ms':>9} "
-        f"{'MC comp ms':>10} {'comp/nat.comp':>13} {'comp/eager':>10} {'compile s':>9} {'same':>5}"
+        f"{'function':>18} {'dtype':>8} {'nc':>3} {'native ms':>10} {'nat.comp ms':>11} {'MC ms':>9} {'per-op ms':>9} "
+        f"{'MC comp ms':>10} {'per-op/nat':>10} {'comp/nat.comp':>13} {'compile s':>9} {'same':>5}"
     )
     print(MARKDOWN_HEADER if markdown else header)
     gen = torch.Generator().manual_seed(0)
     for name, fn in FUNCTIONS.items():
+        if functions is not None and name not in functions:
+            continue
         for dtype in dtypes:
             xs, ys = _operands(name, size, dtype, device, gen)
             torch._dynamo.reset()
@@ -119,27 +162,30 @@ def run(size: int, dtypes: list[torch.dtype], ncs: list[int], device: str, repea
             for nc in ncs:
                 x = hm.mc(xs, nc=nc, dtype=dtype)
                 y = hm.mc(ys, nc=nc, dtype=dtype)
-                torch._dynamo.reset()
-                mc_c = torch.compile(fn, fullgraph=True, dynamic=False)
+                eager = fn(x, y)
+                per_op = _compiled(fn, fuse=False)
+                same = _same_bits(per_op(x, y), eager)
+                t_per_op = _median_time(per_op, (x, y), device, repeats)
+                mc_c = _compiled(fn, fuse=True)
                 t0 = time.perf_counter()
                 out_c = mc_c(x, y)
                 _sync(device)
                 t_compile = time.perf_counter() - t0
-                same = _same_bits(out_c, fn(x, y))
+                same = same and _same_bits(out_c, eager)
                 t_mc = _median_time(fn, (x, y), device, repeats)
                 t_mc_c = _median_time(mc_c, (x, y), device, repeats)
                 dname = str(dtype).removeprefix("torch.")
                 if markdown:
-                    cells = [_sig3(t * 1e3) for t in (t_native_c, t_mc, t_mc_c)] + [
+                    cells = [_sig3(t * 1e3) for t in (t_native_c, t_mc, t_per_op, t_mc_c)] + [
+                        _sig3(t_per_op / t_native_c) + "x",
                         _sig3(t_mc_c / t_native_c) + "x",
-                        _sig3(t_mc_c / t_mc) + "x",
                     ]
                     print(f"| {name} | {dname} | {nc} | {' | '.join(cells)} | {t_compile:.1f} | {same} |", flush=True)
                     continue
                 print(
                     f"{name:>18} {dname:>8} {nc:>3} {t_native * 1e3:>10.3f} "
-                    f"{t_native_c * 1e3:>11.3f} {t_mc * 1e3:>9.2f} {t_mc_c * 1e3:>10.2f} "
-                    f"{t_mc_c / t_native_c:>12.1f}x {t_mc_c / t_mc:>9.2f}x {t_compile:>9.1f} {str(same):>5}",
+                    f"{t_native_c * 1e3:>11.3f} {t_mc * 1e3:>9.2f} {t_per_op * 1e3:>9.2f} {t_mc_c * 1e3:>10.2f} "
+                    f"{t_per_op / t_native_c:>9.1f}x {t_mc_c / t_native_c:>12.1f}x {t_compile:>9.1f} {str(same):>5}",
                     flush=True,
                 )
 
@@ -153,9 +199,13 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--repeats", type=int, default=5)
     p.add_argument("--threads", type=int, default=1, help="torch CPU threads")
     p.add_argument("--markdown", action="store_true", help="print a markdown table in the layout of docs/numerics.md")
+    p.add_argument("--functions", nargs="+", choices=sorted(FUNCTIONS), help="only these functions (default: all)")
+    p.add_argument("--stat", choices=sorted(STATS), default="median", help="summary of the repeats of each timing")
     args = p.parse_args(argv)
     torch.set_num_threads(args.threads)
-    run(args.size, [getattr(torch, d) for d in args.dtypes], args.nc, args.device, args.repeats, args.markdown)
+    global _stat
+    _stat = STATS[args.stat]
+    run(args.size, [getattr(torch, d) for d in args.dtypes], args.nc, args.device, args.repeats, args.markdown, args.functions)
 
 
 if __name__ == "__main__":

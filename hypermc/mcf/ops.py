@@ -17,9 +17,10 @@ import operator
 from typing import Any, SupportsFloat, cast
 
 import torch
-from torch.utils._python_dispatch import return_and_correct_aliasing
+from torch.utils._python_dispatch import _disable_current_modes, return_and_correct_aliasing
 
 from . import arith, elementary, matmul, reduce
+from .compile import fusable
 from .eft import float_format, pack, renormalize, unpack
 from .tensor import MCTensor, _OperandTypeError, implements
 
@@ -139,6 +140,102 @@ def _scaled(b, alpha):
     if isinstance(b, numbers.Number):
         return b * alpha
     return b * alpha
+
+
+# ------------------------------------------------------------------- fusion rules
+#
+# What eager mode computes for the elementwise ops, as hypermc.mcf.compile.fuse_op reads
+# it while torch.compile traces (see hypermc.mcf.compile.fusable): the same operand
+# conversions (_operand, _negate) and the same kernel choice and operand order as
+# _binary, so a fused node runs the kernels these implementations run.
+
+
+def _fusion_operand(a: Any, ref: MCTensor, nc: int) -> Any:
+    """Operand ``a`` as :func:`_operand` converts it, for a fusion rule; None where the
+    op is not fused (another dtype, device or ``nc``: the op's own path decides)."""
+    if isinstance(a, tuple) and a[0] == "neg":
+        inner = _fusion_operand(a[1], ref, nc)
+        return None if inner is None else ("neg", inner)
+    if isinstance(a, MCTensor):
+        return a if a.dtype == ref.dtype and a.nc == nc else None
+    if isinstance(a, torch.Tensor):
+        return ("plain", a) if a.dtype == ref.dtype and a.device == ref.device else None
+    if isinstance(a, numbers.Real):
+        with _disable_current_modes():  # a constant: converted now, on the host, as eager mode does
+            x = _operand(a, ref.dtype, nc, torch.device("cpu"))
+            values = (x.t if isinstance(x, _Plain) else x).reshape(-1).tolist()
+        return ("const", tuple(values))
+    return None
+
+
+def _is_plain(o: Any) -> bool:
+    if isinstance(o, MCTensor):
+        return False
+    if o[0] == "neg":
+        return _is_plain(o[1])
+    return o[0] == "plain" or len(o[1]) == 1
+
+
+def _fuse_binary(kind: str, a: Any, b: Any, ref: MCTensor, nc: int, *, commutative: bool) -> Any:
+    """:func:`_binary`'s dispatch as a fusion tree: ``kernel_float(x, b)`` for a plain
+    second operand, the operands swapped (``commutative``) or ``kernel_rfloat`` for a
+    plain first one, ``kernel_mc`` otherwise."""
+    x, y = _fusion_operand(a, ref, nc), _fusion_operand(b, ref, nc)
+    if x is None or y is None:
+        return None
+    if _is_plain(x) and commutative:
+        return (kind, y, x)
+    return (kind, x, y)
+
+
+def _negated(b: Any) -> Any:
+    """:func:`_negate` for a fusion rule (numbers negated now, tensors by a step)."""
+    return -b if isinstance(b, numbers.Real) else ("neg", b)
+
+
+@fusable(aten.add.Tensor, aten.add.Scalar)
+def _fuse_add(a, b, *, alpha=1):
+    return _fuse_binary("add", a, b, _first_mc(a, b), _nc_of(a, b), commutative=True) if alpha == 1 else None
+
+
+@fusable(aten.sub.Tensor, aten.sub.Scalar)
+def _fuse_sub(a, b, *, alpha=1):
+    return _fuse_binary("add", a, _negated(b), _first_mc(a, b), _nc_of(a, b), commutative=True) if alpha == 1 else None
+
+
+@fusable(aten.rsub.Tensor, aten.rsub.Scalar)
+def _fuse_rsub(a, b, *, alpha=1):
+    return _fuse_binary("add", b, _negated(a), _first_mc(a, b), _nc_of(a, b), commutative=True) if alpha == 1 else None
+
+
+@fusable(aten.mul.Tensor, aten.mul.Scalar)
+def _fuse_mul(a, b):
+    return _fuse_binary("mul", a, b, _first_mc(a, b), _nc_of(a, b), commutative=True)
+
+
+@fusable(aten.div.Tensor, aten.div.Scalar, aten.div.Tensor_mode, aten.div.Scalar_mode)
+def _fuse_div(a, b, *, rounding_mode=None):
+    return _fuse_binary("div", a, b, _first_mc(a, b), _nc_of(a, b), commutative=False) if rounding_mode is None else None
+
+
+@fusable(aten.neg.default)
+def _fuse_neg(a):
+    return ("neg", a)
+
+
+@fusable(aten.sqrt.default)
+def _fuse_sqrt(a):
+    return ("sqrt", a)  # arith.sqrt (native_fused.supports: nc >= 3)
+
+
+@fusable(aten.square.default)
+def _fuse_square(a):
+    return ("mul", a, a)  # arith.square is mul(x, x)
+
+
+@fusable(aten.reciprocal.default)
+def _fuse_reciprocal(a):
+    return ("div", ("const", (1.0,)), a)  # arith.reciprocal: rdiv_float(ones, x)
 
 
 # --------------------------------------------------------------- arithmetic ops

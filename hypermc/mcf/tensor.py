@@ -38,7 +38,7 @@ import torch
 
 from .. import _checks
 from . import arith, exact
-from .compile import call_opaque, code_version, define_mc_op, is_opaque
+from .compile import call_opaque, code_version, define_mc_op, fuse_op, fusion_enabled, is_opaque
 from .eft import float_format, is_traced, renormalize
 
 __all__ = ["MCTensor", "mc", "from_mpmath", "implements", "register_manifold_pickling"]
@@ -229,13 +229,13 @@ class MCTensor(torch.Tensor):
         return MCTensor(inner_tensors["_components"])
 
     def _stable_hash_for_caching(self) -> str:
-        """Key of this tensor in torch's compiled-graph caches: the components' metadata
-        and the hypermc kernels' code version (a cached graph holds the output layouts
-        and op specs of the kernels that traced it)."""
+        """Key of this tensor in torch's compiled-graph caches: the components' metadata,
+        the hypermc kernels' code version (a cached graph holds the output layouts and op
+        specs of the kernels that traced it) and whether MC ops are fused
+        (``HYPERMC_FUSE``)."""
         c = self._components
-        return (
-            f"MCTensor({tuple(c.shape)}, {tuple(c.stride())}, {c.dtype}, {c.device.type}, {self.requires_grad}, hypermc {code_version()})"
-        )
+        meta = f"{tuple(c.shape)}, {tuple(c.stride())}, {c.dtype}, {c.device.type}, {self.requires_grad}"
+        return f"MCTensor({meta}, hypermc {code_version()}, fuse {int(fusion_enabled())})"
 
     def __reduce_ex__(self, protocol):
         # a ManifoldParameter holding an MCTensor is the MCTensor itself with a
@@ -267,7 +267,8 @@ class MCTensor(torch.Tensor):
     def __torch_dispatch__(cls, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
         if _traced_operands(args) and is_opaque(func):
-            return call_opaque(func, args, kwargs, MCTensor)  # one opaque op (see hypermc.mcf.compile)
+            fused = fuse_op(func, args, kwargs, MCTensor)  # elementwise ops: one fused node
+            return call_opaque(func, args, kwargs, MCTensor) if fused is None else fused  # else one opaque op
         return dispatch_impl(func, args, kwargs)
 
 

@@ -9,17 +9,22 @@ is compared with eager bitwise and with the mpmath oracle; CPU always, CUDA unde
 
 from __future__ import annotations
 
+import json
 import math
 from fractions import Fraction
 
 import mpmath
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import hypermc as hm
-from hypermc.mcf import eft
+from hypermc.mcf import arith, eft, native, native_fused
+from hypermc.mcf import compile as mc_compile
 from tests.conftest import BOUNDS
-from tests.oracle import assert_within, components_to_mpf, working_prec
+from tests.mcf.test_native import needs_compiler
+from tests.oracle import assert_within, components_to_mpf, expansions, working_prec
 
 # torch's own Inductor/AOT code emits these while compiling (not hypermc's warnings).
 pytestmark = [
@@ -260,3 +265,175 @@ def test_cuda_compiled_mc_matches_mpmath(dtype, nc):
             exact = [ref(a, b) for a, b in zip(xm.tolist(), ym.tolist())]
         bound = 2 * BOUNDS["mul"] if name == "fma_like" else BOUNDS["add" if name == "add" else name]
         assert_within(out.components.cpu(), exact, dtype, nc, bound)
+
+
+# ------------------------------------------------------------------ fused expressions
+#
+# On the CPU, connected elementwise MC ops become one hypermc::mc_fused node whose fused
+# kernel recomputes the elements any op's check rejects with eager mode's ops
+# (hypermc/mcf/compile.py). Compiled results must be eager's bits: hypothesis draws the
+# operands over a wide exponent range, and every example carries the pinned edge
+# operands (±0, subnormals, huge and tiny exponents, exact and near cancellation, inf,
+# NaN).
+
+FUSED_EXPRESSIONS = {
+    "x*y+x/(y*y+1)": lambda x, y, p: x * y + x / (y * y + 1.0),  # the benchmark's
+    "(x-y)*(x+y)-0.1*x": lambda x, y, p: (x - y) * (x + y) - 0.1 * x,  # 0.1: an MC constant in float32
+    "1-x/y+p": lambda x, y, p: 1.0 - x / y + p,  # rsub, a plain tensor
+    "p*x-y/p-(-x).square()": lambda x, y, p: p * x - y / p - (-x).square(),
+    "3/x+y.reciprocal()*x": lambda x, y, p: 3 / x + y.reciprocal() * x,  # rdiv via reciprocal * 3
+    "sqrt(x*x+y*y)/(p-x)": lambda x, y, p: torch.sqrt(x * x + y * y) / (p - x),  # sqrt fused at nc >= 3
+}
+FUSED_CONFIGS = [(torch.float32, 2), (torch.float32, 4), (torch.float64, 2), (torch.float64, 3), (torch.float64, 4)]
+
+
+def _pinned_operands(dtype: torch.dtype, nc: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Leading values of x, y, p for the edge cases, as float64 (exact in ``dtype``)."""
+    fi = torch.finfo(dtype)
+    sub, huge, tiny = fi.tiny / 8, fi.max / 4, fi.tiny * 2**30
+    x = [0.0, -0.0, 0.0, sub, -sub, huge, tiny, 1.0, 1.0, 3.0, float("inf"), float("nan"), 1.5, -2.0, huge, 1.0]
+    y = [-0.0, 2.0, 0.0, 1.0, sub, 3.0, tiny, 1.0, -1.0, 0.0, 1.0, 2.0, float("inf"), -2.0, 1.0 / huge, 1.0 + 2**-20]
+    p = [1.0, -0.0, 0.0, sub, 1.0, huge, 2.0, -1.0, 1.0, 0.5, 2.0, 1.0, 3.0, 0.0, 1.0, 1.0 - 2**-20]
+    return tuple(torch.tensor(v, dtype=torch.float64) for v in (x, y, p))  # type: ignore[return-value]
+
+
+def _fused_operands(dtype: torch.dtype, nc: int, xs, ys, ps):
+    x0, y0, p0 = _pinned_operands(dtype, nc)
+    x = torch.cat([xs, hm.mc(x0, nc=nc, dtype=dtype).components])
+    y = torch.cat([ys, hm.mc(y0, nc=nc, dtype=dtype).components])
+    y[: len(xs) // 4] = -x[: len(xs) // 4]  # exact cancellation in x + y, x - y
+    y[len(xs) // 4 : len(xs) // 2] = arith.add(-x[len(xs) // 4 : len(xs) // 2], x[len(xs) // 4 : len(xs) // 2] * 2.0**-40)
+    p = torch.cat([ps.to(dtype), p0.to(dtype)])
+    return hm.MCTensor(x), hm.MCTensor(y), p
+
+
+@pytest.mark.parametrize(("dtype", "nc"), FUSED_CONFIGS, ids=str)
+@pytest.mark.parametrize("name", sorted(FUSED_EXPRESSIONS))
+@settings(max_examples=min(settings.default.max_examples, 6))
+@given(data=st.data())
+def test_fused_expressions_equal_eager(name, dtype, nc, data):
+    fn = FUSED_EXPRESSIONS[name]
+    compiled = _COMPILED.setdefault((name, dtype, nc), torch.compile(fn, fullgraph=True, dynamic=False))
+    wide = {"min_exp": -60, "max_exp": 60} if dtype == torch.float32 else {"min_exp": -300, "max_exp": 300}
+    xs = data.draw(expansions(dtype, nc, shape=(32,), allow_zero=True, **wide))
+    ys = data.draw(expansions(dtype, nc, shape=(32,), allow_zero=True, **wide))
+    ps = data.draw(expansions(dtype, 1, shape=(32,), allow_zero=True, **wide))[..., 0]
+    x, y, p = _fused_operands(dtype, nc, xs, ys, ps)
+    got, want = compiled(x, y, p), fn(x, y, p)
+    assert isinstance(got, hm.MCTensor) and got.dtype == dtype and got.nc == nc
+    _assert_same_bits(got.components, want.components)
+
+
+# compiled functions of test_fused_expressions_equal_eager, one per test (dynamo is reset between tests)
+_COMPILED: dict = {}
+
+
+@pytest.fixture(autouse=True)
+def _fresh_compiled():
+    _COMPILED.clear()
+    yield
+    _COMPILED.clear()
+
+
+def _fused_calls(monkeypatch) -> list[dict]:
+    """The specs of the hypermc::mc_fused calls a compiled graph makes (recorded)."""
+    calls: list[dict] = []
+    real = mc_compile.run_fused
+
+    def record(spec, tensors, mc_type, dispatch_impl):
+        calls.append(json.loads(spec))
+        return real(spec, tensors, mc_type, dispatch_impl)
+
+    monkeypatch.setattr(mc_compile, "run_fused", record)
+    return calls
+
+
+@needs_compiler
+@pytest.mark.parametrize(("dtype", "nc"), [(torch.float32, 2), (torch.float64, 3), (torch.float64, 4)], ids=str)
+def test_benchmark_expression_is_one_fused_kernel(dtype, nc, monkeypatch):
+    """x*y + x/(y*y + 1) runs as one mc_fused call of five ops (the nodes of its
+    intermediate values are dead code and removed), through a checked fused kernel."""
+    x, y = _mc_operands(dtype, nc)
+    f = torch.compile(lambda x, y: x * y + x / (y * y + 1.0), fullgraph=True, dynamic=False)
+    f(x, y)
+    calls = _fused_calls(monkeypatch)
+    _assert_same_bits(f(x, y).components, (x * y + x / (y * y + 1.0)).components)
+    assert [[n["op"] for n in c["nodes"]] for c in calls] == [
+        ["aten.mul.Tensor", "aten.mul.Tensor", "aten.add.Tensor", "aten.div.Tensor", "aten.add.Tensor"]
+    ]
+    kernels = [k for k, v in native_fused._kernels.items() if k[:2] == (native._NAMES[dtype], nc) and len(k[3]) == 5]
+    assert kernels and all(callable(native_fused._kernels[k]) for k in kernels)
+
+
+@needs_compiler
+def test_written_operands_are_read_after_the_write():
+    """An MC value's expression is not inlined into a later op if one of its leaves, or
+    the value itself, was written in place in between (MC in-place ops, plain in-place
+    ops, writes through views)."""
+
+    def f(x, y, p):
+        z = x * y + 1.0
+        x.add_(y)  # a leaf of z, written by an MC in-place op
+        w = z * p
+        p.mul_(2.0)  # a plain leaf of w
+        v = x[:4]
+        v.mul_(3.0)  # x written through a view
+        u = z / y
+        z.mul_(0.5)  # z itself
+        return z + x, w * p + u, u - z
+
+    x, y = _mc_operands(torch.float64, 3)
+    p = torch.linspace(0.5, 2.0, x.shape[0], dtype=torch.float64)
+    xc, pc, xe, pe = x.clone(), p.clone(), x.clone(), p.clone()
+    got = torch.compile(f, fullgraph=True, dynamic=False)(xc, y, pc)
+    want = f(xe, y, pe)
+    for a, b in zip(got, want):
+        _assert_same_bits(a.components, b.components)
+    _assert_same_bits(xc.components, xe.components)
+    assert torch.equal(pc, pe)
+
+
+@needs_compiler
+def test_shared_intermediates_and_long_chains(monkeypatch):
+    """A value used by several expressions and returned itself; a chain longer than
+    MAX_FUSED_OPS (split into several fused nodes)."""
+
+    def f(x, y):
+        a = x * y - 1.0
+        b = a / (y + 2.0)
+        c = a * a + b
+        for k in range(2 * mc_compile.MAX_FUSED_OPS):
+            c = c * 0.75 + (b if k % 2 else x)
+        return a, b - c, a.sum()
+
+    x, y = _mc_operands(torch.float64, 4)
+    calls = _fused_calls(monkeypatch)
+    got = torch.compile(f, fullgraph=True, dynamic=False)(x, y)
+    want = f(x, y)
+    for a, b in zip(got, want):
+        _assert_same_bits(a.components, b.components)
+    assert calls and max(len(c["nodes"]) for c in calls) <= mc_compile.MAX_FUSED_OPS
+
+
+@pytest.mark.parametrize("backend", ["aot_eager", "inductor"])
+def test_fused_nodes_under_other_backends(backend):
+    x, y = _mc_operands(torch.float32, 2)
+    fn = FUSED_EXPRESSIONS["x*y+x/(y*y+1)"]
+    p = torch.ones(x.shape[0])
+    got = torch.compile(fn, backend=backend, fullgraph=True, dynamic=False)(x, y, p)
+    _assert_same_bits(got.components, fn(x, y, p).components)
+
+
+def test_not_fused_without_fused_kernels(monkeypatch):
+    """Without fused kernels (no compiler, ``HYPERMC_NATIVE=0``, another device) every MC
+    op stays one opaque op, as before."""
+    monkeypatch.setattr(native_fused, "usable", lambda dtype, nc: False)
+    monkeypatch.setattr(torch._functorch.config, "enable_autograd_cache", False)  # trace again: no cached graph
+    monkeypatch.setattr(torch._inductor.config, "fx_graph_cache", False)
+    calls = _fused_calls(monkeypatch)
+    x, y = _mc_operands(torch.float64, 3)
+    fn = FUSED_EXPRESSIONS["x*y+x/(y*y+1)"]
+    p = torch.ones(x.shape[0], dtype=torch.float64)
+    got = torch.compile(fn, fullgraph=True, dynamic=False)(x, y, p)
+    _assert_same_bits(got.components, fn(x, y, p).components)
+    assert calls == []

@@ -21,6 +21,8 @@ from __future__ import annotations
 
 import torch
 
+from ...mcf.eft import sqrt_rn
+from ...mcf.tensor import MCTensor
 from . import common
 
 __all__ = [
@@ -132,6 +134,13 @@ def _scaled(x, y):
     return x * s, y * s, s
 
 
+def _sqrt(a):
+    """``sqrt(a)``, correctly rounded for a plain tensor (:func:`~hypermc.mcf.eft.sqrt_rn`:
+    torch's CPU ``sqrt`` is not, compiled code's is, so the two would differ, e.g. for
+    the origin's height ``1/2``); MC values take their own square root."""
+    return torch.sqrt(a) if isinstance(a, MCTensor) else sqrt_rn(a)
+
+
 def _log_parts(x, y):
     """(vec, coef): ``logmap = coef * vec``, for x, y scaled into range."""
     t, s = x[..., -1:], y[..., -1:]
@@ -139,7 +148,7 @@ def _log_parts(x, y):
     db = delta[..., :-1]
     rho = common.norm(delta, keepdim=True)
     rho_star = common.norm(torch.cat([db, t + s], dim=-1), keepdim=True)
-    st, ss = torch.sqrt(t), torch.sqrt(s)
+    st, ss = _sqrt(t), _sqrt(s)
     a = rho / (2 * st * ss)
     vec = torch.cat([2 * t * db, common.sqnorm(db, keepdim=True) + (s - t) * (s + t)], dim=-1)
     coef = common.asinhc(a) / (st * ss) * (t / rho_star)
