@@ -5,8 +5,10 @@ burn-in, so a segment resumes bit-identically from the previous checkpoint); aft
 segment the embedding is evaluated (``--eval-sample`` random sources, the same ones each
 time; the last point on all sources) and one JSON line is appended to
 ``OUT/curve.jsonl``. It stops after ``--epochs`` epochs or once ``--max-minutes`` of
-wall time have passed, whichever comes first. ``--root`` trains on the closure under one
-synset instead (e.g. ``animal.n.01``: 4,017 nodes), a quick stand-in for the full graph.
+wall time have passed, whichever comes first; ``--resume`` continues the run found in
+``OUT`` (so a run can be split over commands with a time limit). ``--root`` trains on
+the closure under one synset instead (e.g. ``animal.n.01``: 4,017 nodes), a quick
+stand-in for the full graph.
 
 The defaults are the recipe of docs/training.md ("Why nouns stalled"): distance scale 4
 (logits ``-4 d``; the 2-D mammals default 0.5 freezes misplaced nodes far from their
@@ -29,7 +31,7 @@ from pathlib import Path
 import torch
 
 from hypermc.data import Graph, load_edges, wordnet_closure
-from hypermc.embed import evaluate, train
+from hypermc.embed import evaluate, load_checkpoint, train
 from hypermc.embed.train import CHECKPOINT_NAME, MANIFOLDS
 
 
@@ -66,6 +68,7 @@ def main() -> None:
     p.add_argument("--eval-sample", type=int, default=2000)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--threads", type=int, default=None)
+    p.add_argument("--resume", action="store_true", help="continue from OUT/checkpoint.pt if it exists (same settings)")
     args = p.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -94,6 +97,9 @@ def main() -> None:
     )
     start = time.perf_counter()
     done, resume = 0, None
+    if args.resume and (out / CHECKPOINT_NAME).exists():  # continue the run in OUT
+        resume = out / CHECKPOINT_NAME
+        done = load_checkpoint(resume)["epoch"]
     while done < args.epochs:
         done = min(args.epochs, done + args.every)
         r = train(graph, manifold, epochs=done, resume=resume, **kw)
