@@ -14,11 +14,17 @@ Usage::
     python benchmarks/bench_matmul.py                 # full table
     python benchmarks/bench_matmul.py --quick         # fewer repeats, no 1024^3 float64 nc=3
     python benchmarks/bench_matmul.py --sizes matmul mm1024 --dtypes float32 --nc 2
+    python benchmarks/bench_matmul.py --sizes matmul mm1024 --nc 2 --threads 1 --cpu-time --markdown
+
+``--markdown`` also prints the ratios as a table in the layout of docs/benchmarks.md: a
+row per size and dtype (and nc, when several), the columns MC @ Tensor and MC @ MC (wall
+ratio; the CPU-time ratio in brackets with ``--cpu-time``) and the target.
 """
 
 from __future__ import annotations
 
 import argparse
+import math
 import statistics
 import time
 from collections.abc import Callable
@@ -45,6 +51,10 @@ LABELS = {
     "bmm": "BMM (16x500x200)@(16x200x50)",
     "mm1024": "Matmul 1024^3",
 }
+
+
+#: The first speed issue's targets for nc = 2 (MC time / native time, one thread).
+TARGETS: dict[tuple[str, str, int], int] = {("matmul", "float32", 2): 20, ("mm1024", "float32", 2): 20, ("mm1024", "float64", 2): 40}
 
 
 def random_mc(shape: tuple, nc: int, dtype: torch.dtype, gen: torch.Generator) -> torch.Tensor:
@@ -103,6 +113,7 @@ def main() -> None:
     parser.add_argument("--cpu-time", action="store_true", help="also show CPU-time ratios")
     parser.add_argument("--quick", action="store_true", help="3 repeats, 1 warm-up, skip float64 nc=3 at 1024^3")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--markdown", action="store_true", help="also print the ratios as a markdown table (docs/benchmarks.md)")
     args = parser.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -118,6 +129,7 @@ def main() -> None:
         cols += f" {'cpu ratio':>9s}"
     print(cols)
     print("-" * len(cols))
+    cells: dict[tuple[str, str, int], dict[str, str]] = {}  # --markdown: (size, dtype, nc) -> {operands: cell}
     for size in args.sizes:
         op, sa, sb, sc = SIZES[size]
         for dname in args.dtypes:
@@ -142,9 +154,34 @@ def main() -> None:
                         f"{LABELS[size]:32s} {dname:8s} {nc:2d} {kind:8s} {fmt_time(t_nat)} "
                         f"{fmt_time(t_mc)} {t_mc / t_nat:6.1f}x {plan.gemms:5d}"
                     )
+                    cell = f"{_sig3(t_mc / t_nat)}x"
                     if args.cpu_time:
                         line += f" {c_mc / max(c_nat, 1e-9):8.1f}x"
+                        cell += f" ({_sig3(c_mc / max(c_nat, 1e-9))}x)"
+                    cells.setdefault((size, dname, nc), {})[kind] = cell
                     print(line, flush=True)
+    if args.markdown:
+        print()
+        print(markdown_table(cells, several_nc=len(args.nc) > 1))
+
+
+def _sig3(value: float) -> str:
+    """Three significant digits, never in exponent notation (1522, 21.9, 3.10)."""
+    if value == 0 or not math.isfinite(value):
+        return f"{value:g}"
+    return f"{value:.{max(0, 2 - math.floor(math.log10(abs(value))))}f}"
+
+
+def markdown_table(cells: dict[tuple[str, str, int], dict[str, str]], several_nc: bool) -> str:
+    """A row per (size, dtype[, nc]): the MC @ Tensor and MC @ MC ratios and the target."""
+    head = ["product", "dtype", *(["nc"] if several_nc else []), "MC @ Tensor", "MC @ MC", "target"]
+    align = ["---", "---", *(["---:"] if several_nc else []), "---:", "---:", "---"]
+    rows = [f"| {' | '.join(head)} |", f"|{'|'.join(align)}|"]
+    for (size, dname, nc), kinds in cells.items():
+        target = TARGETS.get((size, dname, nc))
+        row = [LABELS[size], dname, *([str(nc)] if several_nc else []), kinds.get("MC@T", "-"), kinds.get("MC@MC", "-")]
+        rows.append(f"| {' | '.join([*row, f'<= {target}x' if target else ''])} |")
+    return "\n".join(rows)
 
 
 if __name__ == "__main__":

@@ -34,6 +34,15 @@ Usage::
     python benchmarks/bench_ops.py --quick --threads 1 --dtypes float64 --nc 3 4 --torch-networks
     python benchmarks/bench_ops.py --quick --threads 1 --dtypes float32 float64 --nc 2 3 4 \\
         --torch-networks --budget 4 --no-ref --markdown      # the table of docs/numerics.md
+    python benchmarks/bench_ops.py --ops add mul div exp --nc 2 3 --threads 1 2 --cpu-time \\
+        --budget 4 --no-ref --markdown --pivot size          # the table of docs/benchmarks.md
+
+``--threads`` takes several counts (each case is timed at each). ``--markdown`` prints
+the ratios as a table after the plain-text rows: with ``--pivot nc`` (default) a row per
+op, dtype (and size, when several) and a column per nc; with ``--pivot size`` a row per
+op, dtype and nc, a column per size and thread count, and the target. A cell is the
+wall-clock ratio, ``(CPU-time ratio)`` with ``--cpu-time``, ``/ nets`` with
+``--torch-networks``.
 """
 
 from __future__ import annotations
@@ -41,6 +50,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import importlib.util
+import itertools
 import math
 import platform
 import statistics
@@ -230,7 +240,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--repeats", type=int, default=15)
     parser.add_argument("--warmup", type=int, default=3)
     parser.add_argument("--budget", type=float, default=20.0, help="seconds per case; fewer repeats (>= 3) for slow kernels")
-    parser.add_argument("--threads", type=int, default=None, help="torch.set_num_threads")
+    parser.add_argument("--threads", type=int, nargs="+", default=None, help="torch.set_num_threads; several: each case at each count")
     parser.add_argument("--cpu-time", action="store_true", help="also print the CPU-time ratio")
     parser.add_argument("--torch-networks", action="store_true", help="also time MC with the fused nc=3/4 kernels bypassed (column nets)")
     parser.add_argument("--count-ops", action="store_true", help="also print the number of elementwise kernels per MC call")
@@ -239,21 +249,27 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--markdown",
         action="store_true",
-        help="also print the ratios as a markdown table, one row per op and dtype, one column per nc "
-        "(MC / nets with --torch-networks), the layout of docs/numerics.md",
+        help="also print the ratios as a markdown table (layout: --pivot)",
+    )
+    parser.add_argument(
+        "--pivot",
+        choices=["nc", "size"],
+        default="nc",
+        help="--markdown layout: nc = a column per nc (docs/numerics.md); size = a column per size and thread count, "
+        "a row per op, dtype and nc, plus the target (docs/benchmarks.md)",
     )
     args = parser.parse_args(argv)
     for s in args.sizes:
         parse_size(s)  # validate before any timing
     if args.quick:
         args.repeats, args.warmup, args.sizes = 5, 1, ["1000x1000"]
-    if args.threads is not None:
-        torch.set_num_threads(args.threads)
+    thread_counts = args.threads or [torch.get_num_threads()]
+    torch.set_num_threads(thread_counts[0])
     gen = torch.Generator().manual_seed(args.seed)
 
     print(
         f"torch {torch.__version__}, {platform.processor() or platform.machine()}, "
-        f"{torch.get_num_threads()} threads; medians of up to {args.repeats} alternating runs "
+        f"{', '.join(map(str, thread_counts))} threads; medians of up to {args.repeats} alternating runs "
         f"(>= 3, about {args.budget:g} s per case) after {args.warmup} warm-up; times in ms"
     )
     if el is None:
@@ -261,45 +277,51 @@ def main(argv: list[str] | None = None) -> None:
     ops = [op for op in args.ops if op in all_ops]
     print(f"fused nc=3/4 CPU kernels: float64 nc=3 {fused.status(torch.float64, 3)}, float32 nc=3 {fused.status(torch.float32, 3)}")
     print(f"device {args.device}; ref = original MCTensor algorithms (benchmarks/mctensor_reference.py), vs ref = MC / ref")
-    head = f"{'op':<5} {'dtype':<8} {'nc':>2} {'size':<10} {'native':>9} {'MC':>10} {'ratio':>8} {'ref':>10} {'ref ratio':>9} {'vs ref':>7}"
+    several = len(thread_counts) > 1
+    threads_head = f" {'threads':>7}" if several else ""
+    head = f"{'op':<5} {'dtype':<8} {'nc':>2} {'size':<10}{threads_head} {'native':>9} {'MC':>10} {'ratio':>8}"
+    head += f" {'ref':>10} {'ref ratio':>9} {'vs ref':>7}"
     head += f" {'cpu ratio':>9}" if args.cpu_time else ""
     head += f" {'nets':>8}" if args.torch_networks else ""
     head += f" {'kernels':>7}" if args.count_ops else ""
     head += "  target"
     print(head)
     print("-" * len(head))
-    pivot: dict[tuple[str, str, str], dict[int, str]] = {}  # --markdown: (op, dtype, size) -> {nc: cell}
-    for op in ops:
-        for dname in args.dtypes:
+    cells: dict[tuple[str, str, int, str, int], str] = {}  # --markdown: (op, dtype, nc, size, threads) -> cell
+    for threads in thread_counts:
+        torch.set_num_threads(threads)
+        for op, dname, nc, sname in itertools.product(ops, args.dtypes, args.nc, args.sizes):
             dtype = DTYPES[dname]
-            for nc in args.nc:
-                for sname in args.sizes:
-                    native, mc, ref = make_case(op, parse_size(sname), nc, dtype, gen, el, args.device)
-                    r = measure(native, mc, args.repeats, args.warmup, args.budget, None if args.no_ref else ref)
-                    line = f"{op:<5} {dname:<8} {nc:>2} {sname:<10} {r['native'] * 1e3:>9.3f} {r['mc'] * 1e3:>10.3f} {r['ratio']:>7.1f}x"
-                    if r["ref"] is None:
-                        line += f" {'-':>10} {'-':>9} {'-':>7}"
-                    else:
-                        line += f" {r['ref'] * 1e3:>10.3f} {r['ref'] / r['native']:>8.1f}x {r['mc'] / r['ref']:>6.2f}x"
-                    if args.cpu_time:
-                        line += f" {r['cpu_ratio']:>8.1f}x"
-                    cell = f"{_sig3(r['ratio'])}x"
-                    if args.torch_networks:
-                        nets = _bypassed(mc, args) / r["native"]
-                        line += f" {nets:>7.1f}x"
-                        cell += f" / {_sig3(nets)}x"
-                    pivot.setdefault((op, dname, sname), {})[nc] = cell
-                    if args.count_ops:
-                        _, small_mc, _ = make_case(op, (4096,), nc, dtype, gen, el, args.device)
-                        line += f" {count_kernels(small_mc, 4096):>7d}"
-                    target = TARGETS.get((op, dname, nc))
-                    if target is not None:
-                        line += f"  <= {target}x {'ok' if r['ratio'] <= target else 'MISSED'}"
-                    print(line, flush=True)
-                    del native, mc, ref
+            native, mc, ref = make_case(op, parse_size(sname), nc, dtype, gen, el, args.device)
+            r = measure(native, mc, args.repeats, args.warmup, args.budget, None if args.no_ref else ref)
+            line = f"{op:<5} {dname:<8} {nc:>2} {sname:<10}{f' {threads:>7}' if several else ''}"
+            line += f" {r['native'] * 1e3:>9.3f} {r['mc'] * 1e3:>10.3f} {r['ratio']:>7.1f}x"
+            if r["ref"] is None:
+                line += f" {'-':>10} {'-':>9} {'-':>7}"
+            else:
+                line += f" {r['ref'] * 1e3:>10.3f} {r['ref'] / r['native']:>8.1f}x {r['mc'] / r['ref']:>6.2f}x"
+            if args.cpu_time:
+                line += f" {r['cpu_ratio']:>8.1f}x"
+            cell = f"{_sig3(r['ratio'])}x" + (f" ({_sig3(r['cpu_ratio'])}x)" if args.cpu_time else "")
+            if args.torch_networks:
+                nets = _bypassed(mc, args) / r["native"]
+                line += f" {nets:>7.1f}x"
+                cell += f" / {_sig3(nets)}x"
+            cells[(op, dname, nc, sname, threads)] = cell
+            if args.count_ops:
+                _, small_mc, _ = make_case(op, (4096,), nc, dtype, gen, el, args.device)
+                line += f" {count_kernels(small_mc, 4096):>7d}"
+            target = TARGETS.get((op, dname, nc))
+            if target is not None:
+                line += f"  <= {target}x {'ok' if r['ratio'] <= target else 'MISSED'}"
+            print(line, flush=True)
+            del native, mc, ref
     if args.markdown:
         print()
-        print(markdown_table(pivot, args.nc, len(args.sizes) > 1, args.torch_networks))
+        if args.pivot == "size":
+            print(markdown_by_size(cells, args.sizes, thread_counts, args.cpu_time))
+        else:
+            print(markdown_table(cells, args.nc, len(args.sizes) > 1, args.torch_networks, args.cpu_time))
 
 
 def _sig3(value: float) -> str:
@@ -309,15 +331,31 @@ def _sig3(value: float) -> str:
     return f"{value:.{max(0, 2 - math.floor(math.log10(abs(value))))}f}"
 
 
-def markdown_table(pivot: dict[tuple[str, str, str], dict[int, str]], ncs: list[int], sizes: bool, nets: bool) -> str:
-    """The ratios as a markdown table: a row per (op, dtype[, size]), a column per nc."""
-    what = "MC / nets" if nets else "MC"
-    head = ["op", "dtype", *(["size"] if sizes else []), *(f"nc = {nc}: {what}" for nc in ncs)]
-    align = ["---", "---", *(["---"] if sizes else []), *("---:" for _ in ncs)]
+def markdown_table(cells: dict[tuple[str, str, int, str, int], str], ncs: list[int], sizes: bool, nets: bool, cpu: bool = False) -> str:
+    """The ratios as a markdown table: a row per (op, dtype[, size][, threads]), a column per nc."""
+    what = "MC" + (" (cpu)" if cpu else "") + (" / nets" if nets else "")
+    several = len({k[4] for k in cells}) > 1
+    head = ["op", "dtype", *(["size"] if sizes else []), *(["threads"] if several else []), *(f"nc = {nc}: {what}" for nc in ncs)]
+    align = ["---", "---", *(["---"] if sizes else []), *(["---:"] if several else []), *("---:" for _ in ncs)]
     rows = [f"| {' | '.join(head)} |", f"|{'|'.join(align)}|"]
-    for (op, dname, sname), cells in pivot.items():
-        key = [op, dname, *([sname] if sizes else [])]
-        rows.append(f"| {' | '.join(key + [cells.get(nc, '-') for nc in ncs])} |")
+    keys = dict.fromkeys((op, dname, sname, threads) for op, dname, _, sname, threads in cells)
+    for op, dname, sname, threads in keys:
+        key = [op, dname, *([sname] if sizes else []), *([str(threads)] if several else [])]
+        rows.append(f"| {' | '.join(key + [cells.get((op, dname, nc, sname, threads), '-') for nc in ncs])} |")
+    return "\n".join(rows)
+
+
+def markdown_by_size(cells: dict[tuple[str, str, int, str, int], str], sizes: list[str], thread_counts: list[int], cpu: bool) -> str:
+    """The ratios as a markdown table: a row per (op, dtype, nc), a column per (threads, size), and the target."""
+    columns = [(t, s) for t in thread_counts for s in sizes]
+    unit = "MC / native" + (" (cpu)" if cpu else "")
+    head = ["op", "dtype", "nc", *(f"{s}, {t} thread{'s' if t > 1 else ''}: {unit}" for t, s in columns), "target"]
+    align = ["---", "---", "---:", *("---:" for _ in columns), "---"]
+    rows = [f"| {' | '.join(head)} |", f"|{'|'.join(align)}|"]
+    for op, dname, nc in dict.fromkeys((op, dname, nc) for op, dname, nc, _, _ in cells):
+        target = TARGETS.get((op, dname, nc))
+        row = [op, dname, str(nc), *(cells.get((op, dname, nc, s, t), "-") for t, s in columns), f"<= {target}x" if target else ""]
+        rows.append(f"| {' | '.join(row)} |")
     return "\n".join(rows)
 
 

@@ -226,12 +226,19 @@ def mini_batches(x: torch.Tensor, y: torch.Tensor, batch_size: int, seed: int):
 
 
 def table(title: str, rows: list[dict[str, object]], columns: list[str]) -> str:
-    """A GitHub-markdown table."""
+    """A GitHub-markdown table under a ``### title`` line."""
+    return f"### {title}\n\n{markdown(rows, columns)}"
+
+
+def markdown(rows: list[dict[str, object]], columns: list[str], right: tuple[str, ...] = ()) -> str:
+    """A GitHub-markdown table with padded cells; the ``right`` columns are right-aligned."""
     widths = [max(len(c), *(len(str(r.get(c, ""))) for r in rows)) for c in columns]
-    line = lambda cells: "| " + " | ".join(str(c).ljust(w) for c, w in zip(cells, widths)) + " |"  # noqa: E731
-    out = [f"### {title}", "", line(columns), "|" + "|".join("-" * (w + 2) for w in widths) + "|"]
-    out += [line([r.get(c, "") for c in columns]) for r in rows]
-    return "\n".join(out)
+
+    def line(cells) -> str:
+        return "| " + " | ".join(str(v).rjust(w) if c in right else str(v).ljust(w) for v, c, w in zip(cells, columns, widths)) + " |"
+
+    rule = "|" + "|".join("-" * (w + 1) + ":" if c in right else "-" * (w + 2) for c, w in zip(columns, widths)) + "|"
+    return "\n".join([line(columns), rule, *(line([r.get(c, "") for c in columns]) for r in rows)])
 
 
 #: ``--columns``: which columns of a result row are printed (``None``: all of them).
@@ -260,40 +267,48 @@ def within_1pct(value: float, reference: float | None) -> str:
     return "yes" if abs(value - reference) <= 0.01 * abs(reference) else "no"
 
 
-def classification_report(
+@dataclass
+class Experiment:
+    """What one experiment printed and what a summary needs: the table and the raw numbers."""
+
+    title: str
+    rows: list[dict[str, object]]  # one per method, the cells of its table row
+    results: list[Result]
+    train_loss: dict[str, float]  # method key -> final train loss (fp64 eval)
+
+    def report(self, column_choice: str = "all") -> str:
+        return table(self.title, self.rows, columns(self.rows, column_choice))
+
+
+def loss_row(r: Result, train_loss: float, ref: float | None, extra: dict[str, object] | None = None) -> dict[str, object]:
+    """The cells of one method's table row; ``extra`` (e.g. the test accuracy) goes before *own loss*."""
+    return {
+        "method": r.method.label,
+        "final train loss (fp64 eval)": f"{train_loss:.6e}",
+        "vs torch fp32": rel_diff(train_loss, ref),
+        "within 1 %": within_1pct(train_loss, ref),
+        **(extra or {}),
+        "own loss (last epoch)": f"{r.curve[-1]:.6e}",
+        "ms/epoch": f"{r.seconds_per_epoch * 1e3:.2f}",
+    }
+
+
+def classification_experiment(
     results: list[Result],
     evaluate: Callable[[Result, torch.Tensor, torch.Tensor], tuple[float, float]],
     data: tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor],
     title: str,
-    plot_path: str | None,
-    plot_title: str,
-    column_choice: str = "all",
-) -> None:
-    """Print the table of a classification experiment and plot its loss curves.
+) -> Experiment:
+    """The table of a classification experiment.
 
     ``evaluate(result, x, y)`` returns ``(loss, accuracy)`` of the result's float64
     weights; ``data`` is ``(x_train, x_test, y_train, y_test)`` in float64.
     """
     xtr, xte, ytr, yte = data
-    ref = next((evaluate(r, xtr, ytr)[0] for r in results if r.method.key == REFERENCE), None)
-    rows = []
-    for r in results:
-        train_loss, _ = evaluate(r, xtr, ytr)
-        _, test_acc = evaluate(r, xte, yte)
-        rows.append(
-            {
-                "method": r.method.label,
-                "final train loss (fp64 eval)": f"{train_loss:.6e}",
-                "vs torch fp32": rel_diff(train_loss, ref),
-                "within 1 %": within_1pct(train_loss, ref),
-                "test acc": f"{test_acc * 100:.2f} %",
-                "own loss (last epoch)": f"{r.curve[-1]:.6e}",
-                "ms/epoch": f"{r.seconds_per_epoch * 1e3:.2f}",
-            }
-        )
-    print(table(title, rows, columns(rows, column_choice)))
-    print()
-    plot({r.method.label: r.curve for r in results}, plot_path, plot_title)
+    losses = {r.method.key: evaluate(r, xtr, ytr)[0] for r in results}
+    ref = losses.get(REFERENCE)
+    rows = [loss_row(r, losses[r.method.key], ref, {"test acc": f"{evaluate(r, xte, yte)[1] * 100:.2f} %"}) for r in results]
+    return Experiment(title, rows, results, losses)
 
 
 def plot(curves: dict[str, list[float]], path: str | None, title: str) -> None:

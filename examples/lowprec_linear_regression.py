@@ -25,7 +25,9 @@ from hypermc.optim import MCSGD
 
 import lowprec_common as C
 
-N_SAMPLES, N_FEATURES, LR = 10_000, 2, 0.05
+N_SAMPLES, N_FEATURES, LR, EPOCHS = 10_000, 2, 0.05, 200
+#: The loss is multiplied by this before ``backward`` (see the module docstring).
+LOSS_SCALE = 2.0**10
 X_MEAN, X_STD = -0.5, 0.5
 
 
@@ -40,9 +42,8 @@ def make_torch_model(dtype: torch.dtype) -> nn.Module:
     return nn.Linear(N_FEATURES, 1, bias=False, dtype=dtype)
 
 
-def main() -> None:
-    args = C.parser(__doc__.splitlines()[0], epochs=200, loss_scale=2.0**10).parse_args()
-    methods = C.setup(args)
+def experiment(args, methods: list[C.Method]) -> C.Experiment:
+    """Train every method (``args``: epochs, seed, loss_scale, quiet) and build the table."""
     x, y, w_star = make_data(args.seed)
     init = C.initial_values(make_torch_model, args.seed)
     results = []
@@ -58,30 +59,20 @@ def main() -> None:
         C.copy_parameters(model, init)
         results.append(C.train(m, model, opt, loss_fn, C.full_batch(x.to(m.dtype), target), args.epochs, args.loss_scale, args.quiet))
 
-    def loss64(r: C.Result) -> float:
-        return F.mse_loss(x @ r.params64[0].T, y).item()
-
-    ref = next((loss64(r) for r in results if r.method.key == C.REFERENCE), None)
-    rows = [
-        {
-            "method": r.method.label,
-            "final train loss (fp64 eval)": f"{loss64(r):.6e}",
-            "vs torch fp32": C.rel_diff(loss64(r), ref),
-            "within 1 %": C.within_1pct(loss64(r), ref),
-            "own loss (last epoch)": f"{r.curve[-1]:.6e}",
-            "ms/epoch": f"{r.seconds_per_epoch * 1e3:.2f}",
-        }
-        for r in results
-    ]
-    print(
-        C.table(
-            f"Linear regression: 10000x2, lr {LR}, {args.epochs} epochs, seed {args.seed}, "
-            f"loss scale {args.loss_scale:g}, w* = {[round(v, 4) for v in w_star.flatten().tolist()]}",
-            rows,
-            C.columns(rows, args.columns),
-        )
+    losses = {r.method.key: F.mse_loss(x @ r.params64[0].T, y).item() for r in results}
+    ref = losses.get(C.REFERENCE)
+    title = (
+        f"Linear regression: 10000x2, lr {LR}, {args.epochs} epochs, seed {args.seed}, "
+        f"loss scale {args.loss_scale:g}, w* = {[round(v, 4) for v in w_star.flatten().tolist()]}"
     )
-    C.plot({r.method.label: r.curve for r in results}, args.plot, "Linear regression")
+    return C.Experiment(title, [C.loss_row(r, losses[r.method.key], ref) for r in results], results, losses)
+
+
+def main() -> None:
+    args = C.parser(__doc__.splitlines()[0], epochs=EPOCHS, loss_scale=LOSS_SCALE).parse_args()
+    result = experiment(args, C.setup(args))
+    print(result.report(args.columns))
+    C.plot({r.method.label: r.curve for r in result.results}, args.plot, "Linear regression")
 
 
 if __name__ == "__main__":

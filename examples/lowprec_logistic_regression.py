@@ -43,7 +43,8 @@ def load(name: str, seed: int):
     return xtr, xte, ytr, yte
 
 
-def run(name: str, args, methods: list[C.Method]) -> None:
+def experiment(name: str, args, methods: list[C.Method]) -> C.Experiment:
+    """Train every method on one dataset (``args``: epochs or None, seed, loss_scale, quiet)."""
     lr, momentum, default_epochs = SETTINGS[name]
     epochs = args.epochs or default_epochs
     xtr, xte, ytr, yte = load(name, args.seed)
@@ -72,8 +73,16 @@ def run(name: str, args, methods: list[C.Method]) -> None:
         f"Logistic regression, {name} ({xtr.shape[0]} train / {xte.shape[0]} test): lr {lr:g}, "
         f"momentum {momentum:g}, {epochs} epochs, seed {args.seed}"
     )
+    return C.classification_experiment(results, evaluate, (xtr, xte, ytr, yte), title)
+
+
+def run(name: str, args, methods: list[C.Method]) -> None:
+    """Print one dataset's table (and plot its curves with ``--plot``)."""
+    result = experiment(name, args, methods)
+    print(result.report(args.columns))
+    print()
     plot_path = args.plot.replace(".png", f"_{name}.png") if args.plot else None
-    C.classification_report(results, evaluate, (xtr, xte, ytr, yte), title, plot_path, f"Logistic regression ({name})", args.columns)
+    C.plot({r.method.label: r.curve for r in result.results}, plot_path, f"Logistic regression ({name})")
 
 
 def main() -> None:

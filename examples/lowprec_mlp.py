@@ -72,8 +72,9 @@ def layers(sizes, make_linear, activation) -> list[nn.Module]:
     return out
 
 
-def run(name: str, args) -> None:
-    methods = C.setup(args, default_methods=DEFAULT_METHODS[name])
+def experiment(name: str, args, methods: list[C.Method]) -> C.Experiment:
+    """Train every method on one dataset (``args``: epochs or None, seed, loss_scale, quiet,
+    between, mnist_root)."""
     cfg = SETTINGS[name]
     epochs = args.epochs or cfg["epochs"]
     xtr, xte, ytr, yte, n_out = load(name, args)
@@ -117,8 +118,16 @@ def run(name: str, args) -> None:
         f"MLP {'-'.join(map(str, sizes))}, {name} ({xtr.shape[0]} train / {xte.shape[0]} test): lr {cfg['lr']:g}, "
         f"momentum {cfg['momentum']:g}, {batch}, {epochs} epochs, seed {args.seed}, between MC layers: {args.between}"
     )
+    return C.classification_experiment(results, evaluate, (xtr, xte, ytr, yte), title)
+
+
+def run(name: str, args) -> None:
+    """Print one dataset's table (and plot its curves with ``--plot``)."""
+    result = experiment(name, args, C.setup(args, default_methods=DEFAULT_METHODS[name]))
+    print(result.report(args.columns))
+    print()
     plot_path = args.plot.replace(".png", f"_{name}.png") if args.plot else None
-    C.classification_report(results, evaluate, (xtr, xte, ytr, yte), title, plot_path, f"MLP ({name})", args.columns)
+    C.plot({r.method.label: r.curve for r in result.results}, plot_path, f"MLP ({name})")
 
 
 def main() -> None:
