@@ -43,7 +43,8 @@ def make_torch_model(dtype: torch.dtype) -> nn.Module:
 
 
 def experiment(args, methods: list[C.Method]) -> C.Experiment:
-    """Train every method (``args``: epochs, seed, loss_scale, quiet) and build the table."""
+    """Train every method (``args``: epochs or None, seed, loss_scale, quiet) and build the table."""
+    epochs = args.epochs or EPOCHS
     x, y, w_star = make_data(args.seed)
     init = C.initial_values(make_torch_model, args.seed)
     results = []
@@ -57,12 +58,12 @@ def experiment(args, methods: list[C.Method]) -> C.Experiment:
             opt = torch.optim.SGD(model.parameters(), lr=LR)
             target, loss_fn = y.to(m.dtype), F.mse_loss
         C.copy_parameters(model, init)
-        results.append(C.train(m, model, opt, loss_fn, C.full_batch(x.to(m.dtype), target), args.epochs, args.loss_scale, args.quiet))
+        results.append(C.train(m, model, opt, loss_fn, C.full_batch(x.to(m.dtype), target), epochs, args.loss_scale, args.quiet))
 
     losses = {r.method.key: F.mse_loss(x @ r.params64[0].T, y).item() for r in results}
     ref = losses.get(C.REFERENCE)
     title = (
-        f"Linear regression: 10000x2, lr {LR}, {args.epochs} epochs, seed {args.seed}, "
+        f"Linear regression: 10000x2, lr {LR}, {epochs} epochs, seed {args.seed}, "
         f"loss scale {args.loss_scale:g}, w* = {[round(v, 4) for v in w_star.flatten().tolist()]}"
     )
     return C.Experiment(title, [C.loss_row(r, losses[r.method.key], ref) for r in results], results, losses)

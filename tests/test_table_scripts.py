@@ -65,6 +65,15 @@ def test_lowprec_summary_loss_matches_the_experiment_tables():
             assert abs(value - vs[label]) <= tol, (label, cell, vs[label])
 
 
+def test_lowprec_summary_default_epochs_are_the_scripts():
+    """Without ``--epochs`` every experiment runs its script's own setting (200 for linear regression)."""
+    summary = _table(_run("examples/lowprec_summary.py", "--threads", "1", "--quiet", "--experiments", "linear"))
+    table = _table(_run("examples/lowprec_linear_regression.py", "--threads", "1", "--quiet", "--columns", "loss"))
+    vs = {r[0]: r[2] for r in table[1:]}
+    assert summary[1] == ["linear regression", "+35,228 %", vs["MC fp16 nc=2"]]
+    assert vs["torch fp16"].startswith("+35227.")
+
+
 def test_lowprec_summary_time_has_a_column_per_method():
     out = _run("examples/lowprec_summary.py", "--table", "time", "--epochs", "1", "--quiet", "--experiments", "linear")
     table = _table(out)
