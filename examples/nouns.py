@@ -125,7 +125,7 @@ def main() -> None:
         resume = out / CHECKPOINT_NAME
         wall = time.perf_counter() - start
         last = done >= args.epochs or (args.max_minutes is not None and wall >= 60 * args.max_minutes)
-        m = evaluate(manifold, r.embeddings, graph.edges, sample=None if last else args.eval_sample, seed=0)
+        m = evaluate(manifold, r.embeddings, graph.edges, sample=None if last else args.eval_sample, seed=0, fast=args.fast)
         rec = {
             "epoch": done,
             "map": m["map"],

@@ -57,7 +57,6 @@ import math
 import os
 import time
 from collections.abc import Callable, Iterator, Mapping
-from functools import partial
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -73,7 +72,7 @@ from ..manifolds.parameter import ManifoldParameter
 from ..mcf.tensor import MCTensor
 from ..optim.riemannian import RiemannianSGD
 from .config import DEFAULT_INIT_STD, DEFAULTS, TrainConfig, device_name
-from .distance import SUPPORTED, batch_distance, components_of
+from .distance import SUPPORTED, components_of, distance_function
 from .sampler import NegativeSampler
 
 __all__ = [
@@ -450,10 +449,6 @@ def _run_record(graph: Graph, manifold: Manifold, config: TrainConfig, device: t
     }
 
 
-#: The models with fused CPU distance kernels, used by ``fast=True`` (:mod:`hypermc.manifolds.math.fused`).
-_FUSED_DISTANCES: dict[type, Callable[..., torch.Tensor]] = {PoincareHalfspace: fused.halfspace}
-
-
 class _Batch(NamedTuple):
     """One batch of :meth:`_Trainer.sample`: positives, negatives and their mask."""
 
@@ -505,12 +500,8 @@ class _Trainer:
             weights=None if graph.weights is None else graph.weights.to(self.device),
             max_rounds=config.max_rounds,
         )
-        # fast=True: the fused CPU distance kernels where the model has them (they run
-        # the torch path themselves where they do not apply: CUDA, nc = 1, plain tables)
-        fused_distance = _FUSED_DISTANCES.get(type(manifold)) if config.fast else None
-        self.distance: Callable[..., torch.Tensor] = (
-            partial(batch_distance, manifold) if fused_distance is None else partial(fused_distance, c=manifold.c)
-        )
+        # fast=True: the fused CPU distance kernels where the model has them
+        self.distance: Callable[..., torch.Tensor] = distance_function(manifold, config.fast)
         # Dense gradient buffer of the row-sparse optimizer; only the batch's rows are
         # ever non-zero (written before and cleared after each step).
         self.grad = torch.zeros_like(self.table.detach())
