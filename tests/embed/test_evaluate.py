@@ -31,6 +31,44 @@ def test_matches_brute_force(M, nc, chunk, rng):
     assert res["sample"] is None
 
 
+@pytest.mark.parametrize("nc", [2, 3, 4])
+@pytest.mark.parametrize("tile", [None, 5])
+def test_fast_uses_the_fused_kernels_and_matches_brute_force(nc, tile, rng, monkeypatch):
+    """``fast=True`` on the half-space: the fused distance kernel, tiles of ``FUSED_TILE_PAIRS``
+    pairs (5: tiles cut through sources' rows), the same metrics as the reference."""
+    from hypermc.embed import distance as distance_module
+    from hypermc.manifolds.math import fused
+
+    evaluate_module = importlib.import_module("hypermc.embed.evaluate")  # the module, not the function
+
+    if not fused.available(F64, nc):
+        pytest.skip(f"fused kernels unavailable: {fused.status(F64, nc)}")
+    calls = []
+    kernel = distance_module.FUSED[PoincareHalfspace]
+    monkeypatch.setitem(distance_module.FUSED, PoincareHalfspace, lambda *a, **k: calls.append(1) or kernel(*a, **k))
+    if tile is not None:
+        monkeypatch.setattr(evaluate_module, "FUSED_TILE_PAIRS", tile)
+    g = tree_closure(3, 2)
+    M = PoincareHalfspace()
+    x = M.random(g.num_nodes, 3, std=1.5, nc=nc, dtype=F64, generator=rng)
+    res = evaluate(M, x, g.edges, chunk_size=4, fast=True)
+    ref_map, ref_mr = brute_force_metrics(M.dist(x[:, None], x[None]).approx(), g.edges)
+    assert res["map"] == pytest.approx(ref_map, rel=1e-12)
+    assert res["mean_rank"] == pytest.approx(ref_mr, rel=1e-12)
+    # 14 sources in chunks of 4, 4, 4, 2, one tile of sources each; a tile spans all 15 nodes,
+    # or with 5 pairs per tile 5 // 4 = 1 node (15 tiles) and 5 // 2 = 2 nodes (8 tiles)
+    assert len(calls) == (4 if tile is None else 3 * 15 + 8)
+
+
+@pytest.mark.parametrize("M, nc", [(PoincareBall(), 2), (PoincareHalfspace(), None)], ids=["ball-nc2", "halfspace-plain"])
+def test_fast_elsewhere_is_the_reference_path(M, nc, rng):
+    """Models without fused kernels and plain tables: ``fast=True`` gives the same bits."""
+    g = tree_closure(3, 2)
+    x = M.random(g.num_nodes, 2, std=1.5, nc=nc, dtype=F64, generator=rng)
+    a, b = evaluate(M, x, g.edges, fast=True), evaluate(M, x, g.edges)
+    assert (a["map"], a["mean_rank"]) == (b["map"], b["mean_rank"])
+
+
 def test_ties_and_collapsed_points():
     """Identical points tie; ranks count ties as half, AP counts them (sklearn)."""
     g = tree_closure(2, 2)  # 7 nodes
@@ -93,6 +131,7 @@ def test_errors():
         (dict(shard=(0, 1, 2)), ValueError, r"evaluate: shard must be an \(index, count\) tuple; got \(0, 1, 2\)"),
         (dict(shard=(0, 0)), ValueError, r"evaluate: shard\[1\] must be an int >= 1; got 0"),
         (dict(shard=(2, 2)), ValueError, r"evaluate: shard\[0\] must be an int in \[0, 1\]; got 2"),
+        (dict(fast=1), TypeError, r"evaluate: fast must be True or False; got int"),
     ],
 )
 def test_argument_checks(kwargs, exc, match):
@@ -123,22 +162,23 @@ def test_memory_budget_and_sampled_sources(rng):
 def test_no_n_by_n_tensor(monkeypatch, rng):
     """Every distance call is a tile; a chunk holds chunk x N, never N x N."""
     ev = importlib.import_module("hypermc.embed.evaluate")  # the module, not the function
+    dm = importlib.import_module("hypermc.embed.distance")
     g = tree_closure(4, 3)  # 121 nodes
     M = PoincareBall()
     x = M.random(g.num_nodes, 3, nc=2, dtype=F64, generator=rng)
     sizes = []
-    real = ev.batch_distance
+    real = dm.batch_distance
 
     def spy(*args, **kwargs):
         out = real(*args, **kwargs)
         sizes.append(out.numel())
         return out
 
-    monkeypatch.setattr(ev, "batch_distance", spy)
+    monkeypatch.setattr(dm, "batch_distance", spy)
     monkeypatch.setattr(ev, "TILE_ELEMENTS", 3 * 40)  # tiles of (<= 2 sources) x 20 nodes
     res = evaluate(M, x, g.edges, chunk_size=2)
     assert max(sizes) <= 40 and len(sizes) > g.num_nodes
-    monkeypatch.setattr(ev, "batch_distance", real)
+    monkeypatch.setattr(dm, "batch_distance", real)
     ref = evaluate(M, x, g.edges)
     assert res["map"] == pytest.approx(ref["map"], rel=1e-14) and res["mean_rank"] == ref["mean_rank"]
 
