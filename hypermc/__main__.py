@@ -138,7 +138,11 @@ def _parser() -> argparse.ArgumentParser:
     t.add_argument(
         "--device", default="cpu", choices=["cpu", "cuda", "auto"], help="where training and evaluation run (auto: cuda when available)"
     )
-    t.add_argument("--fast", action="store_true", help="fast update: Riemannian step in the component dtype, one exact MC move")
+    t.add_argument(
+        "--fast",
+        action="store_true",
+        help="fast update: Riemannian step in the component dtype, one exact MC move; fused CPU distance kernels in training and evaluation",
+    )
     t.add_argument(
         "--backend",
         default=None,
@@ -188,6 +192,9 @@ def _parser() -> argparse.ArgumentParser:
     e.add_argument("--memory-mb", type=_positive_int, default=None, help="memory budget of one chunk (MiB)")
     e.add_argument("--threads", type=_positive_int, default=None, help="torch.set_num_threads (>= 1)")
     e.add_argument("--device", default="cpu", choices=["cpu", "cuda", "auto"], help="where the chunks are computed")
+    e.add_argument(
+        "--fast", action="store_true", help="fused CPU half-space distance kernels (within a few ulps of the reference path; 2-3x faster)"
+    )
     x = sub.add_parser(
         "export",
         help="write a checkpoint's coordinates for other tools (tsv, npy or pt)",
@@ -342,6 +349,7 @@ def _train_run(args, parallel) -> int:
                 seed=args.seed,
                 memory_budget=_mib(args.eval_memory_mb),
                 device=args.device,
+                fast=args.fast,
                 **sharded,
             )
             evals.append({"epoch": epoch, "map": m["map"], "mean_rank": m["mean_rank"]})
@@ -368,6 +376,7 @@ def _train_run(args, parallel) -> int:
         memory_budget=_mib(args.eval_memory_mb),
         device=args.device,
         progress=progress,
+        fast=args.fast,
         **sharded,
     )
     if not writer:
@@ -531,6 +540,7 @@ def _eval(args) -> int:
         memory_budget=_mib(args.memory_mb),
         device=args.device,
         progress=_progress(args),
+        fast=args.fast,
     )
     history = ckpt["history"]
     record = {

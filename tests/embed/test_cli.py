@@ -67,6 +67,9 @@ def test_train_then_eval(tmp_path, capsys):
     assert rec["sampled_sources"] is None and rec["world_size"] == 1
     assert main(["eval", str(run / "checkpoint.pt"), "--memory-mb", "1"]) == 0
     assert _last_json(capsys.readouterr().out)["map"] == rec["map"]
+    assert main(["eval", str(run / "checkpoint.pt"), "--fast"]) == 0  # fused distances: a few ulps, same ranks here
+    ev = _last_json(capsys.readouterr().out)
+    assert ev["map"] == pytest.approx(rec["map"], rel=1e-12) and ev["mean_rank"] == pytest.approx(rec["mean_rank"], rel=1e-12)
 
 
 def test_plain_nc_and_bad_arguments(tmp_path, capsys):
