@@ -141,7 +141,7 @@ def _parser() -> argparse.ArgumentParser:
     t.add_argument(
         "--fast",
         action="store_true",
-        help="fast update: Riemannian step in the component dtype, one exact MC move; fused CPU distance kernels in training and evaluation",
+        help="fast update: Riemannian step in the component dtype, one exact MC move; fused CPU distances in training and evaluation",
     )
     t.add_argument(
         "--backend",

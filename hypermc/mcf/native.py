@@ -233,17 +233,23 @@ def _load(dtype: torch.dtype, nc: int, part: str = "arith", device_type: str = "
 
 
 def _open(dtype: torch.dtype, name: str, nc: int, part: str = "arith") -> Kernels | str:
+    lib = _build_and_load(lambda cxx: _build(cxx, name, nc, part), lambda lib: _declare(lib, name, nc, part))
+    return lib if isinstance(lib, str) else _checked(lib, dtype, name, nc, part)
+
+
+def _build_and_load(build: Callable[[str], Path], declare: Callable[[ctypes.CDLL], None]) -> ctypes.CDLL | str:
+    """``build(compiler)`` then load and ``declare`` the shared library; or why not."""
     if _disabled():
         return "disabled by HYPERMC_NATIVE"
     cxx = _compiler()
     if cxx is None:
         return "no C++ compiler found (set HYPERMC_CXX)"
     try:
-        lib = ctypes.CDLL(str(_build(cxx, name, nc, part)))
-        _declare(lib, name, nc, part)
+        lib = ctypes.CDLL(str(build(cxx)))
+        declare(lib)
     except (OSError, RuntimeError, subprocess.SubprocessError, AttributeError) as exc:
         return f"build or load failed: {exc}"
-    return _checked(lib, dtype, name, nc, part)
+    return lib
 
 
 def _checked(lib: Kernels, dtype: torch.dtype, name: str, nc: int, part: str, device_type: str = "cpu") -> Kernels | str:
@@ -438,6 +444,12 @@ def _run(fn, n: int, operands: list[tuple[torch.Tensor, int, int]], extra: tuple
     for start in range(0, n, step):
         args = [a for v, se, sc in operands for a in (v.data_ptr() + start * se * item, se, sc)]
         calls.append((min(step, n - start), *args, *extra, out.data_ptr() + start * item, n, ok.data_ptr() + start))
+    return run_parallel(fn, calls, threads)
+
+
+def run_parallel(fn: Callable[..., int], calls: list[tuple], threads: int) -> int:
+    """The sum of ``fn(*call)`` over ``calls``, on up to ``threads`` pool threads (ctypes
+    releases the GIL); one call runs inline."""
     if len(calls) == 1:
         return fn(*calls[0])
     global _pool
@@ -500,16 +512,9 @@ def library_status(stem: str) -> str:
 def _open_library(
     stem: str, source: str, declare: Callable[[ctypes.CDLL], None], self_check: Callable[[ctypes.CDLL], str | None], flags: tuple[str, ...]
 ) -> ctypes.CDLL | str:
-    if _disabled():
-        return "disabled by HYPERMC_NATIVE"
-    cxx = _compiler()
-    if cxx is None:
-        return "no C++ compiler found (set HYPERMC_CXX)"
-    try:
-        lib = ctypes.CDLL(str(_compile(cxx, source, stem, flags)))
-        declare(lib)
-    except (OSError, RuntimeError, subprocess.SubprocessError, AttributeError) as exc:
-        return f"build or load failed: {exc}"
+    lib = _build_and_load(lambda cxx: _compile(cxx, source, stem, flags), declare)
+    if isinstance(lib, str):
+        return lib
     bad = self_check(lib)
     if bad:
         warnings.warn(

@@ -32,7 +32,6 @@ import math
 import threading
 import warnings
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import torch
@@ -59,7 +58,6 @@ _CHECK_ELEMENTS = 1024
 _lock = threading.RLock()
 # (dtype, nc, leaves, steps) -> the kernel, or the reason there is none
 _kernels: dict[tuple, Any] = {}
-_pool: ThreadPoolExecutor | None = None
 
 
 def supports(dtype: torch.dtype, nc: int, kind: str, terms: Sequence[int]) -> bool:
@@ -204,12 +202,7 @@ def _run(fn, n: int, array, out: torch.Tensor, ok: torch.Tensor) -> int:
     threads = min(torch.get_num_threads(), max(1, n // _CHUNK))
     step = -(-n // threads)
     calls = [(start, min(n, start + step), array, out.data_ptr(), n, ok.data_ptr()) for start in range(0, n, step)]
-    if len(calls) == 1:
-        return fn(*calls[0])
-    global _pool
-    if _pool is None or _pool._max_workers < threads:  # noqa: SLF001 - sized to torch's threads
-        _pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="hypermc-fused")
-    return sum(job.result() for job in [_pool.submit(fn, *c) for c in calls])
+    return native.run_parallel(fn, calls, threads)
 
 
 def run(
