@@ -1,0 +1,78 @@
+"""``examples/nouns.py`` (segments, curve, --root, --resume) and ``examples/rank_breakdown.py``
+on a small closure: the scripts behind docs/training.md's nouns results."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import runpy
+import sys
+from pathlib import Path
+
+import torch
+
+from hypermc.embed import load_checkpoint
+from tests.embed.helpers import tree_closure
+
+ROOT = Path(__file__).resolve().parents[2]
+COMMON = ("--nc", "2", "--fast", "--device", "cpu", "--threads", "1", "--dim", "3", "--batch-size", "16", "--lr", "2")
+COMMON += ("--burnin", "1", "--negatives", "5", "--every", "2", "--eval-sample", "4")
+
+
+def _run(script: str, *argv: str) -> str:
+    """stdout of ``python examples/<script> <argv>``, run in this process."""
+    path = ROOT / "examples" / script
+    old = sys.argv
+    sys.argv = [str(path), *argv]
+    out = io.StringIO()
+    try:
+        with contextlib.redirect_stdout(out):
+            runpy.run_path(str(path), run_name="__main__")
+    finally:
+        sys.argv = old
+    return out.getvalue()
+
+
+def _curve(out: Path) -> list[dict]:
+    return [json.loads(line) for line in (out / "curve.jsonl").read_text().splitlines()]
+
+
+def test_segments_curve_and_resume(tmp_path):
+    csv = tmp_path / "tree.csv"
+    tree_closure(3, 3).to_csv(csv)  # 40 nodes, 39 sources
+    whole, split = tmp_path / "whole", tmp_path / "split"
+    _run("nouns.py", "--csv", str(csv), "--out", str(whole), "--epochs", "6", *COMMON)
+    curve = _curve(whole)
+    assert [r["epoch"] for r in curve] == [2, 4, 6]
+    assert [r["sources"] for r in curve] == [4, 4, 39]  # the sample, then all sources at the end
+    assert all(0 < r["map"] <= 1 and r["mean_rank"] >= 1 for r in curve)
+    assert (whole / "curve.png").stat().st_size > 0
+    # split over two commands: --resume continues where the first stopped, bit for bit
+    _run("nouns.py", "--csv", str(csv), "--out", str(split), "--epochs", "4", *COMMON)
+    _run("nouns.py", "--csv", str(csv), "--out", str(split), "--epochs", "6", "--resume", *COMMON)
+    assert [r["epoch"] for r in _curve(split)] == [2, 4, 6]
+    a, b = load_checkpoint(whole / "checkpoint.pt"), load_checkpoint(split / "checkpoint.pt")
+    assert a["epoch"] == b["epoch"] == 6 and torch.equal(a["components"], b["components"])
+    assert _curve(split)[-1]["map"] == curve[-1]["map"]
+
+
+def test_root_trains_the_subtree(tmp_path):
+    csv = tmp_path / "tree.csv"
+    tree_closure(3, 3).to_csv(csv)
+    out = tmp_path / "sub"
+    _run("nouns.py", "--csv", str(csv), "--out", str(out), "--root", "r0", "--epochs", "2", *COMMON)
+    ckpt = load_checkpoint(out / "checkpoint.pt")
+    assert ckpt["graph"].num_nodes == 13  # r0, its 3 children and 9 grandchildren
+    assert all(name.startswith("r0") for name in ckpt["graph"].names)
+
+
+def test_rank_breakdown_mean_is_evaluates(tmp_path):
+    csv = tmp_path / "tree.csv"
+    tree_closure(3, 3).to_csv(csv)
+    out = tmp_path / "run"
+    _run("nouns.py", "--csv", str(csv), "--out", str(out), "--epochs", "2", *COMMON)
+    text = _run("rank_breakdown.py", "--ckpt", str(out), "--sample", "20", "--threads", "1")
+    summary = json.loads(text.splitlines()[0])
+    assert summary["mean_rank"] == summary["evaluate_mean_rank"]
+    assert "by generation gap (1 = direct parent)" in text and "by target descendants" in text
