@@ -82,6 +82,13 @@ def main() -> None:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--threads", type=int, default=None)
     p.add_argument("--resume", action="store_true", help="continue from OUT/checkpoint.pt if it exists (same settings)")
+    p.add_argument(
+        "--init-from",
+        default=None,
+        metavar="RUN",
+        help="start from the points of an earlier run (its directory or checkpoint.pt), e.g. at a lower --lr with --burnin 0; "
+        "the curve's epochs continue from that run's last epoch",
+    )
     args = p.parse_args()
     if args.plot:
         for curve in args.plot:
@@ -114,6 +121,14 @@ def main() -> None:
         fast=args.fast,
         checkpoint_dir=out,
     )
+    init, offset = None, 0
+    if args.init_from:  # a new run (own generator, own settings) from the points of an earlier one
+        path = Path(args.init_from)
+        earlier = load_checkpoint(path / CHECKPOINT_NAME if path.is_dir() else path)
+        init = earlier["components"] if kw["nc"] is not None else earlier["components"][..., 0]
+        curve = (path if path.is_dir() else path.parent) / "curve.jsonl"
+        last = json.loads(curve.read_text().splitlines()[-1]) if curve.exists() else {"epoch": 0}
+        offset = earlier["epoch"] + last["epoch"] - last.get("run_epoch", last["epoch"])  # chains of --init-from
     start = time.perf_counter()
     done, resume = 0, None
     if args.resume and (out / CHECKPOINT_NAME).exists():  # continue the run in OUT
@@ -121,13 +136,15 @@ def main() -> None:
         done = load_checkpoint(resume)["epoch"]
     while done < args.epochs:
         done = min(args.epochs, done + args.every)
-        r = train(graph, manifold, epochs=done, resume=resume, **kw)
+        r = train(graph, manifold, epochs=done, resume=resume, init=init, **kw)
         resume = out / CHECKPOINT_NAME
         wall = time.perf_counter() - start
         last = done >= args.epochs or (args.max_minutes is not None and wall >= 60 * args.max_minutes)
         m = evaluate(manifold, r.embeddings, graph.edges, sample=None if last else args.eval_sample, seed=0, fast=args.fast)
         rec = {
-            "epoch": done,
+            "epoch": offset + done,
+            "run_epoch": done,
+            "lr": args.lr,
             "map": m["map"],
             "mean_rank": m["mean_rank"],
             "sources": m["num_sources"],

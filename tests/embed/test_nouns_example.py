@@ -57,6 +57,23 @@ def test_segments_curve_and_resume(tmp_path):
     assert _curve(split)[-1]["map"] == curve[-1]["map"]
 
 
+def test_init_from_continues_the_curve(tmp_path):
+    """A second phase (here a lower lr, no burn-in) from the first run's points; its curve's
+    epochs continue the first's, also along a chain of phases."""
+    csv = tmp_path / "tree.csv"
+    tree_closure(3, 3).to_csv(csv)
+    first, second, third = tmp_path / "a", tmp_path / "b", tmp_path / "c"
+    _run("nouns.py", "--csv", str(csv), "--out", str(first), "--epochs", "4", *COMMON)
+    phase = ("--epochs", "2", "--burnin", "0", "--lr", "1")
+    _run("nouns.py", "--csv", str(csv), "--out", str(second), "--init-from", str(first), *COMMON, *phase)
+    _run("nouns.py", "--csv", str(csv), "--out", str(third), "--init-from", str(second / "checkpoint.pt"), *COMMON, *phase)
+    assert [(r["epoch"], r["run_epoch"], r["lr"]) for r in _curve(second)] == [(6, 2, 1.0)]
+    assert [(r["epoch"], r["run_epoch"]) for r in _curve(third)] == [(8, 2)]
+    start = load_checkpoint(first / "checkpoint.pt")["components"]
+    assert load_checkpoint(second / "checkpoint.pt")["config"]["init"] is not None
+    assert not torch.equal(load_checkpoint(second / "checkpoint.pt")["components"], start)
+
+
 def test_root_trains_the_subtree(tmp_path):
     csv = tmp_path / "tree.csv"
     tree_closure(3, 3).to_csv(csv)
