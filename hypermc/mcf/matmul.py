@@ -626,10 +626,19 @@ class _Pool:
         return self.take(t.shape, t.dtype, t.device)
 
     def give(self, *ts: torch.Tensor | None) -> None:
-        """Return buffers for reuse; views (blocks of a larger buffer) are never recycled."""
+        """Return buffers for reuse. Only a tensor that is its whole storage is recycled: a
+        block of a larger buffer (a view, or an alias whose ``_base`` is not set) would be
+        handed out again while the rest of its buffer is in use or recycled under its own
+        shape. A buffer given twice is listed once (listed twice, two later ``take`` calls
+        would hand out the same memory for two live temporaries)."""
         for t in ts:
-            if t is not None and t._base is None:
-                self.free.setdefault((tuple(t.shape), t.dtype, t.device), []).append(t)
+            if t is None or t._base is not None or not t.is_contiguous() or t.storage_offset() != 0:
+                continue
+            if t.untyped_storage().nbytes() != t.numel() * t.element_size():
+                continue
+            bufs = self.free.setdefault((tuple(t.shape), t.dtype, t.device), [])
+            if all(b.data_ptr() != t.data_ptr() for b in bufs):
+                bufs.append(t)
 
     def close(self) -> None:
         if not self.keep:
