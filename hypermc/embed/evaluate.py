@@ -262,7 +262,7 @@ class _Distance(NamedTuple):
 
 def _fused_applies(manifold: Manifold, rows: torch.Tensor) -> bool:
     """Whether ``evaluate(fast=True)`` computes these rows' distances by a fused kernel."""
-    return type(manifold) in FUSED and rows.device.type == "cpu" and fused.available(rows.dtype, rows.shape[-1])
+    return type(manifold) in FUSED and fused.applies(rows)
 
 
 def _distances(distance: _Distance, rows, src, cache):

@@ -49,7 +49,7 @@ from ...mcf.eft import has_fused_addcmul, tracing
 from ...mcf.native_source import _PRELUDE, _add2_body, _add_body, _mul2_body, _mul_body
 from . import batch
 
-__all__ = ["halfspace", "halfspace_retr", "halfspace_retr_reference", "available", "status", "NCS"]
+__all__ = ["halfspace", "halfspace_retr", "halfspace_retr_reference", "available", "applies", "status", "NCS"]
 
 #: Component counts with fused kernels (nc = 1 is plain arithmetic: the torch path).
 NCS = (2, 3, 4)
@@ -428,6 +428,18 @@ def status(dtype: torch.dtype = torch.float64, nc: int = 2) -> str:
         return "in use"
     reason = _checked.get((dtype, nc))
     return f"check failed: {reason}" if reason else native.library_status(_STEM)
+
+
+def applies(rows: torch.Tensor) -> bool:
+    """Whether :func:`halfspace` runs the fused kernels for these rows (without ``leaf``).
+
+    Example:
+        >>> applies(torch.zeros(3, 2, 2, dtype=torch.float64)) == available(torch.float64, 2)
+        True
+        >>> applies(torch.zeros(3, 2, 1, dtype=torch.float64))  # nc = 1: the torch path
+        False
+    """
+    return _eligible(rows, None) is not None
 
 
 def _eligible(rows: torch.Tensor, leaf: torch.Tensor | None) -> ctypes.CDLL | None:
