@@ -158,11 +158,21 @@ def _parser() -> argparse.ArgumentParser:
 
     k = sub.add_parser("construct", help="combinatorial tree embedding; last stdout line is a JSON object")
     k.add_argument("--data", default="mammals", help="mammals, mammals-legacy, nouns, or a CSV/TSV edge list")
-    k.add_argument("--manifold", default="ball", choices=["ball", "halfspace", "lorentz"])
+    k.add_argument(
+        "--method",
+        default="tree",
+        choices=["tree", "closure"],
+        help="tree: edge lengths tau (embed_tree, needs --epsilon or --tau); closure: nested shadows, "
+        "every ancestor nearest (embed_closure, reconstruction MAP)",
+    )
+    k.add_argument("--manifold", default=None, choices=["ball", "halfspace", "lorentz"], help="default: ball (tree), halfspace (closure)")
     k.add_argument("--dim", type=int, default=2)
-    scale = k.add_mutually_exclusive_group(required=True)
-    scale.add_argument("--epsilon", type=_positive_float, help="target worst-case distortion 1 + epsilon")
-    scale.add_argument("--tau", type=_positive_float, help="hyperbolic length of every tree edge")
+    scale = k.add_mutually_exclusive_group()
+    scale.add_argument("--epsilon", type=_positive_float, help="tree: target worst-case distortion 1 + epsilon")
+    scale.add_argument("--tau", type=_positive_float, help="tree: hyperbolic length of every tree edge")
+    k.add_argument(
+        "--alpha", type=_positive_float, default=None, help="closure: fraction of a parent's shadow for its children (default 0.8)"
+    )
     k.add_argument("--nc", type=_nc_auto, default="auto", help="components per coordinate, or 'auto'")
     k.add_argument("--dtype", default="float64", choices=["float64", "float32"])
     k.add_argument("--out", required=True, help="run directory (checkpoint.pt, metrics.json)")
@@ -461,6 +471,13 @@ def _construct(args) -> int:
         raise ValueError(f"--plot draws 2-D constructions only; got --dim {args.dim} (drop --plot or pass --dim 2)")
     if args.plot is not None and not args.plot.lower().endswith(".png"):
         raise ValueError(f"--plot: expected a file name ending in .png, got {args.plot!r}")
+    if args.method == "closure":
+        return _construct_closure(args)
+    if args.epsilon is None and args.tau is None:
+        raise ValueError("construct --method tree: pass one of --epsilon / --tau (the edge length)")
+    if args.alpha is not None:
+        raise ValueError(f"--alpha belongs to --method closure; got --alpha {args.alpha} with --method tree")
+    args.manifold = args.manifold or "ball"
     graph = _load_graph(args.data)
     _check_out(args, True, resumable=False)
     manifold = MANIFOLDS[args.manifold]()
@@ -507,20 +524,66 @@ def _construct(args) -> int:
         "threads": torch.get_num_threads(),
     }
     if args.plot is not None:
-        from .embed.plot import plot_embedding
-
-        plot_embedding(
-            manifold,
-            result["embeddings"],
-            graph,
-            args.plot,
-            order=True,
-            title=f"{args.data}: construction, {args.manifold}, tau {result['tau']:.4g}, nc {result['nc']}",
-        )
+        _plot_construction(args, manifold, result["embeddings"], graph, f"construction, tau {result['tau']:.4g}, nc {result['nc']}")
         record["plot"] = args.plot
     _write_metrics(args.out, record)
     _emit(record)
     return 0
+
+
+def _construct_closure(args) -> int:
+    """``construct --method closure``: :func:`hypermc.embed.embed_closure` and its reconstruction metrics."""
+    import time
+
+    from .embed import embed_closure, evaluate
+    from .embed.construct import save_construction
+    from .embed.nested import DEFAULT_ALPHA
+    from .embed.train import CHECKPOINT_NAME, MANIFOLDS
+
+    for flag in ("epsilon", "tau", "pairs"):
+        if getattr(args, flag) is not None:
+            raise ValueError(f"--{flag} belongs to --method tree; got --{flag} {getattr(args, flag)} with --method closure")
+    args.manifold = args.manifold or "halfspace"
+    graph = _load_graph(args.data)
+    _check_out(args, True, resumable=False)
+    manifold = MANIFOLDS[args.manifold]()
+    alpha = DEFAULT_ALPHA if args.alpha is None else args.alpha
+    start = time.perf_counter()
+    result = embed_closure(graph, manifold, dim=args.dim, nc=args.nc, dtype=DTYPES[args.dtype], alpha=alpha, progress=_progress(args))
+    seconds = time.perf_counter() - start
+    path = save_construction(Path(args.out) / CHECKPOINT_NAME, result, graph, manifold, seconds=seconds)
+    metrics = evaluate(manifold, result["embeddings"], graph.edges, sample=args.eval_sample, seed=args.seed, fast=True)
+    record = {
+        "map": metrics["map"],
+        "mean_rank": metrics["mean_rank"],
+        "sampled_sources": metrics["num_sources"],
+        "seconds": seconds,
+        "eval_seconds": metrics["seconds"],
+        "data": args.data,
+        "method": "closure",
+        "manifold": args.manifold,
+        "dim": args.dim,
+        "nc": result["nc"],
+        "dtype": args.dtype,
+        "alpha": alpha,
+        "bits_needed": result["bits_needed"],
+        "log2_min_radius": result["log2_min_radius"],
+        "depth": result["depth"],
+        "checkpoint": path,
+        "threads": torch.get_num_threads(),
+    }
+    if args.plot is not None:
+        _plot_construction(args, manifold, result["embeddings"], graph, f"closure construction, alpha {alpha:g}, nc {result['nc']}")
+        record["plot"] = args.plot
+    _write_metrics(args.out, record)
+    _emit(record)
+    return 0
+
+
+def _plot_construction(args, manifold, embeddings, graph, what: str) -> None:
+    from .embed.plot import plot_embedding
+
+    plot_embedding(manifold, embeddings, graph, args.plot, order=True, title=f"{args.data}: {what}, {args.manifold}")
 
 
 def _eval(args) -> int:

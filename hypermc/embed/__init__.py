@@ -4,6 +4,8 @@
   in the checkpoint.
 * :func:`train` -- negative-sampling softmax training on any manifold, MC arithmetic,
   row-sparse Riemannian SGD, checkpoints and bit-identical resume.
+* :func:`embed_tree` / :func:`embed_closure` -- combinatorial constructions: tree
+  distances (Sarkar) / closure ranking (nested shadows: every ancestor nearest).
 * :func:`evaluate` -- reconstruction mean average precision and mean rank, chunked over
   source nodes (no ``N x N`` tensor).
 * :class:`NegativeSampler`, :class:`AliasTable` -- the vectorised sampler.
@@ -28,11 +30,13 @@ from .construct import (
 )
 from .distance import batch_distance
 from .evaluate import evaluate
+from .nested import embed_closure
 from .sampler import AliasTable, NegativeSampler
 from .train import TrainResult, load_checkpoint, train
 
 __all__ = [
     "embed_tree",
+    "embed_closure",
     "distortion",
     "fit_tau",
     "max_tau",

@@ -235,6 +235,24 @@ def _directions(dim: int, count: int) -> torch.Tensor:
     return out
 
 
+def sibling_rank(parent: torch.Tensor) -> torch.Tensor:
+    """Rank of every node among the children of its parent, in id order (roots: among roots).
+
+    Example:
+        >>> sibling_rank(torch.tensor([-1, 0, 0, 1, 0])).tolist()
+        [0, 0, 1, 0, 2]
+    """
+    n = parent.numel()
+    order = torch.argsort(parent * (n + 1) + torch.arange(n), stable=True)
+    rank = torch.zeros(n, dtype=torch.int64)
+    sorted_par = parent[order]
+    first = torch.ones(n, dtype=torch.bool)
+    first[1:] = sorted_par[1:] != sorted_par[:-1]
+    start = torch.cummax(torch.where(first, torch.arange(n), torch.zeros(n, dtype=torch.int64)), 0).values
+    rank[order] = torch.arange(n) - start
+    return rank
+
+
 def tau_for_epsilon(epsilon: float, min_angle: float) -> float:
     """``tau = 2 (1 + eps) / eps * log(1 / sin(min_angle / 2))``.
 
@@ -393,14 +411,7 @@ def embed_tree(
     back = torch.zeros(n, dim, dtype=torch.float64)
     back[:, 0] = 1.0
     e = math.exp(-tau)
-    # rank of each node among its siblings
-    order = torch.argsort(parent * (n + 1) + torch.arange(n), stable=True)
-    rank = torch.zeros(n, dtype=torch.int64)
-    sorted_par = parent[order]
-    first = torch.ones(n, dtype=torch.bool)
-    first[1:] = sorted_par[1:] != sorted_par[:-1]
-    start = torch.cummax(torch.where(first, torch.arange(n), torch.zeros(n, dtype=torch.int64)), 0).values
-    rank[order] = torch.arange(n) - start
+    rank = sibling_rank(parent)
     with progress_bar(progress, max_depth, unit="level", desc="construct") as bar:
         for level in range(1, max_depth + 1):
             # Level ``level`` is computed with the components its radius needs (the rule of
@@ -684,18 +695,21 @@ def _manifold_or_ball(manifold: Any) -> Any:
 def save_construction(
     path: Any, result: dict, graph: Any, manifold: Any = None, *, epsilon: float | None = None, seconds: float = 0.0
 ) -> str:
-    """Write an :func:`embed_tree` result as a training checkpoint (format 2).
+    """Write an :func:`embed_tree` or :func:`hypermc.embed.embed_closure` result as a training checkpoint (format 2).
 
     :func:`hypermc.embed.load_checkpoint` (and ``python -m hypermc eval``) read it like a
     trained run at epoch 0 with an empty history; the config holds the construction's
-    ``tau``, ``epsilon``, ``bits_needed``, ``depth`` and ``construct_seconds``
-    (``method = "construct"``). The MC components are stored as they are.
+    ``construction`` (``"tree"`` or ``"closure"``), ``tau`` (``None`` for a closure
+    construction), ``alpha`` (``None`` for a tree construction), ``epsilon``,
+    ``bits_needed``, ``depth`` and ``construct_seconds`` (``method = "construct"``). The MC
+    components are stored as they are; ``train(init=...)`` can start from them.
 
     Args:
         path: the checkpoint file to write (atomically).
-        result: what :func:`embed_tree` returned for ``graph`` and ``manifold``.
+        result: what :func:`embed_tree` / ``embed_closure`` returned for ``graph`` and ``manifold``.
         graph: the embedded graph.
-        manifold: the manifold passed to :func:`embed_tree` (default ball).
+        manifold: the manifold passed to the construction (default: the ball for a tree
+            construction, the half-space for a closure construction).
         epsilon: the ``epsilon`` passed to :func:`embed_tree`, if any (recorded only).
         seconds: the construction time (recorded only).
 
@@ -714,11 +728,16 @@ def save_construction(
     """
     from .train import CHECKPOINT_FORMAT, manifold_name, write_checkpoint
 
+    closure = "alpha" in result  # embed_closure's result
+    if manifold is None and closure:
+        from ..manifolds import PoincareHalfspace
+
+        manifold = PoincareHalfspace()
     manifold = _manifold_or_ball(manifold)
     emb = result["embeddings"]
     if not isinstance(emb, MCTensor) or emb.shape[0] != graph.num_nodes:
         raise ValueError(
-            f"result: expected embed_tree's result for this graph ({graph.num_nodes} nodes), "
+            f"result: expected embed_tree's or embed_closure's result for this graph ({graph.num_nodes} nodes), "
             f"got embeddings {type(emb).__name__} {tuple(emb.shape)}"
         )
     comps = emb.components
@@ -730,7 +749,9 @@ def save_construction(
         "nc": int(comps.shape[-1]),
         "dtype": str(comps.dtype).removeprefix("torch."),
         "epochs": 0,
-        "tau": float(result["tau"]),
+        "construction": "closure" if closure else "tree",
+        "tau": None if closure else float(result["tau"]),
+        "alpha": float(result["alpha"]) if closure else None,
         "epsilon": None if epsilon is None else float(epsilon),
         "bits_needed": int(result["bits_needed"]),
         "depth": int(result["depth"]),

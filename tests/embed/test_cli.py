@@ -485,6 +485,45 @@ def test_construct_plot(tmp_path, capsys):
     assert not (tmp_path / "d").exists()  # refused before anything was written
 
 
+def test_construct_closure_then_eval_and_plot(tmp_path, capsys):
+    from hypermc.embed import load_checkpoint
+
+    csv = tmp_path / "toy.csv"
+    tree_closure(3, 3).to_csv(csv)
+    run, png = tmp_path / "c", tmp_path / "c.png"
+    assert main(["construct", "--method", "closure", "--data", str(csv), "--dim", "2", "--out", str(run), "--plot", str(png)]) == 0
+    rec = _last_json(capsys.readouterr().out)
+    assert (rec["map"], rec["mean_rank"], rec["method"], rec["manifold"], rec["alpha"]) == (1.0, 1.0, "closure", "halfspace", 0.8)
+    assert rec["nc"] == 1 and rec["depth"] == 3 and rec["plot"] == str(png) and png.stat().st_size > 10_000
+    assert json.loads((run / "metrics.json").read_text()) == rec
+    ckpt = load_checkpoint(run / "checkpoint.pt")
+    assert ckpt["config"]["construction"] == "closure" and ckpt["config"]["alpha"] == 0.8
+    assert main(["eval", str(run / "checkpoint.pt")]) == 0
+    assert _last_json(capsys.readouterr().out)["map"] == 1.0
+    # ball, explicit alpha, sampled sources
+    args = ["construct", "--method", "closure", "--data", str(csv), "--manifold", "ball", "--dim", "3", "--alpha", "0.5"]
+    assert main([*args, "--eval-sample", "5", "--out", str(tmp_path / "b")]) == 0
+    rec = _last_json(capsys.readouterr().out)
+    assert (rec["map"], rec["manifold"], rec["alpha"], rec["sampled_sources"]) == (1.0, "ball", 0.5, 5)
+
+
+@pytest.mark.parametrize(
+    ("extra", "match"),
+    [
+        (["--method", "closure", "--tau", "3"], "--tau belongs to --method tree; got --tau 3.0 with --method closure"),
+        (["--method", "closure", "--pairs", "3"], "--pairs belongs to --method tree; got --pairs 3 with --method closure"),
+        (["--alpha", "0.5", "--tau", "3"], "--alpha belongs to --method closure; got --alpha 0.5 with --method tree"),
+        ([], "construct --method tree: pass one of --epsilon / --tau"),
+        (["--method", "closure", "--alpha", "0.99"], r"alpha: expected a float in (0, 0.95], got 0.99"),
+    ],
+)
+def test_construct_method_options_are_checked(tmp_path, capsys, extra, match):
+    csv = tmp_path / "toy.csv"
+    tree_closure(2, 2).to_csv(csv)
+    assert main(["construct", "--data", str(csv), "--out", str(tmp_path / "c"), *extra]) == 2
+    assert match in capsys.readouterr().err
+
+
 def test_train_eval_every_writes_the_curve(tmp_path, capsys):
     csv = tmp_path / "toy.csv"
     tree_closure(2, 2).to_csv(csv)
