@@ -43,6 +43,10 @@ __all__ = [
     "check_dtype",
     "check_instance",
     "check_callable",
+    "check_lr",
+    "check_sgd_args",
+    "check_adam_args",
+    "check_grad",
 ]
 
 #: The floating dtypes an MC component (or a plain parameter) may have.
@@ -242,3 +246,89 @@ def check_callable(where: str, name: str, value: Any, example: str = "") -> Call
         hint = f" (e.g. {example})" if example else ""
         raise TypeError(f"{where}: {name} must be callable{hint}; got {_type_name(value)}")
     return value
+
+
+# ------------------------------------------------------------------ optimizer hyperparameters
+# Messages follow torch.optim's ("Invalid learning rate: ..."), which PyTorch users search for;
+# unlike torch.optim, NaN and infinity are refused too.
+
+
+def _finite_at_least_zero(value: Any) -> bool:
+    v = value.item() if isinstance(value, torch.Tensor) else value
+    return isinstance(v, numbers.Real) and not isinstance(v, bool) and 0.0 <= float(v) < math.inf
+
+
+def check_lr(lr: Any, *, tensor_ok: bool = True) -> None:
+    """A learning rate: a finite real ``>= 0`` (a 1-element tensor where ``tensor_ok``).
+
+    Example:
+        >>> check_lr(0.1)
+        >>> check_lr(float("inf"))
+        Traceback (most recent call last):
+        ...
+        ValueError: Invalid learning rate: inf (lr must be a finite number >= 0)
+    """
+    if isinstance(lr, torch.Tensor):
+        if not tensor_ok:
+            raise TypeError("lr must be a Python float for the Riemannian optimizers; got a Tensor")
+        if lr.numel() != 1:
+            raise ValueError("Tensor lr must be 1-element")
+    if not _finite_at_least_zero(lr):
+        raise ValueError(f"Invalid learning rate: {lr} (lr must be a finite number >= 0)")
+
+
+def check_sgd_args(momentum: Any, dampening: Any, weight_decay: Any, nesterov: Any) -> None:
+    """SGD hyperparameters (MC and Riemannian): finite, ``>= 0``; Nesterov needs momentum and no dampening.
+
+    Example:
+        >>> check_sgd_args(0.9, 0.0, 0.0, True)
+        >>> check_sgd_args(float("nan"), 0.0, 0.0, False)
+        Traceback (most recent call last):
+        ...
+        ValueError: Invalid momentum value: nan (momentum must be a finite number >= 0)
+    """
+    for name, value in (("momentum", momentum), ("dampening", dampening), ("weight_decay", weight_decay)):
+        if not _finite_at_least_zero(value):
+            raise ValueError(f"Invalid {name} value: {value} ({name} must be a finite number >= 0)")
+    if nesterov and (momentum <= 0 or dampening != 0):
+        raise ValueError("Nesterov momentum requires a momentum and zero dampening")
+
+
+def check_adam_args(betas: Any, eps: Any, weight_decay: Any) -> None:
+    """Adam hyperparameters (MC and Riemannian): betas in ``[0, 1)``, finite ``eps``/``weight_decay >= 0``.
+
+    Example:
+        >>> check_adam_args((0.9, 0.999), 1e-8, 0.0)
+        >>> check_adam_args((0.9, 1.0), 1e-8, 0.0)
+        Traceback (most recent call last):
+        ...
+        ValueError: Invalid beta parameter at index 1: 1.0 (must be in [0, 1))
+    """
+    if not _finite_at_least_zero(eps):
+        raise ValueError(f"Invalid epsilon value: {eps} (eps must be a finite number >= 0)")
+    if len(betas) != 2:
+        raise ValueError(f"betas must be a pair (beta1, beta2); got {betas!r}")
+    for i, beta in enumerate(betas):
+        if not (_finite_at_least_zero(beta) and beta < 1.0):
+            raise ValueError(f"Invalid beta parameter at index {i}: {beta} (must be in [0, 1))")
+    if not _finite_at_least_zero(weight_decay):
+        raise ValueError(f"Invalid weight_decay value: {weight_decay} (weight_decay must be a finite number >= 0)")
+
+
+def check_grad(param: torch.Tensor, grad: torch.Tensor, *, sparse_hint: str) -> None:
+    """A gradient for ``param``: the parameter's (component) dtype, dense.
+
+    Example:
+        >>> p = torch.zeros(2)
+        >>> check_grad(p, torch.zeros(2, dtype=torch.float64), sparse_hint="")
+        Traceback (most recent call last):
+        ...
+        TypeError: gradient dtype torch.float64 differs from the parameter's dtype torch.float32; ...
+    """
+    if grad.dtype != param.dtype:
+        raise TypeError(
+            f"gradient dtype {grad.dtype} differs from the parameter's dtype {param.dtype}; "
+            "gradients must have the parameter's (component) dtype"
+        )
+    if grad.is_sparse:
+        raise RuntimeError(sparse_hint)

@@ -27,9 +27,12 @@ from typing import Any, cast, overload
 import torch
 from torch.optim import Optimizer
 
+from .._checks import check_adam_args, check_grad, check_lr, check_sgd_args
 from ..mcf import MCTensor, mc
 
 __all__ = ["MCSGD", "MCAdam", "mc_sgd", "mc_adam"]
+
+_SPARSE = "MC optimizers do not support sparse gradients"
 
 
 # ----------------------------------------------------------------------------- helpers
@@ -64,25 +67,8 @@ def _as_state(t: torch.Tensor, param: torch.Tensor, plain: bool) -> torch.Tensor
     return mt if mt.nc == param.nc else mc(mt, nc=param.nc)
 
 
-def _check_grad(param: torch.Tensor, grad: torch.Tensor) -> None:
-    if grad.dtype != param.dtype:
-        raise TypeError(
-            f"gradient dtype {grad.dtype} differs from the parameter's dtype {param.dtype}; "
-            "gradients must have the parameter's (component) dtype"
-        )
-    if grad.is_sparse:
-        raise RuntimeError("MC optimizers do not support sparse gradients")
-
-
 def _scalar(x: float | torch.Tensor) -> float:
     return x.item() if isinstance(x, torch.Tensor) else x
-
-
-def _check_lr(lr: float | torch.Tensor) -> None:
-    if isinstance(lr, torch.Tensor) and lr.numel() != 1:
-        raise ValueError("Tensor lr must be 1-element")
-    if not 0.0 <= lr:
-        raise ValueError(f"Invalid learning rate: {lr} (lr must be >= 0)")
 
 
 def closure_loss(closure: Callable[[], torch.Tensor] | None) -> torch.Tensor | None:
@@ -91,30 +77,6 @@ def closure_loss(closure: Callable[[], torch.Tensor] | None) -> torch.Tensor | N
         return None
     with torch.enable_grad():
         return closure()
-
-
-def check_sgd_args(momentum: float, dampening: float, weight_decay: float, nesterov: bool) -> None:
-    """Hyperparameter checks shared by the SGD optimizers (MC and Riemannian)."""
-    if momentum < 0.0:
-        raise ValueError(f"Invalid momentum value: {momentum} (momentum must be >= 0)")
-    if weight_decay < 0.0:
-        raise ValueError(f"Invalid weight_decay value: {weight_decay} (weight_decay must be >= 0)")
-    if nesterov and (momentum <= 0 or dampening != 0):
-        raise ValueError("Nesterov momentum requires a momentum and zero dampening")
-
-
-def check_adam_args(betas, eps: float, weight_decay: float) -> None:
-    """Hyperparameter checks shared by the Adam optimizers (MC and Riemannian)."""
-    if not 0.0 <= eps:
-        raise ValueError(f"Invalid epsilon value: {eps} (eps must be >= 0)")
-    if len(betas) != 2:
-        raise ValueError(f"betas must be a pair (beta1, beta2); got {betas!r}")
-    if not 0.0 <= betas[0] < 1.0:
-        raise ValueError(f"Invalid beta parameter at index 0: {betas[0]} (must be in [0, 1))")
-    if not 0.0 <= betas[1] < 1.0:
-        raise ValueError(f"Invalid beta parameter at index 1: {betas[1]} (must be in [0, 1))")
-    if not 0.0 <= weight_decay:
-        raise ValueError(f"Invalid weight_decay value: {weight_decay} (weight_decay must be >= 0)")
 
 
 # --------------------------------------------------------------------------------- SGD
@@ -160,7 +122,7 @@ def mc_sgd(
     lr = _scalar(lr)
     for i, param in enumerate(params):
         grad = grads[i]
-        _check_grad(param, grad)
+        check_grad(param, grad, sparse_hint=_SPARSE)
         buf = momentum_buffer_list[i]
         plain = _is_plain_mc(param, grad, buf)
         p, g, b = (_view(param), _view(grad), _view(buf)) if plain else (param, grad, buf)
@@ -229,7 +191,7 @@ class MCSGD(Optimizer):
         *,
         maximize: bool = False,
     ) -> None:
-        _check_lr(lr)
+        check_lr(lr)
         check_sgd_args(momentum, dampening, weight_decay, nesterov)
         defaults = dict(lr=lr, momentum=momentum, dampening=dampening, weight_decay=weight_decay, nesterov=nesterov, maximize=maximize)
         super().__init__(params, defaults)
@@ -314,7 +276,7 @@ def mc_adam(
     lr = _scalar(lr)
     for i, param in enumerate(params):
         grad = grads[i]
-        _check_grad(param, grad)
+        check_grad(param, grad, sparse_hint=_SPARSE)
         max_sq = max_exp_avg_sqs[i] if amsgrad else None
         plain = _is_plain_mc(param, grad, exp_avgs[i], exp_avg_sqs[i], max_sq)
         p, g, exp_avg, exp_avg_sq = param, grad, exp_avgs[i], exp_avg_sqs[i]
@@ -386,7 +348,7 @@ class MCAdam(Optimizer):
         *,
         maximize: bool = False,
     ) -> None:
-        _check_lr(lr)
+        check_lr(lr)
         check_adam_args(betas, eps, weight_decay)
         betas = (float(betas[0]), float(betas[1]))
         defaults = dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay, amsgrad=amsgrad, maximize=maximize)

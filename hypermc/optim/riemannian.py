@@ -33,35 +33,19 @@ from typing import Any, cast
 import torch
 from torch.optim import Optimizer
 
+from .._checks import check_adam_args, check_grad, check_lr, check_sgd_args
 from ..manifolds.base import Manifold
 from ..manifolds.euclidean import Euclidean
 from ..manifolds.parameter import manifold_of
 from ..mcf.tensor import MCTensor
-from .mc_optim import check_adam_args, check_sgd_args
 
 __all__ = ["RiemannianSGD", "RiemannianAdam", "riemannian_sgd", "riemannian_adam"]
 
 _EUCLIDEAN = Euclidean()
+_SPARSE = "Riemannian optimizers take dense gradients; use sparse_rows=True for embedding tables"
 
 
 # ----------------------------------------------------------------------------- helpers
-
-
-def _check_lr(lr: float) -> None:
-    if isinstance(lr, torch.Tensor):
-        raise TypeError("lr must be a Python float for the Riemannian optimizers; got a Tensor")
-    if not 0.0 <= lr:
-        raise ValueError(f"Invalid learning rate: {lr} (lr must be >= 0)")
-
-
-def _check_grad(param: torch.Tensor, grad: torch.Tensor) -> None:
-    if grad.dtype != param.dtype:
-        raise TypeError(
-            f"gradient dtype {grad.dtype} differs from the parameter's dtype {param.dtype}; "
-            "gradients must have the parameter's (component) dtype"
-        )
-    if grad.is_sparse:
-        raise RuntimeError("Riemannian optimizers take dense gradients; use sparse_rows=True for embedding tables")
 
 
 def _move(manifold: Manifold, x, u, retraction: bool):
@@ -167,7 +151,7 @@ def riemannian_sgd(
     rows = rows if rows is not None else [None] * len(params)
     for i, param in enumerate(params):
         grad = grads[i]
-        _check_grad(param, grad)
+        check_grad(param, grad, sparse_hint=_SPARSE)
         manifold = manifolds[i] or _EUCLIDEAN
         r = rows[i]
         if r is not None and r.numel() == 0:
@@ -273,7 +257,7 @@ class RiemannianSGD(_RiemannianOptimizer):
         retraction: bool = False,
         sparse_rows: bool = False,
     ) -> None:
-        _check_lr(lr)
+        check_lr(lr, tensor_ok=False)
         check_sgd_args(momentum, dampening, weight_decay, nesterov)
         defaults = dict(
             lr=lr,
@@ -374,7 +358,7 @@ def riemannian_adam(
     rows = rows if rows is not None else [None] * len(params)
     for i, param in enumerate(params):
         grad = grads[i]
-        _check_grad(param, grad)
+        check_grad(param, grad, sparse_hint=_SPARSE)
         manifold = manifolds[i] or _EUCLIDEAN
         r = rows[i]
         if r is not None and r.numel() == 0:
@@ -453,7 +437,7 @@ class RiemannianAdam(_RiemannianOptimizer):
         retraction: bool = False,
         sparse_rows: bool = False,
     ) -> None:
-        _check_lr(lr)
+        check_lr(lr, tensor_ok=False)
         check_adam_args(betas, eps, weight_decay)
         defaults = dict(
             lr=lr,

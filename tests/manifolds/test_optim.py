@@ -163,6 +163,14 @@ def test_validation_messages():
         RiemannianAdam([p], eps=-1)
     with pytest.raises(ValueError, match="Invalid beta parameter at index 1"):
         RiemannianAdam([p], betas=(0.9, 1.0))
+    with pytest.raises(ValueError, match=r"Invalid learning rate: inf \(lr must be a finite number >= 0\)"):
+        RiemannianSGD([p], lr=float("inf"))
+    with pytest.raises(ValueError, match="Invalid momentum value: nan"):
+        RiemannianSGD([p], lr=0.1, momentum=float("nan"))
+    with pytest.raises(ValueError, match="Invalid epsilon value: inf"):
+        RiemannianAdam([p], eps=float("inf"))
+    with pytest.raises(TypeError, match="lr must be a Python float for the Riemannian optimizers"):
+        RiemannianSGD([p], lr=torch.tensor(0.1))
     with pytest.raises(ValueError, match="sparse_rows needs parameters of shape"):
         q = ManifoldParameter(torch.zeros(2, dtype=F64), manifold=PoincareBall())
         q.grad = torch.ones(2, dtype=F64)

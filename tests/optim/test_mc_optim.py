@@ -187,6 +187,15 @@ def test_state_dict_round_trip(opt_cls, config, rng, seed):
         (lambda p: MCAdam(p, betas=(1.0, 0.999)), "Invalid beta parameter at index 0: 1.0"),
         (lambda p: MCAdam(p, betas=(0.9, -0.1)), "Invalid beta parameter at index 1: -0.1"),
         (lambda p: MCAdam(p, weight_decay=-1.0), "Invalid weight_decay value: -1.0"),
+        # NaN and infinity are refused (torch.optim lets them through)
+        (lambda p: MCSGD(p, lr=float("inf")), r"Invalid learning rate: inf \(lr must be a finite number >= 0\)"),
+        (lambda p: MCSGD(p, lr=torch.tensor(float("nan"))), "Invalid learning rate: nan"),
+        (lambda p: MCSGD(p, lr=0.1, momentum=float("nan")), "Invalid momentum value: nan"),
+        (lambda p: MCSGD(p, lr=0.1, dampening=float("inf")), "Invalid dampening value: inf"),
+        (lambda p: MCSGD(p, lr=0.1, weight_decay=float("nan")), "Invalid weight_decay value: nan"),
+        (lambda p: MCAdam(p, eps=float("nan")), "Invalid epsilon value: nan"),
+        (lambda p: MCAdam(p, betas=(float("nan"), 0.999)), "Invalid beta parameter at index 0: nan"),
+        (lambda p: MCAdam(p, weight_decay=float("inf")), "Invalid weight_decay value: inf"),
     ],
 )
 def test_bad_hyperparameters(make, match):
