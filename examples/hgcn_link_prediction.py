@@ -29,6 +29,7 @@ import torch.nn.functional as F
 from torch import nn
 
 import hypermc as hm
+from hypermc._progress import progress_bar, show_progress
 from hypermc.manifolds import Lorentz, PoincareBall
 from hypermc.nn import HypGraphConv
 from hypermc.nn import functional as MF
@@ -212,6 +213,7 @@ def train_link_prediction(
     lr: float = 0.01,
     eval_every: int = 10,
     seed: int = 0,
+    progress: bool = False,
 ) -> dict:
     """Train one model and return the metrics of its best-validation epoch.
 
@@ -249,7 +251,9 @@ def train_link_prediction(
     target = torch.cat([torch.ones(len(pos)), torch.zeros(len(pos))]).to(dtype)
     best = {"score": -math.inf}
     start = time.perf_counter()
+    bar = progress_bar(progress, epochs, unit="epoch", desc=f"{manifold} {dtype} nc={nc}")
     for epoch in range(1, epochs + 1):
+        bar.update(1)
         model.train()
         opt.zero_grad()
         h = model.encode(features, adj)
@@ -272,6 +276,7 @@ def train_link_prediction(
                     "test_ap": test["ap"],
                     "best_epoch": epoch,
                 }
+    bar.close()
     seconds = time.perf_counter() - start
     best.pop("score")
     return {**best, "loss": float(_plain(loss.detach())), "seconds": seconds}
@@ -293,6 +298,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--epochs", type=int, default=120)
     parser.add_argument("--lr", type=float, default=0.01)
     parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--quiet", action="store_true", help="no progress bar (none anyway when stderr is not a terminal)")
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
     methods = args.methods.split(",")
@@ -315,7 +321,15 @@ def main(argv: list[str] | None = None) -> None:
         for m in methods:
             dtype, nc = METHODS[m]
             r = train_link_prediction(
-                data, manifold=args.manifold, dtype=dtype, nc=nc, dim=args.dim, epochs=args.epochs, lr=args.lr, seed=seed
+                data,
+                manifold=args.manifold,
+                dtype=dtype,
+                nc=nc,
+                dim=args.dim,
+                epochs=args.epochs,
+                lr=args.lr,
+                seed=seed,
+                progress=show_progress(args.quiet),
             )
             print(
                 f"| {model} | {LABELS[m]} | {seed} | {r['val_roc']:.4f} | {r['val_ap']:.4f} | {r['test_roc']:.4f} | "

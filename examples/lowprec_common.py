@@ -85,7 +85,7 @@ def parser(description: str, *, epochs: int | None, methods: str | None = ALL_ME
         f"exactly); keeps float16 gradients above the subnormal range (default {loss_scale:g})",
     )
     p.add_argument("--threads", type=int, default=None, help="torch.set_num_threads (default: torch's choice)")
-    p.add_argument("--plot", metavar="PNG", default=None, help="write the loss curves to this PNG (needs matplotlib)")
+    p.add_argument("--plot", metavar="PNG", default=None, help="write the loss curves to this PNG")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.add_argument(
         "--columns",
@@ -312,17 +312,14 @@ def classification_experiment(
 
 
 def plot(curves: dict[str, list[float]], path: str | None, title: str) -> None:
-    """Loss curves (log scale) to ``path`` if given and matplotlib is installed."""
+    """Loss curves (log scale) to ``path`` if given."""
     if path is None:
         return
-    try:
-        import matplotlib
+    import matplotlib
 
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        print(f"(matplotlib not installed: {path} not written; pip install matplotlib)")
-        return
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
     fig, ax = plt.subplots(figsize=(6, 4))
     for label, curve in curves.items():
         ax.semilogy(range(1, len(curve) + 1), [max(v, 1e-300) for v in curve], label=label)

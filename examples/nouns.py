@@ -33,6 +33,7 @@ from pathlib import Path
 
 import torch
 
+from hypermc._progress import show_progress
 from hypermc.data import Graph, load_edges, wordnet_closure
 from hypermc.embed import evaluate, load_checkpoint, train
 from hypermc.embed.plot import plot_curve
@@ -81,6 +82,7 @@ def main() -> None:
     p.add_argument("--eval-sample", type=int, default=2000)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--threads", type=int, default=None)
+    p.add_argument("--quiet", action="store_true", help="no progress bars (none anyway when stderr is not a terminal)")
     p.add_argument("--resume", action="store_true", help="continue from OUT/checkpoint.pt if it exists (same settings)")
     p.add_argument(
         "--init-from",
@@ -116,7 +118,7 @@ def main() -> None:
         negatives=args.negatives,
         seed=args.seed,
         lr_schedule="constant",
-        progress=False,
+        progress=show_progress(args.quiet),
         device=args.device,
         fast=args.fast,
         checkpoint_dir=out,
@@ -140,7 +142,15 @@ def main() -> None:
         resume = out / CHECKPOINT_NAME
         wall = time.perf_counter() - start
         last = done >= args.epochs or (args.max_minutes is not None and wall >= 60 * args.max_minutes)
-        m = evaluate(manifold, r.embeddings, graph.edges, sample=None if last else args.eval_sample, seed=0, fast=args.fast)
+        m = evaluate(
+            manifold,
+            r.embeddings,
+            graph.edges,
+            sample=None if last else args.eval_sample,
+            seed=0,
+            fast=args.fast,
+            progress=show_progress(args.quiet),
+        )
         rec = {
             "epoch": offset + done,
             "run_epoch": done,

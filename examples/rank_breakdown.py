@@ -29,6 +29,7 @@ import math
 
 import torch
 
+from hypermc._progress import progress_bar, show_progress
 from hypermc.data import load_edges
 from hypermc.embed import evaluate, load_checkpoint
 from hypermc.embed.distance import batch_distance
@@ -40,7 +41,7 @@ from hypermc.mcf.tensor import MCTensor
 BLOCK = 32
 
 
-def edge_ranks(manifold, rows, edges, sources):
+def edge_ranks(manifold, rows, edges, sources, progress=False):
     """``(E_s, 3)`` int64 ``(u, v, 2 * rank)`` for every edge of the sources (ranks in halves)."""
     n = rows.shape[0]
     order = torch.argsort(edges[:, 0], stable=True)
@@ -50,8 +51,10 @@ def edge_ranks(manifold, rows, edges, sources):
     offsets[1:] = torch.cumsum(counts, 0)
     out = []
     every = torch.arange(n).unsqueeze(0)
+    bar = progress_bar(progress, sources.numel(), unit="source", desc="ranks")
     for lo in range(0, sources.numel(), BLOCK):
         src = sources[lo : lo + BLOCK]
+        bar.update(src.numel())
         d = batch_distance(manifold, rows, src.unsqueeze(1), every)
         for i, u in enumerate(src.tolist()):
             pos = by_src[offsets[u] : offsets[u + 1], 1]
@@ -64,6 +67,7 @@ def edge_ranks(manifold, rows, edges, sources):
             not_above = torch.searchsorted(others, dp, right=True)
             twice = 2 + 2 * below + (not_above - below)  # 2 * (1 + less + ties / 2)
             out.append(torch.stack([torch.full_like(pos, u), pos, twice], dim=1))
+    bar.close()
     return torch.cat(out)
 
 
@@ -116,6 +120,7 @@ def main() -> None:
     p.add_argument("--sample", type=int, default=2000, help="source nodes (evaluate's sample)")
     p.add_argument("--seed", type=int, default=0, help="seed of the sample (evaluate's seed)")
     p.add_argument("--threads", type=int, default=None)
+    p.add_argument("--quiet", action="store_true", help="no progress bar (none anyway when stderr is not a terminal)")
     args = p.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -139,7 +144,7 @@ def main() -> None:
         gen = torch.Generator().manual_seed(args.seed)
         sources = sources[torch.randperm(sources.numel(), generator=gen)[: args.sample]].sort().values
     with torch.no_grad():
-        result = edge_ranks(manifold, rows, edges, sources)
+        result = edge_ranks(manifold, rows, edges, sources, progress=show_progress(args.quiet))
     ranks = result[:, 2].double() / 2
     emb = MCTensor(rows) if rows.shape[-1] > 1 else rows[..., 0]
     check = evaluate(manifold, emb, graph.edges, sample=args.sample, seed=args.seed)

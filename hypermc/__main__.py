@@ -16,8 +16,9 @@ standard output with one JSON object on one line
 (``map``, ``mean_rank``, ``seconds`` and the settings); ``train`` and ``construct`` also
 write it to ``<out>/metrics.json``. Every subcommand shows progress bars on stderr (training
 epochs, tree levels, evaluation chunks, WordNet synsets, exported rows); they are off when
-stderr is not a terminal or with ``--quiet``. ``train --eval-every N`` also writes
-``<out>/curve.png``; ``construct --plot PNG`` draws the construction.
+stderr is not a terminal or with ``--quiet``. ``train`` writes ``<out>/curve.png`` (the
+loss per epoch, MAP / mean rank every ``--eval-every`` epochs and at the end);
+``construct --plot PNG`` draws the construction.
 
 Under ``torchrun`` (``WORLD_SIZE`` > 1) ``train`` is data-parallel
 (:mod:`hypermc.embed.distributed`): rank 0 writes the checkpoint, ``metrics.json`` and the
@@ -131,7 +132,7 @@ def _parser() -> argparse.ArgumentParser:
         "--eval-every",
         type=_positive_int,
         default=None,
-        help="also evaluate every N epochs (with --eval-sample): eval_history in metrics.json and "
+        help="also evaluate every N epochs (with --eval-sample), into eval_history in metrics.json and "
         "<out>/curve.png (MAP, mean rank and loss against the epoch); default: only at the end",
     )
     t.add_argument("--threads", type=_positive_int, default=None, help="torch.set_num_threads (>= 1)")
@@ -391,8 +392,7 @@ def _train_run(args, parallel) -> int:
     )
     if not writer:
         return 0
-    if args.eval_every is not None:
-        evals.append({"epoch": result.epoch, "map": metrics["map"], "mean_rank": metrics["mean_rank"]})
+    evals.append({"epoch": result.epoch, "map": metrics["map"], "mean_rank": metrics["mean_rank"]})
     record = {
         "map": metrics["map"],
         "mean_rank": metrics["mean_rank"],
@@ -409,16 +409,13 @@ def _train_run(args, parallel) -> int:
         "threads": torch.get_num_threads(),
         **{k: v for k, v in result.config.items() if k not in ("epochs",)},
     }
-    if args.eval_every is not None:
-        from .embed.plot import plot_curve
+    from .embed.plot import plot_curve
 
-        record["eval_history"] = evals
-        record["curve"] = str(Path(args.out) / "curve.png")
-        plot_curve(
-            [*result.history, *evals],
-            record["curve"],
-            title=f"{args.data}: {args.manifold} dim {args.dim}, nc {args.nc or 'plain'}, {args.dtype}",
-        )
+    # the loss of every epoch; MAP / mean rank of every evaluation (--eval-every) and of the last
+    record["eval_history"] = evals
+    record["curve"] = str(Path(args.out) / "curve.png")
+    title = f"{args.data}: {args.manifold} dim {args.dim}, nc {args.nc or 'plain'}, {args.dtype}"
+    plot_curve([*result.history, *evals], record["curve"], title=title)
     _write_metrics(args.out, record)
     _emit(record)
     return 0

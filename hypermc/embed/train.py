@@ -63,7 +63,7 @@ from typing import Any, NamedTuple
 import torch
 
 from .._checks import check_callable, check_instance
-from .._progress import progress_bar
+from .._progress import progress_bar, show_progress
 from ..data.graph import Graph
 from ..manifolds import Euclidean, Lorentz, PoincareBall, PoincareHalfspace
 from ..manifolds.base import Manifold
@@ -205,7 +205,7 @@ def train(
     *,
     checkpoint_dir: str | os.PathLike[str] | None = None,
     resume: str | os.PathLike[str] | None = None,
-    progress: bool = True,
+    progress: bool | None = None,
     callback: Callable[[int, dict, torch.Tensor], Any] | None = None,
     parallel: Any | None = None,
     init: torch.Tensor | None = None,
@@ -226,7 +226,8 @@ def train(
             ``config.checkpoint_every`` epochs and after the last epoch.
         resume: a checkpoint to continue from (the configuration must match; only
             ``epochs`` may differ, and only with ``lr_schedule="constant"``).
-        progress: show a tqdm progress bar (on stderr).
+        progress: show a tqdm progress bar (on stderr); ``None`` (default): when stderr
+            is a terminal.
         callback: ``callback(epoch, stats, embeddings)`` after every epoch (``epoch``
             1-based, ``stats`` the history entry, ``embeddings`` the live table --
             read it, do not modify it).
@@ -285,6 +286,8 @@ def train(
     if resume is not None:
         run.resume(resume)
     run.check_table(resume)
+    if progress is None:
+        progress = show_progress(quiet=False)
     return run.fit(checkpoint_dir=checkpoint_dir, progress=progress, callback=callback)
 
 

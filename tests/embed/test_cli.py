@@ -558,7 +558,8 @@ def test_train_eval_every_writes_the_curve(tmp_path, capsys):
     assert json.loads((run / "metrics.json").read_text())["eval_history"] == rec["eval_history"]
     with pytest.raises(SystemExit):
         main(["train", "--data", str(csv), "--eval-every", "0", "--out", str(tmp_path / "x")])
-    # without --eval-every: no curve, no eval_history
-    assert main(["train", "--data", str(csv), "--epochs", "1", "--out", str(tmp_path / "y"), "--quiet"]) == 0
-    assert "eval_history" not in _last_json(capsys.readouterr().out)
-    assert not (tmp_path / "y" / "curve.png").exists()
+    # without --eval-every: the loss curve and the last evaluation
+    assert main(["train", "--data", str(csv), "--epochs", "2", "--out", str(tmp_path / "y"), "--quiet"]) == 0
+    rec = _last_json(capsys.readouterr().out)
+    assert [e["epoch"] for e in rec["eval_history"]] == [2] and rec["eval_history"][0]["map"] == rec["map"]
+    assert (tmp_path / "y" / "curve.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
