@@ -110,7 +110,8 @@ def _results():
 
 def _commands(caption: str):
     """(script or 'hypermc <sub>', its flags) for every command in the caption."""
-    text = re.sub(r"`[^`]+`", lambda m: m.group(0).replace("\n", " "), caption)  # inline code across lines
+    text = re.sub(r"^\s*```\w*\n(.*?)^\s*```", r"\1", caption, flags=re.S | re.M)  # fenced code: its lines as they are
+    text = re.sub(r"`[^`]+`", lambda m: m.group(0).replace("\n", " "), text)  # inline code across lines
     text = text.replace("\\\n", " ")  # shell line continuations
     for m in COMMAND.finditer(text):
         args = m.group("args").split(" #")[0]  # a shell comment ends the command
