@@ -86,11 +86,13 @@ def _design(k: int, m: int) -> tuple[torch.Tensor, float]:
         ar = torch.arange(m)
         v[2 * ar, ar], v[2 * ar + 1, ar] = t, -t
         return v, t / math.sqrt(2.0)
-    if m < 63 and k <= 2**m:
+    if k <= 2 ** min(m, 62):
         tau = 1.0 / (math.sqrt(m) + 1.0)
-        bits = (torch.arange(k)[:, None] >> torch.arange(m)) & 1
+        bits = torch.zeros(k, m, dtype=torch.int64)  # corner j: the binary digits of j, then -1s
+        low = min(m, 62)
+        bits[:, :low] = (torch.arange(k)[:, None] >> torch.arange(low)) & 1
         return (bits.to(torch.float64) * 2 - 1) * tau, tau
-    q = 3
+    q = max(3, math.floor((k + 1) ** (1.0 / m)))  # fewer cells than q^m - 1 cannot hold k
     while True:
         rho = 1.0 / ((q - 1) * math.sqrt(m) + 1.0)
         if q**m > _MAX_GRID:

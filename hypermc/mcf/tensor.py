@@ -184,6 +184,11 @@ class MCTensor(torch.Tensor):
         Raises:
             TypeError: ``components`` is not a float16/bfloat16/float32/float64 tensor.
             ValueError: ``components`` has no trailing component dimension.
+
+        Example:
+            >>> y = MCTensor.from_components(torch.tensor([[2.0**-60, 1.0]], dtype=torch.float64))
+            >>> y.components.tolist()  # reordered: the leading component first
+            [[1.0, 8.673617379884035e-19]]
         """
         if not isinstance(components, torch.Tensor) or isinstance(components, MCTensor):
             raise TypeError(f"components must be a plain torch.Tensor of shape (*shape, nc); got {type(components).__name__}")
@@ -198,12 +203,23 @@ class MCTensor(torch.Tensor):
 
     @property
     def components(self) -> torch.Tensor:
-        """Inner tensor ``(*shape, nc)``, leading component first (a view, not a copy)."""
+        """Inner tensor ``(*shape, nc)``, leading component first (a view, not a copy).
+
+        Example:
+            >>> x = hm.mc(torch.tensor([1.0, 2.0], dtype=torch.float64), nc=2) + 2.0**-60
+            >>> x.components.shape, x.components[0].tolist()
+            (torch.Size([2, 2]), [1.0, 8.673617379884035e-19])
+        """
         return self._components
 
     @property
     def nc(self) -> int:
-        """Number of components."""
+        """Number of components.
+
+        Example:
+            >>> hm.mc(torch.zeros(3), nc=4).nc
+            4
+        """
         return self._components.shape[-1]
 
     def approx(self) -> torch.Tensor:
@@ -212,11 +228,23 @@ class MCTensor(torch.Tensor):
         ``c0 + c1`` rounded once, except where it is exactly halfway between two floats:
         there the sign of the rest of the tail decides (``fl(c0 + c1)`` alone would round
         ``1 + 2**-53 + 2**-110`` down to 1).
+
+        Example:
+            >>> x = MCTensor.from_components(torch.tensor([1.0, 2.0**-53, 2.0**-110], dtype=torch.float64))
+            >>> x.approx().item() == 1 + 2.0**-52  # the tail above the halfway point rounds up
+            True
         """
         return arith.nearest_float(self._components.detach())
 
     def to_mpmath(self) -> np.ndarray:
-        """Exact values as a numpy object array of ``mpmath.mpf`` (same shape)."""
+        """Exact values as a numpy object array of ``mpmath.mpf`` (same shape).
+
+        Example:
+            >>> import mpmath
+            >>> x = hm.mc(torch.tensor([1.0, 2.0], dtype=torch.float64), nc=2) + 2.0**-60
+            >>> [mpmath.nstr(v, 25) for v in x.to_mpmath()]
+            ['1.000000000000000000867362', '2.000000000000000000867362']
+        """
         return exact.to_mpmath(self._components)
 
     # -------------------------------------------------------- flatten / serialise
@@ -251,11 +279,23 @@ class MCTensor(torch.Tensor):
         return _format(self)
 
     def tolist(self):
-        """Python floats of :meth:`approx` (nested lists); use :meth:`to_mpmath` for exact values."""
+        """Python floats of :meth:`approx` (nested lists); use :meth:`to_mpmath` for exact values.
+
+        Example:
+            >>> (hm.mc(torch.tensor([[1.0], [2.0]], dtype=torch.float64), nc=2) + 2.0**-60).tolist()
+            [[1.0], [2.0]]
+        """
         return self.approx().tolist()
 
     def numpy(self, *, force: bool = False) -> np.ndarray:
-        """Refused: a numpy float array cannot hold the value; use ``approx().numpy()``."""
+        """Refused: a numpy float array cannot hold the value; use ``approx().numpy()``.
+
+        Example:
+            >>> hm.mc(torch.ones(2), nc=2).numpy()
+            Traceback (most recent call last):
+            ...
+            TypeError: MCTensor.numpy() would drop all but the leading precision; call x.approx().numpy() ...
+        """
         raise TypeError(
             "MCTensor.numpy() would drop all but the leading precision; call "
             "x.approx().numpy() for floats or x.to_mpmath() for exact values"

@@ -103,7 +103,7 @@ def test_tree_ancestors_are_strictly_nearest(parent, dim, alpha):
 
 @pytest.mark.parametrize(
     ("dim", "k"),
-    [(10, 1), (10, 2), (10, 3), (10, 18), (10, 19), (10, 512), (10, 513), (10, 700), (2, 3), (2, 40), (3, 100), (4, 17)],
+    [(10, 1), (10, 2), (10, 3), (10, 18), (10, 19), (10, 512), (10, 513), (10, 700), (2, 3), (2, 40), (3, 100), (4, 17), (100, 300)],
 )
 def test_every_slot_design_keeps_children_apart(dim, k):
     """A node with k children: pair, axis, cube-corner and grid designs (by k and dim)."""
