@@ -92,7 +92,7 @@ def _design(k: int, m: int) -> tuple[torch.Tensor, float]:
         low = min(m, 62)
         bits[:, :low] = (torch.arange(k)[:, None] >> torch.arange(low)) & 1
         return (bits.to(torch.float64) * 2 - 1) * tau, tau
-    q = max(3, math.floor((k + 1) ** (1.0 / m)))  # fewer cells than q^m - 1 cannot hold k
+    q = max(3, math.floor(k ** (1.0 / m)))  # q^m < k cells cannot hold k: start at or below the smallest q that can
     while True:
         rho = 1.0 / ((q - 1) * math.sqrt(m) + 1.0)
         if q**m > _MAX_GRID:
