@@ -86,3 +86,28 @@ def test_public_names_have_examples(name):
     module = importlib.import_module(name)
     missing = [n for n, obj in _public(module) if not _has_example(inspect.getdoc(obj))]
     assert not missing, f"{name}: public names without an 'Example:' section with a '>>>' line that runs: {missing}"
+
+
+def _methods(cls):
+    """Public methods and properties that ``cls`` defines itself (not inherited)."""
+    for n, attr in vars(cls).items():
+        if n.startswith("_"):
+            continue
+        func = attr.fget if isinstance(attr, property) else getattr(attr, "__func__", attr)
+        if inspect.isfunction(func):
+            yield n, func
+
+
+def _manifold_and_tensor_classes():
+    from hypermc.manifolds import Euclidean, Lorentz, PoincareBall, PoincareHalfspace
+    from hypermc.manifolds.base import Manifold
+    from hypermc.mcf.tensor import MCTensor
+
+    return [Manifold, PoincareBall, PoincareHalfspace, Lorentz, Euclidean, MCTensor]
+
+
+@pytest.mark.parametrize("cls", _manifold_and_tensor_classes(), ids=lambda c: c.__name__)
+def test_public_methods_have_examples(cls):
+    """The geometry methods (the API users call most) and MCTensor's accessors show an example each."""
+    missing = [n for n, f in _methods(cls) if not _has_example(inspect.getdoc(f))]
+    assert not missing, f"{cls.__name__}: public methods without an 'Example:' section: {missing}"

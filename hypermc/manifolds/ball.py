@@ -70,74 +70,189 @@ class PoincareBall(Manifold):
         super().__init__(curvature=curvature)
 
     def dist(self, x: torch.Tensor, y: torch.Tensor, *, keepdim: bool = False, check: bool = True) -> torch.Tensor:
-        """Distance; see :func:`.math.ball.dist` (formula, laws, accuracy). ``check``: see :mod:`.base`."""
+        """Distance; see :func:`.math.ball.dist` (formula, laws, accuracy). ``check``: see :mod:`.base`.
+
+        Example:
+            >>> M = PoincareBall()
+            >>> x, y = torch.tensor([0.5, 0.0], dtype=torch.float64), torch.tensor([-0.3, 0.6], dtype=torch.float64)
+            >>> round(float(M.dist(x, y)), 9), bool(torch.allclose(M.dist(x, y), M.dist(y, x)))  # symmetric
+            (2.451939429, True)
+            >>> xm, ym = hm.mc([0.5, 0.0], nc=2, dtype=torch.float64), hm.mc([-0.3, 0.6], nc=2, dtype=torch.float64)
+            >>> round(float(M.dist(xm, ym)), 9), M.dist(x, y, keepdim=True).shape
+            (2.451939429, torch.Size([1]))
+        """
         self._check("dist", x=x, y=y)
         self._check_on("dist", check, x=x, y=y)
         return self._keep("dist", B.dist(x, y, self.c), keepdim)
 
     def dist0(self, x: torch.Tensor, *, keepdim: bool = False, check: bool = True) -> torch.Tensor:
-        """Distance from the origin; see :func:`.math.ball.dist0`. ``check``: see :mod:`.base`."""
+        """Distance from the origin; see :func:`.math.ball.dist0`. ``check``: see :mod:`.base`.
+
+        Example:
+            >>> M, x = PoincareBall(), torch.tensor([0.5, 0.0], dtype=torch.float64)
+            >>> round(float(M.dist0(x)), 9), round(float(M.dist(torch.zeros(2, dtype=torch.float64), x)), 9)  # ln 3
+            (1.098612289, 1.098612289)
+            >>> round(float(PoincareBall(curvature=-4.0).dist0(x / 2)), 9)  # c = 4: half as far
+            0.549306144
+        """
         self._check("dist0", x=x)
         self._check_on("dist0", check, x=x)
         return self._keep("dist0", B.dist0(x, self.c), keepdim)
 
     def expmap(self, x: torch.Tensor, u: torch.Tensor, *, check: bool = True) -> torch.Tensor:
-        """Exponential map; see :func:`.math.ball.expmap`. ``check``: see :mod:`.base`."""
+        """Exponential map; see :func:`.math.ball.expmap`. ``check``: see :mod:`.base`.
+
+        Example:
+            >>> M = PoincareBall()
+            >>> x, u = torch.tensor([0.5, 0.0], dtype=torch.float64), torch.tensor([0.0, 0.3], dtype=torch.float64)
+            >>> y = M.expmap(x, u)
+            >>> round(float(M.dist(x, y)), 9), round(float(M.norm(x, u)), 9)  # travels |u|_x
+            (0.8, 0.8)
+            >>> bool(torch.allclose(M.logmap(x, y), u))
+            True
+        """
         self._check("expmap", x=x, u=u)
         self._check_on("expmap", check, x=x)
         return self.projx(B.expmap(x, u, self.c))
 
     def logmap(self, x: torch.Tensor, y: torch.Tensor, *, check: bool = True) -> torch.Tensor:
-        """Logarithmic map; see :func:`.math.ball.logmap`. ``check``: see :mod:`.base`."""
+        """Logarithmic map; see :func:`.math.ball.logmap`. ``check``: see :mod:`.base`.
+
+        Example:
+            >>> M = PoincareBall()
+            >>> x, y = hm.mc([0.5, 0.0], nc=2, dtype=torch.float64), hm.mc([-0.3, 0.6], nc=2, dtype=torch.float64)
+            >>> u = M.logmap(x, y)
+            >>> bool(torch.allclose(M.expmap(x, u).approx(), y.approx())), abs(float(M.norm(x, u) - M.dist(x, y))) < 1e-12
+            (True, True)
+        """
         self._check("logmap", x=x, y=y)
         self._check_on("logmap", check, x=x, y=y)
         return B.logmap(x, y, self.c)
 
     def expmap0(self, u: torch.Tensor) -> torch.Tensor:
-        """``expmap(0, u)``; see :func:`.math.ball.expmap0`."""
+        """``expmap(0, u)``; see :func:`.math.ball.expmap0`.
+
+        Example:
+            >>> M = PoincareBall()
+            >>> M.expmap0(torch.tensor([1.0, 0.0], dtype=torch.float64))  # tanh(1)
+            tensor([0.7616, 0.0000], dtype=torch.float64)
+            >>> x = M.expmap0(hm.mc([20.0, 0.0], nc=2, dtype=torch.float64))  # radius 40, beyond float64
+            >>> round(float(M.dist0(x)), 6), bool(M.check_point(x.approx())[0])
+            (40.0, False)
+        """
         self._check("expmap0", u=u)
         return self.projx(B.expmap0(u, self.c))
 
     def logmap0(self, y: torch.Tensor, *, check: bool = True) -> torch.Tensor:
-        """``logmap(0, y)``; see :func:`.math.ball.logmap0`. ``check``: see :mod:`.base`."""
+        """``logmap(0, y)``; see :func:`.math.ball.logmap0`. ``check``: see :mod:`.base`.
+
+        Example:
+            >>> M = PoincareBall()
+            >>> M.logmap0(torch.tensor([0.5, 0.0], dtype=torch.float64))  # atanh(1/2)
+            tensor([0.5493, 0.0000], dtype=torch.float64)
+            >>> y = torch.tensor([-0.3, 0.6], dtype=torch.float64)
+            >>> bool(torch.allclose(M.expmap0(M.logmap0(y)), y))
+            True
+        """
         self._check("logmap0", y=y)
         self._check_on("logmap0", check, y=y)
         return B.logmap0(y, self.c)
 
     def retr(self, x: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
-        """Retraction ``projx(x + u)``."""
+        """Retraction ``projx(x + u)``.
+
+        Example:
+            >>> M, x = PoincareBall(), torch.tensor([0.5, 0.0], dtype=torch.float64)
+            >>> M.retr(x, torch.tensor([0.0, 0.3], dtype=torch.float64))  # first-order approximation of expmap
+            tensor([0.5000, 0.3000], dtype=torch.float64)
+            >>> M.check_point(M.retr(x, torch.tensor([2.0, 0.0], dtype=torch.float64)))  # x + u outside: pulled back into the ball
+            (True, None)
+        """
         self._check("retr", x=x, u=u)
         return self.projx(x + u)
 
     def transp(self, x: torch.Tensor, y: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
-        """Parallel transport; see :func:`.math.ball.transp`."""
+        """Parallel transport; see :func:`.math.ball.transp`.
+
+        Example:
+            >>> M = PoincareBall()
+            >>> x, y = torch.tensor([0.5, 0.0], dtype=torch.float64), torch.tensor([-0.3, 0.6], dtype=torch.float64)
+            >>> v = torch.tensor([0.0, 0.3], dtype=torch.float64)
+            >>> w = M.transp(x, y, v)  # a tangent vector at y
+            >>> round(float(M.norm(x, v)), 9), round(float(M.norm(y, w)), 9)  # the norm is preserved
+            (0.8, 0.8)
+        """
         self._check("transp", x=x, y=y, v=v)
         return B.transp(x, y, v, self.c)
 
     def inner(self, x: torch.Tensor, u: torch.Tensor, v: torch.Tensor | None = None, *, keepdim: bool = False) -> torch.Tensor:
-        """``<u, v>_x = lambda_x^2 <u, v>`` (``v`` defaults to ``u``)."""
+        """``<u, v>_x = lambda_x^2 <u, v>`` (``v`` defaults to ``u``).
+
+        Example:
+            >>> M = PoincareBall()
+            >>> x = torch.tensor([0.5, 0.0], dtype=torch.float64)
+            >>> u, v = torch.tensor([0.0, 0.3], dtype=torch.float64), torch.tensor([0.0, 1.0], dtype=torch.float64)
+            >>> round(float(M.inner(x, u, v)), 9), round(float(M.inner(x, u)), 9)  # lambda_x = 2 / 0.75
+            (2.133333333, 0.64)
+            >>> abs(float(M.inner(x, u) - M.norm(x, u) ** 2)) < 1e-12
+            True
+        """
         v = u if v is None else v
         self._check("inner", x=x, u=u, v=v)
         return B.inner(x, u, v, self.c, check_bool("PoincareBall.inner", "keepdim", keepdim))
 
     def norm(self, x: torch.Tensor, u: torch.Tensor, *, keepdim: bool = False) -> torch.Tensor:
-        """``|u|_x = lambda_x |u|``."""
+        """``|u|_x = lambda_x |u|``.
+
+        Example:
+            >>> M, o, x = PoincareBall(), torch.zeros(2, dtype=torch.float64), torch.tensor([0.5, 0.0], dtype=torch.float64)
+            >>> u = torch.tensor([0.0, 0.3], dtype=torch.float64)
+            >>> round(float(M.norm(o, u)), 9), round(float(M.norm(x, u)), 9)  # lambda_0 |u|, lambda_x |u|
+            (0.6, 0.8)
+        """
         self._check("norm", x=x, u=u)
         return B.norm(x, u, self.c, check_bool("PoincareBall.norm", "keepdim", keepdim))
 
     def projx(self, x: torch.Tensor) -> torch.Tensor:
         """Pull points beyond the MC range (or outside the ball) back to its edge; see
-        :func:`.math.ball.projx` and :data:`EDGE_MARGIN_BITS`. Idempotent."""
+        :func:`.math.ball.projx` and :data:`EDGE_MARGIN_BITS`. Idempotent.
+
+        Example:
+            >>> M = PoincareBall()
+            >>> M.projx(torch.tensor([0.5, 0.0], dtype=torch.float64))  # inside the MC range: unchanged
+            tensor([0.5000, 0.0000], dtype=torch.float64)
+            >>> p = M.projx(torch.tensor([3.0, 4.0], dtype=torch.float64))  # outside: pulled back onto the edge, inside the ball
+            >>> p, M.check_point(p), bool(torch.equal(M.projx(p), p))
+            (tensor([0.6000, 0.8000], dtype=torch.float64), (True, None), True)
+            >>> x = hm.mc([1.0, 0.0], nc=2, dtype=torch.float64) - hm.mc([1e-40, 0.0], nc=2, dtype=torch.float64)  # radius ~93
+            >>> round(float(M.dist0(x)), 6), round(float(M.dist0(M.projx(x))), 6)  # nc = 2: edge at r ~ 69
+            (92.796551, 69.314718)
+        """
         self._check("projx", x=x)
         return B.projx(x, self.c, EDGE_MARGIN_BITS)
 
     def proju(self, x: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
-        """Every vector is tangent: returns ``u``."""
+        """Every vector is tangent: returns ``u``.
+
+        Example:
+            >>> M, u = PoincareBall(), torch.tensor([0.0, 0.3], dtype=torch.float64)
+            >>> bool(torch.equal(M.proju(torch.tensor([0.5, 0.0], dtype=torch.float64), u), u))  # no scaling: the ball is open in R^n
+            True
+        """
         self._check("proju", x=x, u=u)
         return u
 
     def egrad2rgrad(self, x: torch.Tensor, g: torch.Tensor) -> torch.Tensor:
-        """Riemannian gradient ``g / lambda_x^2``."""
+        """Riemannian gradient ``g / lambda_x^2``.
+
+        Example:
+            >>> M, g = PoincareBall(), torch.tensor([1.0, 0.0], dtype=torch.float64)
+            >>> M.egrad2rgrad(torch.zeros(2, dtype=torch.float64), g)  # lambda_0 = 2
+            tensor([0.2500, 0.0000], dtype=torch.float64)
+            >>> x = torch.tensor([0.5, 0.0], dtype=torch.float64)  # lambda_x = 2 / 0.75
+            >>> bool(torch.allclose(M.egrad2rgrad(x, g), g * (0.75 / 2) ** 2))
+            True
+        """
         self._check("egrad2rgrad", x=x, g=g)
         return B.egrad2rgrad(x, g, self.c)
 
@@ -150,23 +265,56 @@ class PoincareBall(Manifold):
         leaf: torch.Tensor | None = None,
         cache: dict[str, torch.Tensor] | None = None,
     ) -> torch.Tensor:
-        """Batched distances of table rows; see :meth:`.base.Manifold.dist_batch` and :func:`.math.batch.ball`."""
+        """Batched distances of table rows; see :meth:`.base.Manifold.dist_batch` and :func:`.math.batch.ball`.
+
+        Example:
+            >>> from hypermc.manifolds.math.batch import components_of
+            >>> M, table = PoincareBall(), hm.mc([[0.0, 0.0], [0.5, 0.0], [-0.3, 0.6]], nc=2, dtype=torch.float64)
+            >>> d = M.dist_batch(components_of(table), torch.tensor([0, 1]), torch.tensor([1, 2]))
+            >>> [round(v, 9) for v in d.tolist()], round(float(M.dist(table[1], table[2])), 9)  # ln 3, d(row 1, row 2)
+            ([1.098612289, 2.451939429], 2.451939429)
+        """
         self._check_batch(rows, ia, ib, leaf, cache)
         return batch.ball(rows, ia, ib, self.c, leaf=leaf, cache=cache)
 
     def mobius_add(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-        """Möbius addition ``x ⊕ y``; see :func:`.math.ball.mobius_add`."""
+        """Möbius addition ``x ⊕ y``; see :func:`.math.ball.mobius_add`.
+
+        Example:
+            >>> M = PoincareBall()
+            >>> x, y = hm.mc([0.5, 0.0], nc=2, dtype=torch.float64), hm.mc([-0.3, 0.6], nc=2, dtype=torch.float64)
+            >>> M.mobius_add(x, y).approx()
+            tensor([0.4308, 0.5538], dtype=torch.float64)
+            >>> bool(torch.allclose(M.mobius_add(-x, M.mobius_add(x, y)).approx(), y.approx()))  # left cancellation
+            True
+        """
         self._check("mobius_add", x=x, y=y)
         return self.projx(B.mobius_add(x, y, self.c))
 
     def mobius_scalar_mul(self, r: float | torch.Tensor, x: torch.Tensor) -> torch.Tensor:
-        """Möbius scalar multiplication ``r ⊗ x``; see :func:`.math.ball.mobius_scalar_mul`."""
+        """Möbius scalar multiplication ``r ⊗ x``; see :func:`.math.ball.mobius_scalar_mul`.
+
+        Example:
+            >>> M, x = PoincareBall(), torch.tensor([0.5, 0.0], dtype=torch.float64)
+            >>> M.mobius_scalar_mul(2.0, x)  # = x ⊕ x
+            tensor([0.8000, 0.0000], dtype=torch.float64)
+            >>> round(float(M.dist0(M.mobius_scalar_mul(3.0, x))), 9), round(3 * float(M.dist0(x)), 9)  # scales the radius
+            (3.295836866, 3.295836866)
+        """
         self._check("mobius_scalar_mul", x=x)
         return self.projx(B.mobius_scalar_mul(r, x, self.c))
 
     def mobius_matvec(self, m: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
         """Möbius matrix-vector product ``M ⊗ x`` (``Mx = x @ m.T``); see
-        :func:`.math.ball.mobius_matvec`."""
+        :func:`.math.ball.mobius_matvec`.
+
+        Example:
+            >>> M, x = PoincareBall(), torch.tensor([[0.5, 0.0]], dtype=torch.float64)
+            >>> M.mobius_matvec(2 * torch.eye(2, dtype=torch.float64), x)  # 2I ⊗ x = 2 ⊗ x
+            tensor([[0.8000, 0.0000]], dtype=torch.float64)
+            >>> M.mobius_matvec(torch.tensor([[1.0, 0.0], [0.0, 0.0], [0.0, 1.0]], dtype=torch.float64), x)  # 2 -> 3 dims
+            tensor([[0.5000, 0.0000, 0.0000]], dtype=torch.float64)
+        """
         self._check("mobius_matvec", x=x)
         check_instance("PoincareBall.mobius_matvec", "m", m, torch.Tensor, f"a matrix (out, {x.shape[-1]})")
         if m.dim() < 2 or m.shape[-1] != x.shape[-1]:

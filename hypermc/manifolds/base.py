@@ -192,59 +192,190 @@ class Manifold(abc.ABC):
 
     @abc.abstractmethod
     def dist(self, x: torch.Tensor, y: torch.Tensor, *, keepdim: bool = False, check: bool = True) -> torch.Tensor:
-        """Geodesic distance ``d(x, y)`` (symmetric, ``d(x, x) = 0``, triangle inequality)."""
+        """Geodesic distance ``d(x, y)`` (symmetric, ``d(x, x) = 0``, triangle inequality).
+
+        Example:
+            >>> from hypermc.manifolds import PoincareBall
+            >>> M = PoincareBall()
+            >>> x, y = torch.tensor([0.3, -0.2], dtype=torch.float64), torch.tensor([-0.1, 0.5], dtype=torch.float64)
+            >>> round(float(M.dist(x, y)), 6), round(float(M.dist(y, x)), 6), float(M.dist(x, x))
+            (1.769532, 1.769532, 0.0)
+            >>> bool(M.dist(x, y) <= M.dist0(x) + M.dist0(y))  # triangle inequality through the origin
+            True
+        """
 
     @abc.abstractmethod
     def dist0(self, x: torch.Tensor, *, keepdim: bool = False, check: bool = True) -> torch.Tensor:
-        """Distance from the origin, ``dist(origin, x)``."""
+        """Distance from the origin, ``dist(origin, x)``.
+
+        Example:
+            >>> from hypermc.manifolds import PoincareBall
+            >>> M, x = PoincareBall(), hm.mc([0.3, -0.2], nc=2, dtype=torch.float64)
+            >>> o = M.origin(2, nc=2, dtype=torch.float64)
+            >>> round(float(M.dist0(x)), 9), round(float(M.dist(o, x)), 9)
+            (0.755047664, 0.755047664)
+            >>> M.dist0(x, keepdim=True).shape
+            torch.Size([1])
+        """
 
     @abc.abstractmethod
     def expmap(self, x: torch.Tensor, u: torch.Tensor, *, check: bool = True) -> torch.Tensor:
         """Exponential map: the end of the geodesic from ``x`` with initial velocity ``u``
-        (a point, through ``projx``); ``expmap(x, logmap(x, y)) = y``."""
+        (a point, through ``projx``); ``expmap(x, logmap(x, y)) = y``.
+
+        Example:
+            >>> from hypermc.manifolds import PoincareBall
+            >>> M = PoincareBall()
+            >>> x, y = torch.tensor([0.3, -0.2], dtype=torch.float64), torch.tensor([-0.1, 0.5], dtype=torch.float64)
+            >>> round(float(M.dist(M.expmap(x, M.logmap(x, y)), y)), 9)  # expmap(x, logmap(x, y)) = y
+            0.0
+            >>> u = torch.tensor([0.5, 1.0], dtype=torch.float64)
+            >>> round(float(M.dist(x, M.expmap(x, u))), 9) == round(float(M.norm(x, u)), 9)  # travels |u|_x
+            True
+        """
 
     @abc.abstractmethod
     def logmap(self, x: torch.Tensor, y: torch.Tensor, *, check: bool = True) -> torch.Tensor:
-        """Logarithmic map: the tangent vector at ``x`` pointing to ``y``, of norm ``d(x, y)``."""
+        """Logarithmic map: the tangent vector at ``x`` pointing to ``y``, of norm ``d(x, y)``.
+
+        Example:
+            >>> from hypermc.manifolds import PoincareBall
+            >>> M = PoincareBall()
+            >>> x, y = torch.tensor([0.3, -0.2], dtype=torch.float64), torch.tensor([-0.1, 0.5], dtype=torch.float64)
+            >>> round(float(M.norm(x, M.logmap(x, y))), 9) == round(float(M.dist(x, y)), 9)  # |logmap(x, y)|_x = d(x, y)
+            True
+            >>> M.logmap(x, x).tolist()
+            [0.0, 0.0]
+        """
 
     @abc.abstractmethod
     def expmap0(self, u: torch.Tensor) -> torch.Tensor:
-        """``expmap(origin, u)`` (a point, through ``projx``)."""
+        """``expmap(origin, u)`` (a point, through ``projx``).
+
+        Example:
+            >>> from hypermc.manifolds import PoincareBall
+            >>> M, u = PoincareBall(), hm.mc([3.0, -4.0], nc=2, dtype=torch.float64)
+            >>> o = M.origin(2, nc=2, dtype=torch.float64)
+            >>> round(float(M.dist(M.expmap0(u), M.expmap(o, u))), 9)  # expmap0(u) = expmap(origin, u)
+            0.0
+            >>> round(float(M.dist0(M.expmap0(u))), 9), round(float(M.norm(o, u)), 9)  # lambda_0 = 2: radius 2|u| = 10
+            (10.0, 10.0)
+        """
 
     @abc.abstractmethod
     def logmap0(self, y: torch.Tensor, *, check: bool = True) -> torch.Tensor:
-        """``logmap(origin, y)``."""
+        """``logmap(origin, y)``.
+
+        Example:
+            >>> from hypermc.manifolds import PoincareBall
+            >>> M, x = PoincareBall(), hm.mc([0.3, -0.2], nc=2, dtype=torch.float64)
+            >>> o = M.origin(2, nc=2, dtype=torch.float64)
+            >>> round(float(M.dist(M.expmap0(M.logmap0(x)), x)), 12)  # expmap0(logmap0(x)) = x
+            0.0
+            >>> round(float(M.norm(o, M.logmap0(x) - M.logmap(o, x))), 12)  # logmap0(x) = logmap(origin, x)
+            0.0
+        """
 
     @abc.abstractmethod
     def retr(self, x: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
-        """A retraction (first-order ``expmap``; a point, through ``projx``)."""
+        """A retraction (first-order ``expmap``; a point, through ``projx``).
+
+        Example:
+            >>> from hypermc.manifolds import PoincareBall
+            >>> M, x = PoincareBall(), torch.tensor([0.3, -0.2], dtype=torch.float64)
+            >>> u = torch.tensor([1e-4, 2e-4], dtype=torch.float64)
+            >>> round(float(M.dist(M.retr(x, u), M.expmap(x, u))), 6)  # agrees with expmap to first order
+            0.0
+            >>> M.check_point(M.retr(x, 100 * torch.ones(2, dtype=torch.float64)))  # always a point
+            (True, None)
+        """
 
     @abc.abstractmethod
     def transp(self, x: torch.Tensor, y: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
-        """Parallel transport of ``v`` (tangent at ``x``) to ``y``; preserves ``inner``."""
+        """Parallel transport of ``v`` (tangent at ``x``) to ``y``; preserves ``inner``.
+
+        Example:
+            >>> from hypermc.manifolds import PoincareBall
+            >>> M = PoincareBall()
+            >>> x, y = torch.tensor([0.3, -0.2], dtype=torch.float64), torch.tensor([-0.1, 0.5], dtype=torch.float64)
+            >>> u, v = torch.tensor([0.5, 1.0], dtype=torch.float64), torch.tensor([-2.0, 0.25], dtype=torch.float64)
+            >>> round(float(M.inner(y, M.transp(x, y, u), M.transp(x, y, v))), 9) == round(float(M.inner(x, u, v)), 9)
+            True
+        """
 
     @abc.abstractmethod
     def inner(self, x: torch.Tensor, u: torch.Tensor, v: torch.Tensor | None = None, *, keepdim: bool = False) -> torch.Tensor:
-        """Riemannian inner product ``<u, v>_x`` (``v`` defaults to ``u``)."""
+        """Riemannian inner product ``<u, v>_x`` (``v`` defaults to ``u``).
+
+        Example:
+            >>> from hypermc.manifolds import PoincareBall
+            >>> M = PoincareBall()
+            >>> o, x = M.origin(2, nc=None, dtype=torch.float64), torch.tensor([0.3, -0.2], dtype=torch.float64)
+            >>> u, v = torch.tensor([0.5, 1.0], dtype=torch.float64), torch.tensor([-2.0, 0.25], dtype=torch.float64)
+            >>> float(M.inner(o, u, v)), float(M.inner(o, u))  # the ball at the origin: lambda_0^2 <u, v> = 4 <u, v>
+            (-3.0, 5.0)
+            >>> bool(M.inner(x, u, v) == M.inner(x, v, u)), bool(M.inner(x, u) == M.inner(x, u, u))
+            (True, True)
+        """
 
     @abc.abstractmethod
     def norm(self, x: torch.Tensor, u: torch.Tensor, *, keepdim: bool = False) -> torch.Tensor:
-        """Riemannian norm ``|u|_x = sqrt(<u, u>_x)``."""
+        """Riemannian norm ``|u|_x = sqrt(<u, u>_x)``.
+
+        Example:
+            >>> from hypermc.manifolds import PoincareBall
+            >>> M, x = PoincareBall(), hm.mc([0.3, -0.2], nc=2, dtype=torch.float64)
+            >>> u = hm.mc([0.5, 1.0], nc=2, dtype=torch.float64)
+            >>> round(float(M.norm(x, u) ** 2), 9) == round(float(M.inner(x, u, u)), 9)  # |u|_x^2 = <u, u>_x
+            True
+            >>> round(float(M.norm(M.origin(2, dtype=torch.float64), u)), 9)  # 2 |u| at the ball's origin
+            2.236067977
+        """
 
     @abc.abstractmethod
     def projx(self, x: torch.Tensor) -> torch.Tensor:
         """Back onto the manifold (the projection rule: idempotent, a no-op for points of
-        the manifold within the MC range)."""
+        the manifold within the MC range).
+
+        Example:
+            >>> from hypermc.manifolds import PoincareBall
+            >>> M = PoincareBall()
+            >>> p = M.projx(torch.tensor([3.0, 4.0], dtype=torch.float64))  # outside: pulled back to the edge
+            >>> M.check_point(p), torch.equal(M.projx(p), p)  # on the manifold; idempotent
+            ((True, None), True)
+            >>> x = torch.tensor([0.3, -0.2], dtype=torch.float64)
+            >>> torch.equal(M.projx(x), x)  # a no-op for points of the manifold
+            True
+        """
 
     @abc.abstractmethod
     def proju(self, x: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
         """``u`` onto the tangent space at ``x`` (idempotent; the identity where every
-        vector is tangent)."""
+        vector is tangent).
+
+        Example:
+            >>> from hypermc.manifolds import Lorentz, PoincareBall
+            >>> L, x = Lorentz(), torch.tensor([2.0**0.5, 1.0, 0.0], dtype=torch.float64)  # -x_0^2 + |x_bar|^2 = -1
+            >>> v = L.proju(x, torch.tensor([1.0, 2.0, 3.0], dtype=torch.float64))
+            >>> round(float(-x[0] * v[0] + x[1:] @ v[1:]), 12), bool(torch.allclose(L.proju(x, v), v))  # <x, v>_L = 0; idempotent
+            (0.0, True)
+            >>> PoincareBall().proju(x[1:] / 2, v[1:]).tolist() == v[1:].tolist()  # identity in the ball
+            True
+        """
 
     @abc.abstractmethod
     def egrad2rgrad(self, x: torch.Tensor, g: torch.Tensor) -> torch.Tensor:
         """Riemannian gradient of a function whose Euclidean gradient at ``x`` is ``g``
-        (a new tensor; ``g`` is not modified)."""
+        (a new tensor; ``g`` is not modified).
+
+        Example:
+            >>> from hypermc.manifolds import PoincareBall
+            >>> M, g = PoincareBall(), torch.tensor([4.0, -8.0], dtype=torch.float64)
+            >>> M.egrad2rgrad(M.origin(2, nc=None, dtype=torch.float64), g).tolist()  # g / lambda_x^2, lambda_0 = 2
+            [1.0, -2.0]
+            >>> g.tolist()  # not modified
+            [4.0, -8.0]
+        """
 
     @abc.abstractmethod
     def _origin_values(self, size: tuple[int, ...], dtype: torch.dtype, device: Device) -> torch.Tensor:
@@ -329,6 +460,14 @@ class Manifold(abc.ABC):
             nc: components of the MCTensor result; ``None`` for a plain Tensor.
             dtype: component dtype (default ``torch.get_default_dtype()``).
             device: device of the result.
+
+        Example:
+            >>> from hypermc.manifolds import Lorentz, PoincareBall
+            >>> o = PoincareBall().origin(3, 2, dtype=torch.float64)
+            >>> type(o).__name__, tuple(o.shape), o.nc, bool((o.approx() == 0).all())
+            ('MCTensor', (3, 2), 2, True)
+            >>> Lorentz().origin(3, nc=None, dtype=torch.float64).tolist()  # the hyperboloid's apex
+            [1.0, 0.0, 0.0]
         """
         size = self._size("origin", size)
         dtype = self._factory_args("origin", nc, dtype)
@@ -355,6 +494,16 @@ class Manifold(abc.ABC):
             device: device of the result.
             generator: a ``torch.Generator`` (the library never reads a global seed
                 implicitly; without one torch's default generator is used).
+
+        Example:
+            >>> from hypermc.manifolds import PoincareBall
+            >>> M = PoincareBall()
+            >>> x = M.random(4, 2, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
+            >>> type(x).__name__, tuple(x.shape), M.check_point(x)
+            ('MCTensor', (4, 2), (True, None))
+            >>> y = M.random((4, 2), dtype=torch.float64, generator=torch.Generator().manual_seed(0))
+            >>> torch.equal(x.components, y.components)  # the same seed gives the same points
+            True
         """
         where = f"{type(self).__name__}.random"
         size = self._size("random", size)

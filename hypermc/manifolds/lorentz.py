@@ -62,73 +62,197 @@ class Lorentz(Manifold):
         super().__init__(curvature=curvature)
 
     def dist(self, x: torch.Tensor, y: torch.Tensor, *, keepdim: bool = False, check: bool = True) -> torch.Tensor:
-        """Distance; see :func:`.math.lorentz.dist` (formula, laws, accuracy). ``check``: see :mod:`.base`."""
+        """Distance; see :func:`.math.lorentz.dist` (formula, laws, accuracy). ``check``: see :mod:`.base`.
+
+        Example:
+            >>> M = Lorentz()
+            >>> x = M.expmap0(torch.tensor([0.0, 1.0, 0.0], dtype=torch.float64))
+            >>> y = M.expmap0(torch.tensor([0.0, -0.5, 2.0], dtype=torch.float64))
+            >>> round(float(M.dist(x, y)), 9), round(float(M.dist(y, x)), 9), round(float(M.dist(x, x)), 9)  # symmetric, d(x, x) = 0
+            (2.671144007, 2.671144007, 0.0)
+            >>> xm = M.expmap0(hm.mc([0.0, 20.0, 0.0], nc=2, dtype=torch.float64))  # coordinates ~2.4e8
+            >>> round(float(M.dist(xm, M.expmap0(hm.mc([0.0, 20.0 + 1e-6, 0.0], nc=2, dtype=torch.float64)))), 12)
+            1e-06
+        """
         self._check("dist", x=x, y=y)
         self._check_on("dist", check, x=x, y=y)
         return self._keep("dist", L.dist(x, y, self.c), keepdim)
 
     def dist0(self, x: torch.Tensor, *, keepdim: bool = False, check: bool = True) -> torch.Tensor:
-        """Distance from the origin ``asinh(sqrt(c)|x_bar|) / sqrt(c)``. ``check``: see :mod:`.base`."""
+        """Distance from the origin ``asinh(sqrt(c)|x_bar|) / sqrt(c)``. ``check``: see :mod:`.base`.
+
+        Example:
+            >>> M = Lorentz()
+            >>> x = M.expmap0(torch.tensor([0.0, 0.0, 1.5], dtype=torch.float64))
+            >>> round(float(M.dist0(x)), 9), round(float(M.dist(M.origin(3, nc=None, dtype=torch.float64), x)), 9)
+            (1.5, 1.5)
+            >>> M.dist0(x, keepdim=True).shape
+            torch.Size([1])
+        """
         self._check("dist0", x=x)
         self._check_on("dist0", check, x=x)
         return self._keep("dist0", L.dist0(x, self.c), keepdim)
 
     def expmap(self, x: torch.Tensor, u: torch.Tensor, *, check: bool = True) -> torch.Tensor:
-        """Exponential map; see :func:`.math.lorentz.expmap`. ``check``: see :mod:`.base`."""
+        """Exponential map; see :func:`.math.lorentz.expmap`. ``check``: see :mod:`.base`.
+
+        Example:
+            >>> M = Lorentz()
+            >>> x = M.expmap0(torch.tensor([0.0, 1.0, 0.0], dtype=torch.float64))
+            >>> u = M.proju(x, torch.tensor([0.0, 0.0, 2.0], dtype=torch.float64))  # tangent at x
+            >>> y = M.expmap(x, u)  # d(x, y) = norm(x, u), y on the hyperboloid
+            >>> round(float(M.dist(x, y)), 9), round(float(M.norm(x, u)), 9), round(float(L.minkowski(y, y)), 9)
+            (2.0, 2.0, -1.0)
+        """
         self._check("expmap", x=x, u=u)
         self._check_on("expmap", check, x=x)
         return L.expmap(x, u, self.c)
 
     def logmap(self, x: torch.Tensor, y: torch.Tensor, *, check: bool = True) -> torch.Tensor:
-        """Logarithmic map; see :func:`.math.lorentz.logmap`. ``check``: see :mod:`.base`."""
+        """Logarithmic map; see :func:`.math.lorentz.logmap`. ``check``: see :mod:`.base`.
+
+        Example:
+            >>> M = Lorentz()
+            >>> x = M.expmap0(hm.mc([0.0, 20.0, 0.0], nc=2, dtype=torch.float64))
+            >>> y = M.expmap0(hm.mc([0.0, 20.0 + 1e-6, 0.0], nc=2, dtype=torch.float64))
+            >>> u = M.logmap(x, y)  # norm(x, logmap(x, y)) = d(x, y); expmap(x, logmap(x, y)) = y
+            >>> round(float(M.norm(x, u)), 12), round(float(M.dist(M.expmap(x, u), y)), 12)
+            (1e-06, 0.0)
+        """
         self._check("logmap", x=x, y=y)
         self._check_on("logmap", check, x=x, y=y)
         return L.logmap(x, y, self.c)
 
     def expmap0(self, u: torch.Tensor) -> torch.Tensor:
-        """``expmap(origin, u)``; see :func:`.math.lorentz.expmap0`."""
+        """``expmap(origin, u)``; see :func:`.math.lorentz.expmap0`.
+
+        Example:
+            >>> M = Lorentz()
+            >>> M.expmap0(torch.tensor([0.0, 1.0], dtype=torch.float64))  # (cosh 1, sinh 1)
+            tensor([1.5431, 1.1752], dtype=torch.float64)
+            >>> y = M.expmap0(torch.tensor([0.0, 0.6, 0.8], dtype=torch.float64))
+            >>> round(float(M.dist0(y)), 9), bool(torch.allclose(M.logmap0(y), torch.tensor([0.0, 0.6, 0.8], dtype=torch.float64)))
+            (1.0, True)
+        """
         self._check("expmap0", u=u)
         return L.expmap0(u, self.c)
 
     def logmap0(self, y: torch.Tensor, *, check: bool = True) -> torch.Tensor:
-        """``logmap(origin, y)``; see :func:`.math.lorentz.logmap0`. ``check``: see :mod:`.base`."""
+        """``logmap(origin, y)``; see :func:`.math.lorentz.logmap0`. ``check``: see :mod:`.base`.
+
+        Example:
+            >>> M = Lorentz()
+            >>> M.logmap0(M.expmap0(torch.tensor([0.0, 1.0, 0.0], dtype=torch.float64)))
+            tensor([0., 1., 0.], dtype=torch.float64)
+            >>> y = M.expmap0(hm.mc([0.0, 0.0, 20.0], nc=2, dtype=torch.float64))  # coordinates ~2.4e8
+            >>> round(float(M.logmap0(y)[2]), 9)  # round-trips
+            20.0
+        """
         self._check("logmap0", y=y)
         self._check_on("logmap0", check, y=y)
         return L.logmap0(y, self.c)
 
     def retr(self, x: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
-        """Retraction ``projx(x + u)``."""
+        """Retraction ``projx(x + u)``.
+
+        Example:
+            >>> M = Lorentz()
+            >>> x = M.expmap0(torch.tensor([0.0, 1.0, 0.0], dtype=torch.float64))
+            >>> v = M.proju(x, torch.tensor([0.0, 0.1, 0.2], dtype=torch.float64))
+            >>> r = M.retr(x, v)  # on the hyperboloid, close to expmap(x, v) for small v
+            >>> round(float(L.minkowski(r, r)), 9), M.check_point(r), round(float(M.dist(r, M.expmap(x, v))), 6)
+            (-1.0, (True, None), 0.023081)
+        """
         self._check("retr", x=x, u=u)
         return self.projx(x + u)
 
     def transp(self, x: torch.Tensor, y: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
-        """Parallel transport; see :func:`.math.lorentz.transp`."""
+        """Parallel transport; see :func:`.math.lorentz.transp`.
+
+        Example:
+            >>> M = Lorentz()
+            >>> x = M.expmap0(torch.tensor([0.0, 1.0, 0.0], dtype=torch.float64))
+            >>> y = M.expmap0(torch.tensor([0.0, -0.5, 2.0], dtype=torch.float64))
+            >>> v = M.proju(x, torch.tensor([0.0, 0.3, 0.4], dtype=torch.float64))
+            >>> pv = M.transp(x, y, v)  # tangent at y, same norm
+            >>> round(float(M.norm(y, pv)), 9) == round(float(M.norm(x, v)), 9), abs(float(M.inner(y, y, pv))) < 1e-12
+            (True, True)
+        """
         self._check("transp", x=x, y=y, v=v)
         return L.transp(x, y, v, self.c)
 
     def inner(self, x: torch.Tensor, u: torch.Tensor, v: torch.Tensor | None = None, *, keepdim: bool = False) -> torch.Tensor:
-        """Minkowski product ``<u, v>_L`` of tangent vectors (``v`` defaults to ``u``)."""
+        """Minkowski product ``<u, v>_L`` of tangent vectors (``v`` defaults to ``u``).
+
+        Example:
+            >>> M = Lorentz()
+            >>> o = M.origin(3, nc=None, dtype=torch.float64)
+            >>> M.inner(o, torch.tensor([0.0, 3.0, 4.0], dtype=torch.float64))
+            tensor(25., dtype=torch.float64)
+            >>> x = M.expmap0(torch.tensor([0.0, 1.0, 0.0], dtype=torch.float64))
+            >>> round(float(M.inner(x, x)), 9)  # a point itself: <x, x>_L = -1/c
+            -1.0
+        """
         v = u if v is None else v
         self._check("inner", x=x, u=u, v=v)
         return L.inner(x, u, v, self.c, check_bool("Lorentz.inner", "keepdim", keepdim))
 
     def norm(self, x: torch.Tensor, u: torch.Tensor, *, keepdim: bool = False) -> torch.Tensor:
-        """``sqrt(<u, u>_L)`` (0 where rounding makes it negative)."""
+        """``sqrt(<u, u>_L)`` (0 where rounding makes it negative).
+
+        Example:
+            >>> M = Lorentz()
+            >>> M.norm(M.origin(3, nc=None, dtype=torch.float64), torch.tensor([0.0, 3.0, 4.0], dtype=torch.float64))
+            tensor(5., dtype=torch.float64)
+            >>> x = M.expmap0(torch.tensor([0.0, 1.0, 0.0], dtype=torch.float64))
+            >>> round(float(M.norm(x, M.logmap(x, M.origin(3, nc=None, dtype=torch.float64)))), 9)  # = d(x, o)
+            1.0
+        """
         self._check("norm", x=x, u=u)
         return L.norm(x, u, self.c, check_bool("Lorentz.norm", "keepdim", keepdim))
 
     def projx(self, x: torch.Tensor) -> torch.Tensor:
-        """``(sqrt(1/c + |x_bar|^2), x_bar)``; see :func:`.math.lorentz.projx`."""
+        """``(sqrt(1/c + |x_bar|^2), x_bar)``; see :func:`.math.lorentz.projx`.
+
+        Example:
+            >>> M = Lorentz()
+            >>> x = M.projx(torch.tensor([-7.0, 3.0, 4.0], dtype=torch.float64))  # x_0 = sqrt(1 + 25)
+            >>> x, round(float(L.minkowski(x, x)), 9)
+            (tensor([5.0990, 3.0000, 4.0000], dtype=torch.float64), -1.0)
+            >>> y = Lorentz(curvature=-4.0).projx(hm.mc([0.0, 3.0, 4.0], nc=2, dtype=torch.float64))
+            >>> round(float(y[0] ** 2), 9), round(float(L.minkowski(y, y)), 9)  # 1/4 + 25; <y, y>_L = -1/c
+            (25.25, -0.25)
+        """
         self._check("projx", x=x)
         return L.projx(x, self.c)
 
     def proju(self, x: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
-        """``u + c <x, u>_L x``; see :func:`.math.lorentz.proju`."""
+        """``u + c <x, u>_L x``; see :func:`.math.lorentz.proju`.
+
+        Example:
+            >>> M = Lorentz()
+            >>> M.proju(M.origin(3, nc=None, dtype=torch.float64), torch.tensor([1.0, 2.0, 3.0], dtype=torch.float64))
+            tensor([0., 2., 3.], dtype=torch.float64)
+            >>> x = M.expmap0(torch.tensor([0.0, 1.0, 0.0], dtype=torch.float64))
+            >>> w = M.proju(x, torch.tensor([1.0, 2.0, 3.0], dtype=torch.float64))  # <x, w>_L = 0; idempotent
+            >>> abs(float(M.inner(x, x, w))) < 1e-12, bool(torch.allclose(M.proju(x, w), w))
+            (True, True)
+        """
         self._check("proju", x=x, u=u)
         return L.proju(x, u, self.c)
 
     def egrad2rgrad(self, x: torch.Tensor, g: torch.Tensor) -> torch.Tensor:
-        """Riemannian gradient ``proju(x, J g)``, ``J = diag(-1, 1, ..., 1)``."""
+        """Riemannian gradient ``proju(x, J g)``, ``J = diag(-1, 1, ..., 1)``.
+
+        Example:
+            >>> M = Lorentz()
+            >>> M.egrad2rgrad(M.origin(3, nc=None, dtype=torch.float64), torch.tensor([1.0, 2.0, 3.0], dtype=torch.float64))
+            tensor([0., 2., 3.], dtype=torch.float64)
+            >>> x = M.expmap0(torch.tensor([0.0, 1.0, 0.0], dtype=torch.float64))
+            >>> g = M.egrad2rgrad(x, torch.tensor([1.0, 2.0, 3.0], dtype=torch.float64))
+            >>> abs(float(M.inner(x, x, g))) < 1e-12  # tangent at x
+            True
+        """
         self._check("egrad2rgrad", x=x, g=g)
         return L.egrad2rgrad(x, g, self.c)
 
@@ -141,7 +265,16 @@ class Lorentz(Manifold):
         leaf: torch.Tensor | None = None,
         cache: dict[str, torch.Tensor] | None = None,
     ) -> torch.Tensor:
-        """Batched distances of table rows; see :meth:`.base.Manifold.dist_batch` and :func:`.math.batch.lorentz`."""
+        """Batched distances of table rows; see :meth:`.base.Manifold.dist_batch` and :func:`.math.batch.lorentz`.
+
+        Example:
+            >>> from hypermc.manifolds.math.batch import components_of
+            >>> M = Lorentz()
+            >>> table = M.expmap0(hm.mc([[0.0, 0.0, 0.0], [0.0, 1.0, 0.0], [0.0, 0.0, 2.0]], nc=2, dtype=torch.float64))
+            >>> d = M.dist_batch(components_of(table), torch.tensor([0, 1]), torch.tensor([1, 2]))
+            >>> [round(v, 6) for v in d.tolist()], round(float(M.dist(table[1], table[2])), 6)
+            ([1.0, 2.444429], 2.444429)
+        """
         self._check_batch(rows, ia, ib, leaf, cache)
         return batch.lorentz(rows, ia, ib, self.c, leaf=leaf, cache=cache)
 

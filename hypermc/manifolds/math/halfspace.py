@@ -234,9 +234,12 @@ def inner(x, u, v, c: float = 1.0, keepdim: bool = False):
         >>> x, u = torch.tensor([0.0, 0.5], dtype=torch.float64), torch.tensor([1.0, 0.0], dtype=torch.float64)
         >>> inner(x, u, u), inner(x, u, u, c=4.0)
         (tensor(4., dtype=torch.float64), tensor(1., dtype=torch.float64))
+        >>> x, u = torch.tensor([0.0, 1e-200], dtype=torch.float64), torch.tensor([3e-200, 4e-200], dtype=torch.float64)
+        >>> inner(x, u, u)  # <u, u> and x_n^2 both underflow; their quotient does not
+        tensor(25., dtype=torch.float64)
     """
-    t = x[..., -1:] if keepdim else x[..., -1]
-    out = common.dot(u, v, keepdim=keepdim) / (t * t)
+    t = x[..., -1:]  # u / x_n and v / x_n first: x_n^2 and <u, v> underflow together near the boundary (0 / 0)
+    out = common.dot(u / t, v / t, keepdim=keepdim)
     return common.scale_c(out, c, -1.0)
 
 
