@@ -40,6 +40,8 @@ from .evaluate import evaluate
 
 __all__ = [
     "spanning_tree",
+    "sibling_rank",
+    "resolve_nc",
     "max_components",
     "bits_needed",
     "components_needed",
@@ -235,6 +237,45 @@ def _directions(dim: int, count: int) -> torch.Tensor:
     return out
 
 
+def resolve_nc(nc: Any, bits: int, dtype: torch.dtype, *, what: str, why: str, fix: str) -> int:
+    """The components a construction uses: ``nc``, or for ``"auto"`` the fewest that hold ``bits``.
+
+    Args:
+        nc: an int or ``"auto"``.
+        bits: the bits the construction needs.
+        dtype: the component dtype.
+        what / why / fix: message parts: what needs the bits, why, and what to change
+            when no ``nc`` suffices.
+
+    Raises:
+        ValueError: ``nc`` is not an int in ``1..max_components(dtype)`` nor ``"auto"``; it
+            is too small (the message names the ``nc`` needed); or no ``nc`` suffices.
+
+    Example:
+        >>> resolve_nc("auto", 80, torch.float64, what="x", why="y", fix="z")
+        2
+        >>> resolve_nc(1, 80, torch.float64, what="the tree", why="it is deep", fix="")
+        Traceback (most recent call last):
+        ...
+        ValueError: nc=1 gives 53 bits but the tree needs 80 bits (it is deep); pass nc=2 or nc='auto'
+    """
+    p = _precision(dtype)
+    need = max(1, math.ceil(bits / p))
+    top = max_components(dtype)
+    if need > top:
+        raise ValueError(
+            f"{what} needs {bits} bits (nc={need}), beyond the nc={top} that {dtype} MC arithmetic "
+            f"supports (nc * {p} bits below the exponent range); {fix}"
+        )
+    if nc == "auto":
+        return need
+    if isinstance(nc, bool) or not isinstance(nc, int) or nc < 1 or nc > top:
+        raise ValueError(f"nc: expected an int in 1..{top} ({dtype}) or 'auto', got {nc!r}")
+    if nc < need:
+        raise ValueError(f"nc={nc} gives {nc * p} bits but {what} needs {bits} bits ({why}); pass nc={need} or nc='auto'")
+    return nc
+
+
 def sibling_rank(parent: torch.Tensor) -> torch.Tensor:
     """Rank of every node among the children of its parent, in id order (roots: among roots).
 
@@ -355,7 +396,7 @@ def embed_tree(
         raise ValueError(f"dim: expected an int >= 2, got {dim!r}")
     if (epsilon is None) == (tau is None):
         raise ValueError(f"pass exactly one of epsilon / tau; got epsilon={epsilon!r}, tau={tau!r}")
-    p = _precision(dtype)
+    _precision(dtype)  # TypeError for a dtype other than float32 / float64, before any work
     graph = _as_graph(graph)
     parent, depth = spanning_tree(graph)
     n = graph.num_nodes
@@ -380,7 +421,6 @@ def embed_tree(
     tau = float(tau)
     max_depth = int(depth.max())
     bits = bits_needed(tau, max_depth, dtype)
-    need = components_needed(tau, max_depth, dtype)
     radius = tau * max_depth
     lim = _radius_limit(dtype)
     if radius > lim:
@@ -389,22 +429,14 @@ def embed_tree(
             f"where 1 - |x|^2 ~ e^-{radius:.4g}; the construction is exact up to radius {lim:.4g} in "
             f"{dtype} (84% of its exponent range); use a smaller tau / larger epsilon"
         )
-    top = max_components(dtype)
-    if need > top:
-        raise ValueError(
-            f"tau={tau:.6g} at tree depth {max_depth} needs {bits} bits (nc={need}), beyond the "
-            f"nc={top} that {dtype} MC arithmetic supports (nc * {p} bits below the exponent range); "
-            f"use a smaller tau / larger epsilon"
-        )
-    if nc == "auto":
-        nc = need
-    elif isinstance(nc, bool) or not isinstance(nc, int) or nc < 1 or nc > top:
-        raise ValueError(f"nc: expected an int in 1..{top} ({dtype}) or 'auto', got {nc!r}")
-    elif nc < need:
-        raise ValueError(
-            f"nc={nc} gives {nc * p} bits but tau={tau:.6g} at tree depth {max_depth} needs "
-            f"{bits} bits (nodes reach 1 - |x|^2 ~ e^-{tau * max_depth:.4g}); pass nc={need} or nc='auto'"
-        )
+    nc = resolve_nc(
+        nc,
+        bits,
+        dtype,
+        what=f"tau={tau:.6g} at tree depth {max_depth}",
+        why=f"nodes reach 1 - |x|^2 ~ e^-{tau * max_depth:.4g}",
+        fix="use a smaller tau / larger epsilon",
+    )
 
     comps = torch.zeros(n, dim, nc, dtype=dtype)
     # back[v]: the direction of v's parent seen from v (in v's frame z -> (-x_v) (+) z)

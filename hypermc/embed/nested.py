@@ -56,7 +56,7 @@ import torch
 
 from .._progress import progress_bar
 from ..mcf import MCTensor
-from .construct import _as_graph, _precision, max_components, sibling_rank, spanning_tree
+from .construct import _as_graph, _precision, resolve_nc, sibling_rank, spanning_tree
 
 __all__ = ["embed_closure", "closure_bits_needed", "DEFAULT_ALPHA"]
 
@@ -245,7 +245,7 @@ def embed_closure(
         raise ValueError(f"dim: expected an int >= 2, got {dim!r}")
     if isinstance(alpha, bool) or not isinstance(alpha, (int, float)) or not 0 < alpha <= _MAX_ALPHA:
         raise ValueError(f"alpha: expected a float in (0, {_MAX_ALPHA}], got {alpha!r}")
-    p = _precision(dtype)
+    _precision(dtype)  # TypeError for a dtype other than float32 / float64, before any work
     graph = _as_graph(graph)
     n = graph.num_nodes
     if n == 0:
@@ -256,18 +256,14 @@ def embed_closure(
     log2_min = float(log2r[:n].min())
     model = "ball" if isinstance(manifold, PoincareBall) else "lorentz" if isinstance(manifold, Lorentz) else "halfspace"
     bits = closure_bits_needed(log2_min, dtype, model=model)
-    need = max(1, math.ceil(bits / p))
-    top = max_components(dtype)
-    if need > top:
-        raise ValueError(f"the construction needs {bits} bits (nc={need}), beyond the nc={top} of {dtype} MC arithmetic; use a larger dim")
-    if nc == "auto":
-        nc = need
-    elif isinstance(nc, bool) or not isinstance(nc, int) or nc < 1 or nc > top:
-        raise ValueError(f"nc: expected an int in 1..{top} ({dtype}) or 'auto', got {nc!r}")
-    elif nc < need:
-        raise ValueError(
-            f"nc={nc} gives {nc * p} bits but the smallest shadow (radius 2^{log2_min:.1f}) needs {bits} bits; pass nc={need} or nc='auto'"
-        )
+    nc = resolve_nc(
+        nc,
+        bits,
+        dtype,
+        what=f"the smallest shadow (radius 2^{log2_min:.1f})",
+        why=f"{model} coordinates",
+        fix="use a larger dim",
+    )
 
     radius = torch.exp2(log2r)
     par = torch.where(parent < 0, torch.full_like(parent, n), parent)

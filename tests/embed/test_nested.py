@@ -148,7 +148,7 @@ def _caterpillar(depth: int) -> list[int]:
 
 def test_deep_two_d_closure_needs_components():
     g = _closure(_caterpillar(60))
-    with pytest.raises(ValueError, match=r"nc=1 gives 53 bits but the smallest shadow .* needs \d+ bits; pass nc=2"):
+    with pytest.raises(ValueError, match=r"nc=1 gives 53 bits but the smallest shadow .* bits \(halfspace coordinates\); pass nc=2"):
         embed_closure(g, dim=2, nc=1)
     r = embed_closure(g, dim=2)
     assert r["nc"] == 2 and 53 < r["bits_needed"] <= 106
