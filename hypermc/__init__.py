@@ -4,8 +4,13 @@ A multi-component float (MCF) is an unevaluated sum of ``nc`` ordinary floats co
 with error-free transformations; :class:`hypermc.MCTensor` is a ``torch.Tensor`` of them.
 """
 
+from typing import TYPE_CHECKING
+
 from .manifolds import ManifoldParameter
 from .mcf import MCTensor, from_mpmath, mc
+
+if TYPE_CHECKING:
+    from .embed.config import TrainConfig
 
 __version__ = "0.1.0"
 
@@ -13,7 +18,7 @@ __all__ = ["MCTensor", "mc", "from_mpmath", "__version__"]
 __all__ += ["ManifoldParameter", "TrainConfig"]
 
 
-def __getattr__(name: str):
+def __getattr__(name: str) -> "type[TrainConfig]":
     # hypermc.TrainConfig without importing the embedding pipeline at ``import hypermc``
     if name == "TrainConfig":
         from .embed.config import TrainConfig

@@ -10,7 +10,7 @@ from __future__ import annotations
 import csv
 import math
 import os
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 
 from .graph import CSV_HEADER, WEIGHT_COLUMN, Graph
 
@@ -119,7 +119,7 @@ def save_edges(graph: Graph, path: str | os.PathLike[str], *, delimiter: str = "
     graph.to_csv(path, delimiter=delimiter)
 
 
-def _detect_delimiter(f) -> str:
+def _detect_delimiter(f: Iterable[str]) -> str:
     """Tab, comma or whitespace, from the first non-blank line of ``f``."""
     for line in f:
         if line.strip():
@@ -131,7 +131,7 @@ def _detect_delimiter(f) -> str:
     return ","
 
 
-def _rows(f, delimiter: str) -> Iterator[tuple[int, list[str], list[str]]]:
+def _rows(f: Iterable[str], delimiter: str) -> Iterator[tuple[int, list[str], list[str]]]:
     """Yield ``(line number, stripped fields, spellings of the two names)`` per non-blank row."""
     if delimiter == " ":
         for number, line in enumerate(f, start=1):

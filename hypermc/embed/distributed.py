@@ -56,6 +56,7 @@ import hashlib
 import json
 import os
 import traceback
+from typing import TYPE_CHECKING
 
 import torch
 import torch.distributed as dist
@@ -63,6 +64,9 @@ import torch.distributed as dist
 from ..manifolds.parameter import manifold_of
 from ..optim.riemannian import RiemannianSGD, riemannian_sgd
 from .distance import components_of
+
+if TYPE_CHECKING:
+    from ..data.graph import Graph
 
 __all__ = [
     "DataParallel",
@@ -298,7 +302,7 @@ class DataParallel:
 
     # ------------------------------------------------------------------ validation
 
-    def check(self, graph, batch_size: int) -> None:
+    def check(self, graph: Graph, batch_size: int) -> None:
         """Reject setups the data-parallel trainer cannot run.
 
         Raises:
@@ -338,14 +342,14 @@ class DataParallel:
 
     # ------------------------------------------------------------------ per batch
 
-    def share(self, pairs: torch.Tensor, neg: torch.Tensor, valid: torch.Tensor):
+    def share(self, pairs: torch.Tensor, neg: torch.Tensor, valid: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """This rank's contiguous slice of a global batch (edges, negatives, mask)."""
         n = pairs.shape[0]
         lo = n * self.rank // self.world_size
         hi = n * (self.rank + 1) // self.world_size
         return pairs[lo:hi], neg[lo:hi], valid[lo:hi]
 
-    def reduce(self, ids: torch.Tensor, grad: torch.Tensor, loss_sum: torch.Tensor):
+    def reduce(self, ids: torch.Tensor, grad: torch.Tensor, loss_sum: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """Sum the ranks' gradient rows and loss sums, identically on every rank.
 
         Args:

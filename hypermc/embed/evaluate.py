@@ -73,7 +73,17 @@ TILE_SOURCES = 32
 FUSED_TILE_PAIRS = 1 << 18
 
 
-def _validate(manifold, embeddings, edges, chunk_size, sample, seed, memory_budget, reduce, shard):
+def _validate(
+    manifold: Manifold,
+    embeddings: torch.Tensor,
+    edges: torch.Tensor,
+    chunk_size: int | None,
+    sample: int | None,
+    seed: int,
+    memory_budget: int | None,
+    reduce: Callable[[torch.Tensor], torch.Tensor] | None,
+    shard: tuple[int, int],
+) -> None:
     check_instance("evaluate", "manifold", manifold, Manifold, "a hypermc manifold")
     if not isinstance(embeddings, torch.Tensor) or not embeddings.is_floating_point() or embeddings.dim() != 2:
         raise TypeError(
@@ -265,7 +275,7 @@ def _fused_applies(manifold: Manifold, rows: torch.Tensor) -> bool:
     return type(manifold) in FUSED and fused.applies(rows)
 
 
-def _distances(distance: _Distance, rows, src, cache):
+def _distances(distance: _Distance, rows: torch.Tensor, src: torch.Tensor, cache: dict[str, torch.Tensor]) -> torch.Tensor:
     """``(S, N)`` distances of the sources ``src`` to every node, tile by tile."""
     n = rows.shape[0]
     out = torch.empty(src.numel(), n, dtype=rows.dtype, device=rows.device)
@@ -283,7 +293,15 @@ def _distances(distance: _Distance, rows, src, cache):
     return out
 
 
-def _chunk(distance: _Distance, rows, src, offsets, counts, dst_all, cache):
+def _chunk(
+    distance: _Distance,
+    rows: torch.Tensor,
+    src: torch.Tensor,
+    offsets: torch.Tensor,
+    counts: torch.Tensor,
+    dst_all: torch.Tensor,
+    cache: dict[str, torch.Tensor],
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Average precision per source and the ranks of all positives of a chunk."""
     s = src.numel()
     d = _distances(distance, rows, src, cache)  # (S, N)

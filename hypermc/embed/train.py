@@ -58,7 +58,7 @@ import os
 import time
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, cast
 
 import torch
 
@@ -309,7 +309,14 @@ def _config_of(config: TrainConfig | None, hyperparameters: dict) -> TrainConfig
     return config
 
 
-def _check_run(graph, manifold, config: TrainConfig, checkpoint_dir, callback, parallel) -> None:
+def _check_run(
+    graph: Graph,
+    manifold: Manifold,
+    config: TrainConfig,
+    checkpoint_dir: str | os.PathLike[str] | None,
+    callback: Callable[[int, dict, torch.Tensor], Any] | None,
+    parallel: Any | None,
+) -> None:
     """The run arguments of :func:`train` (the hyperparameters are checked by :class:`TrainConfig`)."""
     check_instance("train", "graph", graph, Graph, "a hypermc.data.Graph")
     if graph.num_edges == 0:
@@ -671,7 +678,7 @@ class _Trainer:
             self.update(epoch, ids, rows, g)
         return loss_sum.detach().reshape(()), batch.n_masked
 
-    def loss_and_grad(self, epoch: int, batch: _Batch, scale: float):
+    def loss_and_grad(self, epoch: int, batch: _Batch, scale: float) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
         """Softmax loss of the batch and its gradient on the batch's unique rows.
 
         Returns:
@@ -705,7 +712,7 @@ class _Trainer:
                 f"{self._edge_names(pairs[bad])}; nodes with non-finite coordinates: {nodes}; "
                 "lower lr or use more components"
             )
-        return ids, rows, leaf.grad, per_edge.detach()
+        return ids, rows, cast(torch.Tensor, leaf.grad), per_edge.detach()  # the cast: backward() above set leaf.grad
 
     def update(self, epoch: int, ids: torch.Tensor, rows: torch.Tensor, g: torch.Tensor) -> None:
         """Move the rows ``ids`` (components ``rows``) against the gradient ``g``.
@@ -831,14 +838,14 @@ def write_checkpoint(path: str | os.PathLike[str], payload: dict) -> None:
         raise
 
 
-def _content_hash(obj, h=None) -> str:
+def _content_hash(obj: object, h: hashlib._Hash | None = None) -> str:
     """SHA-256 of a checkpoint payload's contents (tensor bytes, dtypes, shapes, values).
 
     Independent of the zip/pickle layout, so it checks what is loaded, not how it was
     stored; the ``sha256`` entry itself is left out.
     """
     top = h is None
-    h = hashlib.sha256() if top else h
+    h = hashlib.sha256() if top else cast("hashlib._Hash", h)  # the cast: not None when not top
     if isinstance(obj, torch.Tensor):
         t = obj.detach().cpu().contiguous()
         h.update(f"T{t.dtype}{tuple(t.shape)}".encode())
@@ -955,7 +962,7 @@ def _check_checkpoint_tensors(ckpt: dict, name: str) -> None:
 _LATER_KEYS = {"fast": False, "init": None}
 
 
-def _check_resume(saved: dict, current: dict, path) -> None:
+def _check_resume(saved: dict[str, Any], current: dict[str, Any], path: str | os.PathLike[str]) -> None:
     keys = TRAJECTORY_KEYS + (("epochs",) if current["lr_schedule"] != "constant" else ())
     for key in keys:
         was = saved.get(key, _LATER_KEYS.get(key))

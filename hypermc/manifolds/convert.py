@@ -56,7 +56,7 @@ def _scale(x: torch.Tensor, c: float, power: float) -> torch.Tensor:
     return common.scale_c(x, c, power)
 
 
-def _ball_to_halfspace_unit(b, c: float):
+def _ball_to_halfspace_unit(b: torch.Tensor, c: float) -> torch.Tensor:
     # D_b of the unit-ball point sqrt(c) b equals 1 - c|b|^2
     d = common.deficit(b, c, keepdim=True)
     bu = _scale(b, c, 0.5)
@@ -66,7 +66,7 @@ def _ball_to_halfspace_unit(b, c: float):
     return torch.cat([2 * bb, d], dim=-1) / den
 
 
-def _halfspace_to_ball_unit(x):
+def _halfspace_to_ball_unit(x: torch.Tensor) -> torch.Tensor:
     xb, t = x[..., :-1], x[..., -1:]
     r = common.norm(x, keepdim=True)
     den = common.sqnorm(xb, keepdim=True) + (t + 1) * (t + 1)

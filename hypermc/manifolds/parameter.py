@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any, SupportsIndex
+
 import torch
 from torch import nn
 from torch.nn.parameter import _ParameterMeta  # type: ignore[attr-defined]  # torch's metaclass, not in its stubs
@@ -14,7 +17,7 @@ __all__ = ["ManifoldParameter", "manifold_of"]
 
 
 class _ManifoldParameterMeta(_ParameterMeta):
-    def __instancecheck__(cls, instance) -> bool:
+    def __instancecheck__(cls, instance: object) -> bool:
         if cls is ManifoldParameter and isinstance(instance, torch.Tensor):
             if getattr(instance, "_is_param", False) or isinstance(instance, nn.Parameter):
                 return isinstance(getattr(instance, "manifold", None), Manifold)
@@ -50,7 +53,7 @@ class ManifoldParameter(nn.Parameter, metaclass=_ManifoldParameterMeta):
         (True, (True, None))
     """
 
-    def __new__(cls, data=None, manifold: Manifold | None = None, requires_grad: bool = True):
+    def __new__(cls, data: torch.Tensor | None = None, manifold: Manifold | None = None, requires_grad: bool = True) -> ManifoldParameter:
         check_instance("ManifoldParameter", "manifold", manifold, Manifold, "a hypermc manifold (e.g. PoincareBall())")
         if data is not None:
             check_instance("ManifoldParameter", "data", data, torch.Tensor, "a Tensor or MCTensor")
@@ -65,7 +68,7 @@ class ManifoldParameter(nn.Parameter, metaclass=_ManifoldParameterMeta):
         p.manifold = manifold
         return p
 
-    def __init__(self, data=None, manifold: Manifold | None = None, requires_grad: bool = True):
+    def __init__(self, data: torch.Tensor | None = None, manifold: Manifold | None = None, requires_grad: bool = True) -> None:
         pass
 
     manifold: Manifold
@@ -73,14 +76,14 @@ class ManifoldParameter(nn.Parameter, metaclass=_ManifoldParameterMeta):
     def __repr__(self) -> str:  # type: ignore[override]  # torch's stub has a keyword-only catch-all
         return f"ManifoldParameter on {self.manifold!r} containing:\n{self.data!r}"
 
-    def __deepcopy__(self, memo):
+    def __deepcopy__(self, memo: dict[int, Any]) -> ManifoldParameter:
         if id(self) in memo:
             return memo[id(self)]
         result = ManifoldParameter(self.data.clone(), manifold=self.manifold, requires_grad=self.requires_grad)
         memo[id(self)] = result
         return result
 
-    def __reduce_ex__(self, proto):
+    def __reduce_ex__(self, proto: SupportsIndex) -> tuple[Callable[..., ManifoldParameter], tuple[torch.Tensor, tuple[str, float], bool]]:
         return _rebuild_manifold_parameter, (self.data, manifold_state(self.manifold), self.requires_grad)
 
 
@@ -92,7 +95,7 @@ def manifold_state(manifold: Manifold) -> tuple[str, float]:
     return type(manifold).__name__, float(manifold.curvature)
 
 
-def manifold_from_state(state) -> Manifold:
+def manifold_from_state(state: object) -> Manifold:
     """Inverse of :func:`manifold_state`.
 
     Raises:
@@ -109,7 +112,7 @@ def manifold_from_state(state) -> Manifold:
     return classes[name](curvature=curvature)  # type: ignore[call-arg]
 
 
-def _rebuild_manifold_parameter(data, manifold, requires_grad):
+def _rebuild_manifold_parameter(data: torch.Tensor, manifold: Manifold | tuple[str, float], requires_grad: bool) -> ManifoldParameter:
     if not isinstance(manifold, Manifold):  # older pickles stored the object itself
         manifold = manifold_from_state(manifold)
     return ManifoldParameter(data, manifold=manifold, requires_grad=requires_grad)
@@ -118,7 +121,7 @@ def _rebuild_manifold_parameter(data, manifold, requires_grad):
 torch.serialization.add_safe_globals([_rebuild_manifold_parameter])
 
 
-def _rebuild_mc_parameter(tensor: torch.Tensor, state, requires_grad: bool) -> ManifoldParameter:
+def _rebuild_mc_parameter(tensor: torch.Tensor, state: tuple[str, float], requires_grad: bool) -> ManifoldParameter:
     """An MCTensor parameter loaded back (the MCTensor is the parameter, see the class)."""
     return ManifoldParameter(tensor.detach(), manifold=manifold_from_state(state), requires_grad=requires_grad)
 

@@ -28,9 +28,9 @@ another dtype, or an MCTensor of another component dtype, raises ``TypeError``.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Sequence
 from fractions import Fraction
-from typing import Any, NamedTuple, cast
+from typing import Any, NamedTuple, SupportsIndex, cast
 
 import mpmath
 import numpy as np
@@ -89,7 +89,7 @@ def _operator(call: Callable) -> Callable:
     message naming both dtypes. Other ``TypeError``s still give ``NotImplemented``.
     """
 
-    def method(self, other):
+    def method(self: MCTensor, other: Any) -> Any:
         try:
             return call(self, other)
         except _OperandTypeError:
@@ -133,7 +133,7 @@ class MCTensor(torch.Tensor):
     __slots__ = ["_components"]
 
     @staticmethod
-    def __new__(cls, components: torch.Tensor, *, requires_grad: bool = False):
+    def __new__(cls, components: torch.Tensor, *, requires_grad: bool = False) -> MCTensor:
         lead = components[..., 0]
         out = torch.Tensor._make_wrapper_subclass(
             cls,
@@ -249,11 +249,13 @@ class MCTensor(torch.Tensor):
 
     # -------------------------------------------------------- flatten / serialise
 
-    def __tensor_flatten__(self):
+    def __tensor_flatten__(self) -> tuple[list[str], None]:
         return ["_components"], None
 
     @staticmethod
-    def __tensor_unflatten__(inner_tensors, ctx, outer_size, outer_stride):
+    def __tensor_unflatten__(
+        inner_tensors: dict[str, torch.Tensor], ctx: None, outer_size: Sequence[int], outer_stride: Sequence[int]
+    ) -> MCTensor:
         return MCTensor(inner_tensors["_components"])
 
     def _stable_hash_for_caching(self) -> str:
@@ -265,7 +267,7 @@ class MCTensor(torch.Tensor):
         meta = f"{tuple(c.shape)}, {tuple(c.stride())}, {c.dtype}, {c.device.type}, {self.requires_grad}"
         return f"MCTensor({meta}, hypermc {code_version()}, fuse {int(fusion_enabled())})"
 
-    def __reduce_ex__(self, protocol):
+    def __reduce_ex__(self, protocol: SupportsIndex) -> tuple[Callable[..., MCTensor], tuple[Any, ...]]:
         # a ManifoldParameter holding an MCTensor is the MCTensor itself with a
         # ``manifold`` attribute: store the manifold as plain (class name, curvature)
         # so that pickle and torch.load(weights_only=True) give the parameter back
@@ -275,10 +277,10 @@ class MCTensor(torch.Tensor):
             return (_rebuild_mctensor, (self._components.detach(), self.requires_grad, state))
         return (_rebuild_mctensor, (self._components.detach(), self.requires_grad))
 
-    def __repr__(self, *, tensor_contents=None) -> str:  # type: ignore[override]  # torch's stub has a keyword-only catch-all
+    def __repr__(self, *, tensor_contents: object = None) -> str:  # type: ignore[override]  # torch's stub has a keyword-only catch-all
         return _format(self)
 
-    def tolist(self):
+    def tolist(self) -> Any:
         """Python floats of :meth:`approx` (nested lists); use :meth:`to_mpmath` for exact values.
 
         Example:
@@ -304,7 +306,9 @@ class MCTensor(torch.Tensor):
     # ------------------------------------------------------------------- dispatch
 
     @classmethod
-    def __torch_dispatch__(cls, func, types, args=(), kwargs=None):
+    def __torch_dispatch__(  # type: ignore[override]  # torch's stub is a plain function (func is bound as self)
+        cls, func: torch._ops.OpOverload, types: tuple[type, ...], args: tuple[Any, ...] = (), kwargs: dict[str, Any] | None = None
+    ) -> Any:
         kwargs = kwargs or {}
         if _traced_operands(args) and is_opaque(func):
             fused = fuse_op(func, args, kwargs, MCTensor)  # elementwise ops: one fused node
@@ -312,7 +316,7 @@ class MCTensor(torch.Tensor):
         return dispatch_impl(func, args, kwargs)
 
 
-def dispatch_impl(func, args: tuple, kwargs: dict):
+def dispatch_impl(func: torch._ops.OpOverload, args: tuple, kwargs: dict) -> Any:
     """Run the table's implementation of aten op ``func`` (what eager dispatch does)."""
     impl = _OPS.get(func) or _OPS.get(func.overloadpacket)
     if impl is None:
@@ -367,7 +371,7 @@ def register_manifold_pickling(state: Callable, rebuild: Callable) -> None:
     _manifold_pickling[:] = [_ManifoldPickling(state, rebuild)]
 
 
-def _rebuild_mctensor(components: torch.Tensor, requires_grad: bool, manifold_state=None) -> MCTensor:
+def _rebuild_mctensor(components: torch.Tensor, requires_grad: bool, manifold_state: tuple[str, float] | None = None) -> MCTensor:
     t = MCTensor(components, requires_grad=requires_grad)
     if manifold_state is None:
         return t
@@ -385,7 +389,9 @@ define_mc_op(MCTensor, dispatch_impl)
 # -------------------------------------------------------------------- constructors
 
 
-def mc(data: Any, nc: int = 2, dtype: torch.dtype | None = None, *, device=None, requires_grad: bool = False) -> MCTensor:
+def mc(
+    data: Any, nc: int = 2, dtype: torch.dtype | None = None, *, device: torch.device | str | None = None, requires_grad: bool = False
+) -> MCTensor:
     """Create an MCTensor from a Tensor, number, nested list, numpy array or MCTensor.
 
     Exact whenever the input fits in ``nc`` components of ``dtype`` (a float64 tensor
@@ -441,7 +447,7 @@ def mc(data: Any, nc: int = 2, dtype: torch.dtype | None = None, *, device=None,
     return MCTensor(arith.from_value(t, dtype, nc), requires_grad=requires_grad)
 
 
-def _leaves(data: Any):
+def _leaves(data: Any) -> Iterator[Any]:
     """Scalars of a (nested) list/tuple, or ``data`` itself."""
     if isinstance(data, (list, tuple)):
         for d in data:
@@ -473,7 +479,7 @@ def _big_ints(data: Any, nc: int, dtype: torch.dtype) -> bool:
     return False
 
 
-def _exact_ints(data: Any, nc: int, dtype: torch.dtype, device) -> MCTensor:
+def _exact_ints(data: Any, nc: int, dtype: torch.dtype, device: torch.device | str | None) -> MCTensor:
     """Python ints split exactly into ``nc`` components, or a ValueError naming the value."""
     out = from_mpmath(data, nc=nc, dtype=dtype, device=device)
     comps = out._components.reshape(-1, nc).cpu().tolist()
@@ -497,7 +503,7 @@ def _is_exotic(data: Any) -> bool:
     return False
 
 
-def from_mpmath(values: Any, nc: int = 2, dtype: torch.dtype = torch.float64, *, device=None) -> MCTensor:
+def from_mpmath(values: Any, nc: int = 2, dtype: torch.dtype = torch.float64, *, device: torch.device | str | None = None) -> MCTensor:
     """Nearest MCTensor of high-precision values (mpmath.mpf, str, Fraction, floats).
 
     Each component is the value's remainder rounded to nearest in ``dtype``, computed

@@ -15,7 +15,7 @@ kernels that MCTensor does not implement; use the forms below.
 from __future__ import annotations
 
 import math
-from typing import cast
+from typing import Any, cast
 
 import torch
 import torch.nn.functional as F
@@ -52,22 +52,22 @@ _SQRT_HALF = math.sqrt(0.5)
 
 class _ToTensor(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, x):
+    def forward(ctx: Any, x: MCTensor) -> torch.Tensor:
         ctx.nc = x.nc
         return x.approx()
 
     @staticmethod
-    def backward(ctx, grad):
+    def backward(ctx: Any, grad: torch.Tensor) -> MCTensor:
         return grad if isinstance(grad, MCTensor) else mc(grad, nc=ctx.nc)
 
 
 class _AsMC(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, x, nc):
+    def forward(ctx: Any, x: torch.Tensor, nc: int) -> MCTensor:
         return mc(x, nc=nc)
 
     @staticmethod
-    def backward(ctx, grad):
+    def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor, None]:
         return (grad.approx() if isinstance(grad, MCTensor) else grad), None
 
 

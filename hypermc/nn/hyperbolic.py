@@ -95,7 +95,7 @@ def _check_adj(name: str, adj: object, x: torch.Tensor) -> None:
 # ----------------------------------------------------------------------- functional
 
 
-def origin_like(manifold: Manifold, x: torch.Tensor):
+def origin_like(manifold: Manifold, x: torch.Tensor) -> torch.Tensor:
     """The manifold's origin with the dtype, device, ``nc`` and point dimension of ``x``,
     shaped ``(1, ..., 1, n)`` so it broadcasts against ``x``.
 
@@ -112,7 +112,7 @@ def origin_like(manifold: Manifold, x: torch.Tensor):
     return manifold.origin(*size, nc=nc, dtype=x.dtype, device=x.device)
 
 
-def proju0(manifold: Manifold, u: torch.Tensor):
+def proju0(manifold: Manifold, u: torch.Tensor) -> torch.Tensor:
     """``proju(o, u)``: ``u`` made a tangent vector at the origin ``o`` (HGCN's ``proj_tan0``).
 
     Ball and Euclidean: ``u`` itself. Lorentz: the time coordinate is removed
@@ -128,7 +128,7 @@ def proju0(manifold: Manifold, u: torch.Tensor):
     return manifold.proju(origin_like(manifold, u), u)
 
 
-def transp0(manifold: Manifold, y: torch.Tensor, v: torch.Tensor):
+def transp0(manifold: Manifold, y: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
     """Parallel transport of ``v`` (tangent at the origin) to ``y``: ``transp(o, y, v)``.
 
     Example:
@@ -143,7 +143,7 @@ def transp0(manifold: Manifold, y: torch.Tensor, v: torch.Tensor):
     return manifold.transp(origin_like(manifold, y), y, v)
 
 
-def mobius_matvec(manifold: Manifold, weight: torch.Tensor, x: torch.Tensor):
+def mobius_matvec(manifold: Manifold, weight: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
     r"""Möbius matrix-vector product ``W ⊗ x = expmap0(proju0(logmap0(x) W^T))``.
 
     On the ball this equals :meth:`~hypermc.manifolds.PoincareBall.mobius_matvec`
@@ -188,7 +188,7 @@ def mobius_matvec(manifold: Manifold, weight: torch.Tensor, x: torch.Tensor):
     return manifold.expmap0(proju0(manifold, torch.matmul(manifold.logmap0(x), weight.transpose(-1, -2))))
 
 
-def mobius_add(manifold: Manifold, x: torch.Tensor, y: torch.Tensor):
+def mobius_add(manifold: Manifold, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     r"""Möbius addition ``x ⊕ y = expmap(x, transp(o, x, logmap0(y)))``.
 
     On the ball this is the gyrovector addition (equal to
@@ -205,7 +205,7 @@ def mobius_add(manifold: Manifold, x: torch.Tensor, y: torch.Tensor):
     return manifold.expmap(x, transp0(manifold, x, manifold.logmap0(y)))
 
 
-def hyp_linear(manifold: Manifold, x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None):
+def hyp_linear(manifold: Manifold, x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
     r"""HGCN's hyperbolic linear map: ``h = W ⊗ x``, then the bias ``b`` (a tangent vector
     at the origin) is added as ``expmap(h, transp(o, h, proju0(b)))`` (on the ball:
     ``h ⊕ expmap0(b)``, without rounding ``b`` onto the manifold and back).
@@ -235,7 +235,7 @@ def hyp_linear(manifold: Manifold, x: torch.Tensor, weight: torch.Tensor, bias: 
     return manifold.expmap(h, transp0(manifold, h, b))
 
 
-def _aggregate(u: torch.Tensor, adj: torch.Tensor):
+def _aggregate(u: torch.Tensor, adj: torch.Tensor) -> torch.Tensor:
     """``adj @ u`` for a dense or sparse ``adj`` and a Tensor or MCTensor ``u`` ``(N, n)``."""
     if not adj.is_sparse:
         return torch.matmul(adj, u)
@@ -255,7 +255,7 @@ def _row_sums(adj: torch.Tensor) -> torch.Tensor:
     return adj.sum(dim=1)
 
 
-def hyp_agg(manifold: Manifold, x: torch.Tensor, adj: torch.Tensor, aggr: str = "mean"):
+def hyp_agg(manifold: Manifold, x: torch.Tensor, adj: torch.Tensor, aggr: str = "mean") -> torch.Tensor:
     r"""Neighbourhood aggregation in the tangent space at the origin:
     ``expmap0(A logmap0(x))``.
 
@@ -304,7 +304,7 @@ def hyp_agg(manifold: Manifold, x: torch.Tensor, adj: torch.Tensor, aggr: str = 
     return manifold.expmap0(support)
 
 
-def hyp_act(manifold: Manifold, x: torch.Tensor, act: Callable, manifold_out: Manifold | None = None):
+def hyp_act(manifold: Manifold, x: torch.Tensor, act: Callable, manifold_out: Manifold | None = None) -> torch.Tensor:
     r"""Activation through the tangent space at the origin:
     ``expmap0_out(proju0_out(act(logmap0(x))))``; ``manifold_out`` (default
     ``manifold``) may have another curvature (HGCN's ``c_in`` / ``c_out``).
@@ -336,7 +336,7 @@ def _dropout_weight(weight: torch.Tensor, p: float, training: bool) -> torch.Ten
 # -------------------------------------------------------------------------- modules
 
 
-def _parameter(shape: tuple[int, ...], nc: int | None, dtype: torch.dtype, device) -> nn.Parameter:
+def _parameter(shape: tuple[int, ...], nc: int | None, dtype: torch.dtype, device: torch.device | str | None) -> nn.Parameter:
     zeros = torch.zeros(shape, dtype=dtype, device=device)
     return nn.Parameter(zeros if nc is None else mc(zeros, nc=nc))
 

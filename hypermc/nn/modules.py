@@ -10,7 +10,7 @@ layer starts from the same numbers as its torch counterpart.
 from __future__ import annotations
 
 import math
-from typing import cast
+from typing import Any, cast
 
 import torch
 from torch import nn
@@ -27,7 +27,7 @@ def _check_config(name: str, nc: object, dtype: torch.dtype | None) -> tuple[int
     return check_nc(name, nc), check_dtype(name, torch.get_default_dtype() if dtype is None else dtype)
 
 
-def _mc_parameter(shape: tuple[int, ...], nc: int, dtype: torch.dtype, device) -> nn.Parameter:
+def _mc_parameter(shape: tuple[int, ...], nc: int, dtype: torch.dtype, device: torch.device | str | None) -> nn.Parameter:
     return nn.Parameter(mc(torch.zeros(shape, dtype=dtype, device=device), nc=nc))
 
 
@@ -246,7 +246,7 @@ class MCSequential(nn.Sequential):
         ncs = [p.nc for p in self.parameters() if isinstance(p, MCTensor)]
         return max(ncs) if ncs else None
 
-    def forward(self, input):
+    def forward(self, input: Any) -> Any:
         dtype = self.dtype
         if isinstance(input, torch.Tensor) and input.is_floating_point() and dtype is not None and input.dtype != dtype:
             raise TypeError(

@@ -48,14 +48,14 @@ _SPARSE = "Riemannian optimizers take dense gradients; use sparse_rows=True for 
 # ----------------------------------------------------------------------------- helpers
 
 
-def _move(manifold: Manifold, x, u, retraction: bool):
+def _move(manifold: Manifold, x: torch.Tensor, u: torch.Tensor, retraction: bool) -> torch.Tensor:
     """The new point: ``expmap(x, u)`` or ``retr(x, u)`` (options handled here); both
     return projected points (the projection rule of :mod:`hypermc.manifolds.base`)."""
     # check=False: an inner loop over its own iterates (check the initial points once)
     return manifold.retr(x, u) if retraction else manifold.expmap(x, u, check=False)
 
 
-def _second_moment(manifold: Manifold, x, g):
+def _second_moment(manifold: Manifold, x: torch.Tensor, g: torch.Tensor) -> torch.Tensor:
     """Adam's second-moment increment: ``|g|_x^2`` per point (elementwise ``g^2`` on
     Euclidean parameters, i.e. the ordinary Adam)."""
     if isinstance(manifold, Euclidean):
@@ -70,7 +70,7 @@ def nonzero_rows(grad: torch.Tensor) -> torch.Tensor:
     return (g.reshape(g.shape[0], -1) != 0).any(dim=1).nonzero().squeeze(1)
 
 
-def _rows_of(param: torch.Tensor, grad: torch.Tensor, sparse: bool, rows: torch.Tensor | None):
+def _rows_of(param: torch.Tensor, grad: torch.Tensor, sparse: bool, rows: torch.Tensor | None) -> torch.Tensor | None:
     if not sparse:
         return None
     if param.dim() < 2:
@@ -86,11 +86,11 @@ def _rows_of(param: torch.Tensor, grad: torch.Tensor, sparse: bool, rows: torch.
     return torch.unique(rows)
 
 
-def _take(t, rows):
+def _take(t: torch.Tensor, rows: torch.Tensor | None) -> torch.Tensor:
     return t if rows is None or t is None else t[rows]
 
 
-def _put(target: torch.Tensor, value, rows) -> None:
+def _put(target: torch.Tensor, value: torch.Tensor, rows: torch.Tensor | None) -> None:
     """Write ``value`` into ``target`` in place (all of it, or the given rows)."""
     if rows is None:
         target.copy_(value)
@@ -181,7 +181,9 @@ def riemannian_sgd(
 class _RiemannianOptimizer(Optimizer):
     """Shared ``step`` plumbing: per-group lists, manifolds and rows."""
 
-    def _group_lists(self, group: dict[str, Any], rows: torch.Tensor | None):
+    def _group_lists(
+        self, group: dict[str, Any], rows: torch.Tensor | None
+    ) -> tuple[list[torch.Tensor], list[torch.Tensor], list[Manifold | None], list[torch.Tensor | None]]:
         params, grads, manifolds, row_list = [], [], [], []
         for p in group["params"]:
             if p.grad is None:
@@ -193,7 +195,7 @@ class _RiemannianOptimizer(Optimizer):
         return params, grads, manifolds, row_list
 
     @staticmethod
-    def _closure_loss(closure):
+    def _closure_loss(closure: Callable[[], torch.Tensor] | None) -> torch.Tensor | None:
         if closure is None:
             return None
         with torch.enable_grad():
@@ -272,7 +274,7 @@ class RiemannianSGD(_RiemannianOptimizer):
 
     # ignore[override]: torch's stub overloads Optimizer.step for a float loss and no rows argument
     @torch.no_grad()
-    def step(self, closure: Callable[[], torch.Tensor] | None = None, *, rows: torch.Tensor | None = None):  # type: ignore[override]
+    def step(self, closure: Callable[[], torch.Tensor] | None = None, *, rows: torch.Tensor | None = None) -> torch.Tensor | None:  # type: ignore[override]
         """Perform one update.
 
         Args:
@@ -465,7 +467,7 @@ class RiemannianAdam(_RiemannianOptimizer):
 
     # ignore[override]: torch's stub overloads Optimizer.step for a float loss and no rows argument
     @torch.no_grad()
-    def step(self, closure: Callable[[], torch.Tensor] | None = None, *, rows: torch.Tensor | None = None):  # type: ignore[override]
+    def step(self, closure: Callable[[], torch.Tensor] | None = None, *, rows: torch.Tensor | None = None) -> torch.Tensor | None:  # type: ignore[override]
         """Perform one update (``closure`` and ``rows`` as in :meth:`RiemannianSGD.step`)."""
         loss = self._closure_loss(closure)
         for group in self.param_groups:
