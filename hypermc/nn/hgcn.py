@@ -52,6 +52,7 @@ from __future__ import annotations
 
 import math
 import numbers
+from typing import cast
 
 import torch
 
@@ -126,7 +127,7 @@ class HGCNManifold:
     def _build(self, c: float) -> _NativeManifold:
         raise NotImplementedError
 
-    def manifold(self, c) -> _NativeManifold:
+    def manifold(self, c: object) -> _NativeManifold:
         """The hypermc manifold for HGCN's curvature argument ``c`` (built once per value)."""
         value = _c_value(c, f"{self.name}")
         m = self._cache.get(value)
@@ -136,52 +137,52 @@ class HGCNManifold:
 
     # ------------------------------------------------------------- interface
 
-    def sqdist(self, p1, p2, c):
+    def sqdist(self, p1: torch.Tensor, p2: torch.Tensor, c: object) -> torch.Tensor:
         """Squared geodesic distance ``dist(p1, p2)^2`` (not clamped; HGCN's hyperboloid clamps at 50)."""
         return self.manifold(c).dist(p1, p2) ** 2
 
-    def egrad2rgrad(self, p, dp, c):
+    def egrad2rgrad(self, p: torch.Tensor, dp: torch.Tensor, c: object) -> torch.Tensor:
         """Riemannian gradient at ``p`` of the Euclidean gradient ``dp`` (a new tensor; ``dp`` is not modified)."""
         return self.manifold(c).egrad2rgrad(p, dp)
 
-    def proj(self, p, c):
+    def proj(self, p: torch.Tensor, c: object) -> torch.Tensor:
         """``projx(p)``: no clamp inside the MC range (see the module docstring)."""
         return self.manifold(c).projx(p)
 
-    def proj_tan(self, u, p, c):
+    def proj_tan(self, u: torch.Tensor, p: torch.Tensor, c: object) -> torch.Tensor:
         """``proju(p, u)``: ``u`` projected onto the tangent space at ``p``."""
         return self.manifold(c).proju(p, u)
 
-    def proj_tan0(self, u, c):
+    def proj_tan0(self, u: torch.Tensor, c: object) -> torch.Tensor:
         """``u`` projected onto the tangent space at the origin."""
         return H.proju0(self.manifold(c), u)
 
-    def expmap(self, u, p, c):
+    def expmap(self, u: torch.Tensor, p: torch.Tensor, c: object) -> torch.Tensor:
         """Exponential map at ``p`` of ``u`` (hypermc: ``expmap(p, u)``)."""
         return self.manifold(c).expmap(p, u)
 
-    def logmap(self, p1, p2, c):
+    def logmap(self, p1: torch.Tensor, p2: torch.Tensor, c: object) -> torch.Tensor:
         """Logarithmic map at ``p1`` of ``p2`` (hypermc: ``logmap(p1, p2)``)."""
         return self.manifold(c).logmap(p1, p2)
 
-    def expmap0(self, u, c):
+    def expmap0(self, u: torch.Tensor, c: object) -> torch.Tensor:
         """Exponential map at the origin."""
         return self.manifold(c).expmap0(u)
 
-    def logmap0(self, p, c):
+    def logmap0(self, p: torch.Tensor, c: object) -> torch.Tensor:
         """Logarithmic map at the origin."""
         return self.manifold(c).logmap0(p)
 
-    def mobius_add(self, x, y, c, dim=-1):
+    def mobius_add(self, x: torch.Tensor, y: torch.Tensor, c: object, dim: int = -1) -> torch.Tensor:
         """Möbius addition ``x ⊕ y`` (:func:`hypermc.nn.hyperbolic.mobius_add`); ``dim`` must be -1."""
         self._check_dim(dim, x)
         return H.mobius_add(self.manifold(c), x, y)
 
-    def mobius_matvec(self, m, x, c):
+    def mobius_matvec(self, m: torch.Tensor, x: torch.Tensor, c: object) -> torch.Tensor:
         """Möbius matrix-vector product ``m ⊗ x`` with ``mx = x @ m^T``."""
         return H.mobius_matvec(self.manifold(c), m, x)
 
-    def init_weights(self, w, c, irange=INIT_IRANGE):
+    def init_weights(self, w: torch.Tensor, c: object, irange: float = INIT_IRANGE) -> torch.Tensor:
         """Fill ``w`` in place with ``U(-irange, irange)`` (drawn in ``w``'s dtype), then
         :meth:`proj` it; returns ``w``."""
         values = torch.empty(w.shape, dtype=w.dtype, device=w.device).uniform_(-irange, irange)
@@ -189,20 +190,20 @@ class HGCNManifold:
             w.copy_(self.proj(values, c))
         return w
 
-    def inner(self, p, c, u, v=None, keepdim=False):
+    def inner(self, p: torch.Tensor, c: object, u: torch.Tensor, v: torch.Tensor | None = None, keepdim: bool = False) -> torch.Tensor:
         """Riemannian inner product ``<u, v>_p`` (HGCN's order: ``p, c, u, v``)."""
         return self.manifold(c).inner(p, u, v, keepdim=keepdim)
 
-    def ptransp(self, x, y, u, c):
+    def ptransp(self, x: torch.Tensor, y: torch.Tensor, u: torch.Tensor, c: object) -> torch.Tensor:
         """Parallel transport of ``u`` from ``x`` to ``y``."""
         return self.manifold(c).transp(x, y, u)
 
-    def ptransp0(self, x, u, c):
+    def ptransp0(self, x: torch.Tensor, u: torch.Tensor, c: object) -> torch.Tensor:
         """Parallel transport of ``u`` from the origin to ``x``."""
         return H.transp0(self.manifold(c), x, u)
 
     @staticmethod
-    def _check_dim(dim, x) -> None:
+    def _check_dim(dim: object, x: object) -> None:
         if not isinstance(x, torch.Tensor):
             return  # the manifold's own check names the argument
         if isinstance(dim, bool) or not isinstance(dim, int) or dim not in (-1, x.dim() - 1):
@@ -231,16 +232,16 @@ class PoincareBall(HGCNManifold):
     def _build(self, c: float) -> _NativeManifold:
         return _native.PoincareBall(curvature=-c)
 
-    def mobius_add(self, x, y, c, dim=-1):
+    def mobius_add(self, x: torch.Tensor, y: torch.Tensor, c: object, dim: int = -1) -> torch.Tensor:
         """Möbius addition (:meth:`hypermc.manifolds.PoincareBall.mobius_add`); ``dim`` must be -1."""
         self._check_dim(dim, x)
-        return self.manifold(c).mobius_add(x, y)
+        return cast("_native.PoincareBall", self.manifold(c)).mobius_add(x, y)
 
-    def mobius_matvec(self, m, x, c):
+    def mobius_matvec(self, m: torch.Tensor, x: torch.Tensor, c: object) -> torch.Tensor:
         """Möbius matrix-vector product (:meth:`hypermc.manifolds.PoincareBall.mobius_matvec`)."""
-        return self.manifold(c).mobius_matvec(m, x)
+        return cast("_native.PoincareBall", self.manifold(c)).mobius_matvec(m, x)
 
-    def to_hyperboloid(self, x, c):
+    def to_hyperboloid(self, x: torch.Tensor, c: object) -> torch.Tensor:
         """The hyperboloid point of the ball point ``x`` (time coordinate first)."""
         return convert.ball_to_lorentz(x, curvature=-_c_value(c, self.name))
 
@@ -267,15 +268,15 @@ class Hyperboloid(HGCNManifold):
     def _build(self, c: float) -> _NativeManifold:
         return _native.Lorentz(curvature=-c)
 
-    def minkowski_dot(self, x, y, keepdim=True):
+    def minkowski_dot(self, x: torch.Tensor, y: torch.Tensor, keepdim: bool = True) -> torch.Tensor:
         """``<x, y>_L = -x_0 y_0 + <x_bar, y_bar>`` (HGCN's default ``keepdim=True``)."""
         return _lorentz_math.minkowski(x, y, keepdim=keepdim)
 
-    def minkowski_norm(self, u, keepdim=True):
+    def minkowski_norm(self, u: torch.Tensor, keepdim: bool = True) -> torch.Tensor:
         """``sqrt(<u, u>_L)``, 0 where ``<u, u>_L`` rounds negative (HGCN clamps it at ``eps``)."""
         return common.clamped_sqrt(self.minkowski_dot(u, u, keepdim=keepdim))
 
-    def to_poincare(self, x, c):
+    def to_poincare(self, x: torch.Tensor, c: object) -> torch.Tensor:
         """The ball point of the hyperboloid point ``x``."""
         return convert.lorentz_to_ball(x, curvature=-_c_value(c, self.name))
 
@@ -298,19 +299,19 @@ class Euclidean(HGCNManifold):
     def _build(self, c: float) -> _NativeManifold:
         return _native.Euclidean()
 
-    def manifold(self, c=None) -> _NativeManifold:
+    def manifold(self, c: object = None) -> _NativeManifold:
         """The :class:`hypermc.manifolds.Euclidean` instance (``c`` is ignored)."""
         m = self._cache.get(0.0)
         if m is None:
             m = self._cache[0.0] = self._build(0.0)
         return m
 
-    def sqdist(self, p1, p2, c):
+    def sqdist(self, p1: torch.Tensor, p2: torch.Tensor, c: object) -> torch.Tensor:
         """``|p1 - p2|^2`` (formed directly, not as a rounded distance squared)."""
         self.manifold(c)._check("sqdist", p1=p1, p2=p2)
         return common.sqnorm(p1 - p2)
 
-    def normalize(self, p):
+    def normalize(self, p: torch.Tensor) -> torch.Tensor:
         """Rows of ``p`` with norm > 1 scaled to norm 1 (a new tensor; HGCN renormalises in place)."""
         n = common.norm(p, keepdim=True)
         long = common.lead(n) > 1

@@ -39,7 +39,7 @@ __all__ = [
 ]
 
 
-def deficit(x, c: float = 1.0, keepdim: bool = False):
+def deficit(x: torch.Tensor, c: float = 1.0, keepdim: bool = False) -> torch.Tensor:
     r"""``D_x = 1 - c |x|^2`` formed at ``nc + 1`` components (see :func:`common.deficit`).
 
     Example:
@@ -49,19 +49,19 @@ def deficit(x, c: float = 1.0, keepdim: bool = False):
     return common.deficit(x, c, keepdim=keepdim)
 
 
-def _scale_sqrt_c(z, c: float):
+def _scale_sqrt_c(z: torch.Tensor, c: float) -> torch.Tensor:
     return common.scale_c(z, c, 0.5)
 
 
-def _scale_inv_sqrt_c(z, c: float):
+def _scale_inv_sqrt_c(z: torch.Tensor, c: float) -> torch.Tensor:
     return common.scale_c(z, c, -0.5)
 
 
-def _scale_c(z, c: float):
+def _scale_c(z: torch.Tensor, c: float) -> torch.Tensor:
     return common.scale_c(z, c, 1.0)
 
 
-def dist(x, y, c: float = 1.0):
+def dist(x: torch.Tensor, y: torch.Tensor, c: float = 1.0) -> torch.Tensor:
     r"""Geodesic distance.
 
     .. math:: d(x, y) = \frac{2}{\sqrt c}\operatorname{asinh}
@@ -94,7 +94,7 @@ def dist(x, y, c: float = 1.0):
     return _scale_inv_sqrt_c(2 * torch.asinh(a), c)
 
 
-def dist0(x, c: float = 1.0):
+def dist0(x: torch.Tensor, c: float = 1.0) -> torch.Tensor:
     r"""Distance from the origin: ``(2 / sqrt c) asinh(sqrt(c) |x| / sqrt(D_x))``
     (= ``2 atanh(sqrt(c)|x|) / sqrt(c)`` without forming ``1 - sqrt(c)|x|``).
 
@@ -110,7 +110,7 @@ def dist0(x, c: float = 1.0):
     return _scale_inv_sqrt_c(2 * torch.asinh(a), c)
 
 
-def _mobius_add(x, y, dx, dy, c: float):
+def _mobius_add(x: torch.Tensor, y: torch.Tensor, dx: torch.Tensor, dy: torch.Tensor, c: float) -> tuple[torch.Tensor, torch.Tensor]:
     """``x ⊕ y`` and its deficit, for known deficits ``dx, dy`` ``(*, 1)``."""
     s = x + y
     q = _scale_c(common.sqnorm(s, keepdim=True), c)
@@ -118,7 +118,7 @@ def _mobius_add(x, y, dx, dy, c: float):
     return (dx * s + q * x) / den, dx * dy / den
 
 
-def mobius_add(x, y, c: float = 1.0):
+def mobius_add(x: torch.Tensor, y: torch.Tensor, c: float = 1.0) -> torch.Tensor:
     r"""Möbius addition.
 
     .. math:: x \oplus y = \frac{(1 + 2c\langle x,y\rangle + c|y|^2)\,x + D_x\,y}
@@ -141,7 +141,7 @@ def mobius_add(x, y, c: float = 1.0):
     return _mobius_add(x, y, deficit(x, c, keepdim=True), deficit(y, c, keepdim=True), c)[0]
 
 
-def mobius_scalar_mul(r, x, c: float = 1.0):
+def mobius_scalar_mul(r: float | torch.Tensor, x: torch.Tensor, c: float = 1.0) -> torch.Tensor:
     r"""Möbius scalar multiplication.
 
     .. math:: r \otimes x = \frac{\tanh(r \operatorname{atanh}(\sqrt c |x|))}{\sqrt c|x|}\,x
@@ -163,7 +163,7 @@ def mobius_scalar_mul(r, x, c: float = 1.0):
     return x * (r * common.tanhc(r * theta) * common.asinhc(a) / sd)
 
 
-def mobius_matvec(m, x, c: float = 1.0):
+def mobius_matvec(m: torch.Tensor, x: torch.Tensor, c: float = 1.0) -> torch.Tensor:
     r"""Möbius matrix-vector product (HGCN's hyperbolic linear map).
 
     .. math:: M \otimes x = \frac{\tanh\!\left(\frac{|Mx|}{|x|}\operatorname{atanh}(\sqrt c|x|)\right)}
@@ -191,7 +191,7 @@ def mobius_matvec(m, x, c: float = 1.0):
     return mx * (common.tanhc(rtheta) * ratio)
 
 
-def expmap(x, u, c: float = 1.0):
+def expmap(x: torch.Tensor, u: torch.Tensor, c: float = 1.0) -> torch.Tensor:
     r"""Exponential map.
 
     .. math:: \exp_x(u) = x \oplus \left(\tanh\!\left(\frac{\sqrt c\,\lambda_x |u|}{2}\right)
@@ -219,7 +219,7 @@ def expmap(x, u, c: float = 1.0):
     return (dx * s + q * x) / (dx * sech2 + q)
 
 
-def expmap0(u, c: float = 1.0):
+def expmap0(u: torch.Tensor, c: float = 1.0) -> torch.Tensor:
     r"""``expmap(0, u) = tanh(sqrt(c)|u|) u / (sqrt(c)|u|)``.
 
     Example:
@@ -232,7 +232,7 @@ def expmap0(u, c: float = 1.0):
     return u * common.tanhc(_scale_sqrt_c(common.norm(u, keepdim=True), c))
 
 
-def _log_parts(x, y, c: float):
+def _log_parts(x: torch.Tensor, y: torch.Tensor, c: float) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
     """(delta, w, theta): ``w = (-x) ⊕ y`` and ``theta = sqrt(c) d(x, y) / 2``."""
     dx, dy = deficit(x, c, keepdim=True), deficit(y, c, keepdim=True)
     delta = y - x
@@ -243,7 +243,7 @@ def _log_parts(x, y, c: float):
     return delta, w, theta, dx, dy
 
 
-def logmap(x, y, c: float = 1.0):
+def logmap(x: torch.Tensor, y: torch.Tensor, c: float = 1.0) -> torch.Tensor:
     r"""Logarithmic map.
 
     .. math:: \log_x y = \frac{2}{\sqrt c\,\lambda_x}\operatorname{atanh}(\sqrt c|w|)
@@ -264,7 +264,7 @@ def logmap(x, y, c: float = 1.0):
     return w * (dx * common.x_over_tanh(theta))
 
 
-def logmap0(y, c: float = 1.0):
+def logmap0(y: torch.Tensor, c: float = 1.0) -> torch.Tensor:
     r"""``logmap(0, y) = atanh(sqrt(c)|y|) y / (sqrt(c)|y|)`` with ``atanh`` as ``asinh`` of
     ``sqrt(c)|y| / sqrt(D_y)``.
 
@@ -280,7 +280,7 @@ def logmap0(y, c: float = 1.0):
     return y * (common.asinhc(a) / sd)
 
 
-def transp(x, y, v, c: float = 1.0):
+def transp(x: torch.Tensor, y: torch.Tensor, v: torch.Tensor, c: float = 1.0) -> torch.Tensor:
     r"""Parallel transport along the geodesic from ``x`` to ``y``.
 
     .. math:: P_{x\to y} v = \frac{\lambda_x}{\lambda_y} R v = \frac{D_y}{D_x} R v
@@ -309,7 +309,7 @@ def transp(x, y, v, c: float = 1.0):
     return common.conformal_transp(delta * inv, common.normalize(w), v, dy / dx)
 
 
-def inner(x, u, v, c: float = 1.0, keepdim: bool = False):
+def inner(x: torch.Tensor, u: torch.Tensor, v: torch.Tensor, c: float = 1.0, keepdim: bool = False) -> torch.Tensor:
     r"""``<u, v>_x = lambda_x^2 <u, v> = 4 <u, v> / D_x^2``.
 
     Example:
@@ -321,7 +321,7 @@ def inner(x, u, v, c: float = 1.0, keepdim: bool = False):
     return 4 * common.dot(u, v, keepdim=keepdim) / (dx * dx)
 
 
-def norm(x, u, c: float = 1.0, keepdim: bool = False):
+def norm(x: torch.Tensor, u: torch.Tensor, c: float = 1.0, keepdim: bool = False) -> torch.Tensor:
     r"""``|u|_x = lambda_x |u| = 2 |u| / D_x``.
 
     Example:
@@ -331,7 +331,7 @@ def norm(x, u, c: float = 1.0, keepdim: bool = False):
     return 2 * common.norm(u, keepdim=keepdim) / deficit(x, c, keepdim=keepdim)
 
 
-def egrad2rgrad(x, g, c: float = 1.0):
+def egrad2rgrad(x: torch.Tensor, g: torch.Tensor, c: float = 1.0) -> torch.Tensor:
     r"""Riemannian gradient ``g / lambda_x^2 = g D_x^2 / 4``.
 
     Example:
@@ -342,12 +342,12 @@ def egrad2rgrad(x, g, c: float = 1.0):
     return g * (dx * dx / 4)
 
 
-def edge_deficit(x, margin_bits: int) -> float:
+def edge_deficit(x: torch.Tensor, margin_bits: int) -> float:
     """The smallest deficit :func:`projx` keeps: ``2^margin_bits u^nc``."""
     return 2.0**margin_bits * common.unit_roundoff(x)
 
 
-def projx(x, c: float = 1.0, margin_bits: int = 8):
+def projx(x: torch.Tensor, c: float = 1.0, margin_bits: int = 8) -> torch.Tensor:
     r"""Pull points whose deficit is below half the edge value ``eps = 2^margin_bits u^nc``
     (beyond the MC range, or outside the ball) back to the radius where ``D = eps``;
     others are unchanged, so ``projx`` is idempotent. NaN stays NaN.

@@ -45,6 +45,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from typing import Any, cast
 
 import torch
 
@@ -98,11 +99,11 @@ class _Exact(torch.autograd.Function):
     """Value of ``exact``, derivative of ``surrogate`` (the same quantity in plain math)."""
 
     @staticmethod
-    def forward(ctx, surrogate, exact):  # noqa: D102
+    def forward(ctx: Any, surrogate: torch.Tensor, exact: torch.Tensor) -> torch.Tensor:  # noqa: D102
         return exact.clone()
 
     @staticmethod
-    def backward(ctx, grad):  # noqa: D102
+    def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor, None]:  # noqa: D102
         return grad, None
 
 
@@ -155,7 +156,7 @@ def _ball_deficit(rows: torch.Tensor, leaf: torch.Tensor | None, c: float) -> to
         if rows.shape[-1] == 1:
             exact = common.deficit(rows[..., 0], c)
         else:
-            exact = common.deficit(MCTensor.from_components(rows), c).components[..., 0]
+            exact = cast(MCTensor, common.deficit(MCTensor.from_components(rows), c)).components[..., 0]
     return _exact(lambda: 1.0 - c * (p * p).sum(-1), exact, leaf)
 
 

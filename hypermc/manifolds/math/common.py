@@ -23,6 +23,7 @@ from __future__ import annotations
 import functools
 import math
 from collections.abc import Callable, Sequence
+from typing import Any
 
 import mpmath
 import torch
@@ -72,7 +73,7 @@ _SERIES: dict[str, tuple[float, ...]] = {
 }
 
 
-def nc_of(x) -> int:
+def nc_of(x: torch.Tensor) -> int:
     """Number of components (1 for a plain tensor).
 
     Example:
@@ -82,7 +83,7 @@ def nc_of(x) -> int:
     return x.nc if isinstance(x, MCTensor) else 1
 
 
-def lead(x) -> torch.Tensor:
+def lead(x: torch.Tensor) -> torch.Tensor:
     """The leading component as a plain, detached tensor (for masks and scales only).
 
     While ``torch.compile`` traces, an MCTensor's components are not reachable from
@@ -114,11 +115,11 @@ def _lead_op_fake(x: torch.Tensor) -> torch.Tensor:
 
 
 @implements(torch.ops.hypermc.lead.default)
-def _lead_mc(func, x):
+def _lead_mc(func: torch._ops.OpOverload, x: MCTensor) -> torch.Tensor:
     return x.components[..., 0].clone()
 
 
-def unit_roundoff(x) -> float:
+def unit_roundoff(x: torch.Tensor) -> float:
     """``u^nc`` of ``x`` (``u = 2^-p`` of its component dtype) as a Python float.
 
     Example:
@@ -137,7 +138,7 @@ def _mc_power(c: float, power: float, dtype: torch.dtype, nc: int, device: str) 
         return from_mpmath([value], nc=nc, dtype=dtype, device=device)[0]
 
 
-def c_power(c: float, power: float, like):
+def c_power(c: float, power: float, like: torch.Tensor) -> float | torch.Tensor:
     """``c**power`` as an operand for ``like`` (``c`` the curvature magnitude).
 
     A Python float when ``like`` is plain or the value is exact in the component dtype
@@ -161,7 +162,7 @@ def c_power(c: float, power: float, like):
     return _mc_power(float(c), float(power), like.dtype, like.nc, str(like.device))
 
 
-def scale_c(z, c: float, power: float = 1.0):
+def scale_c(z: torch.Tensor, c: float, power: float = 1.0) -> torch.Tensor:
     """``z * c**power`` (nothing to do for ``c = 1``), the constant at MC precision.
 
     Example:
@@ -216,7 +217,7 @@ def _pow2_like(x0: torch.Tensor) -> torch.Tensor:
     return torch.ldexp(torch.ones_like(x0), -e)
 
 
-def ldexp(x, k: torch.Tensor):
+def ldexp(x: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
     """``x * 2^k`` for an integer tensor ``k`` (broadcast; exact unless the result
     over- or underflows), applied in two halves so that ``2^k`` itself stays in range.
 
@@ -232,7 +233,7 @@ def ldexp(x, k: torch.Tensor):
     return x * torch.ldexp(one, h) * torch.ldexp(one, k - h)
 
 
-def scaled_sqnorm(v, keepdim: bool = False):
+def scaled_sqnorm(v: torch.Tensor, keepdim: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
     """``(s, k)`` with ``s = |v 2^-k|^2`` and ``k`` the exponent of ``max_i |v_i|``, so
     ``|v| = sqrt(s) 2^k`` with ``s`` in ``[1/4, n)`` (or 0): a norm without overflow or
     underflow whose square root can be merged into a later one. ``k`` is ``(*, 1)``.
@@ -249,7 +250,7 @@ def scaled_sqnorm(v, keepdim: bool = False):
     return sqnorm(ldexp(v, -k), keepdim=keepdim), (k if keepdim else k[..., 0])
 
 
-def pow2_like(x) -> torch.Tensor:
+def pow2_like(x: torch.Tensor) -> torch.Tensor:
     """A plain tensor of powers of two ``2^-e`` with ``x * 2^-e`` in ``[1/2, 1)``.
 
     Built from the leading component (``frexp``), so multiplying an MCTensor by it is
@@ -268,7 +269,7 @@ def pow2_like(x) -> torch.Tensor:
 # ----------------------------------------------------------------- vector algebra
 
 
-def sqnorm(x, keepdim: bool = False):
+def sqnorm(x: torch.Tensor, keepdim: bool = False) -> torch.Tensor:
     """``|x|^2`` along the last dim (MC: each square and the sum to ``u^nc``).
 
     Example:
@@ -281,7 +282,7 @@ def sqnorm(x, keepdim: bool = False):
     return torch.sum(x * x, dim=-1, keepdim=keepdim)
 
 
-def norm(x, keepdim: bool = False):
+def norm(x: torch.Tensor, keepdim: bool = False) -> torch.Tensor:
     """Euclidean norm along the last dim (``torch.linalg.vector_norm``).
 
     For MCTensors the norm is scaled, safe from overflow and underflow; for plain tensors
@@ -299,7 +300,7 @@ def norm(x, keepdim: bool = False):
     return torch.linalg.vector_norm(x, dim=-1, keepdim=keepdim)
 
 
-def dot(x, y, keepdim: bool = False):
+def dot(x: torch.Tensor, y: torch.Tensor, keepdim: bool = False) -> torch.Tensor:
     """``<x, y>`` along the last dim.
 
     Example:
@@ -309,11 +310,11 @@ def dot(x, y, keepdim: bool = False):
     return torch.sum(x * y, dim=-1, keepdim=keepdim)
 
 
-def _where(cond: torch.Tensor, a, b):
+def _where(cond: torch.Tensor, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     return torch.where(cond, a, b)
 
 
-def normalize(v):
+def normalize(v: torch.Tensor) -> torch.Tensor:
     """``v / |v|`` along the last dim; zero vectors give zero (forward and backward).
 
     Example:
@@ -327,7 +328,7 @@ def normalize(v):
     return _where(zero, torch.zeros_like(v), v / safe)
 
 
-def safe_sqrt(a):
+def safe_sqrt(a: torch.Tensor) -> torch.Tensor:
     """``sqrt(a)`` with a zero (not NaN) gradient at ``a = 0``; negative ``a`` gives NaN
     (for quantities that are ``>= 0`` for valid input, e.g. the ball distance of points
     outside the ball is NaN, of points on its boundary inf).
@@ -343,7 +344,7 @@ def safe_sqrt(a):
     return _where(zero, torch.zeros_like(a), s)
 
 
-def clamped_sqrt(a):
+def clamped_sqrt(a: torch.Tensor) -> torch.Tensor:
     """``sqrt(max(a, 0))`` with a zero gradient where ``a <= 0``: for quantities that
     are ``>= 0`` mathematically but may round slightly negative (the Minkowski square of
     the difference of two nearly equal points).
@@ -360,7 +361,7 @@ def clamped_sqrt(a):
 # --------------------------------------------------------- removable singularities
 
 
-def series_threshold(x) -> float:
+def series_threshold(x: torch.Tensor) -> float:
     """``u^(nc/6)``: below it the six-term Taylor series are accurate to ``u^nc``.
 
     Example:
@@ -372,20 +373,20 @@ def series_threshold(x) -> float:
     return unit_roundoff(x) ** (1.0 / 6.0)
 
 
-def _horner(z, coeffs: Sequence[float]):
-    out = None
+def _horner(z: torch.Tensor, coeffs: Sequence[float]) -> torch.Tensor:
+    out: torch.Tensor | None = None
     for c in reversed(coeffs):
         if out is None:
             out = torch.full_like(z, c) if c != 0 else torch.zeros_like(z)
         else:
             out = out * z + c if c != 0 else out * z
-    return out
+    return out  # type: ignore[return-value]  # coeffs is never empty
 
 
-def _regular(name: str, fn: Callable):
+def _regular(name: str, fn: Callable[[torch.Tensor], torch.Tensor]) -> Callable[[torch.Tensor], torch.Tensor]:
     coeffs = _SERIES[name]
 
-    def helper(z):
+    def helper(z: torch.Tensor) -> torch.Tensor:
         small = lead(z).abs() < series_threshold(z)
         if all_true(~small):  # False while tracing: the general path, no data branch
             return fn(z)
@@ -470,7 +471,7 @@ def _deficit_components(x: torch.Tensor, c: float) -> torch.Tensor:
 
 class _Deficit(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, x, c: float):
+    def forward(ctx: Any, x: torch.Tensor, c: float) -> torch.Tensor:
         ctx.save_for_backward(x)
         ctx.c = c
         if isinstance(x, MCTensor):
@@ -478,7 +479,7 @@ class _Deficit(torch.autograd.Function):
         return _deficit_components(x.detach().unsqueeze(-1), c)[..., 0]
 
     @staticmethod
-    def backward(ctx, grad):
+    def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor, None]:
         (x,) = ctx.saved_tensors
         return x * (grad.unsqueeze(-1) * (-2.0 * ctx.c)), None
 
@@ -496,13 +497,13 @@ def _deficit_op_fake(x: torch.Tensor, c: float) -> torch.Tensor:
     return x.new_empty(x.shape[:-1])
 
 
-def _deficit_setup(ctx, inputs, output) -> None:
+def _deficit_setup(ctx: Any, inputs: tuple[Any, ...], output: torch.Tensor) -> None:
     x, c = inputs
     ctx.save_for_backward(x)
     ctx.c = c
 
 
-def _deficit_backward(ctx, grad):
+def _deficit_backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor, None]:
     (x,) = ctx.saved_tensors
     return x * (grad.unsqueeze(-1) * (-2.0 * ctx.c)), None
 
@@ -511,11 +512,11 @@ _deficit_op.register_autograd(_deficit_backward, setup_context=_deficit_setup)
 
 
 @implements(torch.ops.hypermc.deficit.default)
-def _deficit_mc(func, x, c):
+def _deficit_mc(func: torch._ops.OpOverload, x: MCTensor, c: float) -> MCTensor:
     return MCTensor(_deficit_components(x.components, c))
 
 
-def deficit(x, c: float = 1.0, keepdim: bool = False):
+def deficit(x: torch.Tensor, c: float = 1.0, keepdim: bool = False) -> torch.Tensor:
     """``1 - c |x|^2`` along the last dim, formed from the components at ``nc + 1``.
 
     .. math:: D_c(x) = 1 - c\\,\\lVert x\\rVert^2
@@ -548,7 +549,7 @@ def deficit(x, c: float = 1.0, keepdim: bool = False):
 # ---------------------------------------------------- transport in conformal models
 
 
-def safe_reciprocal(a):
+def safe_reciprocal(a: torch.Tensor) -> torch.Tensor:
     """``1 / a`` where ``a != 0`` and 0 where ``a == 0`` (forward and backward).
 
     Example:
@@ -560,7 +561,7 @@ def safe_reciprocal(a):
     return _where(zero, torch.zeros_like(a), r)
 
 
-def conformal_transp(d, e_x, v, scale):
+def conformal_transp(d: torch.Tensor, e_x: torch.Tensor, v: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
     r"""Parallel transport in a conformal model (Poincaré ball or halfspace).
 
     Geodesics there are circular arcs (or lines); the Euclidean unit tangents ``e_x``

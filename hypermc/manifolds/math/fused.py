@@ -41,6 +41,8 @@ from __future__ import annotations
 import ctypes
 import math
 import warnings
+from collections.abc import Callable
+from typing import Any
 
 import torch
 
@@ -485,7 +487,7 @@ def halfspace(
     return _HalfspaceDistance.apply(leaf, rows, ia_f, ib_f, scale, lib).view(shape)
 
 
-def _kernel(lib: ctypes.CDLL, which: str, rows: torch.Tensor):
+def _kernel(lib: ctypes.CDLL, which: str, rows: torch.Tensor) -> Callable[..., None]:
     return getattr(lib, f"hs_{which}_{_TYPES[rows.dtype][0]}_{rows.shape[-1]}")
 
 
@@ -494,7 +496,9 @@ def _threads(work: int) -> int:
     return max(1, min(torch.get_num_threads(), work // _CHUNK))
 
 
-def _forward(lib: ctypes.CDLL, rows: torch.Tensor, ia: torch.Tensor, ib: torch.Tensor, scale: float):
+def _forward(
+    lib: ctypes.CDLL, rows: torch.Tensor, ia: torch.Tensor, ib: torch.Tensor, scale: float
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     p = ia.numel()
     d, m, h = torch.empty((3, p), dtype=rows.dtype)
     fn = _kernel(lib, "forward", rows)
@@ -502,7 +506,16 @@ def _forward(lib: ctypes.CDLL, rows: torch.Tensor, ia: torch.Tensor, ib: torch.T
     return d, m, h
 
 
-def _backward(lib: ctypes.CDLL, rows: torch.Tensor, ia: torch.Tensor, ib: torch.Tensor, scale: float, g, m, h) -> torch.Tensor:
+def _backward(
+    lib: ctypes.CDLL,
+    rows: torch.Tensor,
+    ia: torch.Tensor,
+    ib: torch.Tensor,
+    scale: float,
+    g: torch.Tensor,
+    m: torch.Tensor,
+    h: torch.Tensor,
+) -> torch.Tensor:
     u, n = rows.shape[0], rows.shape[1]
     grad = torch.empty((u, n), dtype=rows.dtype)
     p = ia.numel()
@@ -588,14 +601,16 @@ class _HalfspaceDistance(torch.autograd.Function):
     """Distances of flattened pairs; the gradient with respect to ``leaf`` by the fused backward."""
 
     @staticmethod
-    def forward(ctx, leaf, rows, ia, ib, scale, lib):  # noqa: D102
+    def forward(
+        ctx: Any, leaf: torch.Tensor, rows: torch.Tensor, ia: torch.Tensor, ib: torch.Tensor, scale: float, lib: ctypes.CDLL
+    ) -> torch.Tensor:  # noqa: D102
         d, m, h = _forward(lib, rows, ia, ib, scale)
         ctx.save_for_backward(rows, ia, ib, m, h)
         ctx.scale, ctx.lib = scale, lib
         return d
 
     @staticmethod
-    def backward(ctx, g):  # noqa: D102
+    def backward(ctx: Any, g: torch.Tensor) -> tuple[torch.Tensor, None, None, None, None, None]:  # noqa: D102
         rows, ia, ib, m, h = ctx.saved_tensors
         grad = _backward(ctx.lib, rows, ia, ib, ctx.scale, g.contiguous(), m, h)
         return grad, None, None, None, None, None

@@ -38,15 +38,15 @@ __all__ = [
 ]
 
 
-def _split(x):
+def _split(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     return x[..., :-1], x[..., -1:]
 
 
-def _cat(bar, t):
+def _cat(bar: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
     return torch.cat([bar, t], dim=-1)
 
 
-def dist(x, y, c: float = 1.0):
+def dist(x: torch.Tensor, y: torch.Tensor, c: float = 1.0) -> torch.Tensor:
     r"""Geodesic distance.
 
     .. math:: d(x, y) = \frac{2}{\sqrt c}\,
@@ -80,13 +80,13 @@ def dist(x, y, c: float = 1.0):
     return common.scale_c(d, c, -0.5)
 
 
-def _even_scaled(t):
+def _even_scaled(t: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """``(t 4^-h, h)`` with ``t 4^-h`` in ``[1/4, 1)`` (exact): ``sqrt(t) = sqrt(.) 2^h``."""
     h = torch.div(common.exponent(common.lead(t)) + 1, 2, rounding_mode="floor")
     return common.ldexp(t, -2 * h), h
 
 
-def expmap(x, u):
+def expmap(x: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
     r"""Exponential map (independent of the curvature).
 
     With ``tau = |u| / t`` (the hyperbolic length for ``c = 1``), ``w = u_n`` and
@@ -128,20 +128,20 @@ def expmap(x, u):
     return _cat(x[..., :-1] + ub * (g / e), t * (q / e))
 
 
-def _scaled(x, y):
+def _scaled(x: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """``x, y`` times a power of two that brings ``x_n`` to ``[1/2, 1)`` (exact)."""
     s = common.pow2_like(x[..., -1:])
     return x * s, y * s, s
 
 
-def _sqrt(a):
+def _sqrt(a: torch.Tensor) -> torch.Tensor:
     """``sqrt(a)``, correctly rounded for a plain tensor (:func:`~hypermc.mcf.eft.sqrt_rn`:
     torch's CPU ``sqrt`` is not, compiled code's is, so the two would differ, e.g. for
     the origin's height ``1/2``); MC values take their own square root."""
     return torch.sqrt(a) if isinstance(a, MCTensor) else sqrt_rn(a)
 
 
-def _log_parts(x, y):
+def _log_parts(x: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """(vec, coef): ``logmap = coef * vec``, for x, y scaled into range."""
     t, s = x[..., -1:], y[..., -1:]
     delta = y - x
@@ -155,7 +155,7 @@ def _log_parts(x, y):
     return vec, coef
 
 
-def logmap(x, y):
+def logmap(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     r"""Logarithmic map (independent of the curvature): the tangent vector at ``x`` of
     the geodesic to ``y``, with ``norm(x, logmap(x, y)) = d(x, y)``.
 
@@ -184,7 +184,7 @@ def logmap(x, y):
     return coef * vec / s
 
 
-def transp(x, y, v):
+def transp(x: torch.Tensor, y: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
     r"""Parallel transport of ``v`` from ``x`` to ``y`` along the geodesic.
 
     .. math:: P_{x\to y} v = \frac{y_n}{x_n} R v
@@ -215,7 +215,7 @@ def transp(x, y, v):
     return common.conformal_transp(delta * inv, vec * (inv / rho_star), v, s / t)
 
 
-def retr(x, u):
+def retr(x: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
     r"""First-order retraction that never leaves the halfspace:
     ``(x_bar + u_bar, t exp(u_n / t))``.
 
@@ -227,7 +227,7 @@ def retr(x, u):
     return _cat(x[..., :-1] + u[..., :-1], t * torch.exp(u[..., -1:] / t))
 
 
-def inner(x, u, v, c: float = 1.0, keepdim: bool = False):
+def inner(x: torch.Tensor, u: torch.Tensor, v: torch.Tensor, c: float = 1.0, keepdim: bool = False) -> torch.Tensor:
     r"""Riemannian inner product ``<u, v>_x = <u, v> / (c x_n^2)``.
 
     Example:
@@ -243,7 +243,7 @@ def inner(x, u, v, c: float = 1.0, keepdim: bool = False):
     return common.scale_c(out, c, -1.0)
 
 
-def norm(x, u, c: float = 1.0, keepdim: bool = False):
+def norm(x: torch.Tensor, u: torch.Tensor, c: float = 1.0, keepdim: bool = False) -> torch.Tensor:
     r"""Riemannian norm ``|u|_x = |u| / (sqrt(c) x_n)``.
 
     Example:
@@ -255,7 +255,7 @@ def norm(x, u, c: float = 1.0, keepdim: bool = False):
     return common.scale_c(out, c, -0.5)
 
 
-def egrad2rgrad(x, g, c: float = 1.0):
+def egrad2rgrad(x: torch.Tensor, g: torch.Tensor, c: float = 1.0) -> torch.Tensor:
     r"""Riemannian gradient ``c x_n^2 g`` of a Euclidean gradient ``g``.
 
     Example:
@@ -267,7 +267,7 @@ def egrad2rgrad(x, g, c: float = 1.0):
     return common.scale_c(out, c, 1.0)
 
 
-def projx(x):
+def projx(x: torch.Tensor) -> torch.Tensor:
     r"""Heights below the smallest positive normal number of the dtype are raised to it;
     everything else is unchanged (idempotent). NaN stays NaN.
 

@@ -40,12 +40,12 @@ __all__ = [
 ]
 
 
-def _mul_c(z, c: float, power: float = 1.0):
+def _mul_c(z: torch.Tensor, c: float, power: float = 1.0) -> torch.Tensor:
     """``z * c**power`` with the constant at MC precision (nothing for c = 1)."""
     return common.scale_c(z, c, power)
 
 
-def minkowski(u, v, keepdim: bool = False):
+def minkowski(u: torch.Tensor, v: torch.Tensor, keepdim: bool = False) -> torch.Tensor:
     r"""Minkowski product ``<u, v>_L = -u_0 v_0 + <u_bar, v_bar>``.
 
     Example:
@@ -57,7 +57,7 @@ def minkowski(u, v, keepdim: bool = False):
     return out if keepdim else out[..., 0]
 
 
-def sqdist_l(delta, keepdim: bool = False):
+def sqdist_l(delta: torch.Tensor, keepdim: bool = False) -> torch.Tensor:
     r"""``|delta|_L = sqrt(<delta, delta>_L)`` of a space-like difference of points
     (scaled by a power of two first: no overflow or underflow), 0 if it rounds
     negative.
@@ -77,7 +77,7 @@ def sqdist_l(delta, keepdim: bool = False):
     return out if keepdim else out[..., 0]
 
 
-def dist(x, y, c: float = 1.0):
+def dist(x: torch.Tensor, y: torch.Tensor, c: float = 1.0) -> torch.Tensor:
     r"""Geodesic distance.
 
     .. math:: d(x, y) = \frac{1}{\sqrt c}\operatorname{acosh}(-c\langle x, y\rangle_L)
@@ -98,7 +98,7 @@ def dist(x, y, c: float = 1.0):
     return _mul_c(2 * torch.asinh(n / 2), c, -0.5)
 
 
-def dist0(x, c: float = 1.0):
+def dist0(x: torch.Tensor, c: float = 1.0) -> torch.Tensor:
     r"""Distance from the origin ``asinh(sqrt(c) |x_bar|) / sqrt(c)`` (spatial part only).
 
     Example:
@@ -111,7 +111,7 @@ def dist0(x, c: float = 1.0):
     return _mul_c(torch.asinh(_mul_c(common.norm(x[..., 1:]), c, 0.5)), c, -0.5)
 
 
-def projx(x, c: float = 1.0):
+def projx(x: torch.Tensor, c: float = 1.0) -> torch.Tensor:
     r"""Recompute the time coordinate: ``(sqrt(1/c + |x_bar|^2), x_bar)``.
 
     Idempotent up to rounding; maps every finite ``x`` onto the upper sheet.
@@ -139,7 +139,7 @@ def origin_time(c: float = 1.0) -> mpmath.mpf:
     return 1 / mpmath.sqrt(c)
 
 
-def proju(x, u, c: float = 1.0):
+def proju(x: torch.Tensor, u: torch.Tensor, c: float = 1.0) -> torch.Tensor:
     r"""Minkowski-orthogonal projection onto the tangent space:
     ``u + c <x, u>_L x``. Idempotent; ``<x, proju(x, u)>_L = 0``.
 
@@ -154,7 +154,7 @@ def proju(x, u, c: float = 1.0):
     return u + _mul_c(minkowski(x, u, keepdim=True), c) * x
 
 
-def egrad2rgrad(x, g, c: float = 1.0):
+def egrad2rgrad(x: torch.Tensor, g: torch.Tensor, c: float = 1.0) -> torch.Tensor:
     r"""Riemannian gradient: ``proju(x, J g)``, ``J = diag(-1, 1, ..., 1)``.
 
     Example:
@@ -165,7 +165,7 @@ def egrad2rgrad(x, g, c: float = 1.0):
     return proju(x, jg, c)
 
 
-def inner(x, u, v, c: float = 1.0, keepdim: bool = False):
+def inner(x: torch.Tensor, u: torch.Tensor, v: torch.Tensor, c: float = 1.0, keepdim: bool = False) -> torch.Tensor:
     r"""``<u, v>_x = <u, v>_L`` (``x`` only fixes the broadcast shape).
 
     Example:
@@ -176,7 +176,7 @@ def inner(x, u, v, c: float = 1.0, keepdim: bool = False):
     return minkowski(u, v, keepdim=keepdim)
 
 
-def norm(x, u, c: float = 1.0, keepdim: bool = False):
+def norm(x: torch.Tensor, u: torch.Tensor, c: float = 1.0, keepdim: bool = False) -> torch.Tensor:
     r"""``|u|_x = sqrt(<u, u>_L)`` (0 where it rounds negative).
 
     Example:
@@ -186,7 +186,7 @@ def norm(x, u, c: float = 1.0, keepdim: bool = False):
     return common.clamped_sqrt(minkowski(u, u, keepdim=keepdim))
 
 
-def expmap(x, u, c: float = 1.0):
+def expmap(x: torch.Tensor, u: torch.Tensor, c: float = 1.0) -> torch.Tensor:
     r"""Exponential map.
 
     .. math:: \exp_x u = \cosh(\theta)\,x + \frac{\sinh\theta}{\theta}\,u,
@@ -213,7 +213,7 @@ def expmap(x, u, c: float = 1.0):
     return projx(torch.cat([yb[..., :1], yb], dim=-1), c)  # time slot: recomputed by projx
 
 
-def expmap0(u, c: float = 1.0):
+def expmap0(u: torch.Tensor, c: float = 1.0) -> torch.Tensor:
     r"""``expmap(o, u)`` at the origin ``o = (1/sqrt c, 0)``: spatial part
     ``sinh(theta)/theta u_bar`` with ``theta = sqrt(c) |u_bar|`` (``u_0`` is ignored: it
     is 0 for tangent vectors at ``o``).
@@ -227,7 +227,7 @@ def expmap0(u, c: float = 1.0):
     return projx(torch.cat([u[..., :1], yb], dim=-1), c)
 
 
-def _log_parts(x, y, c: float):
+def _log_parts(x: torch.Tensor, y: torch.Tensor, c: float) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
     delta = y - x
     n = sqdist_l(delta, keepdim=True)  # |y - x|_L
     nc_ = _mul_c(n, c, 0.5)
@@ -236,7 +236,7 @@ def _log_parts(x, y, c: float):
     return delta, n, theta, v
 
 
-def logmap(x, y, c: float = 1.0):
+def logmap(x: torch.Tensor, y: torch.Tensor, c: float = 1.0) -> torch.Tensor:
     r"""Logarithmic map.
 
     .. math:: \log_x y = \frac{\theta}{\sinh\theta}\left(y - x
@@ -260,7 +260,7 @@ def logmap(x, y, c: float = 1.0):
     return common.x_over_sinh(theta) * v
 
 
-def logmap0(y, c: float = 1.0):
+def logmap0(y: torch.Tensor, c: float = 1.0) -> torch.Tensor:
     r"""``logmap(o, y) = (0, asinh(sqrt(c)|y_bar|) / (sqrt(c)|y_bar|) y_bar)``.
 
     Example:
@@ -275,7 +275,7 @@ def logmap0(y, c: float = 1.0):
     return torch.cat([torch.zeros_like(y[..., :1]), common.asinhc(a) * yb], dim=-1)
 
 
-def transp(x, y, v, c: float = 1.0):
+def transp(x: torch.Tensor, y: torch.Tensor, v: torch.Tensor, c: float = 1.0) -> torch.Tensor:
     r"""Parallel transport along the geodesic.
 
     .. math:: P_{x\to y} v = v + \frac{\langle y - x, v\rangle_L}
