@@ -7,7 +7,9 @@ a table. It also writes ``mammals.png`` (``--plot``), a picture of the last 2-D 
 drawn by :func:`hypermc.embed.plot.plot_embedding`: the hierarchy's edges on the Poincaré
 disk with every node at its hyperbolic distance from the origin (so the levels show
 instead of crowding at the boundary) and on the half-space with the height on a log
-scale, coloured by depth, ten nodes labelled. A progress bar per run goes to stderr when it
+scale, coloured by depth, ten nodes labelled. It also writes ``mammals_curve.png``
+(``--curve``): the training loss of every run against the epoch, one line per row and
+seed, with each run's final MAP in the legend. A progress bar per run goes to stderr when it
 is a terminal (``--quiet``: none).
 
 The defaults finish in about 5 minutes on a 2-core CPU (5 min 17 s measured, 80-130 s per
@@ -88,6 +90,23 @@ def _schedule(args) -> str:
     return f"linear to {args.lr * args.lr_end_mult:g}"
 
 
+def draw_losses(runs: list[tuple[str, list[dict]]], path: str, title: str) -> None:
+    """One line per run: the epoch's mean loss (log scale) against the epoch; labels in the legend."""
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(7, 4.5), layout="constrained")
+    ax = fig.subplots()
+    for label, history in runs:
+        ax.plot([h["epoch"] for h in history], [h["loss"] for h in history], label=label)
+    ax.set_yscale("log")
+    ax.set_xlabel("epoch")
+    ax.set_ylabel("loss")
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize="small")
+    fig.suptitle(title)
+    fig.savefig(path, dpi=120)
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--rows", nargs="+", default=["plain64", "1", "2"], help="component counts (MC float64) and/or plain64, plain32")
@@ -106,6 +125,7 @@ def main() -> None:
     )
     p.add_argument("--fast", action="store_true", help="the fast update (train(fast=True); fused CPU kernels, docs/training.md)")
     p.add_argument("--plot", default="mammals.png", help="PNG of the last embedding ('' for none; 2-D only)")
+    p.add_argument("--curve", default="mammals_curve.png", help="PNG of every run's loss against the epoch ('' for none)")
     p.add_argument("--quiet", action="store_true", help="no progress bar (none anyway when stderr is not a terminal)")
     p.add_argument(
         "--markdown", action="store_true", help="print the final table as markdown in the layout of README.md / docs/embeddings.md"
@@ -118,8 +138,10 @@ def main() -> None:
         "slow down badly on a loaded machine; 0 keeps torch's default)",
     )
     args = p.parse_args()
-    if args.plot and not args.plot.lower().endswith(".png"):
-        p.error(f"--plot: expected a file name ending in .png, got {args.plot!r}")
+    for flag in ("plot", "curve"):
+        value = getattr(args, flag)
+        if value and not value.lower().endswith(".png"):
+            p.error(f"--{flag}: expected a file name ending in .png, got {value!r}")
     if args.threads:
         torch.set_num_threads(args.threads)
 
@@ -137,6 +159,7 @@ def main() -> None:
         header = "| manifold | dim | coordinates | MAP | mean rank |\n|---|---:|---|---:|---:|"
     lines = []
     last = None
+    runs: list[tuple[str, list[dict]]] = []  # (label, history) of every run, for --curve
     for name in args.rows:
         nc, dtype = _row(name)
         maps, ranks, secs = [], [], []
@@ -165,6 +188,7 @@ def main() -> None:
             ranks.append(metrics["mean_rank"])
             secs.append(time.perf_counter() - start)
             print(f"  {name} seed {seed}: MAP {metrics['map']:.4f}  MR {metrics['mean_rank']:.3f}  ({secs[-1]:.0f} s)", flush=True)
+            runs.append((f"{'nc=' + name if name.isdigit() else name} seed {seed}: MAP {metrics['map']:.4f}", result.history))
             last = result
         dtype_name = str(dtype).removeprefix("torch.")
         if args.markdown:
@@ -178,6 +202,9 @@ def main() -> None:
     print()
     print(header)
     print("\n".join(lines))
+    if args.curve and runs:
+        draw_losses(runs, args.curve, f"mammals, {args.manifold} dim {args.dim}: training loss")
+        print(f"wrote {args.curve}")
     if args.plot and last is not None:
         if args.dim != 2 or args.manifold == "euclidean":
             print(f"no picture: it draws 2-D hyperbolic embeddings (got {args.manifold}, dim {args.dim})")
