@@ -30,6 +30,7 @@ from torch import nn
 
 import hypermc as hm
 from hypermc._progress import progress_bar, show_progress
+from hypermc.embed.plot import plot_losses
 from hypermc.manifolds import Lorentz, PoincareBall
 from hypermc.nn import HypGraphConv
 from hypermc.nn import functional as MF
@@ -252,6 +253,7 @@ def train_link_prediction(
     best = {"score": -math.inf}
     start = time.perf_counter()
     bar = progress_bar(progress, epochs, unit="epoch", desc=f"{manifold} {dtype} nc={nc}")
+    history = []
     for epoch in range(1, epochs + 1):
         bar.update(1)
         model.train()
@@ -261,6 +263,7 @@ def train_link_prediction(
         loss = _bce(model.logits(h, torch.cat([pos, neg])), target)
         loss.backward()
         opt.step()
+        history.append({"epoch": epoch, "loss": float(_plain(loss.detach()))})
         if epoch % eval_every == 0 or epoch == epochs:
             model.eval()
             with torch.no_grad():
@@ -279,7 +282,7 @@ def train_link_prediction(
     bar.close()
     seconds = time.perf_counter() - start
     best.pop("score")
-    return {**best, "loss": float(_plain(loss.detach())), "seconds": seconds}
+    return {**best, "loss": history[-1]["loss"], "seconds": seconds, "history": history}
 
 
 # ----------------------------------------------------------------------------- main
@@ -299,6 +302,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--lr", type=float, default=0.01)
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--quiet", action="store_true", help="no progress bar (none anyway when stderr is not a terminal)")
+    parser.add_argument("--curve", default="hgcn_curve.png", help="PNG of every run's training loss against the epoch ('' for none)")
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
     methods = args.methods.split(",")
@@ -315,6 +319,9 @@ def main(argv: list[str] | None = None) -> None:
     print("| model | method | seed | val ROC-AUC | val AP | test ROC-AUC | test AP | best epoch | seconds |")
     print("|---|---|---:|---:|---:|---:|---:|---:|---:|")
     model = {"ball": "ball", "lorentz": "Lorentz"}[args.manifold]
+    if args.curve and not args.curve.lower().endswith(".png"):
+        parser.error(f"--curve: expected a file name ending in .png, got {args.curve!r}")
+    runs = []
     for seed in seeds:
         n, edges = make_graph(args.branching, args.height, args.ancestors, args.noise, seed)
         data = split_edges(n, edges, seed=seed)
@@ -336,6 +343,10 @@ def main(argv: list[str] | None = None) -> None:
                 f"{r['test_ap']:.4f} | {r['best_epoch']} | {r['seconds']:.1f} |",
                 flush=True,
             )
+            runs.append((f"{LABELS[m]} seed {seed}: test AP {r['test_ap']:.4f}", r["history"]))
+    if args.curve and runs:
+        plot_losses(runs, args.curve, title=f"HGCN link prediction, {model}: training loss")
+        print(f"wrote {args.curve}")
 
 
 if __name__ == "__main__":

@@ -48,7 +48,7 @@ import torch
 from hypermc._progress import show_progress
 from hypermc.data import load_mammals
 from hypermc.embed import evaluate, train
-from hypermc.embed.plot import plot_embedding
+from hypermc.embed.plot import plot_embedding, plot_losses
 from hypermc.embed.train import DEFAULTS, MANIFOLDS
 
 #: Row names: an nc (MC float64), or a plain dtype.
@@ -88,23 +88,6 @@ def _schedule(args) -> str:
     if args.lr_schedule == "constant":
         return "constant"
     return f"linear to {args.lr * args.lr_end_mult:g}"
-
-
-def draw_losses(runs: list[tuple[str, list[dict]]], path: str, title: str) -> None:
-    """One line per run: the epoch's mean loss (log scale) against the epoch; labels in the legend."""
-    from matplotlib.figure import Figure
-
-    fig = Figure(figsize=(7, 4.5), layout="constrained")
-    ax = fig.subplots()
-    for label, history in runs:
-        ax.plot([h["epoch"] for h in history], [h["loss"] for h in history], label=label)
-    ax.set_yscale("log")
-    ax.set_xlabel("epoch")
-    ax.set_ylabel("loss")
-    ax.grid(True, alpha=0.3)
-    ax.legend(fontsize="small")
-    fig.suptitle(title)
-    fig.savefig(path, dpi=120)
 
 
 def main() -> None:
@@ -203,7 +186,7 @@ def main() -> None:
     print(header)
     print("\n".join(lines))
     if args.curve and runs:
-        draw_losses(runs, args.curve, f"mammals, {args.manifold} dim {args.dim}: training loss")
+        plot_losses(runs, args.curve, title=f"mammals, {args.manifold} dim {args.dim}: training loss")
         print(f"wrote {args.curve}")
     if args.plot and last is not None:
         if args.dim != 2 or args.manifold == "euclidean":

@@ -39,7 +39,7 @@ from ..mcf import MCTensor, arith
 from .construct import spanning_tree
 from .distance import components_of
 
-__all__ = ["plot_embedding", "plot_curve", "hierarchy_edges", "compressed_radii", "MAX_RADIUS", "MAX_LABELS"]
+__all__ = ["plot_embedding", "plot_curve", "plot_losses", "hierarchy_edges", "compressed_radii", "MAX_RADIUS", "MAX_LABELS"]
 
 #: Radius of the farthest node in the compressed disk: inside the unit circle, so the
 #: outermost level is not drawn on top of the boundary.
@@ -294,6 +294,55 @@ def plot_curve(history: Sequence[Mapping[str, Any]], path: str | os.PathLike[str
         ax.set_xlabel("epoch")
         ax.set_ylabel(name)
         ax.grid(True, alpha=0.3)
+    if title is not None:
+        fig.suptitle(title)
+    fig.savefig(path, dpi=DPI)
+    return fig
+
+
+def plot_losses(
+    runs: Sequence[tuple[str, Sequence[Mapping[str, Any]]]], path: str | os.PathLike[str], *, title: str | None = None
+) -> Figure:
+    """Draw the loss of several runs against the epoch (log scale, one line each); write ``path``.
+
+    Args:
+        runs: ``(label, history)`` pairs; ``history`` holds dicts with ``epoch`` and
+            ``loss`` (e.g. :attr:`TrainResult.history`).
+        path: the PNG file to write (name ending in ``.png``).
+        title: figure title.
+
+    Returns:
+        the :class:`matplotlib.figure.Figure` (one axes, one line per run, labels in its legend).
+
+    Raises:
+        ValueError: no runs, a run without entries, an entry without ``epoch`` or
+            ``loss``, or ``path`` not ending in ``.png``.
+
+    Example:
+        >>> import os, tempfile
+        >>> runs = [("plain", [{"epoch": 1, "loss": 2.0}, {"epoch": 2, "loss": 1.0}]), ("nc=2", [{"epoch": 1, "loss": 2.5}])]
+        >>> fig = plot_losses(runs, os.path.join(tempfile.mkdtemp(), "losses.png"))
+        >>> [line.get_label() for line in fig.axes[0].get_lines()]
+        ['plain', 'nc=2']
+    """
+    if not runs:
+        raise ValueError("runs: expected at least one (label, history) pair, got none")
+    for label, history in runs:
+        if not history:
+            raise ValueError(f"runs: run {label!r} has an empty history")
+        for k, entry in enumerate(history):
+            if "epoch" not in entry or "loss" not in entry:
+                raise ValueError(f"runs: entry {k} of run {label!r} lacks 'epoch' or 'loss' (keys {sorted(entry)})")
+    path = _check_png(path)
+    fig = Figure(figsize=(7, 4.5), layout="constrained")
+    ax = fig.subplots()
+    for label, history in runs:
+        ax.plot([e["epoch"] for e in history], [e["loss"] for e in history], label=label)
+    ax.set_yscale("log")
+    ax.set_xlabel("epoch")
+    ax.set_ylabel("loss")
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize="small")
     if title is not None:
         fig.suptitle(title)
     fig.savefig(path, dpi=DPI)

@@ -13,7 +13,7 @@ import torch
 import hypermc.embed.plot as plot
 from hypermc.data import Graph
 from hypermc.embed import embed_tree, spanning_tree
-from hypermc.embed.plot import hierarchy_edges, plot_curve, plot_embedding
+from hypermc.embed.plot import hierarchy_edges, plot_curve, plot_embedding, plot_losses
 from hypermc.manifolds import Euclidean, Lorentz, PoincareBall, PoincareHalfspace, convert
 from hypermc.mcf import MCTensor, from_mpmath
 from tests.embed.helpers import tree_closure
@@ -219,3 +219,23 @@ def test_bad_curves(tmp_path):
         plot_curve([1], png)
     with pytest.raises(ValueError, match="path: expected a file name ending in .png, got 'c.pdf'"):
         plot_curve([{"epoch": 1, "map": 1.0, "mean_rank": 1.0}], "c.pdf")
+
+
+def test_loss_curves_of_several_runs(tmp_path):
+    plain = [{"epoch": e, "loss": 1.0 / e} for e in range(1, 6)]
+    runs = [("plain", plain), ("nc=2", [{"epoch": 1, "loss": 2.0}, {"epoch": 3, "loss": 0.5}])]
+    path = tmp_path / "losses.png"
+    fig = plot_losses(runs, path, title="toy")
+    _assert_png(path)
+    lines = fig.axes[0].get_lines()
+    assert [line.get_label() for line in lines] == ["plain", "nc=2"]
+    assert list(lines[1].get_xdata()) == [1, 3] and list(lines[1].get_ydata()) == [2.0, 0.5]
+    assert fig.axes[0].get_yscale() == "log"
+    with pytest.raises(ValueError, match="runs: expected at least one"):
+        plot_losses([], path)
+    with pytest.raises(ValueError, match="runs: run 'x' has an empty history"):
+        plot_losses([("x", [])], path)
+    with pytest.raises(ValueError, match=r"runs: entry 0 of run 'x' lacks 'epoch' or 'loss' \(keys \['epoch'\]\)"):
+        plot_losses([("x", [{"epoch": 1}])], path)
+    with pytest.raises(ValueError, match="path: expected a file name ending in .png"):
+        plot_losses(runs, tmp_path / "c.pdf")
