@@ -83,7 +83,7 @@ class PoincareBall(Manifold):
         """
         self._check("dist", x=x, y=y)
         self._check_on("dist", check, x=x, y=y)
-        return self._keep("dist", B.dist(x, y, self.c), keepdim)
+        return self._keep("dist", B.dist(x, y, c=self.c), keepdim)
 
     def dist0(self, x: torch.Tensor, *, keepdim: bool = False, check: bool = True) -> torch.Tensor:
         """Distance from the origin; see :func:`.math.ball.dist0`. ``check``: see :mod:`.base`.
@@ -97,7 +97,7 @@ class PoincareBall(Manifold):
         """
         self._check("dist0", x=x)
         self._check_on("dist0", check, x=x)
-        return self._keep("dist0", B.dist0(x, self.c), keepdim)
+        return self._keep("dist0", B.dist0(x, c=self.c), keepdim)
 
     def expmap(self, x: torch.Tensor, u: torch.Tensor, *, check: bool = True) -> torch.Tensor:
         """Exponential map; see :func:`.math.ball.expmap`. ``check``: see :mod:`.base`.
@@ -113,7 +113,7 @@ class PoincareBall(Manifold):
         """
         self._check("expmap", x=x, u=u)
         self._check_on("expmap", check, x=x)
-        return self.projx(B.expmap(x, u, self.c))
+        return self.projx(B.expmap(x, u, c=self.c))
 
     def logmap(self, x: torch.Tensor, y: torch.Tensor, *, check: bool = True) -> torch.Tensor:
         """Logarithmic map; see :func:`.math.ball.logmap`. ``check``: see :mod:`.base`.
@@ -127,7 +127,7 @@ class PoincareBall(Manifold):
         """
         self._check("logmap", x=x, y=y)
         self._check_on("logmap", check, x=x, y=y)
-        return B.logmap(x, y, self.c)
+        return B.logmap(x, y, c=self.c)
 
     def expmap0(self, u: torch.Tensor) -> torch.Tensor:
         """``expmap(0, u)``; see :func:`.math.ball.expmap0`.
@@ -141,7 +141,7 @@ class PoincareBall(Manifold):
             (40.0, False)
         """
         self._check("expmap0", u=u)
-        return self.projx(B.expmap0(u, self.c))
+        return self.projx(B.expmap0(u, c=self.c))
 
     def logmap0(self, y: torch.Tensor, *, check: bool = True) -> torch.Tensor:
         """``logmap(0, y)``; see :func:`.math.ball.logmap0`. ``check``: see :mod:`.base`.
@@ -156,7 +156,7 @@ class PoincareBall(Manifold):
         """
         self._check("logmap0", y=y)
         self._check_on("logmap0", check, y=y)
-        return B.logmap0(y, self.c)
+        return B.logmap0(y, c=self.c)
 
     def retr(self, x: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
         """Retraction ``projx(x + u)``.
@@ -183,7 +183,7 @@ class PoincareBall(Manifold):
             (0.8, 0.8)
         """
         self._check("transp", x=x, y=y, v=v)
-        return B.transp(x, y, v, self.c)
+        return B.transp(x, y, v, c=self.c)
 
     def inner(self, x: torch.Tensor, u: torch.Tensor, v: torch.Tensor | None = None, *, keepdim: bool = False) -> torch.Tensor:
         """``<u, v>_x = lambda_x^2 <u, v>`` (``v`` defaults to ``u``).
@@ -199,7 +199,7 @@ class PoincareBall(Manifold):
         """
         v = u if v is None else v
         self._check("inner", x=x, u=u, v=v)
-        return B.inner(x, u, v, self.c, check_bool("PoincareBall.inner", "keepdim", keepdim))
+        return B.inner(x, u, v, c=self.c, keepdim=check_bool("PoincareBall.inner", "keepdim", keepdim))
 
     def norm(self, x: torch.Tensor, u: torch.Tensor, *, keepdim: bool = False) -> torch.Tensor:
         """``|u|_x = lambda_x |u|``.
@@ -211,7 +211,7 @@ class PoincareBall(Manifold):
             (0.6, 0.8)
         """
         self._check("norm", x=x, u=u)
-        return B.norm(x, u, self.c, check_bool("PoincareBall.norm", "keepdim", keepdim))
+        return B.norm(x, u, c=self.c, keepdim=check_bool("PoincareBall.norm", "keepdim", keepdim))
 
     def projx(self, x: torch.Tensor) -> torch.Tensor:
         """Pull points beyond the MC range (or outside the ball) back to its edge; see
@@ -229,7 +229,7 @@ class PoincareBall(Manifold):
             (92.796551, 69.314718)
         """
         self._check("projx", x=x)
-        return B.projx(x, self.c, EDGE_MARGIN_BITS)
+        return B.projx(x, c=self.c, margin_bits=EDGE_MARGIN_BITS)
 
     def proju(self, x: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
         """Every vector is tangent: returns ``u``.
@@ -254,7 +254,7 @@ class PoincareBall(Manifold):
             True
         """
         self._check("egrad2rgrad", x=x, g=g)
-        return B.egrad2rgrad(x, g, self.c)
+        return B.egrad2rgrad(x, g, c=self.c)
 
     def dist_batch(
         self,
@@ -275,7 +275,7 @@ class PoincareBall(Manifold):
             ([1.098612289, 2.451939429], 2.451939429)
         """
         self._check_batch(rows, ia, ib, leaf, cache)
-        return batch.ball(rows, ia, ib, self.c, leaf=leaf, cache=cache)
+        return batch.ball(rows, ia, ib, c=self.c, leaf=leaf, cache=cache)
 
     def mobius_add(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         """Möbius addition ``x ⊕ y``; see :func:`.math.ball.mobius_add`.
@@ -289,7 +289,7 @@ class PoincareBall(Manifold):
             True
         """
         self._check("mobius_add", x=x, y=y)
-        return self.projx(B.mobius_add(x, y, self.c))
+        return self.projx(B.mobius_add(x, y, c=self.c))
 
     def mobius_scalar_mul(self, r: float | torch.Tensor, x: torch.Tensor) -> torch.Tensor:
         """Möbius scalar multiplication ``r ⊗ x``; see :func:`.math.ball.mobius_scalar_mul`.
@@ -302,7 +302,7 @@ class PoincareBall(Manifold):
             (3.295836866, 3.295836866)
         """
         self._check("mobius_scalar_mul", x=x)
-        return self.projx(B.mobius_scalar_mul(r, x, self.c))
+        return self.projx(B.mobius_scalar_mul(r, x, c=self.c))
 
     def mobius_matvec(self, m: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
         """Möbius matrix-vector product ``M ⊗ x`` (``Mx = x @ m.T``); see
@@ -321,7 +321,7 @@ class PoincareBall(Manifold):
             raise ValueError(f"PoincareBall.mobius_matvec: m must be a matrix (out, {x.shape[-1]}); got shape {tuple(m.shape)}")
         if m.dtype != x.dtype:
             raise TypeError(f"PoincareBall.mobius_matvec: m has dtype {m.dtype} but x has {x.dtype}")
-        return self.projx(B.mobius_matvec(m, x, self.c))
+        return self.projx(B.mobius_matvec(m, x, c=self.c))
 
     # -------------------------------------------------------------- helpers
 
@@ -332,7 +332,7 @@ class PoincareBall(Manifold):
         return u / 2  # lambda_0 = 2
 
     def _check_values(self, x: torch.Tensor, atol: float | None) -> tuple[bool, str | None]:
-        d = B.deficit(x, self.c)
+        d = B.deficit(x, c=self.c)
         bad = common.lead(d) <= 0
         if bool(bad.any()):
             return False, _reason(f"norm >= 1/sqrt(c) = {self.c**-0.5:g} (outside the ball)", bad)

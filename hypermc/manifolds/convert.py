@@ -53,12 +53,12 @@ def _check(x: torch.Tensor, where: str, min_dim: int = 1, arg: str = "x") -> Non
 
 
 def _scale(x: torch.Tensor, c: float, power: float) -> torch.Tensor:
-    return common.scale_c(x, c, power)
+    return common.scale_c(x, c=c, power=power)
 
 
 def _ball_to_halfspace_unit(b: torch.Tensor, c: float) -> torch.Tensor:
     # D_b of the unit-ball point sqrt(c) b equals 1 - c|b|^2
-    d = common.deficit(b, c, keepdim=True)
+    d = common.deficit(b, c=c, keepdim=True)
     bu = _scale(b, c, 0.5)
     bb, bn = bu[..., :-1], bu[..., -1:]
     one_minus = 1 - bn
@@ -139,7 +139,7 @@ def ball_to_lorentz(b: torch.Tensor, *, curvature: float | torch.Tensor = -1.0) 
     """
     _check(b, "ball_to_lorentz", arg="b")
     c = curvature_to_c(curvature, "ball_to_lorentz")
-    d = common.deficit(b, c, keepdim=True)
+    d = common.deficit(b, c=c, keepdim=True)
     x0 = _scale(2 / d - 1, c, -0.5)
     return torch.cat([x0, 2 * b / d], dim=-1)
 

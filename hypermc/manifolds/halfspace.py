@@ -72,7 +72,7 @@ class PoincareHalfspace(Manifold):
         """
         self._check("dist", x=x, y=y)
         self._check_on("dist", check, x=x, y=y)
-        return self._keep("dist", H.dist(x, y, self.c), keepdim)
+        return self._keep("dist", H.dist(x, y, c=self.c), keepdim)
 
     def dist0(self, x: torch.Tensor, *, keepdim: bool = False, check: bool = True) -> torch.Tensor:
         """Distance from the origin ``(0, ..., 0, 1)``. ``check``: see :mod:`.base`.
@@ -87,7 +87,7 @@ class PoincareHalfspace(Manifold):
         """
         self._check("dist0", x=x)
         self._check_on("dist0", check, x=x)
-        return self._keep("dist0", H.dist(self._origin_like(x), x, self.c), keepdim)
+        return self._keep("dist0", H.dist(self._origin_like(x), x, c=self.c), keepdim)
 
     def expmap(self, x: torch.Tensor, u: torch.Tensor, *, check: bool = True) -> torch.Tensor:
         """Exponential map; see :func:`.math.halfspace.expmap`. ``check``: see :mod:`.base`.
@@ -195,7 +195,7 @@ class PoincareHalfspace(Manifold):
         """
         v = u if v is None else v
         self._check("inner", x=x, u=u, v=v)
-        return H.inner(x, u, v, self.c, check_bool("PoincareHalfspace.inner", "keepdim", keepdim))
+        return H.inner(x, u, v, c=self.c, keepdim=check_bool("PoincareHalfspace.inner", "keepdim", keepdim))
 
     def norm(self, x: torch.Tensor, u: torch.Tensor, *, keepdim: bool = False) -> torch.Tensor:
         """``|u|_x = |u| / (sqrt(c) x_n)``.
@@ -209,7 +209,7 @@ class PoincareHalfspace(Manifold):
             5.0
         """
         self._check("norm", x=x, u=u)
-        return H.norm(x, u, self.c, check_bool("PoincareHalfspace.norm", "keepdim", keepdim))
+        return H.norm(x, u, c=self.c, keepdim=check_bool("PoincareHalfspace.norm", "keepdim", keepdim))
 
     def projx(self, x: torch.Tensor) -> torch.Tensor:
         """Raise heights below the smallest normal number to it (idempotent).
@@ -250,7 +250,7 @@ class PoincareHalfspace(Manifold):
             [1e-200, 2e-200]
         """
         self._check("egrad2rgrad", x=x, g=g)
-        return H.egrad2rgrad(x, g, self.c)
+        return H.egrad2rgrad(x, g, c=self.c)
 
     def dist_batch(
         self,
@@ -272,7 +272,7 @@ class PoincareHalfspace(Manifold):
             ([0.693147, 46.744849, 46.967993], True)
         """
         self._check_batch(rows, ia, ib, leaf, cache)
-        return batch.halfspace(rows, ia, ib, self.c, leaf=leaf, cache=cache)
+        return batch.halfspace(rows, ia, ib, c=self.c, leaf=leaf, cache=cache)
 
     # -------------------------------------------------------------- helpers
 
@@ -286,7 +286,7 @@ class PoincareHalfspace(Manifold):
         return out
 
     def _origin_tangent(self, u: torch.Tensor) -> torch.Tensor:
-        return common.scale_c(u, self.c, 0.5)
+        return common.scale_c(u, c=self.c, power=0.5)
 
     def _check_values(self, x: torch.Tensor, atol: float | None) -> tuple[bool, str | None]:
         bad = common.lead(x[..., -1]) <= 0

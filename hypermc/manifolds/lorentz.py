@@ -76,7 +76,7 @@ class Lorentz(Manifold):
         """
         self._check("dist", x=x, y=y)
         self._check_on("dist", check, x=x, y=y)
-        return self._keep("dist", L.dist(x, y, self.c), keepdim)
+        return self._keep("dist", L.dist(x, y, c=self.c), keepdim)
 
     def dist0(self, x: torch.Tensor, *, keepdim: bool = False, check: bool = True) -> torch.Tensor:
         """Distance from the origin ``asinh(sqrt(c)|x_bar|) / sqrt(c)``. ``check``: see :mod:`.base`.
@@ -91,7 +91,7 @@ class Lorentz(Manifold):
         """
         self._check("dist0", x=x)
         self._check_on("dist0", check, x=x)
-        return self._keep("dist0", L.dist0(x, self.c), keepdim)
+        return self._keep("dist0", L.dist0(x, c=self.c), keepdim)
 
     def expmap(self, x: torch.Tensor, u: torch.Tensor, *, check: bool = True) -> torch.Tensor:
         """Exponential map; see :func:`.math.lorentz.expmap`. ``check``: see :mod:`.base`.
@@ -106,7 +106,7 @@ class Lorentz(Manifold):
         """
         self._check("expmap", x=x, u=u)
         self._check_on("expmap", check, x=x)
-        return L.expmap(x, u, self.c)
+        return L.expmap(x, u, c=self.c)
 
     def logmap(self, x: torch.Tensor, y: torch.Tensor, *, check: bool = True) -> torch.Tensor:
         """Logarithmic map; see :func:`.math.lorentz.logmap`. ``check``: see :mod:`.base`.
@@ -121,7 +121,7 @@ class Lorentz(Manifold):
         """
         self._check("logmap", x=x, y=y)
         self._check_on("logmap", check, x=x, y=y)
-        return L.logmap(x, y, self.c)
+        return L.logmap(x, y, c=self.c)
 
     def expmap0(self, u: torch.Tensor) -> torch.Tensor:
         """``expmap(origin, u)``; see :func:`.math.lorentz.expmap0`.
@@ -135,7 +135,7 @@ class Lorentz(Manifold):
             (1.0, True)
         """
         self._check("expmap0", u=u)
-        return L.expmap0(u, self.c)
+        return L.expmap0(u, c=self.c)
 
     def logmap0(self, y: torch.Tensor, *, check: bool = True) -> torch.Tensor:
         """``logmap(origin, y)``; see :func:`.math.lorentz.logmap0`. ``check``: see :mod:`.base`.
@@ -150,7 +150,7 @@ class Lorentz(Manifold):
         """
         self._check("logmap0", y=y)
         self._check_on("logmap0", check, y=y)
-        return L.logmap0(y, self.c)
+        return L.logmap0(y, c=self.c)
 
     def retr(self, x: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
         """Retraction ``projx(x + u)``.
@@ -179,7 +179,7 @@ class Lorentz(Manifold):
             (True, True)
         """
         self._check("transp", x=x, y=y, v=v)
-        return L.transp(x, y, v, self.c)
+        return L.transp(x, y, v, c=self.c)
 
     def inner(self, x: torch.Tensor, u: torch.Tensor, v: torch.Tensor | None = None, *, keepdim: bool = False) -> torch.Tensor:
         """Minkowski product ``<u, v>_L`` of tangent vectors (``v`` defaults to ``u``).
@@ -195,7 +195,7 @@ class Lorentz(Manifold):
         """
         v = u if v is None else v
         self._check("inner", x=x, u=u, v=v)
-        return L.inner(x, u, v, self.c, check_bool("Lorentz.inner", "keepdim", keepdim))
+        return L.inner(x, u, v, c=self.c, keepdim=check_bool("Lorentz.inner", "keepdim", keepdim))
 
     def norm(self, x: torch.Tensor, u: torch.Tensor, *, keepdim: bool = False) -> torch.Tensor:
         """``sqrt(<u, u>_L)`` (0 where rounding makes it negative).
@@ -209,7 +209,7 @@ class Lorentz(Manifold):
             1.0
         """
         self._check("norm", x=x, u=u)
-        return L.norm(x, u, self.c, check_bool("Lorentz.norm", "keepdim", keepdim))
+        return L.norm(x, u, c=self.c, keepdim=check_bool("Lorentz.norm", "keepdim", keepdim))
 
     def projx(self, x: torch.Tensor) -> torch.Tensor:
         """``(sqrt(1/c + |x_bar|^2), x_bar)``; see :func:`.math.lorentz.projx`.
@@ -224,7 +224,7 @@ class Lorentz(Manifold):
             (25.25, -0.25)
         """
         self._check("projx", x=x)
-        return L.projx(x, self.c)
+        return L.projx(x, c=self.c)
 
     def proju(self, x: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
         """``u + c <x, u>_L x``; see :func:`.math.lorentz.proju`.
@@ -239,7 +239,7 @@ class Lorentz(Manifold):
             (True, True)
         """
         self._check("proju", x=x, u=u)
-        return L.proju(x, u, self.c)
+        return L.proju(x, u, c=self.c)
 
     def egrad2rgrad(self, x: torch.Tensor, g: torch.Tensor) -> torch.Tensor:
         """Riemannian gradient ``proju(x, J g)``, ``J = diag(-1, 1, ..., 1)``.
@@ -254,7 +254,7 @@ class Lorentz(Manifold):
             True
         """
         self._check("egrad2rgrad", x=x, g=g)
-        return L.egrad2rgrad(x, g, self.c)
+        return L.egrad2rgrad(x, g, c=self.c)
 
     def dist_batch(
         self,
@@ -276,13 +276,13 @@ class Lorentz(Manifold):
             ([1.0, 2.444429], 2.444429)
         """
         self._check_batch(rows, ia, ib, leaf, cache)
-        return batch.lorentz(rows, ia, ib, self.c, leaf=leaf, cache=cache)
+        return batch.lorentz(rows, ia, ib, c=self.c, leaf=leaf, cache=cache)
 
     # -------------------------------------------------------------- helpers
 
     def _origin_values(self, size: tuple[int, ...], dtype: torch.dtype, device: Device) -> torch.Tensor:
         out = torch.zeros(size, dtype=dtype, device=device)
-        out[..., 0] = float(L.origin_time(self.c))
+        out[..., 0] = float(L.origin_time(c=self.c))
         return out
 
     def _origin_tangent(self, u: torch.Tensor) -> torch.Tensor:
@@ -294,7 +294,7 @@ class Lorentz(Manifold):
         if bool(bad.any()):
             return False, _reason("time coordinate x_0 <= 0 (lower sheet or degenerate)", bad)
         xb = common.norm(x[..., 1:])
-        one_c = common.c_power(self.c, -1.0, xb)
+        one_c = common.c_power(c=self.c, power=-1.0, like=xb)
         resid = torch.abs((x0 - xb) * (x0 + xb) - one_c)
         tol = atol if atol is not None else 2.0**CONSTRAINT_MARGIN_BITS * common.unit_roundoff(x)
         bad = common.lead(resid) > tol * common.lead(x0 * x0).abs().clamp_min(1.0)

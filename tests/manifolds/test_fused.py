@@ -53,9 +53,9 @@ def test_distance_and_gradient_agree_with_torch(dtype, nc, c):
         rows = _table(gen, 50, 6, nc, dtype, spread)
         ia = torch.randint(50, (40, 1), generator=gen)
         ib = torch.randint(50, (40, 9), generator=gen)
-        value, grad = fused.agreement(rows, ia, ib, c)
+        value, grad = fused.agreement(rows, ia, ib, c=c)
         assert value <= fused.VALUE_ULPS and grad <= fused.GRAD_ULPS, (spread, value, grad)
-        assert fused.halfspace(rows, ia, ib, c).dtype == dtype
+        assert fused.halfspace(rows, ia, ib, c=c).dtype == dtype
 
 
 @needs_fused
@@ -66,12 +66,12 @@ def test_mc_pairs_equal_in_float64_and_coincident_points():
     rows = batch.components_of(x + hm.mc([[0.0, 0.0], [1e-22, 0.0]], nc=2, dtype=torch.float64))
     ia, ib = torch.tensor([[0], [0]]), torch.tensor([[1, 0], [0, 1]])
     leaf = rows[..., 0].clone().requires_grad_(True)
-    d = fused.halfspace(rows, ia, ib, 1.0, leaf=leaf)
+    d = fused.halfspace(rows, ia, ib, c=1.0, leaf=leaf)
     want = 2 * math.asinh(0.005)
     assert abs(d[0, 0].item() - want) <= 4 * want * 2.0**-52 and d[0, 1].item() == 0.0
     (g,) = torch.autograd.grad(d[0, 1] + d[1, 0], leaf)  # d(x, x) only
     assert torch.equal(g, torch.zeros_like(g))
-    value, grad = fused.agreement(rows, ia, ib, 1.0)
+    value, grad = fused.agreement(rows, ia, ib, c=1.0)
     assert value <= fused.VALUE_ULPS and grad <= fused.GRAD_ULPS
 
 
@@ -86,7 +86,7 @@ def test_agreement_at_every_scale(seed, exponent, nc):
     rows = rows * 10.0**exponent  # a power of ten is not exact, but the rows stay MC numbers
     rows = hm.MCTensor.from_components(rows).components
     ia, ib = torch.randint(12, (6, 1), generator=gen), torch.randint(12, (6, 5), generator=gen)
-    value, grad = fused.agreement(rows, ia, ib, 1.0)
+    value, grad = fused.agreement(rows, ia, ib, c=1.0)
     assert value <= fused.VALUE_ULPS and grad <= fused.GRAD_ULPS
 
 
@@ -102,7 +102,7 @@ def test_backward_is_independent_of_the_thread_count():
         for threads in (1, 2, 3):
             torch.set_num_threads(threads)
             leaf = rows[..., 0].clone().requires_grad_(True)
-            d = fused.halfspace(rows, ia, ib, 1.0, leaf=leaf)
+            d = fused.halfspace(rows, ia, ib, c=1.0, leaf=leaf)
             (g,) = torch.autograd.grad((d * w).sum(), leaf)
             out.append((d, g))
     finally:
@@ -117,9 +117,9 @@ def test_unfused_cases_are_the_torch_path():
     ia, ib = torch.tensor([[0], [2]]), torch.tensor([[1, 2, 3]])
     for rows in (_table(gen, 4, 3, 1, torch.float64, 1), _table(gen, 4, 3, 2, torch.float32, 1).to(torch.float16)):
         leaf = rows[..., 0].clone().requires_grad_(True)
-        d = fused.halfspace(rows, ia, ib, 1.0, leaf=leaf)
+        d = fused.halfspace(rows, ia, ib, c=1.0, leaf=leaf)
         ref_leaf = rows[..., 0].clone().requires_grad_(True)
-        ref = batch.halfspace(rows, ia, ib, 1.0, leaf=ref_leaf)
+        ref = batch.halfspace(rows, ia, ib, c=1.0, leaf=ref_leaf)
         assert torch.equal(d, ref)
         d.sum().backward()
         ref.sum().backward()
@@ -137,7 +137,7 @@ def test_disabled_runs_the_torch_path(monkeypatch):
     gen = torch.Generator().manual_seed(1)
     rows = _table(gen, 5, 3, 2, torch.float64, 1)
     ia, ib = torch.tensor([[0]]), torch.tensor([[1, 2, 3, 4]])
-    assert torch.equal(fused.halfspace(rows, ia, ib, 1.0), batch.halfspace(rows, ia, ib, 1.0))
+    assert torch.equal(fused.halfspace(rows, ia, ib, c=1.0), batch.halfspace(rows, ia, ib, c=1.0))
     comps, u = fused._retr_inputs(torch.float64, 2)
     assert torch.equal(_bits(fused.halfspace_retr(comps, u)), _bits(fused.halfspace_retr_reference(comps, u)))
 
@@ -216,7 +216,7 @@ def test_cuda_tensors_run_the_torch_path():
     out = []
     for fn in (fused.halfspace, batch.halfspace):
         leaf = rows[..., 0].clone().requires_grad_(True)
-        d = fn(rows, ia, ib, 1.0, leaf=leaf)
+        d = fn(rows, ia, ib, c=1.0, leaf=leaf)
         (g,) = torch.autograd.grad(d.sum(), leaf)
         out.append((d, g))
     assert out[0][0].device.type == "cuda" and torch.equal(out[0][0], out[1][0]) and torch.equal(out[0][1], out[1][1])

@@ -39,29 +39,29 @@ __all__ = [
 ]
 
 
-def deficit(x: torch.Tensor, c: float = 1.0, keepdim: bool = False) -> torch.Tensor:
+def deficit(x: torch.Tensor, *, c: float = 1.0, keepdim: bool = False) -> torch.Tensor:
     r"""``D_x = 1 - c |x|^2`` formed at ``nc + 1`` components (see :func:`common.deficit`).
 
     Example:
-        >>> deficit(torch.tensor([0.6, 0.0], dtype=torch.float64)), deficit(torch.tensor([0.25, 0.0], dtype=torch.float64), 4.0)
+        >>> deficit(torch.tensor([0.6, 0.0], dtype=torch.float64)), deficit(torch.tensor([0.25, 0.0], dtype=torch.float64), c=4.0)
         (tensor(0.6400, dtype=torch.float64), tensor(0.7500, dtype=torch.float64))
     """
-    return common.deficit(x, c, keepdim=keepdim)
+    return common.deficit(x, c=c, keepdim=keepdim)
 
 
 def _scale_sqrt_c(z: torch.Tensor, c: float) -> torch.Tensor:
-    return common.scale_c(z, c, 0.5)
+    return common.scale_c(z, c=c, power=0.5)
 
 
 def _scale_inv_sqrt_c(z: torch.Tensor, c: float) -> torch.Tensor:
-    return common.scale_c(z, c, -0.5)
+    return common.scale_c(z, c=c, power=-0.5)
 
 
 def _scale_c(z: torch.Tensor, c: float) -> torch.Tensor:
-    return common.scale_c(z, c, 1.0)
+    return common.scale_c(z, c=c, power=1.0)
 
 
-def dist(x: torch.Tensor, y: torch.Tensor, c: float = 1.0) -> torch.Tensor:
+def dist(x: torch.Tensor, y: torch.Tensor, *, c: float = 1.0) -> torch.Tensor:
     r"""Geodesic distance.
 
     .. math:: d(x, y) = \frac{2}{\sqrt c}\operatorname{asinh}
@@ -88,13 +88,13 @@ def dist(x: torch.Tensor, y: torch.Tensor, c: float = 1.0) -> torch.Tensor:
         >>> round(float(dist(x, y)), 9), float(dist(x.approx(), y.approx()))
         (0.09995838, nan)
     """
-    dx, dy = deficit(x, c), deficit(y, c)
+    dx, dy = deficit(x, c=c), deficit(y, c=c)
     s, k = common.scaled_sqnorm(x - y)
     a = common.ldexp(common.safe_sqrt(_scale_c(s, c) / (dx * dy)), k)
     return _scale_inv_sqrt_c(2 * torch.asinh(a), c)
 
 
-def dist0(x: torch.Tensor, c: float = 1.0) -> torch.Tensor:
+def dist0(x: torch.Tensor, *, c: float = 1.0) -> torch.Tensor:
     r"""Distance from the origin: ``(2 / sqrt c) asinh(sqrt(c) |x| / sqrt(D_x))``
     (= ``2 atanh(sqrt(c)|x|) / sqrt(c)`` without forming ``1 - sqrt(c)|x|``).
 
@@ -106,7 +106,7 @@ def dist0(x: torch.Tensor, c: float = 1.0) -> torch.Tensor:
         92.796551
     """
     s, k = common.scaled_sqnorm(x)
-    a = common.ldexp(common.safe_sqrt(_scale_c(s, c) / deficit(x, c)), k)
+    a = common.ldexp(common.safe_sqrt(_scale_c(s, c) / deficit(x, c=c)), k)
     return _scale_inv_sqrt_c(2 * torch.asinh(a), c)
 
 
@@ -118,7 +118,7 @@ def _mobius_add(x: torch.Tensor, y: torch.Tensor, dx: torch.Tensor, dy: torch.Te
     return (dx * s + q * x) / den, dx * dy / den
 
 
-def mobius_add(x: torch.Tensor, y: torch.Tensor, c: float = 1.0) -> torch.Tensor:
+def mobius_add(x: torch.Tensor, y: torch.Tensor, *, c: float = 1.0) -> torch.Tensor:
     r"""Möbius addition.
 
     .. math:: x \oplus y = \frac{(1 + 2c\langle x,y\rangle + c|y|^2)\,x + D_x\,y}
@@ -138,10 +138,10 @@ def mobius_add(x: torch.Tensor, y: torch.Tensor, c: float = 1.0) -> torch.Tensor
         >>> bool(torch.allclose(mobius_add(-x, mobius_add(x, y)), y)), mobius_add(-x, x)
         (True, tensor([0., 0.], dtype=torch.float64))
     """
-    return _mobius_add(x, y, deficit(x, c, keepdim=True), deficit(y, c, keepdim=True), c)[0]
+    return _mobius_add(x, y, deficit(x, c=c, keepdim=True), deficit(y, c=c, keepdim=True), c)[0]
 
 
-def mobius_scalar_mul(r: float | torch.Tensor, x: torch.Tensor, c: float = 1.0) -> torch.Tensor:
+def mobius_scalar_mul(r: float | torch.Tensor, x: torch.Tensor, *, c: float = 1.0) -> torch.Tensor:
     r"""Möbius scalar multiplication.
 
     .. math:: r \otimes x = \frac{\tanh(r \operatorname{atanh}(\sqrt c |x|))}{\sqrt c|x|}\,x
@@ -157,13 +157,13 @@ def mobius_scalar_mul(r: float | torch.Tensor, x: torch.Tensor, c: float = 1.0) 
         >>> mobius_scalar_mul(2.0, x), mobius_scalar_mul(1.0, x)  # 2 ⊗ x = x ⊕ x
         (tensor([0.8000, 0.0000], dtype=torch.float64), tensor([0.5000, 0.0000], dtype=torch.float64))
     """
-    sd = torch.sqrt(deficit(x, c, keepdim=True))
+    sd = torch.sqrt(deficit(x, c=c, keepdim=True))
     a = _scale_sqrt_c(common.norm(x, keepdim=True), c) / sd
     theta = torch.asinh(a)
     return x * (r * common.tanhc(r * theta) * common.asinhc(a) / sd)
 
 
-def mobius_matvec(m: torch.Tensor, x: torch.Tensor, c: float = 1.0) -> torch.Tensor:
+def mobius_matvec(m: torch.Tensor, x: torch.Tensor, *, c: float = 1.0) -> torch.Tensor:
     r"""Möbius matrix-vector product (HGCN's hyperbolic linear map).
 
     .. math:: M \otimes x = \frac{\tanh\!\left(\frac{|Mx|}{|x|}\operatorname{atanh}(\sqrt c|x|)\right)}
@@ -184,14 +184,14 @@ def mobius_matvec(m: torch.Tensor, x: torch.Tensor, c: float = 1.0) -> torch.Ten
         tensor([[0.5000, 0.0000, 0.0000]], dtype=torch.float64)
     """
     mx = torch.matmul(x, m.transpose(-1, -2))
-    sd = torch.sqrt(deficit(x, c, keepdim=True))
+    sd = torch.sqrt(deficit(x, c=c, keepdim=True))
     a = _scale_sqrt_c(common.norm(x, keepdim=True), c) / sd
     ratio = common.asinhc(a) / sd  # theta / (sqrt(c) |x|)
     rtheta = _scale_sqrt_c(common.norm(mx, keepdim=True), c) * ratio
     return mx * (common.tanhc(rtheta) * ratio)
 
 
-def expmap(x: torch.Tensor, u: torch.Tensor, c: float = 1.0) -> torch.Tensor:
+def expmap(x: torch.Tensor, u: torch.Tensor, *, c: float = 1.0) -> torch.Tensor:
     r"""Exponential map.
 
     .. math:: \exp_x(u) = x \oplus \left(\tanh\!\left(\frac{\sqrt c\,\lambda_x |u|}{2}\right)
@@ -209,7 +209,7 @@ def expmap(x: torch.Tensor, u: torch.Tensor, c: float = 1.0) -> torch.Tensor:
         >>> round(float(dist(x, expmap(x, u))), 9), round(float(norm(x, u)), 9)  # 2 |u| / D_x
         (0.8, 0.8)
     """
-    dx = deficit(x, c, keepdim=True)
+    dx = deficit(x, c=c, keepdim=True)
     r = 1 / dx
     z = _scale_sqrt_c(common.norm(u, keepdim=True), c) * r
     v = u * (common.tanhc(z) * r)
@@ -219,7 +219,7 @@ def expmap(x: torch.Tensor, u: torch.Tensor, c: float = 1.0) -> torch.Tensor:
     return (dx * s + q * x) / (dx * sech2 + q)
 
 
-def expmap0(u: torch.Tensor, c: float = 1.0) -> torch.Tensor:
+def expmap0(u: torch.Tensor, *, c: float = 1.0) -> torch.Tensor:
     r"""``expmap(0, u) = tanh(sqrt(c)|u|) u / (sqrt(c)|u|)``.
 
     Example:
@@ -234,7 +234,7 @@ def expmap0(u: torch.Tensor, c: float = 1.0) -> torch.Tensor:
 
 def _log_parts(x: torch.Tensor, y: torch.Tensor, c: float) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
     """(delta, w, theta): ``w = (-x) ⊕ y`` and ``theta = sqrt(c) d(x, y) / 2``."""
-    dx, dy = deficit(x, c, keepdim=True), deficit(y, c, keepdim=True)
+    dx, dy = deficit(x, c=c, keepdim=True), deficit(y, c=c, keepdim=True)
     delta = y - x
     rho = common.norm(delta, keepdim=True)
     q = _scale_c(rho * rho, c)
@@ -243,7 +243,7 @@ def _log_parts(x: torch.Tensor, y: torch.Tensor, c: float) -> tuple[torch.Tensor
     return delta, w, theta, dx, dy
 
 
-def logmap(x: torch.Tensor, y: torch.Tensor, c: float = 1.0) -> torch.Tensor:
+def logmap(x: torch.Tensor, y: torch.Tensor, *, c: float = 1.0) -> torch.Tensor:
     r"""Logarithmic map.
 
     .. math:: \log_x y = \frac{2}{\sqrt c\,\lambda_x}\operatorname{atanh}(\sqrt c|w|)
@@ -264,7 +264,7 @@ def logmap(x: torch.Tensor, y: torch.Tensor, c: float = 1.0) -> torch.Tensor:
     return w * (dx * common.x_over_tanh(theta))
 
 
-def logmap0(y: torch.Tensor, c: float = 1.0) -> torch.Tensor:
+def logmap0(y: torch.Tensor, *, c: float = 1.0) -> torch.Tensor:
     r"""``logmap(0, y) = atanh(sqrt(c)|y|) y / (sqrt(c)|y|)`` with ``atanh`` as ``asinh`` of
     ``sqrt(c)|y| / sqrt(D_y)``.
 
@@ -275,12 +275,12 @@ def logmap0(y: torch.Tensor, c: float = 1.0) -> torch.Tensor:
         >>> round(float(logmap0(expmap0(u))[0]), 9)  # the point at radius 40 round-trips
         20.0
     """
-    sd = torch.sqrt(deficit(y, c, keepdim=True))
+    sd = torch.sqrt(deficit(y, c=c, keepdim=True))
     a = _scale_sqrt_c(common.norm(y, keepdim=True), c) / sd
     return y * (common.asinhc(a) / sd)
 
 
-def transp(x: torch.Tensor, y: torch.Tensor, v: torch.Tensor, c: float = 1.0) -> torch.Tensor:
+def transp(x: torch.Tensor, y: torch.Tensor, v: torch.Tensor, *, c: float = 1.0) -> torch.Tensor:
     r"""Parallel transport along the geodesic from ``x`` to ``y``.
 
     .. math:: P_{x\to y} v = \frac{\lambda_x}{\lambda_y} R v = \frac{D_y}{D_x} R v
@@ -301,7 +301,7 @@ def transp(x: torch.Tensor, y: torch.Tensor, v: torch.Tensor, c: float = 1.0) ->
         >>> bool(torch.allclose(transp(x, y, logmap(x, y)), -logmap(y, x)))
         True
     """
-    dx, dy = deficit(x, c, keepdim=True), deficit(y, c, keepdim=True)
+    dx, dy = deficit(x, c=c, keepdim=True), deficit(y, c=c, keepdim=True)
     delta = y - x
     rho = common.norm(delta, keepdim=True)
     inv = common.safe_reciprocal(rho)
@@ -309,7 +309,7 @@ def transp(x: torch.Tensor, y: torch.Tensor, v: torch.Tensor, c: float = 1.0) ->
     return common.conformal_transp(delta * inv, common.normalize(w), v, dy / dx)
 
 
-def inner(x: torch.Tensor, u: torch.Tensor, v: torch.Tensor, c: float = 1.0, keepdim: bool = False) -> torch.Tensor:
+def inner(x: torch.Tensor, u: torch.Tensor, v: torch.Tensor, *, c: float = 1.0, keepdim: bool = False) -> torch.Tensor:
     r"""``<u, v>_x = lambda_x^2 <u, v> = 4 <u, v> / D_x^2``.
 
     Example:
@@ -317,28 +317,28 @@ def inner(x: torch.Tensor, u: torch.Tensor, v: torch.Tensor, c: float = 1.0, kee
         >>> inner(x, u, u), inner(x[None], u[None], u[None], keepdim=True)  # 4 * 0.09 / 0.75^2
         (tensor(0.6400, dtype=torch.float64), tensor([[0.6400]], dtype=torch.float64))
     """
-    dx = deficit(x, c, keepdim=keepdim)
+    dx = deficit(x, c=c, keepdim=keepdim)
     return 4 * common.dot(u, v, keepdim=keepdim) / (dx * dx)
 
 
-def norm(x: torch.Tensor, u: torch.Tensor, c: float = 1.0, keepdim: bool = False) -> torch.Tensor:
+def norm(x: torch.Tensor, u: torch.Tensor, *, c: float = 1.0, keepdim: bool = False) -> torch.Tensor:
     r"""``|u|_x = lambda_x |u| = 2 |u| / D_x``.
 
     Example:
         >>> norm(torch.tensor([0.5, 0.0], dtype=torch.float64), torch.tensor([0.0, 0.3], dtype=torch.float64))
         tensor(0.8000, dtype=torch.float64)
     """
-    return 2 * common.norm(u, keepdim=keepdim) / deficit(x, c, keepdim=keepdim)
+    return 2 * common.norm(u, keepdim=keepdim) / deficit(x, c=c, keepdim=keepdim)
 
 
-def egrad2rgrad(x: torch.Tensor, g: torch.Tensor, c: float = 1.0) -> torch.Tensor:
+def egrad2rgrad(x: torch.Tensor, g: torch.Tensor, *, c: float = 1.0) -> torch.Tensor:
     r"""Riemannian gradient ``g / lambda_x^2 = g D_x^2 / 4``.
 
     Example:
         >>> egrad2rgrad(torch.tensor([0.5, 0.0], dtype=torch.float64), torch.tensor([1.0, 0.0], dtype=torch.float64))  # 0.75^2 / 4
         tensor([0.1406, 0.0000], dtype=torch.float64)
     """
-    dx = deficit(x, c, keepdim=True)
+    dx = deficit(x, c=c, keepdim=True)
     return g * (dx * dx / 4)
 
 
@@ -347,7 +347,7 @@ def edge_deficit(x: torch.Tensor, margin_bits: int) -> float:
     return 2.0**margin_bits * common.unit_roundoff(x)
 
 
-def projx(x: torch.Tensor, c: float = 1.0, margin_bits: int = 8) -> torch.Tensor:
+def projx(x: torch.Tensor, *, c: float = 1.0, margin_bits: int = 8) -> torch.Tensor:
     r"""Pull points whose deficit is below half the edge value ``eps = 2^margin_bits u^nc``
     (beyond the MC range, or outside the ball) back to the radius where ``D = eps``;
     others are unchanged, so ``projx`` is idempotent. NaN stays NaN.
@@ -361,7 +361,7 @@ def projx(x: torch.Tensor, c: float = 1.0, margin_bits: int = 8) -> torch.Tensor
         True
     """
     eps = edge_deficit(x, margin_bits)
-    dx = deficit(x, c, keepdim=True)
+    dx = deficit(x, c=c, keepdim=True)
     bad = common.lead(dx) < eps / 2
     if all_true(~bad):  # False while tracing: the general path, no data branch
         return x

@@ -119,7 +119,7 @@ def _plain(rows: torch.Tensor, leaf: torch.Tensor | None) -> torch.Tensor:
 
 
 def halfspace(
-    rows: torch.Tensor, ia: torch.Tensor, ib: torch.Tensor, c: float, *, leaf: torch.Tensor | None = None, cache: dict | None = None
+    rows: torch.Tensor, ia: torch.Tensor, ib: torch.Tensor, *, c: float, leaf: torch.Tensor | None = None, cache: dict | None = None
 ) -> torch.Tensor:
     """Half-space distances ``d(rows[ia], rows[ib])`` (arguments: :meth:`Manifold.dist_batch`).
 
@@ -130,14 +130,14 @@ def halfspace(
         >>> x = hm.mc([[1.0, 1e-20], [1.0, 1e-20]], nc=2, dtype=torch.float64)
         >>> rows = components_of(x + hm.mc([[0.0, 0.0], [1e-22, 0.0]], nc=2, dtype=torch.float64))
         >>> ia, ib = torch.tensor([0]), torch.tensor([1])
-        >>> round(float(halfspace(rows, ia, ib, 1.0)), 12), float(halfspace(rows[..., :1], ia, ib, 1.0))
+        >>> round(float(halfspace(rows, ia, ib, c=1.0)), 12), float(halfspace(rows[..., :1], ia, ib, c=1.0))
         (0.009999958334, 0.0)
 
         With ``leaf`` (the leading components, requiring grad) the distances are
         differentiable with respect to the rows:
 
         >>> leaf = rows[..., 0].clone().requires_grad_()
-        >>> halfspace(rows, ia, ib, 1.0, leaf=leaf).sum().backward()
+        >>> halfspace(rows, ia, ib, c=1.0, leaf=leaf).sum().backward()
         >>> leaf.grad.shape
         torch.Size([2, 2])
     """
@@ -154,21 +154,21 @@ def _ball_deficit(rows: torch.Tensor, leaf: torch.Tensor | None, c: float) -> to
     p = _plain(rows, leaf)
     with torch.no_grad():
         if rows.shape[-1] == 1:
-            exact = common.deficit(rows[..., 0], c)
+            exact = common.deficit(rows[..., 0], c=c)
         else:
-            exact = cast(MCTensor, common.deficit(MCTensor.from_components(rows), c)).components[..., 0]
+            exact = cast(MCTensor, common.deficit(MCTensor.from_components(rows), c=c)).components[..., 0]
     return _exact(lambda: 1.0 - c * (p * p).sum(-1), exact, leaf)
 
 
 def ball(
-    rows: torch.Tensor, ia: torch.Tensor, ib: torch.Tensor, c: float, *, leaf: torch.Tensor | None = None, cache: dict | None = None
+    rows: torch.Tensor, ia: torch.Tensor, ib: torch.Tensor, *, c: float, leaf: torch.Tensor | None = None, cache: dict | None = None
 ) -> torch.Tensor:
     """Ball distances ``d(rows[ia], rows[ib])``; ``cache`` keeps the per-row deficits.
 
     Example:
         >>> rows = components_of(hm.mc([[0.0, 0.0], [0.5, 0.0], [0.0, -0.5]], nc=2, dtype=torch.float64))
         >>> cache = {}
-        >>> d = ball(rows, torch.tensor([0, 1]), torch.tensor([1, 2]), 1.0, cache=cache)
+        >>> d = ball(rows, torch.tensor([0, 1]), torch.tensor([1, 2]), c=1.0, cache=cache)
         >>> [round(v, 6) for v in d.tolist()], sorted(cache)  # ln 3, then d((.5, 0), (0, -.5))
         ([1.098612, 1.6807], ['deficit'])
     """
@@ -192,7 +192,7 @@ def _minkowski(u: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
 
 
 def lorentz(
-    rows: torch.Tensor, ia: torch.Tensor, ib: torch.Tensor, c: float, *, leaf: torch.Tensor | None = None, cache: dict | None = None
+    rows: torch.Tensor, ia: torch.Tensor, ib: torch.Tensor, *, c: float, leaf: torch.Tensor | None = None, cache: dict | None = None
 ) -> torch.Tensor:
     """Hyperboloid distances ``d(rows[ia], rows[ib])`` (time coordinate first).
 
@@ -206,7 +206,7 @@ def lorentz(
         >>> y = L.expmap0(hm.mc([0.0, 20.001], nc=2, dtype=torch.float64))
         >>> rows = components_of(torch.stack([x, y]))
         >>> ia, ib = torch.tensor([0]), torch.tensor([1])
-        >>> round(float(lorentz(rows, ia, ib, 1.0)), 9), float(lorentz(rows[..., :1], ia, ib, 1.0)) < 1e-100
+        >>> round(float(lorentz(rows, ia, ib, c=1.0)), 9), float(lorentz(rows[..., :1], ia, ib, c=1.0)) < 1e-100
         (0.001, True)
     """
     p = _plain(rows, leaf)
@@ -261,7 +261,7 @@ def generic(
         >>> M = PoincareBall()
         >>> rows = components_of(M.random(5, 2, nc=2, dtype=torch.float64))
         >>> ia, ib = torch.tensor([0, 1, 2]), torch.tensor([3, 4, 0])
-        >>> bool(torch.allclose(generic(M.dist, rows, ia, ib), ball(rows, ia, ib, 1.0), rtol=1e-12))
+        >>> bool(torch.allclose(generic(M.dist, rows, ia, ib), ball(rows, ia, ib, c=1.0), rtol=1e-12))
         True
     """
     with torch.no_grad():

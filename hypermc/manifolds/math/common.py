@@ -138,7 +138,7 @@ def _mc_power(c: float, power: float, dtype: torch.dtype, nc: int, device: str) 
         return from_mpmath([value], nc=nc, dtype=dtype, device=device)[0]
 
 
-def c_power(c: float, power: float, like: torch.Tensor) -> float | torch.Tensor:
+def c_power(*, c: float, power: float, like: torch.Tensor) -> float | torch.Tensor:
     """``c**power`` as an operand for ``like`` (``c`` the curvature magnitude).
 
     A Python float when ``like`` is plain or the value is exact in the component dtype
@@ -146,9 +146,9 @@ def c_power(c: float, power: float, like: torch.Tensor) -> float | torch.Tensor:
     ``like``'s ``nc`` computed with mpmath, so ``sqrt(c)`` keeps ``nc p`` bits.
 
     Example:
-        >>> c_power(4.0, 0.5, torch.ones(1)), c_power(2.0, 0.5, torch.ones(1))
+        >>> c_power(c=4.0, power=0.5, like=torch.ones(1)), c_power(c=2.0, power=0.5, like=torch.ones(1))
         (2.0, 1.4142135623730951)
-        >>> r = c_power(2.0, 0.5, hm.mc([1.0], nc=2, dtype=torch.float64))  # sqrt 2 to 106 bits
+        >>> r = c_power(c=2.0, power=0.5, like=hm.mc([1.0], nc=2, dtype=torch.float64))  # sqrt 2 to 106 bits
         >>> type(r).__name__, r.nc, abs(float(r * r - 2)) < 1e-30
         ('MCTensor', 2, True)
     """
@@ -162,14 +162,14 @@ def c_power(c: float, power: float, like: torch.Tensor) -> float | torch.Tensor:
     return _mc_power(float(c), float(power), like.dtype, like.nc, str(like.device))
 
 
-def scale_c(z: torch.Tensor, c: float, power: float = 1.0) -> torch.Tensor:
+def scale_c(z: torch.Tensor, *, c: float, power: float = 1.0) -> torch.Tensor:
     """``z * c**power`` (nothing to do for ``c = 1``), the constant at MC precision.
 
     Example:
-        >>> scale_c(torch.tensor([3.0]), 4.0, 0.5), scale_c(torch.tensor([3.0]), 4.0, -1.0)
+        >>> scale_c(torch.tensor([3.0]), c=4.0, power=0.5), scale_c(torch.tensor([3.0]), c=4.0, power=-1.0)
         (tensor([6.]), tensor([0.7500]))
     """
-    return z if c == 1.0 else z * c_power(c, power, z)
+    return z if c == 1.0 else z * c_power(c=c, power=power, like=z)
 
 
 def exponent(m: torch.Tensor) -> torch.Tensor:
@@ -516,7 +516,7 @@ def _deficit_mc(func: torch._ops.OpOverload, x: MCTensor, c: float) -> MCTensor:
     return MCTensor(_deficit_components(x.components, c))
 
 
-def deficit(x: torch.Tensor, c: float = 1.0, keepdim: bool = False) -> torch.Tensor:
+def deficit(x: torch.Tensor, *, c: float = 1.0, keepdim: bool = False) -> torch.Tensor:
     """``1 - c |x|^2`` along the last dim, formed from the components at ``nc + 1``.
 
     .. math:: D_c(x) = 1 - c\\,\\lVert x\\rVert^2

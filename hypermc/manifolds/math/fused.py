@@ -290,7 +290,7 @@ def _retr_inputs(dtype: torch.dtype, nc: int) -> tuple[torch.Tensor, torch.Tenso
     return comps, u
 
 
-def agreement(rows: torch.Tensor, ia: torch.Tensor, ib: torch.Tensor, c: float) -> tuple[float, float]:
+def agreement(rows: torch.Tensor, ia: torch.Tensor, ib: torch.Tensor, *, c: float) -> tuple[float, float]:
     """Largest value error (ulps) and gradient error (ulps of the terms' magnitude) of
     :func:`halfspace` against :func:`.batch.halfspace` (for the load check and the tests).
 
@@ -301,7 +301,7 @@ def agreement(rows: torch.Tensor, ia: torch.Tensor, ib: torch.Tensor, c: float) 
 
     Example:
         >>> rows, ia, ib = _check_inputs(torch.float64, 2)
-        >>> value_ulps, grad_ulps = agreement(rows, ia, ib, 1.0)
+        >>> value_ulps, grad_ulps = agreement(rows, ia, ib, c=1.0)
         >>> value_ulps <= VALUE_ULPS and grad_ulps <= GRAD_ULPS
         True
     """
@@ -312,7 +312,7 @@ def agreement(rows: torch.Tensor, ia: torch.Tensor, ib: torch.Tensor, c: float) 
     for fn in (halfspace, batch.halfspace):
         leaf = rows[..., 0].clone().requires_grad_(True)
         with torch.enable_grad():
-            d = fn(rows, ia, ib, c, leaf=leaf)
+            d = fn(rows, ia, ib, c=c, leaf=leaf)
             (g,) = torch.autograd.grad((d * w).sum(), leaf)
         results.append((d.detach(), g))
     (d, g), (d_ref, g_ref) = results
@@ -356,7 +356,7 @@ def _check(lib: ctypes.CDLL, dtype: torch.dtype, nc: int) -> str | None:
     """What of the (dtype, nc) kernels disagrees with the torch path, else None."""
     name = _TYPES[dtype][0]
     rows, ia, ib = _check_inputs(dtype, nc)
-    value, grad = agreement(rows, ia, ib, 1.0)
+    value, grad = agreement(rows, ia, ib, c=1.0)
     if not (value <= VALUE_ULPS and grad <= GRAD_ULPS):
         return f"halfspace {name} nc={nc} (values {value:.1f} ulps, gradients {grad:.1f} ulps)"
     comps, u = _retr_inputs(dtype, nc)
@@ -453,7 +453,7 @@ def _eligible(rows: torch.Tensor, leaf: torch.Tensor | None) -> ctypes.CDLL | No
 
 
 def halfspace(
-    rows: torch.Tensor, ia: torch.Tensor, ib: torch.Tensor, c: float, *, leaf: torch.Tensor | None = None, cache: dict | None = None
+    rows: torch.Tensor, ia: torch.Tensor, ib: torch.Tensor, *, c: float, leaf: torch.Tensor | None = None, cache: dict | None = None
 ) -> torch.Tensor:
     """:func:`.batch.halfspace` by the fused kernels where they apply (module docstring);
     the torch path otherwise.
@@ -467,7 +467,7 @@ def halfspace(
         >>> table = hm.mc([[0.0, 1.0], [0.0, 2.0], [1.0, 1.0]], nc=2, dtype=torch.float64)
         >>> rows = batch.components_of(table)
         >>> leaf = rows[..., 0].clone().requires_grad_()
-        >>> d = halfspace(rows, torch.tensor([[0]]), torch.tensor([[1, 2]]), 1.0, leaf=leaf)
+        >>> d = halfspace(rows, torch.tensor([[0]]), torch.tensor([[1, 2]]), c=1.0, leaf=leaf)
         >>> [round(v, 6) for v in d.flatten().tolist()]  # ln 2, 2 asinh(1/2)
         [0.693147, 0.962424]
         >>> d.sum().backward()
@@ -476,7 +476,7 @@ def halfspace(
     """
     lib = _eligible(rows, leaf)
     if lib is None:
-        return batch.halfspace(rows, ia, ib, c, leaf=leaf, cache=cache)
+        return batch.halfspace(rows, ia, ib, c=c, leaf=leaf, cache=cache)
     shape = torch.broadcast_shapes(ia.shape, ib.shape)
     ia_f = ia.to(torch.int64).expand(shape).reshape(-1).contiguous()
     ib_f = ib.to(torch.int64).expand(shape).reshape(-1).contiguous()

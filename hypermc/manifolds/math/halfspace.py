@@ -46,7 +46,7 @@ def _cat(bar: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
     return torch.cat([bar, t], dim=-1)
 
 
-def dist(x: torch.Tensor, y: torch.Tensor, c: float = 1.0) -> torch.Tensor:
+def dist(x: torch.Tensor, y: torch.Tensor, *, c: float = 1.0) -> torch.Tensor:
     r"""Geodesic distance.
 
     .. math:: d(x, y) = \frac{2}{\sqrt c}\,
@@ -77,7 +77,7 @@ def dist(x: torch.Tensor, y: torch.Tensor, c: float = 1.0) -> torch.Tensor:
     u, hu = _even_scaled(y[..., -1])
     a = common.ldexp(common.safe_sqrt(s / (4 * t * u)), k - ht - hu)
     d = 2 * torch.asinh(a)
-    return common.scale_c(d, c, -0.5)
+    return common.scale_c(d, c=c, power=-0.5)
 
 
 def _even_scaled(t: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -227,7 +227,7 @@ def retr(x: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
     return _cat(x[..., :-1] + u[..., :-1], t * torch.exp(u[..., -1:] / t))
 
 
-def inner(x: torch.Tensor, u: torch.Tensor, v: torch.Tensor, c: float = 1.0, keepdim: bool = False) -> torch.Tensor:
+def inner(x: torch.Tensor, u: torch.Tensor, v: torch.Tensor, *, c: float = 1.0, keepdim: bool = False) -> torch.Tensor:
     r"""Riemannian inner product ``<u, v>_x = <u, v> / (c x_n^2)``.
 
     Example:
@@ -240,10 +240,10 @@ def inner(x: torch.Tensor, u: torch.Tensor, v: torch.Tensor, c: float = 1.0, kee
     """
     t = x[..., -1:]  # u / x_n and v / x_n first: x_n^2 and <u, v> underflow together near the boundary (0 / 0)
     out = common.dot(u / t, v / t, keepdim=keepdim)
-    return common.scale_c(out, c, -1.0)
+    return common.scale_c(out, c=c, power=-1.0)
 
 
-def norm(x: torch.Tensor, u: torch.Tensor, c: float = 1.0, keepdim: bool = False) -> torch.Tensor:
+def norm(x: torch.Tensor, u: torch.Tensor, *, c: float = 1.0, keepdim: bool = False) -> torch.Tensor:
     r"""Riemannian norm ``|u|_x = |u| / (sqrt(c) x_n)``.
 
     Example:
@@ -252,10 +252,10 @@ def norm(x: torch.Tensor, u: torch.Tensor, c: float = 1.0, keepdim: bool = False
     """
     t = x[..., -1:] if keepdim else x[..., -1]
     out = common.norm(u, keepdim=keepdim) / t
-    return common.scale_c(out, c, -0.5)
+    return common.scale_c(out, c=c, power=-0.5)
 
 
-def egrad2rgrad(x: torch.Tensor, g: torch.Tensor, c: float = 1.0) -> torch.Tensor:
+def egrad2rgrad(x: torch.Tensor, g: torch.Tensor, *, c: float = 1.0) -> torch.Tensor:
     r"""Riemannian gradient ``c x_n^2 g`` of a Euclidean gradient ``g``.
 
     Example:
@@ -264,7 +264,7 @@ def egrad2rgrad(x: torch.Tensor, g: torch.Tensor, c: float = 1.0) -> torch.Tenso
     """
     t = x[..., -1:]
     out = g * (t * t)
-    return common.scale_c(out, c, 1.0)
+    return common.scale_c(out, c=c, power=1.0)
 
 
 def projx(x: torch.Tensor) -> torch.Tensor:

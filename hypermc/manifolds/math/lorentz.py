@@ -42,7 +42,7 @@ __all__ = [
 
 def _mul_c(z: torch.Tensor, c: float, power: float = 1.0) -> torch.Tensor:
     """``z * c**power`` with the constant at MC precision (nothing for c = 1)."""
-    return common.scale_c(z, c, power)
+    return common.scale_c(z, c=c, power=power)
 
 
 def minkowski(u: torch.Tensor, v: torch.Tensor, keepdim: bool = False) -> torch.Tensor:
@@ -77,7 +77,7 @@ def sqdist_l(delta: torch.Tensor, keepdim: bool = False) -> torch.Tensor:
     return out if keepdim else out[..., 0]
 
 
-def dist(x: torch.Tensor, y: torch.Tensor, c: float = 1.0) -> torch.Tensor:
+def dist(x: torch.Tensor, y: torch.Tensor, *, c: float = 1.0) -> torch.Tensor:
     r"""Geodesic distance.
 
     .. math:: d(x, y) = \frac{1}{\sqrt c}\operatorname{acosh}(-c\langle x, y\rangle_L)
@@ -98,7 +98,7 @@ def dist(x: torch.Tensor, y: torch.Tensor, c: float = 1.0) -> torch.Tensor:
     return _mul_c(2 * torch.asinh(n / 2), c, -0.5)
 
 
-def dist0(x: torch.Tensor, c: float = 1.0) -> torch.Tensor:
+def dist0(x: torch.Tensor, *, c: float = 1.0) -> torch.Tensor:
     r"""Distance from the origin ``asinh(sqrt(c) |x_bar|) / sqrt(c)`` (spatial part only).
 
     Example:
@@ -111,7 +111,7 @@ def dist0(x: torch.Tensor, c: float = 1.0) -> torch.Tensor:
     return _mul_c(torch.asinh(_mul_c(common.norm(x[..., 1:]), c, 0.5)), c, -0.5)
 
 
-def projx(x: torch.Tensor, c: float = 1.0) -> torch.Tensor:
+def projx(x: torch.Tensor, *, c: float = 1.0) -> torch.Tensor:
     r"""Recompute the time coordinate: ``(sqrt(1/c + |x_bar|^2), x_bar)``.
 
     Idempotent up to rounding; maps every finite ``x`` onto the upper sheet.
@@ -128,18 +128,18 @@ def projx(x: torch.Tensor, c: float = 1.0) -> torch.Tensor:
     return torch.cat([torch.sqrt(one_c + s), xb], dim=-1)
 
 
-def origin_time(c: float = 1.0) -> mpmath.mpf:
+def origin_time(*, c: float = 1.0) -> mpmath.mpf:
     """``1 / sqrt(c)``, the time coordinate of the origin (an mpmath number at mpmath's
     working precision).
 
     Example:
-        >>> origin_time(4.0), origin_time(1.0)
+        >>> origin_time(c=4.0), origin_time(c=1.0)
         (mpf('0.5'), mpf('1.0'))
     """
     return 1 / mpmath.sqrt(c)
 
 
-def proju(x: torch.Tensor, u: torch.Tensor, c: float = 1.0) -> torch.Tensor:
+def proju(x: torch.Tensor, u: torch.Tensor, *, c: float = 1.0) -> torch.Tensor:
     r"""Minkowski-orthogonal projection onto the tangent space:
     ``u + c <x, u>_L x``. Idempotent; ``<x, proju(x, u)>_L = 0``.
 
@@ -154,7 +154,7 @@ def proju(x: torch.Tensor, u: torch.Tensor, c: float = 1.0) -> torch.Tensor:
     return u + _mul_c(minkowski(x, u, keepdim=True), c) * x
 
 
-def egrad2rgrad(x: torch.Tensor, g: torch.Tensor, c: float = 1.0) -> torch.Tensor:
+def egrad2rgrad(x: torch.Tensor, g: torch.Tensor, *, c: float = 1.0) -> torch.Tensor:
     r"""Riemannian gradient: ``proju(x, J g)``, ``J = diag(-1, 1, ..., 1)``.
 
     Example:
@@ -162,10 +162,10 @@ def egrad2rgrad(x: torch.Tensor, g: torch.Tensor, c: float = 1.0) -> torch.Tenso
         tensor([0., 2.])
     """
     jg = torch.cat([-g[..., :1], g[..., 1:]], dim=-1)
-    return proju(x, jg, c)
+    return proju(x, jg, c=c)
 
 
-def inner(x: torch.Tensor, u: torch.Tensor, v: torch.Tensor, c: float = 1.0, keepdim: bool = False) -> torch.Tensor:
+def inner(x: torch.Tensor, u: torch.Tensor, v: torch.Tensor, *, c: float = 1.0, keepdim: bool = False) -> torch.Tensor:
     r"""``<u, v>_x = <u, v>_L`` (``x`` only fixes the broadcast shape).
 
     Example:
@@ -176,7 +176,7 @@ def inner(x: torch.Tensor, u: torch.Tensor, v: torch.Tensor, c: float = 1.0, kee
     return minkowski(u, v, keepdim=keepdim)
 
 
-def norm(x: torch.Tensor, u: torch.Tensor, c: float = 1.0, keepdim: bool = False) -> torch.Tensor:
+def norm(x: torch.Tensor, u: torch.Tensor, *, c: float = 1.0, keepdim: bool = False) -> torch.Tensor:
     r"""``|u|_x = sqrt(<u, u>_L)`` (0 where it rounds negative).
 
     Example:
@@ -186,7 +186,7 @@ def norm(x: torch.Tensor, u: torch.Tensor, c: float = 1.0, keepdim: bool = False
     return common.clamped_sqrt(minkowski(u, u, keepdim=keepdim))
 
 
-def expmap(x: torch.Tensor, u: torch.Tensor, c: float = 1.0) -> torch.Tensor:
+def expmap(x: torch.Tensor, u: torch.Tensor, *, c: float = 1.0) -> torch.Tensor:
     r"""Exponential map.
 
     .. math:: \exp_x u = \cosh(\theta)\,x + \frac{\sinh\theta}{\theta}\,u,
@@ -210,10 +210,10 @@ def expmap(x: torch.Tensor, u: torch.Tensor, c: float = 1.0) -> torch.Tensor:
     half = common.sinhc(theta / 2)
     cm1 = theta * theta * half * half / 2  # cosh(theta) - 1
     yb = x[..., 1:] + cm1 * x[..., 1:] + common.sinhc(theta) * u[..., 1:]
-    return projx(torch.cat([yb[..., :1], yb], dim=-1), c)  # time slot: recomputed by projx
+    return projx(torch.cat([yb[..., :1], yb], dim=-1), c=c)  # time slot: recomputed by projx
 
 
-def expmap0(u: torch.Tensor, c: float = 1.0) -> torch.Tensor:
+def expmap0(u: torch.Tensor, *, c: float = 1.0) -> torch.Tensor:
     r"""``expmap(o, u)`` at the origin ``o = (1/sqrt c, 0)``: spatial part
     ``sinh(theta)/theta u_bar`` with ``theta = sqrt(c) |u_bar|`` (``u_0`` is ignored: it
     is 0 for tangent vectors at ``o``).
@@ -224,7 +224,7 @@ def expmap0(u: torch.Tensor, c: float = 1.0) -> torch.Tensor:
     """
     theta = _mul_c(common.norm(u[..., 1:], keepdim=True), c, 0.5)
     yb = common.sinhc(theta) * u[..., 1:]
-    return projx(torch.cat([u[..., :1], yb], dim=-1), c)
+    return projx(torch.cat([u[..., :1], yb], dim=-1), c=c)
 
 
 def _log_parts(x: torch.Tensor, y: torch.Tensor, c: float) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -236,7 +236,7 @@ def _log_parts(x: torch.Tensor, y: torch.Tensor, c: float) -> tuple[torch.Tensor
     return delta, n, theta, v
 
 
-def logmap(x: torch.Tensor, y: torch.Tensor, c: float = 1.0) -> torch.Tensor:
+def logmap(x: torch.Tensor, y: torch.Tensor, *, c: float = 1.0) -> torch.Tensor:
     r"""Logarithmic map.
 
     .. math:: \log_x y = \frac{\theta}{\sinh\theta}\left(y - x
@@ -260,7 +260,7 @@ def logmap(x: torch.Tensor, y: torch.Tensor, c: float = 1.0) -> torch.Tensor:
     return common.x_over_sinh(theta) * v
 
 
-def logmap0(y: torch.Tensor, c: float = 1.0) -> torch.Tensor:
+def logmap0(y: torch.Tensor, *, c: float = 1.0) -> torch.Tensor:
     r"""``logmap(o, y) = (0, asinh(sqrt(c)|y_bar|) / (sqrt(c)|y_bar|) y_bar)``.
 
     Example:
@@ -275,7 +275,7 @@ def logmap0(y: torch.Tensor, c: float = 1.0) -> torch.Tensor:
     return torch.cat([torch.zeros_like(y[..., :1]), common.asinhc(a) * yb], dim=-1)
 
 
-def transp(x: torch.Tensor, y: torch.Tensor, v: torch.Tensor, c: float = 1.0) -> torch.Tensor:
+def transp(x: torch.Tensor, y: torch.Tensor, v: torch.Tensor, *, c: float = 1.0) -> torch.Tensor:
     r"""Parallel transport along the geodesic.
 
     .. math:: P_{x\to y} v = v + \frac{\langle y - x, v\rangle_L}
