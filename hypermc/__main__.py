@@ -542,18 +542,19 @@ def _construct_closure(args) -> int:
             raise ValueError(f"--{flag} belongs to --method tree; got --{flag} {getattr(args, flag)} with --method closure")
     args.manifold = args.manifold or "halfspace"
     graph = _load_graph(args.data)
-    _check_out(args, True, resumable=False)
     manifold = MANIFOLDS[args.manifold]()
     alpha = DEFAULT_ALPHA if args.alpha is None else args.alpha
     start = time.perf_counter()
     result = embed_closure(graph, manifold, dim=args.dim, nc=args.nc, dtype=DTYPES[args.dtype], alpha=alpha, progress=_progress(args))
     seconds = time.perf_counter() - start
+    _check_out(args, True, resumable=False)  # after the construction's own checks: a refused one writes nothing
     path = save_construction(Path(args.out) / CHECKPOINT_NAME, result, graph, manifold, seconds=seconds)
     metrics = evaluate(manifold, result["embeddings"], graph.edges, sample=args.eval_sample, seed=args.seed, fast=True)
     record = {
         "map": metrics["map"],
         "mean_rank": metrics["mean_rank"],
-        "sampled_sources": metrics["num_sources"],
+        "eval_sources": metrics["num_sources"],
+        "sampled_sources": metrics["sampled_sources"],
         "seconds": seconds,
         "eval_seconds": metrics["seconds"],
         "data": args.data,

@@ -494,6 +494,7 @@ def test_construct_closure_then_eval_and_plot(tmp_path, capsys):
     assert main(["construct", "--method", "closure", "--data", str(csv), "--dim", "2", "--out", str(run), "--plot", str(png)]) == 0
     rec = _last_json(capsys.readouterr().out)
     assert (rec["map"], rec["mean_rank"], rec["method"], rec["manifold"], rec["alpha"]) == (1.0, 1.0, "closure", "halfspace", 0.8)
+    assert rec["sampled_sources"] is None and rec["eval_sources"] == 39  # every source of the 3-ary depth-3 closure
     assert rec["nc"] == 1 and rec["depth"] == 3 and rec["plot"] == str(png) and png.stat().st_size > 10_000
     assert json.loads((run / "metrics.json").read_text()) == rec
     ckpt = load_checkpoint(run / "checkpoint.pt")
@@ -504,7 +505,8 @@ def test_construct_closure_then_eval_and_plot(tmp_path, capsys):
     args = ["construct", "--method", "closure", "--data", str(csv), "--manifold", "ball", "--dim", "3", "--alpha", "0.5"]
     assert main([*args, "--eval-sample", "5", "--out", str(tmp_path / "b")]) == 0
     rec = _last_json(capsys.readouterr().out)
-    assert (rec["map"], rec["manifold"], rec["alpha"], rec["sampled_sources"]) == (1.0, "ball", 0.5, 5)
+    assert (rec["map"], rec["manifold"], rec["alpha"], rec["eval_sources"]) == (1.0, "ball", 0.5, 5)
+    assert rec["sampled_sources"] is not None
 
 
 @pytest.mark.parametrize(
@@ -522,6 +524,7 @@ def test_construct_method_options_are_checked(tmp_path, capsys, extra, match):
     tree_closure(2, 2).to_csv(csv)
     assert main(["construct", "--data", str(csv), "--out", str(tmp_path / "c"), *extra]) == 2
     assert match in capsys.readouterr().err
+    assert not (tmp_path / "c").exists()  # refused before anything was written
 
 
 def test_train_eval_every_writes_the_curve(tmp_path, capsys):

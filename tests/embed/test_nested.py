@@ -181,6 +181,8 @@ def test_range_is_refused_not_underflowed():
     with pytest.raises(ValueError, match=r"normal range of torch.float32 .* use a larger dim .* or float64"):
         embed_closure(_closure(_caterpillar(60)), dim=2, dtype=torch.float32)
     assert closure_bits_needed(-40.0) == 48
+    with pytest.raises(ValueError, match=r"model: expected 'halfspace', 'ball' or 'lorentz', got 'euclidean'"):
+        closure_bits_needed(-40.0, model="euclidean")
 
 
 @pytest.mark.parametrize("manifold", [PoincareBall(), Lorentz(), PoincareHalfspace(curvature=-4.0)])
