@@ -1,14 +1,17 @@
 """Train WordNet nouns (10-D halfspace, MC nc=2) and record the MAP / mean-rank curve.
 
-The run is split into segments of ``--every`` epochs (constant learning rate after
-burn-in, so a segment resumes bit-identically from the previous checkpoint); after each
-segment the embedding is evaluated (``--eval-sample`` random sources, the same ones each
-time; the last point on all sources) and one JSON line is appended to
-``OUT/curve.jsonl``, and ``OUT/curve.png`` (MAP, mean rank and loss against the epoch) is
-redrawn. It stops after ``--epochs`` epochs or once ``--max-minutes`` of wall time have
-passed, whichever comes first; ``--resume`` continues the run found in ``OUT`` (so a run
-can be split over commands with a time limit). ``--root`` trains on the closure under one
-synset instead (e.g. ``animal.n.01``: 4,017 nodes), a quick stand-in for the full graph.
+The run is one call of ``train`` that evaluates the embedding every ``--every`` epochs
+(``--eval-sample`` random sources, the same ones each time; the last point on all
+sources), writes the checkpoint then, appends one JSON line to ``OUT/curve.jsonl`` and
+redraws ``OUT/curve.png`` (MAP, mean rank and loss against the epoch). It stops after
+``--epochs`` epochs or at the first evaluation after ``--max-minutes`` of wall time,
+whichever comes first; ``--resume`` continues the run found in ``OUT`` with the same
+settings (so a run can be split over commands with a time limit; the resumed epochs are
+bit-identical to an uninterrupted run). ``--lr-schedule linear`` decays the learning rate
+after burn-in linearly to ``--lr-end-mult`` times ``--lr`` at epoch ``--epochs`` (a run
+stopped by ``--max-minutes`` ends before the decay does). ``--root`` trains on the
+closure under one synset instead (e.g. ``animal.n.01``: 4,017 nodes), a quick stand-in
+for the full graph.
 ``--plot CURVE.jsonl [...]`` only draws the PNG of earlier curves (one figure per file,
 next to it).
 
@@ -59,6 +62,10 @@ def subtree(graph: Graph, root: str) -> Graph:
     return Graph.from_pairs([(names[c], names[p]) for c, p in inside.tolist()])
 
 
+class _TimeUp(Exception):
+    """Raised by the evaluation callback once ``--max-minutes`` have passed."""
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--out", help="output directory (checkpoint, curve.jsonl, curve.png); required unless --plot")
@@ -74,6 +81,8 @@ def main() -> None:
     p.add_argument("--every", type=int, default=10, help="epochs per segment (one curve point each)")
     p.add_argument("--max-minutes", type=float, default=None)
     p.add_argument("--lr", type=float, default=320.0)
+    p.add_argument("--lr-schedule", choices=("constant", "linear"), default="constant", help="after burn-in")
+    p.add_argument("--lr-end-mult", type=float, default=1.0, help="linear: the last epoch's lr is lr * this")
     p.add_argument("--batch-size", type=int, default=32768)
     p.add_argument("--burnin", type=int, default=10)
     p.add_argument("--burnin-lr-mult", type=float, default=0.01)
@@ -117,7 +126,10 @@ def main() -> None:
         scale=args.scale,
         negatives=args.negatives,
         seed=args.seed,
-        lr_schedule="constant",
+        lr_schedule=args.lr_schedule,
+        lr_end_mult=args.lr_end_mult,
+        epochs=args.epochs,
+        checkpoint_every=args.every,
         progress=show_progress(args.quiet),
         device=args.device,
         fast=args.fast,
@@ -131,20 +143,24 @@ def main() -> None:
         curve = (path if path.is_dir() else path.parent) / "curve.jsonl"
         last = json.loads(curve.read_text().splitlines()[-1]) if curve.exists() else {"epoch": 0}
         offset = earlier["epoch"] + last["epoch"] - last.get("run_epoch", last["epoch"])  # chains of --init-from
-    start = time.perf_counter()
-    done, resume = 0, None
+    resume, trained_s = None, 0.0
     if args.resume and (out / CHECKPOINT_NAME).exists():  # continue the run in OUT
         resume = out / CHECKPOINT_NAME
-        done = load_checkpoint(resume)["epoch"]
-    while done < args.epochs:
-        done = min(args.epochs, done + args.every)
-        r = train(graph, manifold, epochs=done, resume=resume, init=init, **kw)
-        resume = out / CHECKPOINT_NAME
-        wall = time.perf_counter() - start
-        last = done >= args.epochs or (args.max_minutes is not None and wall >= 60 * args.max_minutes)
+        trained_s = sum(h["seconds"] for h in load_checkpoint(resume)["history"])
+    start = time.perf_counter()
+    title = f"nouns, {args.dim}-D {args.manifold}, nc={args.nc}, batch {args.batch_size}, lr {args.lr} ({args.lr_schedule})"
+
+    def record(epoch: int, stats: dict, table: torch.Tensor) -> None:
+        """After each epoch: every ``--every`` epochs (and at the end) one curve point."""
+        nonlocal trained_s
+        trained_s += stats["seconds"]
+        if epoch % args.every and epoch != args.epochs:
+            return
+        timed_out = args.max_minutes is not None and time.perf_counter() - start >= 60 * args.max_minutes
+        last = epoch == args.epochs or timed_out
         m = evaluate(
             manifold,
-            r.embeddings,
+            table,
             graph.edges,
             sample=None if last else args.eval_sample,
             seed=0,
@@ -152,24 +168,29 @@ def main() -> None:
             progress=show_progress(args.quiet),
         )
         rec = {
-            "epoch": offset + done,
-            "run_epoch": done,
-            "lr": args.lr,
+            "epoch": offset + epoch,
+            "run_epoch": epoch,
+            "lr": stats["lr"],
             "map": m["map"],
             "mean_rank": m["mean_rank"],
             "sources": m["num_sources"],
-            "loss": r.history[-1]["loss"],
-            "train_s": r.seconds,
+            "loss": stats["loss"],
+            "train_s": trained_s,
             "eval_s": m["seconds"],
             "wall_s": time.perf_counter() - start,
-            "device": str(r.embeddings.device),
+            "device": str(table.device),
         }
         with open(out / "curve.jsonl", "a") as f:
             f.write(json.dumps(rec) + "\n")
         print(json.dumps(rec), flush=True)
-        draw(out / "curve.jsonl", f"nouns, {args.dim}-D {args.manifold}, nc={args.nc}, batch {args.batch_size}, lr {args.lr}")
-        if last:
-            break
+        draw(out / "curve.jsonl", title)
+        if timed_out and epoch != args.epochs:
+            raise _TimeUp  # the checkpoint of this epoch is written (checkpoint_every=--every)
+
+    try:
+        train(graph, manifold, resume=resume, init=init, callback=record, **kw)
+    except _TimeUp:
+        pass
 
 
 if __name__ == "__main__":

@@ -93,3 +93,25 @@ def test_rank_breakdown_mean_is_evaluates(tmp_path):
     summary = json.loads(text.splitlines()[0])
     assert summary["mean_rank"] == summary["evaluate_mean_rank"]
     assert "by generation gap (1 = direct parent)" in text and "by target descendants" in text
+
+
+def test_linear_schedule_time_limit_and_resume(tmp_path):
+    """``--lr-schedule linear`` decays the recorded lr to ``lr * --lr-end-mult`` at the last
+    epoch; ``--max-minutes 0`` stops at the first curve point (evaluated on all sources, its
+    checkpoint written), and ``--resume`` finishes the same schedule bit for bit."""
+    csv = tmp_path / "tree.csv"
+    tree_closure(3, 3).to_csv(csv)
+    whole, split = tmp_path / "whole", tmp_path / "split"
+    decay = ("--epochs", "5", "--lr-schedule", "linear", "--lr-end-mult", "0.25", *COMMON)
+    _run("nouns.py", "--csv", str(csv), "--out", str(whole), *decay)
+    curve = _curve(whole)
+    # burn-in epoch 1 at lr 2 * 0.01; then 2 -> 0.5 linearly over epochs 2..5 (0-based 1..4)
+    assert [(r["epoch"], r["lr"]) for r in curve] == [(2, 2.0), (4, 1.0), (5, 0.5)]
+    _run("nouns.py", "--csv", str(csv), "--out", str(split), "--max-minutes", "0", *decay)
+    assert [(r["epoch"], r["sources"]) for r in _curve(split)] == [(2, 39)]
+    assert load_checkpoint(split / "checkpoint.pt")["epoch"] == 2
+    _run("nouns.py", "--csv", str(csv), "--out", str(split), "--resume", *decay)
+    assert [r["epoch"] for r in _curve(split)] == [2, 4, 5]
+    a, b = load_checkpoint(whole / "checkpoint.pt"), load_checkpoint(split / "checkpoint.pt")
+    assert torch.equal(a["components"], b["components"])
+    assert _curve(split)[-1]["map"] == curve[-1]["map"] and _curve(split)[-1]["train_s"] > 0
