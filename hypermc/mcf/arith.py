@@ -897,37 +897,60 @@ def _long_division_scaled(x: torch.Tensor, y: torch.Tensor, nc: int) -> torch.Te
     return _long_division_general(x, y, nc)
 
 
-def _remainder_step(r: list[torch.Tensor], ys: list[torch.Tensor], q: torch.Tensor, nc: int, *, renormalise: bool = True):
+def _remainder_step(
+    r: list[torch.Tensor], ys: list[torch.Tensor], q: torch.Tensor, nc: int, *, renormalise: bool = True, width: int | None = None
+):
     """``r - q y`` by the fixed networks, without the fast-path check.
 
     The product levels of ``y`` and ``-q`` (:func:`_product_levels`) are added to the
     components of ``r`` level by level (:func:`fixed.add_levels`; the product's level
     ``nc`` joins the plain last level) and renormalised by :func:`fixed.renorm_levels`.
-    All of it is exact except the plain sums of the last levels and the dropped products
+    The leading sum ``r_0 - fl(q y_0)`` is exact without a TwoSum: the digit ``q`` is
+    ``r_0 / y_0`` to within ``1 +- u``, so ``fl(q y_0)`` is within ``1 +- 3u`` of ``r_0``
+    (Sterbenz's lemma; a difference in the subnormal range is exact too). All of it is
+    exact except the plain sums of the last levels and the dropped products
     of order ``> nc``: absolute error ``O(u^(nc+1)) (|r| + |q y|)`` whatever the
     cancellation, which is what a remainder needs (its relative error is irrelevant; the
     next digit corrects it). Without ``renormalise`` only the leading value
     ``fl(sum of the levels)`` is returned (enough for a last digit).
+
+    ``width`` (``w < nc``, division only): the same with ``w + 1`` levels and ``w``
+    components, for a remainder that need only be exact to ``O(u^(w+1)) |r|``. Level
+    ``w`` is summed plainly and also takes the order-``w`` product ``fl(y_w (-q))`` and
+    the component ``r_w`` (each off by ``O(u^(w+1)) |r|``); ``y_j``, ``r_j`` for ``j > w``
+    are of order ``> w`` and dropped.
     """
-    levels = fixed.add_levels(r, _product_levels(ys, [-q], nc), nc)
+    w = nc if width is None else width
+    levels = fixed.add_levels(r[:w], _product_levels(ys[:w], [-q], w), w, exact_first=True)
+    if len(ys) > w:
+        levels[w] = levels[w] + ys[w] * -q
+    if len(r) > w:
+        levels[w] = levels[w] + r[w]
     if not renormalise:
         lead = levels[-1]
         for t in reversed(levels[:-1]):
             lead = t + lead
         return lead
-    return unpack(fixed.renorm_levels(levels, nc))
+    return unpack(fixed.renorm_levels(levels, w))
 
 
 def _div_fixed(x: torch.Tensor, y: torch.Tensor, nc: int) -> torch.Tensor:
     """``x / y`` for nc = 3, 4 by long division on the fixed networks (checked).
 
     Digits ``q_k = r_k[0] / y_0`` with ``r_0 = x``, ``r_(k+1) = r_k - q_k y``
-    (:func:`_remainder_step`, absolute error ``O(u^(nc+1) |x|)`` per step), ``nc + 1``
-    digits renormalised by :func:`fixed.renorm_levels`; each digit is good to about ``u``
-    relative and the next one corrects it, so the quotient is off by the truncation
-    ``u^nc`` plus ``O(u^(nc+1))``; tested <= 8 ``u^nc``. Elements whose result fails
-    :func:`fixed.normalised` (zero or non-finite quotients, division by zero, inf/NaN,
-    rare half-ulp ties) are recomputed by :func:`_long_division_general`.
+    (:func:`_remainder_step`), ``nc + 1`` digits renormalised by
+    :func:`fixed.renorm_levels`; each digit is good to about ``u`` relative and the next
+    one corrects it, so the quotient is off by the truncation ``u^nc`` plus the
+    remainders' absolute errors divided by ``y``. With both operands scaled to leading
+    exponent 0 (the caller), ``|r_k| <~ (3u)^k |x|``, and ``r_(k+1)`` is needed only to
+    ``O(u^(nc+1)) |x|``: it is computed at width ``nc - k`` (``nc - k + 1`` levels,
+    ``nc - k`` components; the last one, ``k = nc - 1``, only as its leading value), each
+    step off by ``O(3^k u^(nc+1)) |x|`` absolute. So the quotient is off by ``u^nc`` plus
+    ``O(u^(nc+1))``; tested <= 8 ``u^nc``. (Carrying every remainder at the full width
+    ``nc``, as before, gives no better bound and costs 29 % (nc = 3) and 40 % (nc = 4) more
+    roundings.) Elements whose result fails :func:`fixed.normalised` (zero or non-finite
+    quotients, division by zero, inf/NaN, rare half-ulp ties) are recomputed by
+    :func:`_long_division_general`.
     """
     xb, yb = torch.broadcast_tensors(x, y)
     r, ys = unpack(xb), unpack(yb)
@@ -937,8 +960,8 @@ def _div_fixed(x: torch.Tensor, y: torch.Tensor, nc: int) -> torch.Tensor:
         q = r[0] / y0
         digits.append(q)
         if k < nc - 1:
-            r = _remainder_step(r, ys, q, nc)
-    lead = _remainder_step(r, ys, q, nc, renormalise=False)  # the last remainder's leading value
+            r = _remainder_step(r, ys, q, nc, width=nc - k)
+    lead = _remainder_step(r, ys, q, nc, renormalise=False, width=1)  # the last remainder's leading value
     digits.append(lead / y0)
     out = fixed.renorm_levels(digits, nc)
     return fixed.patch(out, fixed.normalised(out), lambda a, b: _long_division_general(a, b, nc), x, y)
@@ -1101,7 +1124,9 @@ def _sqrt_fixed(x: torch.Tensor, nc: int) -> torch.Tensor:
     residual ``R_(k+1) = x - S_k^2`` is carried as ``R_(k+1) = R_k - d_k (2 S_(k-1) + d_k)``
     (``R_1 = x - s_0^2``) by :func:`_remainder_step` (exact up to ``O(u^(nc+1)) |x|``) and
     the next digit is ``d_(k+1) = R_(k+1)[0] h``: each digit is good to about ``2u``
-    relative and the next one corrects it. ``nc + 1`` digits renormalised by
+    relative and the next one corrects it. ``|R_k| <~ (3u)^k |x|`` and ``R_(k+1)`` is
+    needed only to ``O(u^(nc+1)) |x|``, so after the first step it is carried at width
+    ``nc - k`` (as in :func:`_div_fixed`). ``nc + 1`` digits renormalised by
     :func:`fixed.renorm_levels`; bound ``u^nc + O(u^(nc+1))``, tested <= 8 ``u^nc``.
     Precondition (checked by the caller with :func:`_no_scaling_needed`): every leading
     component positive and far from both ends of the range. Elements failing
@@ -1117,7 +1142,7 @@ def _sqrt_fixed(x: torch.Tensor, nc: int) -> torch.Tensor:
         d = (r[0] if k < nc else r) * h
         digits.append(d)
         if k < nc:
-            r = _remainder_step(r, twice + [d], d, nc, renormalise=k < nc - 1)
+            r = _remainder_step(r, twice + [d], d, nc, renormalise=k < nc - 1, width=nc - k)
             twice.append(d * 2)
     out = fixed.renorm_levels(digits, nc)
     return fixed.patch(out, fixed.normalised(out), lambda a: _sqrt_general(a, nc), x)

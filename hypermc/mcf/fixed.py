@@ -101,9 +101,14 @@ def _sum_level(level: list[torch.Tensor], nxt: list[torch.Tensor] | None) -> tor
     return s
 
 
-def add_levels(xs: list[torch.Tensor], ys: list[torch.Tensor], nc: int) -> list[torch.Tensor]:
+def add_levels(xs: list[torch.Tensor], ys: list[torch.Tensor], nc: int, *, exact_first: bool = False) -> list[torch.Tensor]:
     """``x + y`` as ``nc + 1`` levels (``len(xs) == nc``, ``len(ys) <= nc + 1``; missing
     ``y_k`` are 0, a ``y_nc`` joins the plain last level).
+
+    ``exact_first``: the caller guarantees that ``x_0 + y_0`` is exact (a division or
+    square-root remainder, where ``y_0 = -fl(q y_0')`` is within a factor ``1 +- 3u`` of
+    ``-x_0``: Sterbenz's lemma, or a result in the subnormal range); level 0 is then the
+    plain sum and its TwoSum error (zero) is not carried.
 
     ``(s_k, e_k) = TwoSum(x_k, y_k)``; level 0 is ``s_0``, level ``k`` collects ``s_k``,
     ``e_(k-1)`` and the chain errors of level ``k - 1`` (TwoSum chain, exact), level ``nc``
@@ -129,7 +134,9 @@ def add_levels(xs: list[torch.Tensor], ys: list[torch.Tensor], nc: int) -> list[
     """
     levels: list[list[torch.Tensor]] = [[] for _ in range(nc + 1)]
     for k in range(nc):
-        if k < len(ys):
+        if k == 0 and exact_first:
+            levels[0].append(xs[0] + ys[0])
+        elif k < len(ys):
             s, e = two_sum(xs[k], ys[k])
             levels[k].append(s)
             levels[k + 1].append(e)

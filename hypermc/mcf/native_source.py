@@ -129,10 +129,12 @@ class _Net:
         return s, self.add(ne, bb)
 
     # fixed.add_levels
-    def add_levels(self, xs: list[str], ys: list[str], nc: int) -> list[str]:
+    def add_levels(self, xs: list[str], ys: list[str], nc: int, exact_first: bool = False) -> list[str]:
         levels: list[list[str]] = [[] for _ in range(nc + 1)]
         for k in range(nc):
-            if k < len(ys):
+            if k == 0 and exact_first:
+                levels[0].append(self.add(xs[0], ys[0]))
+            elif k < len(ys):
                 s, e = self.two_sum(xs[k], ys[k])
                 levels[k].append(s)
                 levels[k + 1].append(e)
@@ -215,14 +217,20 @@ class _Net:
         return out
 
     # arith._remainder_step
-    def remainder_step(self, r: list[str], ys: list[str], q: str, nc: int, renormalise: bool):
-        levels = self.add_levels(r, self.product_levels(ys, [self.neg(q)], nc), nc)
+    def remainder_step(self, r: list[str], ys: list[str], q: str, nc: int, renormalise: bool, width: int | None = None):
+        w = nc if width is None else width
+        nq = self.neg(q)
+        levels = self.add_levels(r[:w], self.product_levels(ys[:w], [nq], w), w, exact_first=True)
+        if len(ys) > w:
+            levels[w] = self.add(levels[w], self.mul(ys[w], nq))
+        if len(r) > w:
+            levels[w] = self.add(levels[w], r[w])
         if not renormalise:
             lead = levels[-1]
             for t in reversed(levels[:-1]):
                 lead = self.add(t, lead)
             return lead
-        return self.renorm_levels(levels, nc)
+        return self.renorm_levels(levels, w)
 
     # arith._scale2 on every component (k an int expression)
     def scale_once(self, xs: list[str], k: str) -> list[str]:
@@ -338,7 +346,7 @@ def _emit_div(net: _Net, x: list[str], y: list[str], *, one_step: bool = False) 
         q = net.let(f"{r[0] if k < nc else r} / {y0}")
         digits.append(q)
         if k < nc:
-            r = net.remainder_step(r, ys, q, nc, renormalise=k < nc - 1)
+            r = net.remainder_step(r, ys, q, nc, renormalise=k < nc - 1, width=nc - k)
     c = net.renorm_levels(digits, nc)
     ok = net.normalised(c, None)
     c = _scaled_back(net, c, ex, ey, one_step)
@@ -366,7 +374,7 @@ def _emit_sqrt(net: _Net, xs: list[str], lo: str, hi: str) -> tuple[list[str], l
         d = net.mul(r[0] if k < nc else r, h)
         digits.append(d)
         if k < nc:
-            r = net.remainder_step(r, twice + [d], d, nc, renormalise=k < nc - 1)
+            r = net.remainder_step(r, twice + [d], d, nc, renormalise=k < nc - 1, width=nc - k)
             twice.append(net.mul(d, "T(2)"))
     c = net.renorm_levels(digits, nc)
     ok = net.normalised(c, None)

@@ -17,6 +17,7 @@ table. Here the networks are checked *by themselves*, without the fallback:
 from __future__ import annotations
 
 import math
+import unittest.mock
 from fractions import Fraction
 
 import mpmath
@@ -193,6 +194,33 @@ def test_fast_paths_at_huge_and_tiny_exponents(dtype, nc, data):
     a = data.draw(expansions(dtype, nc, min_exp=end[0], max_exp=end[1], shape=(32,)))
     b = data.draw(expansions(dtype, nc, min_exp=end[0], max_exp=end[1], shape=(32,)))
     assert_within(arith.add(a, b), components_to_fraction(a) + components_to_fraction(b), dtype, nc, "add", msg="add")
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("nc", NCS)
+@_cap(20)
+@given(data=st.data())
+def test_remainder_steps_leading_sum_is_exact(dtype, nc, data):
+    """The division and square-root remainders add ``r_0 - fl(q y_0)`` without a TwoSum
+    (``add_levels(exact_first=True)``, Sterbenz's lemma): with the TwoSum put back, the
+    torch networks give the same values (its error term is exactly zero; only the sign of
+    a zero may differ), over the whole operand range, at the subnormal end included."""
+    lo, hi = operand_range("div", dtype, nc)
+    x = data.draw(expansions(dtype, nc, min_exp=lo, max_exp=hi, shape=(64,)))
+    y = data.draw(expansions(dtype, nc, min_exp=lo, max_exp=hi, shape=(64,)))
+    s_lo, s_hi = operand_range("sqrt", dtype, nc)
+    r = data.draw(expansions(dtype, nc, min_exp=s_lo, max_exp=s_hi, shape=(64,))).abs()  # still normalised
+
+    def nets():
+        return arith._long_division(x, y, nc, use_native=False), arith._sqrt_fixed(r, nc)
+
+    got = nets()
+    real = fixed.add_levels
+    with unittest.mock.patch.object(fixed, "add_levels", lambda xs, ys, n, exact_first=False: real(xs, ys, n)):
+        want = nets()
+    for g, w in zip(got, want):
+        same = (g == w) | (torch.isnan(g) & torch.isnan(w))
+        assert bool(same.all()), (g[~same.all(-1)][:3], w[~same.all(-1)][:3])
 
 
 # ============================================================ rejected elements and dispatch
