@@ -914,7 +914,7 @@ def _remainder_step(
     next digit corrects it). Without ``renormalise`` only the leading value
     ``fl(sum of the levels)`` is returned (enough for a last digit).
 
-    ``width`` (``w < nc``, division only): the same with ``w + 1`` levels and ``w``
+    ``width`` (``w <= nc``; division and square root narrow it step by step): the same with ``w + 1`` levels and ``w``
     components, for a remainder that need only be exact to ``O(u^(w+1)) |r|``. Level
     ``w`` is summed plainly and also takes the order-``w`` product ``fl(y_w (-q))`` and
     the component ``r_w`` (each off by ``O(u^(w+1)) |r|``); ``y_j``, ``r_j`` for ``j > w``
