@@ -26,7 +26,8 @@ vectorised, and picks one of three paths, always in this order:
    :mod:`arith`. Large CPU inputs are processed in blocks of ``2^15`` elements.
    float64 ``exp`` and ``log`` with ``nc = 2, 3`` on the CPU run this algorithm as
    one fused loop where :mod:`native` applies (:func:`native.exp`, :func:`native.log`:
-   the same roundings, so the same bits; the elements they flag take the torch code).
+   the same roundings, so the same bits; the elements they flag take the torch code),
+   and so does float32 ``nc = 3, 4`` ``exp`` on its double-word expansion.
 
 Generic algorithms (Tang's table-driven exp, Newton's iteration on it for log):
 
@@ -315,24 +316,38 @@ def _dispatch(
         return res.patched(lambda rows: _dispatch(rows, plain, engine_fn, generic, prepare=prepare, odd=odd), x)
     n = x[..., 0].numel()
     if x.device.type != "cpu" or n <= _CPU_BLOCK:
-        return _generic_path(x, plain, generic, prepare, odd)
+        return _generic_path(x, plain, generic, prepare, odd, fused)
     flat = x.reshape(n, nc)
     out = torch.empty((nc, n), dtype=x.dtype, device=x.device)
     for start in range(0, n, _CPU_BLOCK):
-        block = _generic_path(flat[start : start + _CPU_BLOCK], plain, generic, prepare, odd)
+        block = _generic_path(flat[start : start + _CPU_BLOCK], plain, generic, prepare, odd, fused)
         out[:, start : start + _CPU_BLOCK] = block.movedim(-1, 0)
     return out.movedim(0, -1).reshape(x.shape)
 
 
-def _generic_path(x, plain, generic, prepare, odd) -> torch.Tensor:
-    """The generic branch of :func:`_dispatch` on one block."""
+def _generic_path(x, plain, generic, prepare, odd, fused=None) -> torch.Tensor:
+    """The generic branch of :func:`_dispatch` on one block.
+
+    Inputs of a narrower dtype run on their float64 expansion. Where the function has a
+    ``fused`` float64 kernel that takes ``x`` alone (``exp``; log needs its differences
+    formed in the input's dtype first), the expansion goes through that kernel where it
+    applies (float32 ``nc = 3, 4``: a double-word): the same roundings as ``generic`` on
+    it (the kernel's contract; the elements it flags take ``generic``), so the same bits,
+    without the per-op torch kernels.
+    """
     nc = x.shape[-1]
     args = prepare(x) if prepare is not None else (x,)
     if x.dtype == torch.float64:
         y = _finish(generic(*[a if a.dtype == torch.bool else unpack(a) for a in args]))
     else:
         args64 = [a if a.dtype == torch.bool else _to_float64(a) for a in args]
-        y = _from_float64(_finish(generic(*args64)), x.dtype, nc)
+        x64 = pack(args64[0]) if fused is not None and prepare is None else None
+        res = fused(x64) if x64 is not None else None
+        if res is not None:
+            y64 = res.patched(lambda rows: _finish(generic(unpack(rows))), x64)
+        else:
+            y64 = _finish(generic(*args64))
+        y = _from_float64(y64, x.dtype, nc)
     y = _special(y, x[..., 0], plain)
     if odd:
         y = torch.where(x[..., :1] == 0, x, y)

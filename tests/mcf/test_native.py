@@ -318,6 +318,45 @@ def test_elementary_same_bits_as_the_torch_path(dtype, nc, op, data):
 
 
 @needs_compiler
+@pytest.mark.parametrize("nc", [3, 4])
+@_cap(10)
+@given(data=st.data())
+def test_float32_exp_through_the_float64_kernel_same_bits(nc, data):
+    """float32 nc = 3, 4 exp runs on its float64 double-word expansion, through the fused
+    float64 kernel where it applies: the same bits as the torch path (random expansions
+    over every exponent, ±0, ±inf, NaN, subnormals, the overflow and underflow thresholds)."""
+    x = _elementary_inputs("exp", torch.float32, data.draw(expansions(torch.float32, nc, shape=(48,), allow_zero=True)))
+    edge = torch.zeros(len(_EDGES), nc, dtype=torch.float32)
+    edge[:, 0] = torch.tensor(_EDGES, dtype=torch.float64).to(torch.float32)
+    x = torch.cat([x, edge, -edge])
+    assert _same_bits(elementary.exp(x), _torch_kernels(elementary.exp, x))
+
+
+@needs_compiler
+def test_float32_exp_uses_the_float64_kernel(monkeypatch):
+    """The float64 kernel is what float32 nc = 3, 4 exp calls (on a double-word), and it
+    accepts ordinary arguments; log keeps its float32-prepared torch path."""
+    seen = []
+    fused = native.exp
+
+    def spy(x):
+        res = fused(x)
+        seen.append((x.dtype, x.shape[-1], None if res is None else res.bad))
+        return res
+
+    monkeypatch.setattr(native, "exp", spy)
+    monkeypatch.setattr(elementary.native, "exp", spy)
+    gen = torch.Generator().manual_seed(2)
+    for nc in (3, 4):
+        x = arith.add(torch.randn(1000, nc, generator=gen) * 20, torch.randn(1000, nc, generator=gen) * 2.0**-30)
+        elementary.exp(x)  # loads (and self-checks) the float64 library on first use
+        seen.clear()
+        elementary.exp(x)
+        # the float32 tensor itself is not eligible; its double-word expansion is, whole
+        assert seen == [(torch.float32, nc, None), (torch.float64, 2, 0)], seen
+
+
+@needs_compiler
 @pytest.mark.parametrize("nc", native.ELEMENTARY_NCS)
 def test_elementary_fused_where_it_applies(nc):
     """float64 exp and log run fused (few elements flagged on ordinary arguments), in
