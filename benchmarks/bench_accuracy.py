@@ -7,8 +7,10 @@ bits from the operands' exact values, and prints the largest and the median rela
 error ``|got - exact| / |exact| / u^nc`` (``u = 2^-p`` of the component dtype) next to
 the bound of the test suite (``tests/oracle.py``: 8 for + - * / sqrt, 64 for the
 elementary functions). ``add``/``sub`` draw half of their pairs with heavy cancellation
-(``y = -x (1 + 2^-40 r)``); ``exp`` takes ``|x| <= 40``, ``tanh`` ``|x| <= 5``, ``sqrt``
-and ``log`` positive operands.
+(``y = -x (1 + 2^-40 r)``); ``exp`` takes ``|x| < 64``, ``tanh`` ``|x| < 8``, ``sqrt``
+and ``log`` positive operands. float32 ``exp`` at ``nc >= 3`` of arguments below about -54
+(``nc = 3``) or -37 (``nc = 4``) has results whose tails are subnormal, outside the bound's
+range (elementary's docstring): those rows report large errors.
 
 Usage::
 

@@ -360,6 +360,12 @@ def _to_float64(x: torch.Tensor) -> list[torch.Tensor]:
     Relative error at most ``2^-guard u^nc`` of ``x``; non-finite elements become 0
     (their result is replaced by :func:`_dispatch`). Differences that cancel must be
     formed *before* this conversion (see ``prepare`` in :func:`_dispatch`).
+
+    A double-word (float32 ``nc <= 4``, float16/bfloat16 up to ``(106 - guard) / p``
+    components) comes from a fixed network instead of :func:`renormalize`: a bottom-up
+    VecSum of the ``m`` components (TwoSums, exact: ``x = s + sum(e_k)``), the errors
+    summed plainly into ``lo`` (off by at most ``(m - 2) 2^-53 sum|e_k| <= m^2 2^-106 |x|``,
+    below ``2^-guard u^nc |x|``), and ``FastTwoSum(s, lo)`` (``|lo| <= m 2^-53 |s|``).
     """
     nc = x.shape[-1]
     p = float_format(x.dtype).p
@@ -367,7 +373,18 @@ def _to_float64(x: torch.Tensor) -> list[torch.Tensor]:
     comps = unpack(x)
     finite = torch.isfinite(comps[0])
     terms = [torch.where(finite, c, 0.0).to(torch.float64) for c in comps]
-    return unpack(renormalize(terms, nc64, presorted=True))
+    if nc64 > 2:
+        return unpack(renormalize(terms, nc64, presorted=True))
+    s, errors = terms[-1], []
+    for t in reversed(terms[:-1]):
+        s, e = two_sum(t, s)
+        errors.append(e)
+    if not errors:  # one component
+        return [s, torch.zeros_like(s)]
+    lo = errors[-1]
+    for e in reversed(errors[:-1]):
+        lo = lo + e
+    return list(fast_two_sum(s, lo))
 
 
 def _from_float64(z: torch.Tensor, dtype: torch.dtype, nc: int) -> torch.Tensor:

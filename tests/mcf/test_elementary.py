@@ -545,3 +545,29 @@ def test_accuracy_helper_measures_units_of_u_nc():
     y[0, 1] = 100.0 * 2.0**-106
     with pytest.raises(AssertionError, match="relative error 100"):
         _assert_accurate("exp", x, y)
+
+
+@pytest.mark.parametrize(
+    "dtype, nc", [(torch.float32, 2), (torch.float32, 3), (torch.float32, 4), (torch.float16, 4), (torch.bfloat16, 8)], ids=str
+)
+@settings(max_examples=20, deadline=None)
+@given(data=st.data())
+def test_float64_double_word_of_a_narrow_expansion(dtype, nc, data):
+    """``_to_float64`` of an expansion that a double-word holds (the fixed VecSum network):
+    within ``2^-guard u^nc`` of the exact value (Fractions), a normalised pair, over every
+    exponent, with zeros, gaps between components and non-finite leading parts (-> 0)."""
+    from fractions import Fraction
+
+    from tests.oracle import components_to_fraction
+
+    x = data.draw(expansions(dtype, nc, shape=(64,), allow_zero=True))
+    x[:3, 0] = torch.tensor([math.inf, -math.inf, math.nan]).to(dtype)
+    hi, lo = el._to_float64(x)
+    assert hi.dtype == lo.dtype == torch.float64
+    assert bool((hi[:3] == 0).all() and (lo[:3] == 0).all())
+    p = float_format(dtype)[0]
+    bound = Fraction(1, 2 ** (el._GUARD_BITS + nc * p))
+    exact = components_to_fraction(x[3:])
+    for h, low, want in zip(hi[3:].tolist(), lo[3:].tolist(), exact):
+        assert h + low == h, (h, low)  # normalised: |lo| <= ulp(hi) / 2
+        assert abs(Fraction(h) + Fraction(low) - want) <= bound * abs(want), (h, low, want)
