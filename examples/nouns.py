@@ -38,7 +38,7 @@ import torch
 
 from hypermc._progress import show_progress
 from hypermc.data import Graph, load_edges, wordnet_closure
-from hypermc.embed import evaluate, load_checkpoint, train
+from hypermc.embed import TrainConfig, evaluate, load_checkpoint, train
 from hypermc.embed.plot import plot_curve
 from hypermc.embed.train import CHECKPOINT_NAME, MANIFOLDS
 
@@ -114,7 +114,6 @@ def main() -> None:
         graph = subtree(graph, args.root)
     manifold = MANIFOLDS[args.manifold]()
     out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
     kw = dict(
         dim=args.dim,
         nc=None if args.nc == "plain" else int(args.nc),
@@ -135,6 +134,9 @@ def main() -> None:
         fast=args.fast,
         checkpoint_dir=out,
     )
+    # the settings are checked before OUT is made, so a refused run leaves no directory
+    TrainConfig(**{k: v for k, v in kw.items() if k not in ("progress", "checkpoint_dir")})
+    out.mkdir(parents=True, exist_ok=True)
     init, offset = None, 0
     if args.init_from:  # a new run (own generator, own settings) from the points of an earlier one
         path = Path(args.init_from)

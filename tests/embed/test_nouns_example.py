@@ -10,6 +10,7 @@ import runpy
 import sys
 from pathlib import Path
 
+import pytest
 import torch
 
 from hypermc.embed import load_checkpoint
@@ -115,3 +116,12 @@ def test_linear_schedule_time_limit_and_resume(tmp_path):
     a, b = load_checkpoint(whole / "checkpoint.pt"), load_checkpoint(split / "checkpoint.pt")
     assert torch.equal(a["components"], b["components"])
     assert _curve(split)[-1]["map"] == curve[-1]["map"] and _curve(split)[-1]["train_s"] > 0
+
+
+def test_refused_settings_make_no_run_directory(tmp_path):
+    csv = tmp_path / "tree.csv"
+    tree_closure(3, 3).to_csv(csv)
+    out = tmp_path / "bad"
+    with pytest.raises(ValueError, match=r"TrainConfig: lr_end_mult must be a finite number > 0.0; got -1.0"):
+        _run("nouns.py", "--csv", str(csv), "--out", str(out), "--lr-schedule", "linear", "--lr-end-mult", "-1", *COMMON)
+    assert not out.exists()
