@@ -287,13 +287,63 @@ def test_sqrt_special_elements(dtype, nc, v):
     x = torch.where(x[..., :1] < 0, -x, x)  # positive values (the whole expansion negated)
     x[5] = torch.tensor([v] + [0.0] * (nc - 1), dtype=dtype)
     got = arith.sqrt(x)
-    want = arith._sqrt_general(x, nc)
-    torch.testing.assert_close(got[5], want[5], rtol=0, atol=0, equal_nan=True)
-    keep = [i for i in range(32) if i != 5]
+    if v > 0 and math.isfinite(v):  # a regular element: rescaled onto the networks if out of range
+        torch.testing.assert_close(got[5], arith._sqrt_rescaled(x[5:6], nc)[0], rtol=0, atol=0)
+        keep = list(range(32))
+    else:
+        torch.testing.assert_close(got[5], arith._sqrt_general(x, nc)[5], rtol=0, atol=0, equal_nan=True)
+        keep = [i for i in range(32) if i != 5]
     with mpmath.workprec(working_prec(dtype, nc)):
         ref = [mpmath.sqrt(v) for v in components_to_mpf(x[keep]).tolist()]
     assert_within(got[keep], ref, dtype, nc, "sqrt", msg="sqrt regular elements")
     assert_normalised(got[keep], "sqrt")
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("nc", NCS)
+def test_sqrt_rescales_leads_outside_the_range_onto_the_networks(dtype, nc, monkeypatch):
+    """Leading components over the whole normal range (float32 ``nc = 4``'s range is
+    ``[0.25, 2^124]``): the elements whose scalings by ``4^-k`` and ``2^k`` are exact take
+    the fixed networks (the general kernel sees only the others), are within the fast
+    bound of mpmath and normalised, and those already in range keep the unscaled bits.
+    Huge leads with tails that the scaling would push below the normal range, and tiny
+    values whose result tails are subnormal, take the general kernel."""
+    p, emin, emax = float_format(dtype)
+    gen = torch.Generator().manual_seed(3)
+    lo, hi = arith._sqrt_range(dtype, nc)
+    bottom, lo_e, hi_e = emin + (nc - 1) * (p + 1), math.frexp(lo)[1], math.frexp(hi)[1] - 2
+    x = torch.cat([random_expansions(n, dtype, nc, a, b, gen) for n, a, b in [(200, bottom, lo_e), (100, hi_e, emax - 1), (100, bottom, emax - 1)]])
+    x = torch.where(x[..., :1] < 0, -x, x)
+    fi = torch.finfo(dtype)
+    huge = torch.zeros(2, nc, dtype=dtype)
+    huge[:, 0] = fi.max / 4
+    huge[0, 1] = fi.tiny  # non-overlapping, but 4^-k pushes it below the normal range
+    huge[1, 1] = fi.max / 4 * 2.0 ** (-3 * p)  # stays normal: exact
+    tiny = torch.zeros(1, nc, dtype=dtype)
+    tiny[0, 0] = 3 * fi.tiny * 64  # its square root's last component is subnormal in float32 nc = 4 only
+    subnormal_tail = math.sqrt(3 * fi.tiny * 64) * 2.0 ** (-(nc - 1) * p) < fi.tiny
+    assert subnormal_tail == (dtype == torch.float32 and nc == 4)
+    x = torch.cat([x, huge, tiny])
+    seen = []
+    general = arith._sqrt_general
+    monkeypatch.setattr(arith, "_sqrt_general", lambda a, n: seen.append(a.clone()) or general(a, n))
+    got = arith.sqrt(x)
+    inexact = torch.cat(seen) if seen else x[:0]
+    assert any(torch.equal(r, huge[0]) for r in inexact) and not any(torch.equal(r, huge[1]) for r in inexact)
+    assert any(torch.equal(r, tiny[0]) for r in inexact) == subnormal_tail
+    assert len(inexact) <= 2 + int((x[:, -1] != 0).sum() // 20), f"{len(inexact)} of {len(x)} elements took the general kernel"
+    regular = torch.tensor([not any(torch.equal(r, row) for r in inexact) for row in x])
+    inside = (x[:, 0] >= lo) & (x[:, 0] <= hi)
+    assert (regular & ~inside).sum() >= 250  # the test exercises the rescaling
+    torch.testing.assert_close(got[inside], arith._sqrt_fixed(x[inside], nc), rtol=0, atol=0)
+    with mpmath.workprec(working_prec(dtype, nc)):
+        ref = [mpmath.sqrt(v) for v in components_to_mpf(x[regular]).tolist()]
+    assert_within(got[regular], ref, dtype, nc, FAST_MUL_BOUND, msg="rescaled sqrt")
+    assert_normalised(got[regular], "rescaled sqrt")
+    with mpmath.workprec(working_prec(dtype, nc)):
+        ref = [mpmath.sqrt(v) for v in components_to_mpf(x[~regular]).tolist()]
+    n = len(ref) - int(subnormal_tail)  # the tiny one is last: its tail cannot hold nc p bits
+    assert_within(got[~regular][:n], ref[:n], dtype, nc, "sqrt", msg="general sqrt")
 
 
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=str)
