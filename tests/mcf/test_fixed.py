@@ -312,7 +312,8 @@ def test_sqrt_rescales_leads_outside_the_range_onto_the_networks(dtype, nc, monk
     gen = torch.Generator().manual_seed(3)
     lo, hi = arith._sqrt_range(dtype, nc)
     bottom, lo_e, hi_e = emin + (nc - 1) * (p + 1), math.frexp(lo)[1], math.frexp(hi)[1] - 2
-    x = torch.cat([random_expansions(n, dtype, nc, a, b, gen) for n, a, b in [(200, bottom, lo_e), (100, hi_e, emax - 1), (100, bottom, emax - 1)]])
+    spans = [(200, bottom, lo_e), (100, hi_e, emax - 1), (100, bottom, emax - 1)]
+    x = torch.cat([random_expansions(n, dtype, nc, a, b, gen) for n, a, b in spans])
     x = torch.where(x[..., :1] < 0, -x, x)
     fi = torch.finfo(dtype)
     huge = torch.zeros(2, nc, dtype=dtype)
