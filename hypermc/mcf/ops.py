@@ -344,7 +344,7 @@ def _unary_kernel(kernel):
     return impl
 
 
-for _name in ("exp", "expm1", "log", "log1p", "sinh", "cosh", "tanh", "asinh", "acosh", "atanh", "sigmoid", "erf"):
+for _name in ("exp", "expm1", "log", "log1p", "sinh", "cosh", "tanh", "asinh", "acosh", "atanh", "sin", "cos", "tan", "sigmoid", "erf"):
     implements(getattr(aten, _name).default)(_unary_kernel(getattr(elementary, _name)))
 
 

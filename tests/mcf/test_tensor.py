@@ -688,6 +688,9 @@ GRAD_OPS = {
     "asinh": (torch.asinh, _M.asinh),
     "acosh": (lambda x: torch.acosh(x + 1.0), lambda x: _M.acosh(x + 1)),
     "atanh": (lambda x: torch.atanh(x * 0.5), lambda x: _M.atanh(x / 2)),
+    "sin": (lambda x: torch.sin(x * 2.0), lambda x: _M.sin(x * 2)),
+    "cos": (lambda x: torch.cos(x * 2.0), lambda x: _M.cos(x * 2)),  # 2x: the points stay away from k pi
+    "tan": (torch.tan, _M.tan),
 }
 
 
