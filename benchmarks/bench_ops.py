@@ -1,7 +1,7 @@
 """Benchmark: elementwise multi-component kernels vs the native op of the component dtype.
 
 For add, mul, div, sqrt (``hypermc.mcf.arith``) and exp, log (``hypermc.mcf.elementary``,
-when that module exists), float32 and float64 components, nc = 1, 2, 3, 4 and two sizes
+when that module exists; sin, cos, tan on request with ``--ops``, arguments in [-10, 10)), float32 and float64 components, nc = 1, 2, 3, 4 and two sizes
 (1000x1000 and 4M elements; ``--sizes`` also takes ``RxC`` or a count such as ``16M``) on
 the CPU or ``--device cuda``, it times in the same run
 
@@ -12,7 +12,7 @@ the CPU or ``--device cuda``, it times in the same run
 * *ref*: the original MCTensor algorithms (Grow-ExpN / ScalingN / Renormalize, see
   ``benchmarks/mctensor_reference.py``, a re-implementation written for this project) on
   the same values in their ``(*size, nc)`` layout, for add, mul and div (``-`` elsewhere:
-  the original has no MC sqrt/exp/log). The column ``vs ref`` is MC time / ref time.
+  the original has no MC sqrt or elementary functions). The column ``vs ref`` is MC time / ref time.
 
 Native and MC calls alternate after a warm-up, so a change of machine load affects both;
 the table shows the medians of the wall-clock times, their ratio, and the issue's target
@@ -86,6 +86,7 @@ def parse_size(name: str) -> tuple[int, ...]:
 DTYPES = {"float32": torch.float32, "float64": torch.float64}
 ARITH_OPS = ["add", "mul", "div", "sqrt"]
 ELEMENTARY_OPS = ["exp", "log"]
+TRIG_OPS = ["sin", "cos", "tan"]  # not in the default set: --ops sin cos tan
 # Targets (MC time / native time of the component dtype): 2-component float32 from the
 # first speed issue, 3 and 4 components float64 from issue 16 (one thread, 1000x1000).
 TARGETS = {
@@ -134,7 +135,7 @@ def make_case(op: str, shape, nc, dtype, gen, el, device: str = "cpu"):
     """(native call, MC call, reference call or ``None``) for one op."""
     if op == "log":
         low, high = 0.5, 4.0
-    elif op == "exp":
+    elif op in ("exp", "sin", "cos", "tan"):
         low, high = -10.0, 10.0
     elif op == "sqrt":
         low, high = 0.25, 4.0
@@ -150,6 +151,9 @@ def make_case(op: str, shape, nc, dtype, gen, el, device: str = "cpu"):
         "sqrt": lambda: torch.sqrt(a),
         "exp": lambda: torch.exp(a),
         "log": lambda: torch.log(a),
+        "sin": lambda: torch.sin(a),
+        "cos": lambda: torch.cos(a),
+        "tan": lambda: torch.tan(a),
     }[op]
     mc = {
         "add": lambda: arith.add(x, y),
@@ -158,6 +162,9 @@ def make_case(op: str, shape, nc, dtype, gen, el, device: str = "cpu"):
         "sqrt": lambda: arith.sqrt(x),
         "exp": lambda: el.exp(x),
         "log": lambda: el.log(x),
+        "sin": lambda: el.sin(x),
+        "cos": lambda: el.cos(x),
+        "tan": lambda: el.tan(x),
     }[op]
     xr, yr = x.contiguous(), y.contiguous()  # the original's layout
     ref = {"add": lambda: mcref.add(xr, yr), "mul": lambda: mcref.mul(xr, yr), "div": lambda: mcref.div(xr, yr)}.get(op)
@@ -229,7 +236,7 @@ def main(argv: list[str] | None = None) -> None:
     el = elementary_module()
     all_ops = ARITH_OPS + (ELEMENTARY_OPS if el is not None else [])
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--ops", nargs="+", default=all_ops, choices=ARITH_OPS + ELEMENTARY_OPS)
+    parser.add_argument("--ops", nargs="+", default=all_ops, choices=ARITH_OPS + ELEMENTARY_OPS + TRIG_OPS)
     parser.add_argument("--dtypes", nargs="+", default=list(DTYPES), choices=list(DTYPES))
     parser.add_argument("--nc", nargs="+", type=int, default=[1, 2, 3, 4])
     parser.add_argument(
@@ -274,7 +281,7 @@ def main(argv: list[str] | None = None) -> None:
     )
     if el is None:
         print("exp/log skipped: hypermc.mcf.elementary does not exist yet")
-    ops = [op for op in args.ops if op in all_ops]
+    ops = [op for op in args.ops if op in all_ops or (el is not None and op in TRIG_OPS)]
     print(f"fused nc=3/4 CPU kernels: float64 nc=3 {fused.status(torch.float64, 3)}, float32 nc=3 {fused.status(torch.float32, 3)}")
     print(f"device {args.device}; ref = original MCTensor algorithms (benchmarks/mctensor_reference.py), vs ref = MC / ref")
     several = len(thread_counts) > 1

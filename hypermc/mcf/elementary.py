@@ -1165,8 +1165,8 @@ def _trig_parts(x: list[torch.Tensor], width: int | None) -> tuple[torch.Tensor,
 def _sin_generic(x: list[torch.Tensor], width: int | None = None) -> list[torch.Tensor]:
     q, s, c = _trig_parts(x, width)
     # q = 0: sin r, 1: cos r, 2: -sin r, 3: -cos r
-    y = _apply_sign(_lwhere((q == 1) | (q == 3), c, s), q >= 2)
-    return _keep_tiny(x, y, _tiny_odd_threshold(*_precision(x)))
+    # (tiny x: r = x, u = x^2 underflows or is negligible, and the series give x itself)
+    return _apply_sign(_lwhere((q == 1) | (q == 3), c, s), q >= 2)
 
 
 def _cos_generic(x: list[torch.Tensor], width: int | None = None) -> list[torch.Tensor]:
@@ -1178,8 +1178,7 @@ def _cos_generic(x: list[torch.Tensor], width: int | None = None) -> list[torch.
 def _tan_generic(x: list[torch.Tensor], width: int | None = None) -> list[torch.Tensor]:
     q, s, c = _trig_parts(x, width)
     odd_q = (q == 1) | (q == 3)  # tan(r + pi/2) = -cos r / sin r
-    y = _div(_lwhere(odd_q, _lneg(c), s), _lwhere(odd_q, s, c))
-    return _keep_tiny(x, y, _tiny_odd_threshold(*_precision(x)))
+    return _div(_lwhere(odd_q, _lneg(c), s), _lwhere(odd_q, s, c))
 
 
 def _prepare_log(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
