@@ -7,8 +7,8 @@ bits from the operands' exact values, and prints the largest and the median rela
 error ``|got - exact| / |exact| / u^nc`` (``u = 2^-p`` of the component dtype) next to
 the bound of the test suite (``tests/oracle.py``: 8 for + - * / sqrt, 64 for the
 elementary functions). ``add``/``sub`` draw half of their pairs with heavy cancellation
-(``y = -x (1 + 2^-40 r)``); ``exp`` takes ``|x| < 64``, ``tanh`` ``|x| < 8``, ``sqrt``
-and ``log`` positive operands. float32 ``exp`` at ``nc >= 3`` of arguments below about -54
+(``y = -x (1 + 2^-40 r)``); ``exp`` takes ``|x| < 64``, ``tanh`` ``|x| < 8``, ``sin``,
+``cos``, ``tan`` ``|x| < 2^11``, ``sqrt`` and ``log`` positive operands. float32 ``exp`` at ``nc >= 3`` of arguments below about -54
 (``nc = 3``) or -37 (``nc = 4``) has results whose tails are subnormal, outside the bound's
 range (elementary's docstring): those rows report large errors.
 
@@ -33,7 +33,7 @@ import torch
 
 import hypermc as hm
 
-BOUND = {"add": 8, "sub": 8, "mul": 8, "div": 8, "sqrt": 8, "exp": 64, "log": 64, "tanh": 64}
+BOUND = {"add": 8, "sub": 8, "mul": 8, "div": 8, "sqrt": 8, "exp": 64, "log": 64, "tanh": 64, "sin": 64, "cos": 64, "tan": 64}
 OPS = list(BOUND)
 DTYPES = {"float64": (torch.float64, 53), "float32": (torch.float32, 24)}
 
@@ -69,6 +69,8 @@ def _operands(op: str, n: int, nc: int, dtype: torch.dtype, p: int, gen: torch.G
         return x, None
     if op == "tanh":
         return _operand(n, nc, dtype, p, gen, lo=-20, hi=2), None
+    if op in ("sin", "cos", "tan"):
+        return _operand(n, nc, dtype, p, gen, lo=-20, hi=10), None
     if op in ("sqrt", "log"):
         x = _operand(n, nc, dtype, p, gen)
         return hm.MCTensor.from_components(x.components.abs() * torch.sign(x.components[..., :1]).abs()), None
@@ -91,6 +93,9 @@ _MPMATH = {
     "exp": lambda a, b: mpmath.exp(a),
     "log": lambda a, b: mpmath.log(a),
     "tanh": lambda a, b: mpmath.tanh(a),
+    "sin": lambda a, b: mpmath.sin(a),
+    "cos": lambda a, b: mpmath.cos(a),
+    "tan": lambda a, b: mpmath.tan(a),
 }
 _MC = {
     "add": lambda a, b: a + b,
@@ -101,6 +106,9 @@ _MC = {
     "exp": lambda a, b: torch.exp(a),
     "log": lambda a, b: torch.log(a),
     "tanh": lambda a, b: torch.tanh(a),
+    "sin": lambda a, b: torch.sin(a),
+    "cos": lambda a, b: torch.cos(a),
+    "tan": lambda a, b: torch.tan(a),
 }
 
 
