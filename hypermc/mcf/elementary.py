@@ -1,4 +1,4 @@
-"""Elementary functions on component tensors: exp, log and their hyperbolic relatives.
+"""Elementary functions on component tensors: exp, log, their hyperbolic relatives, sin, cos, tan.
 
 A *component tensor* ``x`` has shape ``(*shape, nc)``; element ``i`` is the exact sum of
 its ``nc`` non-overlapping components (leading first). ``u = 2**-p`` is the unit
@@ -46,6 +46,12 @@ Generic algorithms (Tang's table-driven exp, Newton's iteration on it for log):
   iteration ``y <- y - (expm1(y) - t) / (1 + expm1(y))`` from the plain ``log1p`` of
   the leading component, one step per component count ``2, 3, …, nc`` (each step
   doubles the correct bits); the result is ``e ln2 + y``.
+* ``sin``, ``cos``, ``tan``: ``x = n pi/2 + r`` with the exact products of ``n`` and the
+  pieces of a ~1,600-bit ``pi/2`` (a cheaper fixed-network path where fewer than ``p - 8``
+  bits cancel), ``r = j/128 + t``, Taylor series of ``sin t`` and ``cos t - 1``, the
+  tables ``sin(j/128)``, ``cos(j/128)`` and the quadrant ``n mod 4`` (:func:`sin`). They
+  run on the *exact* float64 expansion of a narrower dtype (a large argument's reduction
+  needs its absolute precision), and on the engine only where it holds ``x`` exactly.
 * ``sinh``, ``cosh``, ``tanh``: from ``(k, E)`` of ``|x|`` (or ``2|x|``) and
   ``R = 1 / (1 + E)``; ``asinh``, ``acosh``, ``atanh``: the ``log1p`` forms of the
   function docstrings, with the cancelling differences formed in MC arithmetic.
