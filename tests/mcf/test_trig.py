@@ -274,3 +274,16 @@ def test_hypothesis_against_mpmath(data):
     hi = 200 if dtype == torch.float64 else 100
     x = data.draw(expansions(dtype, nc, min_exp=-60, max_exp=hi, shape=(10,)), label="x")
     _assert_accurate(fn, x, getattr(el, fn)(x), msg="hypothesis")
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("dtype, nc", [(torch.float64, 2), (torch.float64, 3), (torch.float64, 4), (torch.float32, 2), (torch.float32, 4)])
+def test_cuda_against_mpmath(dtype, nc):
+    """The same functions on CUDA tensors: bulk, large, ``k pi/2`` and huge arguments (the
+    exact reduction) within the bound."""
+    gen = torch.Generator().manual_seed(nc)
+    x = torch.cat([_inputs(dtype, nc, gen), _mc([[2.0**60], [-(2.0**100)]], dtype, nc)])
+    for fn in FUNCS:
+        y = getattr(el, fn)(x.to("cuda"))
+        assert y.device.type == "cuda"
+        _assert_accurate(fn, x, y.cpu(), msg="cuda")
