@@ -1,9 +1,10 @@
 """Benchmark: elementwise multi-component kernels vs the native op of the component dtype.
 
 For add, mul, div, sqrt (``hypermc.mcf.arith``) and exp, log (``hypermc.mcf.elementary``,
-when that module exists; sin, cos, tan on request with ``--ops``, arguments in [-10, 10)), float32 and float64 components, nc = 1, 2, 3, 4 and two sizes
-(1000x1000 and 4M elements; ``--sizes`` also takes ``RxC`` or a count such as ``16M``) on
-the CPU or ``--device cuda``, it times in the same run
+when that module exists; sin, cos, tan on request with ``--ops``, arguments in [-10, 10)),
+float32 and float64 components, nc = 1, 2, 3, 4 and two sizes (1000x1000 and 4M elements;
+``--sizes`` also takes ``RxC`` or a count such as ``16M``) on the CPU or ``--device
+cuda``, it times in the same run
 
 * *native*: the torch op on plain tensors of the component dtype (``a + b``, ``torch.exp(a)``);
 * *MC*: the kernel on component tensors of shape ``(*size, nc)`` in the library's own
