@@ -950,7 +950,7 @@ class _TrigConstants(NamedTuple):
     the generic path's own dtype; ``nc`` = the component lists' length)."""
 
     two_over_pi: float
-    pio2: torch.Tensor  # (nc + 1,): pi/2 for the fast reduction
+    pio2: torch.Tensor  # (nc + 2,): pi/2 for the fast reduction
     # pi/2 = sum(c * 2^-s for c, s in pieces): non-overlapping, each c the nearest float
     # of the remainder scaled so that c >= 2^_TRIG_PIECE_FLOOR (pieces below the normal
     # range are kept as c * 2^-s with s > 0, multiplied by n * 2^-s, exact for n >= 1)
@@ -1015,7 +1015,7 @@ def _trig_constants(dtype: torch.dtype, nc: int, device: torch.device) -> _TrigC
             cos_c = [_split_mpf((-1) ** (k + 1) / mpmath.factorial(2 * k + 2), p, nc) for k in range(len(cos_plan))]
             return _TrigConstants(
                 two_over_pi=float(2 / mpmath.pi),
-                pio2=torch.tensor(_split_mpf(mpmath.pi / 2, p, nc + 1), dtype=dtype, device=device),
+                pio2=torch.tensor(_split_mpf(mpmath.pi / 2, p, nc + 2), dtype=dtype, device=device),
                 pieces=tuple(pieces),
                 sin_table=mc([mpmath.sin(mpmath.mpf(j) / _TRIG_STEPS) for j in js]),
                 cos_table=mc([mpmath.cos(mpmath.mpf(j) / _TRIG_STEPS) for j in js]),
@@ -1033,14 +1033,19 @@ def _trig_reduce(x: list[torch.Tensor], nc: int) -> tuple[torch.Tensor, list[tor
     ``|r| <= pi/4 (1 + 2^-30)`` at ``nc`` components, for finite ``x`` (callers sanitise;
     ``x`` may have more components: a narrower dtype's exact expansion).
 
-    Fast path, every element: ``n = round(x_0 2/pi)``, ``P = pi/2`` at ``nc + 1``
+    Fast path, every element: ``n = round(x_0 2/pi)``, ``P = pi/2`` at ``w + 1``
     components, ``(h, l) = TwoProduct(n, P_0)`` and ``r = (((x_0 - h) + (x_1 + ...)) - l) -
-    n (P_1 + ... + P_nc)``: ``x_0 - h`` is exact (Sterbenz: ``h`` is within a factor 1.5
-    of ``x_0``), and the other three are MC operations at ``nc`` components (the fixed
-    networks) whose operands are ``|r|`` or ``~u |x|``, so their errors are a few ``u^nc
-    (|r| + u |x|)``. It is kept where that is below ``u^nc 2^-guard |r|`` up to a few
-    units: ``|r_0| >= 2^(8-p) |x_0|`` (fewer than ``p - 8`` bits cancel, and ``|x_0| <
-    2^(p-8)``) and ``|r_0| <= pi/4 (1 + 2^-30)``. The other elements (cancellation near a
+    n (P_1 + ... + P_w)``. ``x_0 - h`` is exact: Sterbenz for ``|n| >= 2``; for ``n = ±1``
+    (``h/x_0`` up to 2 and a rounding) the difference is a multiple of ``ulp(x_0)`` below 1.
+    The other three are MC operations at ``w`` components (the fixed networks) whose
+    operands are ``|r|`` or ``~u |x|``, so their errors are a few ``u^w (|r| + u |x|)``.
+    ``w = nc``, or ``nc + 1`` where ``x`` has more components than ``nc + 1`` (a narrower
+    dtype's exact expansion, e.g. float32 ``nc = 4`` on 2 float64 components): its tail
+    ``x_1 + ...`` is then held at ``nc + 1`` components, a truncation of ``u^(nc+1) |x_1|``
+    instead of ``u^nc |x_1|``, which the test below does not cover. The result is kept
+    where its error is below ``u^nc 2^-guard |r|`` up to a few units: ``|r_0| >= 2^(8-p)
+    |x_0|`` (fewer than ``p - 8`` bits cancel, and ``|x_0| < 2^(p-8)``) and ``|r_0| <=
+    pi/4 (1 + 2^-30)``. The other elements (cancellation near a
     multiple of ``pi/2``, huge arguments, a tail that pushes ``r`` past ``pi/4``) are
     recomputed by :func:`_trig_reduce_exact`.
     """
@@ -1050,18 +1055,21 @@ def _trig_reduce(x: list[torch.Tensor], nc: int) -> tuple[torch.Tensor, list[tor
     n = torch.round(x0 * cst.two_over_pi)
     if not bool((n != 0).any()):
         return torch.zeros_like(x0), _lpad(x, nc) if len(x) <= nc else unpack(renormalize(x, nc, presorted=True))
-    pio2 = _lconst(cst.pio2)
+    w = nc if len(x) <= nc + 1 else nc + 1
+    pio2 = _lconst(cst.pio2)[: w + 1]
     h, lo = two_prod(n, pio2[0].expand_as(n))
-    tail = x[1:] if len(x) - 1 <= nc else unpack(renormalize(x[1:], nc, presorted=True))
-    t = _add_f(_lpad(tail, nc), x0 - h)  # x0 - h exact
+    tail = x[1:] if len(x) - 1 <= w else unpack(renormalize(x[1:], w, presorted=True))
+    t = _add_f(_lpad(tail, w), x0 - h)  # x0 - h exact
     t = _add_f(t, -lo)
     r = _add(t, _lneg(_mul_f(pio2[1:], n)))
+    if w > nc:
+        r = unpack(renormalize(r, nc, presorted=True))
     a0, r0 = x0.abs(), r[0].abs()
     # (the first condition also bounds |x_0| by 2^(p-8): larger arguments take the exact path)
     good = (r0 >= a0 * 2.0 ** (8 - p)) & (r0 <= math.pi / 4 * (1 + 2.0**-30))
     q4 = torch.fmod(n, 4.0)  # exact
-    q = torch.where(q4 < 0, q4 + 4.0, q4)
-    r = [c.clone() for c in r]
+    q = torch.where(q4 < 0, q4 + 4.0, q4).contiguous()  # written below through view(-1)
+    r = [c.clone(memory_format=torch.contiguous_format) for c in r]
     bad = torch.nonzero(~good.reshape(-1)).squeeze(1)
     if bad.numel():  # rows of the flattened lists (views of the fresh q and r)
         qb, rb = _trig_reduce_exact([c.reshape(-1)[bad] for c in x], nc)
@@ -1079,17 +1087,20 @@ def _trig_reduce_exact(x: list[torch.Tensor], nc: int) -> tuple[torch.Tensor, li
     sum of ``r``'s components and all product terms is renormalised at once (error
     ``u^w`` of the *result*, whatever cancels). Pieces are used down to ``2^-(2 nc p +
     _TRIG_CANCEL + guard)`` of the result's scale, so the dropped part of ``n pi/2`` is
-    below ``u^nc 2^-guard |r|`` wherever ``|r| >= 2^-(nc p + _TRIG_CANCEL)``. ``r`` is
-    carried at ``w = nc + 1 + ceil(e / p)`` components (``2^e`` the largest ``|x|``), so
-    a huge argument keeps its low bits through the rounds (one round per ``p - 2`` bits of
-    its exponent; arguments below ``2^(p-2)`` take one round, or two where the tail
-    pushes the reduced value past ``pi/4``).
+    below ``u^nc 2^-guard |r|`` wherever ``|r| >= 2^-(nc p + _TRIG_CANCEL)``. Arguments
+    below ``2^(p-3)`` take one round (or two where the tail pushes the reduced value past
+    ``pi/4``, which cancels nothing); ``r`` is carried at ``nc + 1`` components, relative
+    to itself. A larger argument takes one round per ``p - 2`` bits of its exponent, and
+    a round's ``n`` can be off by one, leaving ``r ~ pi/2`` for the next round to cancel:
+    so ``r`` is carried to the same absolute ``2^floor`` as the pieces, ``ceil((e -
+    floor) / p) + 2`` components (``2^e`` the largest ``|x|``).
     """
     cst = _trig_constants(x[0].dtype, nc, x[0].device)
     p = float_format(x[0].dtype).p
     big = float(x[0].abs().max()) if x[0].numel() else 0.0
-    width = max(nc + 1 + max(0, math.ceil(math.frexp(big)[1] / p)), len(x))
+    e = math.frexp(big)[1]
     floor = -(2 * (nc * p + _GUARD_BITS) + _TRIG_CANCEL)
+    width = max(nc + 1 if e <= p - 3 else math.ceil((e - floor) / p) + 2, len(x))
     q = torch.zeros_like(x[0])
     r = x
     while True:

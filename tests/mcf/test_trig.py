@@ -234,6 +234,56 @@ def test_fast_reduction_leaves_only_cancelling_and_huge_arguments_to_the_exact_o
     _assert_accurate("sin", x, y)
 
 
+def _huge_near_multiple(x0: float, nc: int) -> list[float]:
+    """``x0`` followed by the ``(nc-1)``-component rounding of ``k pi/2 - x0`` (``k`` nearest):
+    an expansion ``~2^-(nc p)`` from ``k pi/2`` whose reduction takes several rounds."""
+    with mpmath.workprec(3000):
+        k = mpmath.nint(mpmath.mpf(x0) / (mpmath.pi / 2))
+        rest, comps = k * mpmath.pi / 2 - x0, [x0]
+        for _ in range(nc - 1):
+            c = float(rest)
+            comps.append(c)
+            rest -= c
+    return comps
+
+
+@pytest.mark.parametrize("nc", [3, 4, 5, 6])
+def test_huge_arguments_near_multiples_take_several_exact_rounds(nc):
+    """Found in review: ``round(x_0 2/pi)`` of a huge ``x_0`` can be off by one, leaving
+    ``r ~ pi/2`` for the next round to cancel, so ``r`` must be carried to the pieces'
+    absolute precision (it was carried relative to itself: 1e12 u^5 at nc = 5)."""
+    gen = torch.Generator().manual_seed(nc)
+    x0s = [9537041692756784.0, 1.656228372872042e24, 1.2573347207632256e308]
+    x0s += [float(v) for v in torch.exp2(torch.rand(5, generator=gen, dtype=torch.float64) * 960 + 55)]
+    x = torch.tensor([_huge_near_multiple(v, nc) for v in x0s], dtype=torch.float64)
+    for fn in FUNCS:
+        _assert_accurate(fn, x, getattr(el, fn)(x), msg="huge near k pi/2")
+
+
+def test_float32_nc4_fast_reduction_keeps_the_whole_tail():
+    """Found in review: float32 ``nc = 4`` computes on 2 float64 components, and the fast
+    reduction truncated the exact 3-component tail to 2 (233 u^4 here, with ``x`` 5e-7
+    from ``k pi/2``); it now holds the tail at 3."""
+    x = torch.tensor([[15730240.0, 0.301456093788147, -2.573751324910778e-12, -1.5439761976325653e-33]], dtype=torch.float32)
+    gen = torch.Generator().manual_seed(4)
+    lead = torch.exp2(torch.rand(200, generator=gen, dtype=torch.float64) * 24 + 8)
+    x = torch.cat([x, _expansion(lead, torch.float32, 4, gen)])
+    for fn in FUNCS:
+        _assert_accurate(fn, x, getattr(el, fn)(x), msg="float32 nc=4 tails")
+
+
+@pytest.mark.parametrize("fn", FUNCS)
+def test_non_contiguous_inputs_with_exact_reductions(fn):
+    """Found in review: transposed inputs whose elements take the exact reduction crashed
+    (the patch wrote through ``view(-1)`` of the input's permuted strides)."""
+    x = torch.zeros(2, 3, 2, dtype=torch.float64)
+    x[..., 0] = torch.tensor([[0.5, 1.0, 2.0], [3.0, 1e30, 4.0]])
+    t = x.transpose(0, 1)
+    torch.testing.assert_close(getattr(el, fn)(t), getattr(el, fn)(t.contiguous()), rtol=0, atol=0)
+    y = getattr(torch, fn)(hm.mcf.mc(torch.tensor([[0.5, 1.0, 2.0], [3.0, 1e30, 4.0]], dtype=torch.float64), nc=2).T)
+    assert y.shape == (3, 2)
+
+
 @pytest.mark.filterwarnings("ignore:`torch.jit.script_method` is deprecated:DeprecationWarning")  # torch's Inductor
 def test_mctensor_ops_autograd_and_compile():
     """``torch.sin/cos/tan`` on an MCTensor, their gradients (``cos``, ``-sin``, ``1 +
