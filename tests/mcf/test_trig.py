@@ -22,12 +22,23 @@ from hypothesis import strategies as st
 
 import hypermc as hm
 from hypermc.mcf import elementary as el
-from tests.mcf.test_elementary import CASE_IDS, CASES, _assert_normalised, _expansion, _loguniform, _mc, _p, _uniform
-from tests.oracle import BOUNDS, components_to_mpf, expansions, float_format, working_prec
+from tests.mcf.test_elementary import (
+    CASE_IDS,
+    CASES,
+    _expansion,
+    _loguniform,
+    _mc,
+    _p,
+    _uniform,
+    check_special_values,
+)
+from tests.mcf.test_elementary import (
+    _assert_accurate as _assert_accurate_elementary,
+)
+from tests.oracle import components_to_mpf, expansions, float_format
 
 FUNCS = ["sin", "cos", "tan"]
 MPMATH = {"sin": mpmath.sin, "cos": mpmath.cos, "tan": mpmath.tan}
-BOUND = BOUNDS["transcendental"]
 INF, NAN = math.inf, math.nan
 
 
@@ -47,32 +58,8 @@ def _reference(fn: str, x: mpmath.mpf, wp: int) -> mpmath.mpf:
 
 
 def _assert_accurate(fn: str, x: torch.Tensor, y: torch.Tensor, msg: str = "") -> float:
-    """``y = fn(x)`` within ``BOUND u^nc`` (relative) of mpmath, normalised; the worst error."""
-    dtype, nc = x.dtype, x.shape[-1]
-    assert y.dtype == dtype and y.shape == x.shape
-    _assert_normalised(y)
-    p, emin, _ = float_format(dtype)
-    wp = working_prec(dtype, nc)
-    worst = 0.0
-    with mpmath.workprec(wp):
-        unit = mpmath.ldexp(1, -p * nc)
-        normal_min = mpmath.ldexp(1, emin + (nc - 1) * p)
-        floor = mpmath.ldexp(1, emin - p + 1)
-        for i, (xi, yi) in enumerate(zip(components_to_mpf(x).reshape(-1), components_to_mpf(y).reshape(-1))):
-            ref = _reference(fn, xi, wp)
-            where = (
-                f"{msg} {fn}({mpmath.nstr(xi, 25)}) for {dtype} nc={nc}: got {mpmath.nstr(yi, 25)}, "
-                f"exact {mpmath.nstr(ref, 25)}; components {x.reshape(-1, nc)[i].tolist()}"
-            )
-            assert mpmath.isfinite(yi), where
-            err = abs(yi - ref)
-            if abs(ref) >= normal_min:
-                units = float(err / abs(ref) / unit)
-                worst = max(worst, units)
-                assert units <= BOUND, f"relative error {units:.3g} u^nc > {BOUND}: {where}"
-            else:
-                assert err <= nc * floor, f"absolute error {float(err / floor):.3g} subnormals: {where}"
-    return worst
+    """``y = fn(x)`` within ``BOUNDS["transcendental"] u^nc`` (relative) of mpmath, normalised; the worst error."""
+    return _assert_accurate_elementary(fn, x, y, msg, reference=_reference)
 
 
 def _multiples_of_half_pi(ks: list[int], dtype: torch.dtype, nc: int) -> torch.Tensor:
@@ -183,15 +170,7 @@ SPECIALS = {
 @pytest.mark.parametrize("dtype, nc", [(torch.float32, 1)] + CASES, ids=["float32-nc1"] + CASE_IDS)
 @pytest.mark.parametrize("fn", FUNCS)
 def test_special_values(fn, dtype, nc):
-    inputs, expected = zip(*SPECIALS[fn])
-    x = _mc([[v] for v in inputs], dtype, nc)
-    y = getattr(el, fn)(x)
-    want = torch.tensor(expected, dtype=dtype)
-    torch.testing.assert_close(y[:, 0], want, rtol=0, atol=0, equal_nan=True)
-    zero = want == 0
-    assert torch.signbit(y[:, 0])[zero].tolist() == torch.signbit(want)[zero].tolist()
-    if nc > 1:
-        assert bool((y[:, 1:] == 0).all()), f"{fn}: special results need a zero tail, got {y}"
+    check_special_values(fn, SPECIALS[fn], dtype, nc)
 
 
 @pytest.mark.parametrize(
