@@ -1087,20 +1087,24 @@ def _trig_reduce_exact(x: list[torch.Tensor], nc: int) -> tuple[torch.Tensor, li
     sum of ``r``'s components and all product terms is renormalised at once (error
     ``u^w`` of the *result*, whatever cancels). Pieces are used down to ``2^-(2 nc p +
     _TRIG_CANCEL + guard)`` of the result's scale, so the dropped part of ``n pi/2`` is
-    below ``u^nc 2^-guard |r|`` wherever ``|r| >= 2^-(nc p + _TRIG_CANCEL)``. Arguments
-    below ``2^(p-3)`` take one round (or two where the tail pushes the reduced value past
-    ``pi/4``, which cancels nothing); ``r`` is carried at ``nc + 1`` components, relative
-    to itself. A larger argument takes one round per ``p - 2`` bits of its exponent, and
-    a round's ``n`` can be off by one, leaving ``r ~ pi/2`` for the next round to cancel:
-    so ``r`` is carried to the same absolute ``2^floor`` as the pieces, ``ceil((e -
-    floor) / p) + 2`` components (``2^e`` the largest ``|x|``).
+    below ``u^nc 2^-guard |r|`` wherever ``|r| >= 2^-(nc p + _TRIG_CANCEL)``. A float64
+    argument below ``2^(p-3)`` takes one round (or two where its tail, at most half an
+    ulp of ``x_0``, pushes the reduced value past ``pi/4``, which cancels nothing); ``r``
+    is carried at ``nc + 1`` components, relative to itself. A larger argument takes one
+    round per ``p - 2`` bits of its exponent, and a round's ``n`` can be off by one,
+    leaving ``r ~ pi/2`` for the next round to cancel; a narrower dtype's expansion
+    (more components than ``nc``) has a tail up to ``2^-p'`` of ``x_0`` (``p'`` its own
+    precision), which the first round (``n`` from ``x_0`` alone) leaves in ``r`` for the
+    next to cancel. In both cases ``r`` is carried to the same absolute ``2^floor`` as the
+    pieces, ``ceil((e - floor) / p) + 2`` components (``2^e`` the largest ``|x|``).
     """
     cst = _trig_constants(x[0].dtype, nc, x[0].device)
     p = float_format(x[0].dtype).p
     big = float(x[0].abs().max()) if x[0].numel() else 0.0
     e = math.frexp(big)[1]
     floor = -(2 * (nc * p + _GUARD_BITS) + _TRIG_CANCEL)
-    width = max(nc + 1 if e <= p - 3 else math.ceil((e - floor) / p) + 2, len(x))
+    relative = e <= p - 3 and len(x) <= nc
+    width = max(nc + 1 if relative else math.ceil((max(e, 1) - floor) / p) + 2, len(x))
     q = torch.zeros_like(x[0])
     r = x
     while True:

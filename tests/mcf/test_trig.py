@@ -239,6 +239,23 @@ def test_huge_arguments_near_multiples_take_several_exact_rounds(nc):
         _assert_accurate(fn, x, getattr(el, fn)(x), msg="huge near k pi/2")
 
 
+def test_float32_tails_cancelled_in_a_second_exact_round():
+    """Found in the second review: a float32 expansion's tail (up to ``2^-24 |x_0|``) is
+    left in ``r`` by the first round (``n`` from ``x_0``) and cancelled by the second, so
+    ``r`` must be carried to absolute precision there too (9.3 u^3 before; these are
+    ~2^-72 from ``k pi/2``)."""
+    x = torch.tensor(
+        [
+            [733534847238144.0, -5990965.0, -0.020045757293701172],
+            [642996936638464.0, -26438008.0, -0.6925027370452881],
+            [412036378918912.0, 7228039.5, -0.17379438877105713],
+        ],
+        dtype=torch.float32,
+    )
+    for fn in FUNCS:
+        assert _assert_accurate(fn, x, getattr(el, fn)(x), msg="float32 second round") < 1
+
+
 def test_float32_nc4_fast_reduction_keeps_the_whole_tail():
     """Found in review: float32 ``nc = 4`` computes on 2 float64 components, and the fast
     reduction truncated the exact 3-component tail to 2 (233 u^4 here, with ``x`` 5e-7
