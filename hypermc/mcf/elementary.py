@@ -24,7 +24,7 @@ vectorised, and picks one of three paths, always in this order:
    same algorithms as :mod:`arith`, without its per-op packing and non-finite
    bookkeeping: they are the inner loop of every series); three or more call
    :mod:`arith`. Large CPU inputs are processed in blocks of ``2^15`` elements.
-   float64 ``exp`` and ``log`` with ``nc = 2, 3`` on the CPU run this algorithm as
+   float64 ``exp`` and ``log`` with ``nc = 2, 3, 4`` on the CPU run this algorithm as
    one fused loop where :mod:`native` applies (:func:`native.exp`, :func:`native.log`:
    the same roundings, so the same bits; the elements they flag take the torch code),
    and so does float32 ``nc = 3, 4`` ``exp`` on its double-word expansion.

@@ -85,12 +85,20 @@ __all__ = [
 
 #: Component counts with native kernels.
 NCS = (2, 3, 4)
-#: Component counts with fused float64 exp/log. Not 4: GCC -O3 needs far too long for
-#: the traced nc = 4 exp/log kernels (measured on the 2-core CI machine: nc = 3 builds in
-#: about 66 s idle, nc = 4 took more than 5 minutes idle and 835 s under load, close to
-#: the build timeout), and a first ``exp`` must not stall a user's program that long;
-#: nc = 4 exp/log run the torch path (same bits, slower).
-ELEMENTARY_NCS = (2, 3)
+#: Component counts with fused float64 exp/log on the CPU. Their loops are split into
+#: stages (:func:`native_source._staged_loop`): before that GCC -O3 took 66 s (idle CI
+#: machine) to over 5 minutes per library at nc = 3 and did not finish nc = 4 in 20
+#: minutes; staged, nc = 3 builds in ~8 s and nc = 4 in ~21 s on the 2-core VM.
+ELEMENTARY_NCS = (2, 3, 4)
+#: The same on CUDA (NVRTC translations of the bodies, not staged): nc = 4 has not run
+#: on a GPU yet, so it keeps the torch path there.
+CUDA_ELEMENTARY_NCS = (2, 3)
+
+
+def _elementary_ncs(device_type: str) -> tuple[int, ...]:
+    return CUDA_ELEMENTARY_NCS if device_type == "cuda" else ELEMENTARY_NCS
+
+
 _FLAGS = [
     "-O3",
     "-std=c++17",
@@ -360,19 +368,19 @@ def _device_type(where: str, device: str | torch.device) -> str:
 def available(dtype: torch.dtype = torch.float64, nc: int = 3, part: str = "arith", device: str | torch.device = "cpu") -> bool:
     """Whether the native kernels of ``(dtype, nc)`` are in use in this process on
     ``device`` (builds them on the first call: on the CPU about half a minute, for
-    ``part="elementary"``, the float64 exp and log kernels, a few minutes; on CUDA
+    ``part="elementary"``, the float64 exp and log kernels, 1-21 s; on CUDA
     NVRTC compiles each kernel at its first launch).
 
     Example:
         >>> isinstance(available(torch.float64, 2), bool)  # True with a working C++ compiler
         True
-        >>> available(torch.float16, 2), available(torch.float64, 4, "elementary")  # never native
+        >>> available(torch.float16, 2), available(torch.float32, 3, "elementary")  # never native
         (False, False)
         >>> available(torch.float64, 3, device="cuda") == (status(torch.float64, 3, device="cuda") == "in use")
         True
     """
     device_type = _device_type("available", device)
-    if part == "elementary" and (dtype != torch.float64 or nc not in ELEMENTARY_NCS):
+    if part == "elementary" and (dtype != torch.float64 or nc not in _elementary_ncs(device_type)):
         return False
     return dtype in _NAMES and nc in NCS and _load(dtype, nc, part, device_type) is not None
 
@@ -385,8 +393,8 @@ def status(dtype: torch.dtype = torch.float64, nc: int = 3, part: str = "arith",
     Example:
         >>> status(torch.float32, 7)
         'no native kernels for torch.float32 nc=7 (float32/float64, nc in (2, 3, 4))'
-        >>> status(torch.float64, 4, "elementary")
-        'no native elementary kernels for nc=4 (nc in (2, 3): the nc = 4 kernels take too long to compile)'
+        >>> status(torch.float32, 3, "elementary")
+        'no native elementary kernels for torch.float32 (float64 only)'
         >>> (status(torch.float64, 2) == "in use") == available(torch.float64, 2)  # else the reason
         True
         >>> torch.cuda.is_available() or status(torch.float64, 3, device="cuda") == "CUDA is not available"
@@ -398,8 +406,8 @@ def status(dtype: torch.dtype = torch.float64, nc: int = 3, part: str = "arith",
         return f"no native kernels for {dtype} nc={nc} (float32/float64, nc in {NCS})"
     if part == "elementary" and dtype != torch.float64:
         return f"no native elementary kernels for {dtype} (float64 only)"
-    if part == "elementary" and nc not in ELEMENTARY_NCS:
-        return f"no native elementary kernels for nc={nc} (nc in {ELEMENTARY_NCS}: the nc = 4 kernels take too long to compile)"
+    if part == "elementary" and nc not in _elementary_ncs(device_type):
+        return f"no native elementary kernels for nc={nc} on {device_type} (nc in {_elementary_ncs(device_type)})"
     if available(dtype, nc, part, device_type):
         return "in use"
     return str(_libs[_key(_NAMES[dtype], nc, part, device_type)])
@@ -647,13 +655,13 @@ def sqrt(x: torch.Tensor, lo: float, hi: float) -> Result | None:
 def _elementary_eligible(x: torch.Tensor) -> Kernels | None:
     """The library for :mod:`elementary`'s float64 generic path on ``x``, or None (other
     dtypes; without a measured FMA the torch path's double-word products differ)."""
-    if x.dtype != torch.float64 or x.shape[-1] not in ELEMENTARY_NCS or not has_fused_addcmul(x.device.type, torch.float64):
+    if x.dtype != torch.float64 or x.shape[-1] not in _elementary_ncs(x.device.type) or not has_fused_addcmul(x.device.type, torch.float64):
         return None
     return _eligible(x, part="elementary")
 
 
 def exp(x: torch.Tensor) -> Result | None:
-    """``exp(x)`` by ``elementary._exp_generic`` (float64, nc = 2, 3): ``ok`` false for
+    """``exp(x)`` by ``elementary._exp_generic`` (float64, nc = 2, 3, 4; CUDA 2, 3): ``ok`` false for
     non-finite ``x_0``, complete over/underflow and where a fixed network's check fails.
 
     Example:
@@ -661,7 +669,8 @@ def exp(x: torch.Tensor) -> Result | None:
         >>> r = exp(x)  # None without a C++ compiler (or a fused multiply-add)
         >>> r is None or (r.ok.tolist() == [True, False] and r.out[0, 0].item() == math.e)
         True
-        >>> exp(torch.ones(1, 4, dtype=torch.float64)) is None  # nc = 4 runs the torch path
+        >>> r = exp(torch.tensor([[1.0, 0.0, 0.0, 0.0]], dtype=torch.float64))  # nc = 4 too (staged kernels)
+        >>> r is None or (r.ok.tolist() == [True] and r.out[0, 0].item() == math.e)
         True
     """
     lib = _elementary_eligible(x)
@@ -671,7 +680,7 @@ def exp(x: torch.Tensor) -> Result | None:
 
 
 def log(x: torch.Tensor) -> Result | None:
-    """``log(x)`` by ``elementary``'s float64 path (nc = 2, 3) in two fused calls: the
+    """``log(x)`` by ``elementary``'s float64 path (nc = 2, 3, 4; CUDA 2, 3) in two fused calls: the
     reduction to ``t`` (with ``e`` and a flag), torch's ``log1p`` of ``t_0`` (the Newton
     start; the same function the torch path calls), the Newton core and ``e ln2 + y``.
     ``ok`` false for ``x_0`` not a positive normal number and where a check fails.

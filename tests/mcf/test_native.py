@@ -401,8 +401,10 @@ def test_elementary_fused_where_it_applies(nc):
 def test_elementary_status():
     assert native.status(torch.float32, 3, "elementary") == "no native elementary kernels for torch.float32 (float64 only)"
     assert not native.available(torch.float32, 3, "elementary")
-    assert native.status(torch.float64, 4, "elementary").startswith("no native elementary kernels for nc=4")
-    assert not native.available(torch.float64, 4, "elementary")
-    assert native.exp(torch.ones(3, 4, dtype=torch.float64)) is None
+    # nc = 4 on the CPU since the staged kernels (stop 29); on CUDA not yet verified
+    assert native._elementary_ncs("cpu") == (2, 3, 4) and native._elementary_ncs("cuda") == (2, 3)
+    assert native.status(torch.float64, 4, "elementary") == "in use" or native._compiler() is None
+    r = native.exp(torch.tensor([[1.0, 0.0, 0.0, 0.0]] * 3, dtype=torch.float64))
+    assert r is None or bool(r.ok.all())
     with pytest.raises(ValueError, match=r"status: part must be one of 'arith', 'elementary'; got 'exp'"):
         native.status(torch.float64, 3, "exp")
