@@ -988,8 +988,7 @@ def _kernel(
     every operand is element-contiguous (se = 1) or broadcast (se = 0; not without
     ``broadcast``). ``stages > 1``: each loop as that many stage functions over tiles of
     elements (:func:`_staged_loop`)."""
-    if stages > 1:
-        return _staged_kernel(name, ctype, params, args_doc, variants, operands, ncomp, nout, broadcast, stages)
+    defs: list[str] = []  # the stage functions of a staged kernel
     out = [
         f"// {args_doc}; returns the number of elements with ok = 0",
         f'extern "C" int64_t {name}({params}) {{',
@@ -997,16 +996,21 @@ def _kernel(
     ]
     out.append("  constexpr T CANCEL = T(1) / (T(64) * (std::numeric_limits<T>::epsilon() / T(2)));")
     out.append("  (void)CANCEL;")
-    for cond, body in variants:
+    for vi, (cond, body) in enumerate(variants):
         out.append(f"  if ({cond}) {{")
         # every operand: se in {0, 1} (the caller makes anything else planar)
         # the first operand element-contiguous, the second also broadcast (se = 0)
         combos = [[1]]
         for _ in operands[1:]:
             combos = [c + [s] for c in combos for s in ((0, 1) if broadcast else (1,))]
-        for combo in combos:
+        for ci, combo in enumerate(combos):
             test = " && ".join(f"{o}se == {s}" for o, s in zip(operands, combo))
             out.append(f"    if ({test}) {{")
+            if stages > 1:
+                fns, call = _staged_loop(f"{name}_v{vi}_c{ci}", ctype, body, operands, ncomp, nout, combo, stages)
+                defs += fns
+                out += ["      " + line for line in call] + ["    }"]
+                continue
             # one restrict pointer per component stream: no aliasing for the vectoriser
             text = "\n".join(body)
             for o in operands:
@@ -1041,7 +1045,7 @@ def _kernel(
     out.append("  for (int64_t i = 0; i < n; ++i) ok[i] = 0;")
     out.append("  return n;")
     out.append("}")
-    return "\n".join(out)
+    return "\n\n".join(defs + ["\n".join(out)])
 
 
 #: Elements per tile of a staged kernel (:func:`_staged_loop`).
@@ -1056,44 +1060,6 @@ def _stage_count(body: list[str]) -> int:
 
 
 _DECL = re.compile(r"^(T|bool|I<T>) (v\d+) = ")
-
-
-def _staged_kernel(
-    name: str,
-    ctype: str,
-    params: str,
-    args_doc: str,
-    variants: list[tuple[str, list[str]]],
-    operands: list[str],
-    ncomp: dict[str, int],
-    nout: int,
-    broadcast: bool,
-    stages: int,
-) -> str:
-    """:func:`_kernel` with every loop split into ``stages`` functions (see :func:`_staged_loop`)."""
-    defs: list[str] = []
-    out = [
-        f"// {args_doc}; returns the number of elements with ok = 0",
-        f'extern "C" int64_t {name}({params}) {{',
-        "  using T = " + ctype + ";",
-    ]
-    for vi, (cond, body) in enumerate(variants):
-        out.append(f"  if ({cond}) {{")
-        combos = [[1]]
-        for _ in operands[1:]:
-            combos = [c + [s] for c in combos for s in ((0, 1) if broadcast else (1,))]
-        for ci, combo in enumerate(combos):
-            test = " && ".join(f"{o}se == {s}" for o, s in zip(operands, combo))
-            out.append(f"    if ({test}) {{")
-            fns, call = _staged_loop(f"{name}_v{vi}_c{ci}", ctype, body, operands, ncomp, nout, combo, stages)
-            defs += fns
-            out += ["      " + line for line in call]
-            out.append("    }")
-        out.append("  }")
-    out.append("  for (int64_t i = 0; i < n; ++i) ok[i] = 0;")
-    out.append("  return n;")
-    out.append("}")
-    return "\n\n".join(defs + ["\n".join(out)])
 
 
 def _staged_loop(
