@@ -1028,6 +1028,11 @@ def _trig_constants(dtype: torch.dtype, nc: int, device: torch.device) -> _TrigC
             )
 
 
+def _at_width(x: list[torch.Tensor], nc: int) -> list[torch.Tensor]:
+    """A normalised component list at ``nc`` components: padded with zeros, or rounded."""
+    return _lpad(x, nc) if len(x) <= nc else unpack(renormalize(x, nc, presorted=True))
+
+
 def _trig_reduce(x: list[torch.Tensor], nc: int) -> tuple[torch.Tensor, list[torch.Tensor]]:
     """``(q, r)`` with ``x = (4 m + q) pi/2 + r``, ``q`` in ``{0, 1, 2, 3}`` (float),
     ``|r| <= pi/4 (1 + 2^-30)`` at ``nc`` components, for finite ``x`` (callers sanitise;
@@ -1054,16 +1059,14 @@ def _trig_reduce(x: list[torch.Tensor], nc: int) -> tuple[torch.Tensor, list[tor
     x0 = x[0]
     n = torch.round(x0 * cst.two_over_pi)
     if not bool((n != 0).any()):
-        return torch.zeros_like(x0), _lpad(x, nc) if len(x) <= nc else unpack(renormalize(x, nc, presorted=True))
+        return torch.zeros_like(x0), _at_width(x, nc)
     w = nc if len(x) <= nc + 1 else nc + 1
     pio2 = _lconst(cst.pio2)[: w + 1]
     h, lo = two_prod(n, pio2[0].expand_as(n))
-    tail = x[1:] if len(x) - 1 <= w else unpack(renormalize(x[1:], w, presorted=True))
-    t = _add_f(_lpad(tail, w), x0 - h)  # x0 - h exact
+    t = _add_f(_at_width(x[1:], w), x0 - h)  # x0 - h exact
     t = _add_f(t, -lo)
     r = _add(t, _lneg(_mul_f(pio2[1:], n)))
-    if w > nc:
-        r = unpack(renormalize(r, nc, presorted=True))
+    r = _at_width(r, nc)
     a0, r0 = x0.abs(), r[0].abs()
     # (the first condition also bounds |x_0| by 2^(p-8): larger arguments take the exact path)
     good = (r0 >= a0 * 2.0 ** (8 - p)) & (r0 <= math.pi / 4 * (1 + 2.0**-30))
@@ -1122,7 +1125,7 @@ def _trig_reduce_exact(x: list[torch.Tensor], nc: int) -> tuple[torch.Tensor, li
         r = unpack(renormalize(terms, width))
         q4 = torch.fmod(n, 4.0)  # exact
         q = torch.fmod(q + torch.where(q4 < 0, q4 + 4.0, q4), 4.0)
-    return q, _lpad(r, nc) if len(r) <= nc else unpack(renormalize(r, nc, presorted=True))
+    return q, _at_width(r, nc)
 
 
 def _trig_horner(
