@@ -317,6 +317,8 @@ def _dispatch(
     absolute precision of a large ``x``, which the rounded :func:`_to_float64` would lose),
     and ``generic`` receives ``width=exact64(dtype, nc)``, the components its result needs.
     """
+    if x.dim() == 0:
+        raise ValueError("x: expected a component tensor of shape (*shape, nc); got a 0-d tensor (an MCTensor's components have nc last)")
     nc = x.shape[-1]
     if nc == 1:
         return plain(x)

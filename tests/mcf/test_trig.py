@@ -187,6 +187,16 @@ def test_half_precision_paths(fn, dtype, nc, seed):
     _assert_accurate(fn, x, getattr(el, fn)(x))
 
 
+@pytest.mark.parametrize("fn", FUNCS + ["exp", "log"])
+def test_bad_component_tensors_are_refused(fn):
+    """A 0-d tensor has no component axis (it gave an IndexError); an integer one no float
+    components."""
+    with pytest.raises(ValueError, match=r"x: expected a component tensor of shape \(\*shape, nc\); got a 0-d tensor"):
+        getattr(el, fn)(torch.tensor(1.0, dtype=torch.float64))
+    with pytest.raises(TypeError, match="component dtype must be one of float16, bfloat16, float32, float64; got torch.int64"):
+        getattr(el, fn)(torch.ones(3, 2, dtype=torch.int64))
+
+
 @pytest.mark.parametrize("fn", FUNCS)
 def test_shapes_broadcast_empty_and_blocks(fn, monkeypatch):
     x = _mc([[0.5], [1.5], [25.0], [-3.5], [0.25], [1e5]], torch.float64, 3).reshape(2, 3, 3)
