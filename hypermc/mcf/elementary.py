@@ -212,6 +212,12 @@ def _split_mpf(value, p: int, nc: int) -> list[float]:
     return out
 
 
+def _planar_constants(values, p: int, nc: int, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
+    """mpf ``values`` as ``nc``-component constants of ``dtype``, planar ``(nc, len(values))``."""
+    rows = [_split_mpf(v, p, nc) for v in values]
+    return torch.tensor(rows, dtype=torch.float64).to(dtype=dtype, device=device).T.contiguous()
+
+
 def _series_plan(p: int, nc: int) -> tuple[int, ...]:
     """Horner plan of ``expm1(r)/r = sum r^(k-1)/k!`` for ``|r| <= ln2/128``.
 
@@ -252,9 +258,7 @@ def _build_constants(dtype: torch.dtype, nc: int, device: torch.device) -> _Cons
     plan = _series_plan(p, nc)
 
     def mc(values) -> torch.Tensor:
-        rows = [_split_mpf(v, p, nc) for v in values]
-        t = torch.tensor(rows, dtype=torch.float64).to(dtype=dtype, device=device)
-        return t.T.contiguous()  # (nc, len(values)), planar
+        return _planar_constants(values, p, nc, dtype, device)
 
     with mpmath.workprec(nc * p + 64):
         ln2 = mpmath.log(2)
@@ -999,8 +1003,7 @@ def _trig_constants(dtype: torch.dtype, nc: int, device: torch.device) -> _TrigC
         sin_plan, cos_plan = _trig_plan(p, nc, True), _trig_plan(p, nc, False)
 
         def mc(values) -> torch.Tensor:
-            rows = [_split_mpf(v, p, nc) for v in values]
-            return torch.tensor(rows, dtype=torch.float64).to(dtype=dtype, device=device).T.contiguous()
+            return _planar_constants(values, p, nc, dtype, device)
 
         with mpmath.workprec(bits + 64):
             rest = mpmath.pi / 2
