@@ -27,7 +27,10 @@ vectorised, and picks one of three paths, always in this order:
    float64 ``exp`` and ``log`` with ``nc = 2, 3, 4`` on the CPU run this algorithm as
    one fused loop where :mod:`native` applies (:func:`native.exp`, :func:`native.log`:
    the same roundings, so the same bits; the elements they flag take the torch code),
-   and so does float32 ``nc = 3, 4`` ``exp`` on its double-word expansion.
+   and so does float32 ``nc = 3, 4`` ``exp`` on its double-word expansion. sin, cos
+   and tan run their fast reduction, series and tables as one fused loop too
+   (:func:`native.sin`: float64 ``nc = 2, 3, 4`` and the exact float64 expansion of
+   float32 ``nc = 3, 4``; tan divides its two outputs).
 
 Generic algorithms (Tang's table-driven exp, Newton's iteration on it for log):
 
@@ -299,7 +302,7 @@ def _dispatch(
     *,
     prepare: Callable[[torch.Tensor], tuple[torch.Tensor, ...]] | None = None,
     odd: bool = False,
-    fused: Callable[[torch.Tensor], native.Result | None] | None = None,
+    fused: Callable[..., native.Result | None] | None = None,
     exact64: Callable[[torch.dtype, int], int] | None = None,
 ) -> torch.Tensor:
     """Pick the path: plain torch (nc = 1), wide engine, or the generic MC algorithm.
@@ -320,6 +323,8 @@ def _dispatch(
     exact float64 expansion (all ``nc`` components: the argument reduction needs the
     absolute precision of a large ``x``, which the rounded :func:`_to_float64` would lose),
     and ``generic`` receives ``width=exact64(dtype, nc)``, the components its result needs.
+    ``fused(expansion, width)`` runs that expansion in one fused loop where :mod:`native`
+    has a kernel for it (float32 nc = 3, 4: :data:`native_source.TRIG_INPUTS`), same bits.
     """
     if x.dim() == 0:
         raise ValueError("x: expected a component tensor of shape (*shape, nc); got a 0-d tensor (an MCTensor's components have nc last)")
@@ -331,9 +336,15 @@ def _dispatch(
         return engine_fn(x, engine)
     res = fused(x) if fused is not None else None
     if res is not None:
-        return res.patched(lambda rows: _dispatch(rows, plain, engine_fn, generic, prepare=prepare, odd=odd), x)
+        return res.patched(lambda rows: _dispatch(rows, plain, engine_fn, generic, prepare=prepare, odd=odd, exact64=exact64), x)
     if exact64 is not None:
-        generic = functools.partial(generic, width=exact64(x.dtype, nc))
+        width = exact64(x.dtype, nc)
+        if fused is not None and x.dtype != torch.float64:  # the fused kernel of the float64 expansion
+            res = fused(x.to(torch.float64), width)
+            if res is not None:
+                y = native.Result(_from_float64(res.out, x.dtype, nc), res.ok, res.bad)
+                return y.patched(lambda rows: _dispatch(rows, plain, engine_fn, generic, prepare=prepare, odd=odd, exact64=exact64), x)
+        generic = functools.partial(generic, width=width)
     n = x[..., 0].numel()
     if x.device.type != "cpu" or n <= _CPU_BLOCK:
         return _generic_path(x, plain, generic, prepare, odd, fused, exact64 is not None)
@@ -1071,7 +1082,7 @@ def _trig_reduce(x: list[torch.Tensor], nc: int) -> tuple[torch.Tensor, list[tor
     t = _add_f(_at_width(x[1:], w), x0 - h)  # x0 - h exact
     t = _add_f(t, -lo)
     r = _add(t, _lneg(_mul_f(pio2[1:], n)))
-    r = _at_width(r, nc)
+    r = _lwhere(n == 0, _at_width(x, nc), _at_width(r, nc))  # per element as the shortcut above
     a0, r0 = x0.abs(), r[0].abs()
     # (the first condition also bounds |x_0| by 2^(p-8): larger arguments take the exact path)
     good = (r0 >= a0 * 2.0 ** (8 - p)) & (r0 <= math.pi / 4 * (1 + 2.0**-30))
@@ -1183,31 +1194,30 @@ def _trig_width(dtype: torch.dtype, nc: int) -> int:
     return math.ceil((nc * float_format(dtype).p + _GUARD_BITS) / float_format(torch.float64).p)
 
 
-def _trig_parts(x: list[torch.Tensor], width: int | None) -> tuple[torch.Tensor, list[torch.Tensor], list[torch.Tensor]]:
-    """``(q, sin r, cos r)`` of the finite ``x`` (non-finite elements computed as 0) at
-    ``width`` components (default ``len(x)``)."""
+def _sin_cos_generic(x: list[torch.Tensor], width: int | None) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
+    """``(sin x, cos x)`` of the finite ``x`` (non-finite elements computed as 0) at
+    ``width`` components (default ``len(x)``): the quadrant ``q`` applied to ``(sin r,
+    cos r)``. :func:`native_source._t_sin_cos` is this function's C++ transcription."""
     q, r = _trig_reduce(_sanitize(x), width or len(x))
     s, c = _sin_cos_reduced(r)
-    return q, s, c
+    # sin: q = 0: sin r, 1: cos r, 2: -sin r, 3: -cos r; cos x = sin(x + pi/2): q + 1
+    # (tiny x: r = x, u = x^2 underflows or is negligible, and the series give x itself)
+    odd_q = (q == 1) | (q == 3)
+    sin_x = _apply_sign(_lwhere(odd_q, c, s), q >= 2)
+    cos_x = _apply_sign(_lwhere(odd_q, s, c), (q == 1) | (q == 2))
+    return sin_x, cos_x
 
 
 def _sin_generic(x: list[torch.Tensor], width: int | None = None) -> list[torch.Tensor]:
-    q, s, c = _trig_parts(x, width)
-    # q = 0: sin r, 1: cos r, 2: -sin r, 3: -cos r
-    # (tiny x: r = x, u = x^2 underflows or is negligible, and the series give x itself)
-    return _apply_sign(_lwhere((q == 1) | (q == 3), c, s), q >= 2)
+    return _sin_cos_generic(x, width)[0]
 
 
 def _cos_generic(x: list[torch.Tensor], width: int | None = None) -> list[torch.Tensor]:
-    q, s, c = _trig_parts(x, width)
-    # q = 0: cos r, 1: -sin r, 2: -cos r, 3: sin r
-    return _apply_sign(_lwhere((q == 1) | (q == 3), s, c), (q == 1) | (q == 2))
+    return _sin_cos_generic(x, width)[1]
 
 
 def _tan_generic(x: list[torch.Tensor], width: int | None = None) -> list[torch.Tensor]:
-    q, s, c = _trig_parts(x, width)
-    odd_q = (q == 1) | (q == 3)  # tan(r + pi/2) = -cos r / sin r
-    return _div(_lwhere(odd_q, _lneg(c), s), _lwhere(odd_q, s, c))
+    return _div(*_sin_cos_generic(x, width))
 
 
 def _prepare_log(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -1667,7 +1677,7 @@ def sin(x: torch.Tensor) -> torch.Tensor:
         ...     print(mpmath.nstr(abs((mpmath.mpf(s[0, 0].item()) + s[0, 1].item()) / exact - 1) * 2**106, 2))
         0.15
     """
-    return _dispatch(x, torch.sin, _engine_trig("sin", _sin_generic), _sin_generic, odd=True, exact64=_trig_width)
+    return _dispatch(x, torch.sin, _engine_trig("sin", _sin_generic), _sin_generic, fused=native.sin, odd=True, exact64=_trig_width)
 
 
 def cos(x: torch.Tensor) -> torch.Tensor:
@@ -1679,7 +1689,7 @@ def cos(x: torch.Tensor) -> torch.Tensor:
         tensor([[ 5.4030e-01, -4.7610e-17],
                 [ 1.0000e+00,  0.0000e+00]], dtype=torch.float64)
     """
-    return _dispatch(x, torch.cos, _engine_trig("cos", _cos_generic), _cos_generic, exact64=_trig_width)
+    return _dispatch(x, torch.cos, _engine_trig("cos", _cos_generic), _cos_generic, fused=native.cos, exact64=_trig_width)
 
 
 def tan(x: torch.Tensor) -> torch.Tensor:
@@ -1691,7 +1701,7 @@ def tan(x: torch.Tensor) -> torch.Tensor:
         >>> tan(torch.tensor([[0.5, 0.0]], dtype=torch.float64))[0, 0].item() == math.tan(0.5)
         True
     """
-    return _dispatch(x, torch.tan, _engine_trig("tan", _tan_generic), _tan_generic, odd=True, exact64=_trig_width)
+    return _dispatch(x, torch.tan, _engine_trig("tan", _tan_generic), _tan_generic, fused=native.tan, odd=True, exact64=_trig_width)
 
 
 for _fn in (sin, cos, tan):  # None under python -OO

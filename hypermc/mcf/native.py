@@ -6,10 +6,12 @@ the double-word add 20. :mod:`hypermc.mcf.native_source` generates straight-line
 the same networks (add/sub/add_float/mul/mul_float/div for nc = 2, 3, 4; sqrt for
 nc = 3, 4), one library per (dtype, nc), compiled here by the system C++ compiler (10-15 s,
 once per machine: cached) and called through :mod:`ctypes` on the tensors' memory. A
-second library per nc (``part="elementary"``, built on first use of exp/log: minutes, its
-straight-line code is large) holds :mod:`hypermc.mcf.elementary`'s float64 exp and log
-(Tang's reduction, the Taylor series, Newton's iteration for log, every arith step
-inlined), which otherwise run as ~20 fused calls per block plus torch glue; ctypes
+second library per nc (``part="elementary"``, built on first use of exp/log/sin/cos/tan:
+3-45 s, its straight-line code is large and split into stages) holds
+:mod:`hypermc.mcf.elementary`'s float64 exp, log and sin/cos (Tang's reduction, the
+Taylor series, Newton's iteration for log, the fast ``pi/2`` reduction and the sin/cos
+tables; every arith step inlined), which otherwise run as ~20-200 fused calls per block
+plus torch glue; the sin/cos kernel also takes float32 nc = 3, 4 expansions. ctypes
 releases the GIL, so large tensors are split over torch's intra-op thread count. Numbers
 in ``docs/numerics.md``.
 
@@ -40,6 +42,7 @@ torch speed).
 from __future__ import annotations
 
 import ctypes
+import functools
 import hashlib
 import math
 import os
@@ -62,9 +65,9 @@ from . import (
     arith,  # the self-check's reference kernels (arith imports this module too)
     native_cuda,
 )
-from .eft import float_format, has_fused_addcmul, renormalize, tracing
+from .eft import float_format, has_fused_addcmul, renormalize, tracing, unpack
 from .fixed import patch
-from .native_source import _el
+from .native_source import TRIG_INPUTS, _el, _trig_op
 from .native_source import source as generate
 
 __all__ = [
@@ -78,6 +81,9 @@ __all__ = [
     "sqrt",
     "exp",
     "log",
+    "sin",
+    "cos",
+    "tan",
     "Result",
     "NCS",
     "ELEMENTARY_NCS",
@@ -85,7 +91,7 @@ __all__ = [
 
 #: Component counts with native kernels.
 NCS = (2, 3, 4)
-#: Component counts with fused float64 exp/log on the CPU. Their loops are split into
+#: Component counts with fused float64 exp/log (and sin/cos, CPU only) on the CPU. Their loops are split into
 #: stages (:func:`native_source._staged_loop`): before that GCC -O3 took 66 s (idle CI
 #: machine) to over 5 minutes per library at nc = 3 and did not finish nc = 4 in 20
 #: minutes; staged, nc = 3 builds in ~8 s and nc = 4 in ~21 s on the 2-core VM.
@@ -214,6 +220,8 @@ def _declare(lib: ctypes.CDLL, name: str, nc: int, part: str = "arith") -> None:
             "log_reduce": [i64, vp, i64, i64, vp, i64, vp],
             "log_core": pair + [vp, i64, vp],
         }
+        for nx in TRIG_INPUTS[nc]:
+            signatures[_trig_op(nx, nc)] = [i64, vp, i64, i64, vp, i64, vp]
     for op, args in signatures.items():
         if nc == 2 and op == "sqrt":
             continue  # double-word add, mul and div only
@@ -314,11 +322,16 @@ def _self_check_inputs(dtype: torch.dtype, nc: int) -> tuple[torch.Tensor, torch
     return x, y
 
 
+def _on_fixed(f: Callable[[torch.Tensor], torch.Tensor], fixed: torch.Tensor, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    """``f(fixed)``: a self-check op on inputs of its own (``x`` and ``y`` unused)."""
+    return f(fixed)
+
+
 def _self_check(lib: Kernels, dtype: torch.dtype, nc: int, part: str = "arith", device_type: str = "cpu") -> str | None:
     """Name of the first fused kernel whose bits differ from the torch kernels, else None."""
     from torch.utils._python_dispatch import _disable_current_modes
 
-    ops = {
+    ops: dict[str, Callable[[torch.Tensor, torch.Tensor], torch.Tensor]] = {
         "add": lambda x, y: arith.add(x, y),
         "sub": lambda x, y: arith.sub(x, y),
         "add_float": lambda x, y: arith.add_float(x, y[..., 0]),
@@ -336,8 +349,19 @@ def _self_check(lib: Kernels, dtype: torch.dtype, nc: int, part: str = "arith", 
             "exp": lambda x, y: elementary.exp(x * 2.0**-14),
             "log": lambda x, y: elementary.log(torch.where(x[:, :1] < 0, -x, x)),
             "log near 1": lambda x, y: elementary.log(arith.add_float(x * 2.0**-30, torch.ones_like(x[:, 0]))),
+            # moderate arguments (|x| < 2^10) and a few huge ones, which take the exact reduction
+            "sin": lambda x, y: elementary.sin(x * 2.0**-10),
+            "cos": lambda x, y: elementary.cos(x * 2.0**-10),
+            "tan": lambda x, y: elementary.tan(x * 2.0**-10),
         }
-    ints = {torch.float32: torch.int32, torch.float64: torch.int64}[dtype]
+        if nc == 2:  # the float32 nc = 3, 4 expansions (exact in float64) at 2 components
+            for n32 in (3, 4):
+                x32 = _self_check_inputs(torch.float32, n32)[0].to(device_type) * 2.0**-10
+                for op in ("sin", "cos", "tan"):
+                    ops[f"float32 nc={n32} {op}"] = functools.partial(_on_fixed, getattr(elementary, op), x32)
+        if device_type != "cpu":  # CPU only (no CUDA translation yet)
+            ops = {op: f for op, f in ops.items() if not op.endswith(("sin", "cos", "tan"))}
+    ints = {torch.float32: torch.int32, torch.float64: torch.int64}
     key = _key(_NAMES[dtype], nc, part, device_type)
     _libs[key] = lib  # the ops below reach it through _load
     try:
@@ -352,7 +376,7 @@ def _self_check(lib: Kernels, dtype: torch.dtype, nc: int, part: str = "arith", 
                     ref = f(x, y)
                 finally:
                     _bypass.on = False
-                if not torch.equal(fast.view(ints), ref.view(ints)):
+                if not torch.equal(fast.view(ints[fast.dtype]), ref.view(ints[ref.dtype])):
                     return op
     finally:
         del _libs[key]
@@ -368,7 +392,7 @@ def _device_type(where: str, device: str | torch.device) -> str:
 def available(dtype: torch.dtype = torch.float64, nc: int = 3, part: str = "arith", device: str | torch.device = "cpu") -> bool:
     """Whether the native kernels of ``(dtype, nc)`` are in use in this process on
     ``device`` (builds them on the first call: on the CPU about half a minute, for
-    ``part="elementary"``, the float64 exp and log kernels, 1-21 s; on CUDA
+    ``part="elementary"``, the float64 exp, log and sin/cos kernels, 3-45 s; on CUDA
     NVRTC compiles each kernel at its first launch).
 
     Example:
@@ -413,14 +437,17 @@ def status(dtype: torch.dtype = torch.float64, nc: int = 3, part: str = "arith",
     return str(_libs[_key(_NAMES[dtype], nc, part, device_type)])
 
 
-def _eligible(*ts: torch.Tensor, part: str = "arith") -> Kernels | None:
+def _eligible(*ts: torch.Tensor, part: str = "arith", nc: int | None = None) -> Kernels | None:
+    """The kernels for operands ``ts`` (``nc``: of that library, default the first
+    operand's component count), or None where they do not apply."""
     t = ts[0]
-    if getattr(_bypass, "on", False) or t.device.type not in ("cpu", "cuda") or t.dtype not in _NAMES or t.shape[-1] not in NCS:
+    nc = t.shape[-1] if nc is None else nc
+    if getattr(_bypass, "on", False) or t.device.type not in ("cpu", "cuda") or t.dtype not in _NAMES or nc not in NCS:
         return None
     for s in ts:
         if s.requires_grad or s.dtype != t.dtype or s.device != t.device or type(s) is not torch.Tensor:
             return None
-    return None if tracing() else _load(t.dtype, t.shape[-1], part, t.device.type)
+    return None if tracing() else _load(t.dtype, nc, part, t.device.type)
 
 
 def _rows(t: torch.Tensor, shape: torch.Size, first: bool) -> tuple[torch.Tensor, int, int]:
@@ -652,12 +679,14 @@ def sqrt(x: torch.Tensor, lo: float, hi: float) -> Result | None:
     return _call(lib, "sqrt", [x], (float(lo), float(hi)), x.shape[-1])
 
 
-def _elementary_eligible(x: torch.Tensor) -> Kernels | None:
-    """The library for :mod:`elementary`'s float64 generic path on ``x``, or None (other
-    dtypes; without a measured FMA the torch path's double-word products differ)."""
-    if x.dtype != torch.float64 or x.shape[-1] not in _elementary_ncs(x.device.type) or not has_fused_addcmul(x.device.type, torch.float64):
+def _elementary_eligible(x: torch.Tensor, nc: int | None = None) -> Kernels | None:
+    """The library for :mod:`elementary`'s float64 generic path on ``x`` (results at
+    ``nc`` components, default ``x``'s), or None (other dtypes; without a measured FMA
+    the torch path's double-word products differ)."""
+    nc = x.shape[-1] if nc is None else nc
+    if x.dtype != torch.float64 or nc not in _elementary_ncs(x.device.type) or not has_fused_addcmul(x.device.type, torch.float64):
         return None
-    return _eligible(x, part="elementary")
+    return _eligible(x, part="elementary", nc=nc)
 
 
 def exp(x: torch.Tensor) -> Result | None:
@@ -702,3 +731,61 @@ def log(x: torch.Tensor) -> Result | None:
         return second
     ok = first.ok & second.ok
     return Result(second.out, ok, int((~ok).sum()))
+
+
+def _sin_cos(x: torch.Tensor, width: int | None) -> Result | None:
+    """The sin/cos kernel's ``(sin x, cos x)`` (2 ``width`` components) or None."""
+    nc = x.shape[-1] if width is None else width
+    if x.device.type != "cpu" or nc not in TRIG_INPUTS or x.shape[-1] not in TRIG_INPUTS[nc]:
+        return None  # CPU only: the kernel has no CUDA translation yet
+    lib = _elementary_eligible(x, nc)
+    if lib is None:
+        return None
+    return _call(lib, _trig_op(x.shape[-1], nc), [x], (), nc, 2 * nc)
+
+
+def sin(x: torch.Tensor, width: int | None = None) -> Result | None:
+    """``sin(x)`` by ``elementary._sin_cos_generic`` (float64, CPU; result at ``width``
+    components, default ``x``'s: nc = 2, 3, 4, and the float32 nc = 3, 4 expansions at
+    2): the fast reduction ``x = n pi/2 + r``, the series and the tables in one fused loop
+    (the kernel computes cos as well). ``ok`` false for non-finite or zero ``x_0``, where
+    the torch path takes the exact reduction (heavy cancellation, ``|x| >= 2^45``) and
+    where a fixed network's check fails.
+
+    Example:
+        >>> x = torch.tensor([[1.0, 0.0], [0.0, 0.0], [1e300, 0.0]], dtype=torch.float64)
+        >>> r = sin(x)  # None without a C++ compiler (or a fused multiply-add)
+        >>> r is None or (r.ok.tolist() == [True, False, False] and r.out[0, 0].item() == math.sin(1))
+        True
+    """
+    res = _sin_cos(x, width)
+    return None if res is None else Result(res.out[..., : res.out.shape[-1] // 2], res.ok, res.bad)
+
+
+def cos(x: torch.Tensor, width: int | None = None) -> Result | None:
+    """``cos(x)``: :func:`sin`'s kernel, its second output.
+
+    Example:
+        >>> r = cos(torch.tensor([[1.0, 0.0, 0.0]], dtype=torch.float64))
+        >>> r is None or (r.ok.tolist() == [True] and r.out[0, 0].item() == math.cos(1))
+        True
+    """
+    res = _sin_cos(x, width)
+    return None if res is None else Result(res.out[..., res.out.shape[-1] // 2 :], res.ok, res.bad)
+
+
+def tan(x: torch.Tensor, width: int | None = None) -> Result | None:
+    """``tan(x)``: ``sin x / cos x`` from :func:`sin`'s kernel, divided as the torch path
+    does (``elementary._div``: the fused division for nc >= 3).
+
+    Example:
+        >>> r = tan(torch.tensor([[0.5, 0.0]], dtype=torch.float64))
+        >>> r is None or (r.ok.tolist() == [True] and r.out[0, 0].item() == math.tan(0.5))
+        True
+    """
+    res = _sin_cos(x, width)
+    if res is None:
+        return None
+    el, nc = _el(), res.out.shape[-1] // 2
+    quotient = el._finish(el._div(unpack(res.out[..., :nc]), unpack(res.out[..., nc:])))
+    return Result(quotient, res.ok, res.bad)

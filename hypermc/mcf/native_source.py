@@ -16,6 +16,7 @@ straight-line code runs at a few ns.
 
 from __future__ import annotations
 
+import math
 import re
 from types import ModuleType
 
@@ -639,6 +640,8 @@ def _l_mul_f_zero(net: _Net, a: list[str], b: str) -> list[str]:
 
 # Table rows padded to a power of two (zeros beyond the 2 * _TABLE_HALF + 1 entries).
 _TABLE_PAD = 512
+# The same for the sin/cos tables (2 * elementary._TRIG_HALF + 1 entries).
+_TRIG_PAD = 256
 
 
 class _Tables:
@@ -656,6 +659,18 @@ class _Tables:
                 for c, row in enumerate(table.tolist()):
                     values = ", ".join(float(v).hex() for v in row)
                     self.decls.append(f"const double EXP_{name}{nc}_{c}[{_TABLE_PAD}] = {{{values}}};")
+        return cst
+
+    def trig(self, nc: int):
+        """The constants of sin/cos (:func:`elementary._trig_constants`), their tables
+        emitted as ``TRIG_S{nc}_{c}``, ``TRIG_C{nc}_{c}`` (rows padded to :data:`_TRIG_PAD`)."""
+        cst = _el()._trig_constants(torch.float64, nc, torch.device("cpu"))
+        if -nc not in self.done:
+            self.done.add(-nc)
+            for name, table in (("S", cst.sin_table), ("C", cst.cos_table)):
+                for c, row in enumerate(table.tolist()):
+                    values = ", ".join(float(v).hex() for v in row + [0.0] * (_TRIG_PAD - len(row)))
+                    self.decls.append(f"const double TRIG_{name}{nc}_{c}[{_TRIG_PAD}] = {{{values}}};")
         return cst
 
 
@@ -879,6 +894,116 @@ def _log_core_body(nc: int, tables: _Tables) -> list[str]:
     res = _l_add_nc(net, _l_mul_f_zero(net, ln2, e), y)
     out = _t_finish(net, [net.select(tiny, a, b) for a, b in zip(t, res)])
     return net.lines + [f"OUT({k}) = {out[k]};" for k in range(nc)] + [f"OK = {tiny} | {net.all_ok()};"]
+
+
+def _l_mul_zero(net: _Net, a: list[str], b: list[str], nonzero: str) -> list[str]:
+    """``_mul(a, b)`` where ``a`` or ``b`` may be zero (``nonzero`` false): at three or
+    more components the fixed network rejects a zero product, and arith's general kernel
+    returns ``a_0 b_0`` (a signed zero) and ``+0`` tails."""
+    if max(len(a), len(b)) < 3:
+        return _l_mul(net, a, b)
+    mark = len(net.oks)
+    prod = _l_mul(net, a, b)
+    net.gate(mark, f"!{nonzero}")
+    return [net.select(nonzero, prod[0], net.mul(a[0], b[0]))] + [net.let(f"keep_if<T>({nonzero}, {c})") for c in prod[1:]]
+
+
+def _t_at_width(net: _Net, a: list[str], nc: int) -> list[str]:
+    """elementary._at_width (finite terms: ``renormalize``'s ``presorted`` fast path)."""
+    if len(a) <= nc:
+        return _lpad(a, nc)
+    return _t_distill(net, _t_distill(net, a, nc + 1), nc)
+
+
+def _t_trig_reduce(net: _Net, x: list[str], cst, nc: int) -> tuple[str, list[str], str]:
+    """elementary._trig_reduce's fast path (float64; ``x`` at ``nc`` components or a
+    float32 expansion of more): ``(q, r, good)`` with ``q = n mod 4`` as an integer and
+    ``good`` false where the torch path takes the exact reduction. The network's checks
+    are gated off where ``n = 0`` (``r = x``)."""
+    p = DTYPES["f64"][2]
+    w = nc if len(x) <= nc + 1 else nc + 1
+    n = net.let(f"std::rint({x[0]} * {_lit(cst.two_over_pi)})")
+    nzero = net.test(f"{n} == T(0)")
+    pio2 = [_lit(v) for v in cst.pio2.tolist()[: w + 1]]
+    mark = len(net.oks)
+    h = net.mul(n, pio2[0])
+    lo = net.fma(n, pio2[0], net.neg(h))
+    t = _l_add_f(net, _t_at_width(net, x[1:], w), net.sub(x[0], h))
+    t = _l_add_f(net, t, net.neg(lo))
+    r = _t_at_width(net, _l_add(net, t, [net.neg(c) for c in _l_mul_f(net, pio2[1:], n)]), nc)
+    net.gate(mark, nzero)
+    r = [net.select(nzero, a, b) for a, b in zip(_t_at_width(net, x, nc), r)]
+    r0 = net.let(f"std::fabs({r[0]})")
+    good = net.test(f"({r0} >= std::fabs({x[0]}) * {_lit(2.0 ** (8 - p))}) & ({r0} <= {_lit(math.pi / 4 * (1 + 2.0**-30))})")
+    q = net.let(f"toint<T>({n}) & 3", "I<T>")  # n mod 4 (two's complement), |n| < 2^45 where good
+    return q, r, good
+
+
+def _t_trig_horner(net: _Net, u: list[str], coeffs, lead, plan) -> list[str]:
+    """elementary._trig_horner."""
+    n = len(plan) - 1
+    q = _lit(lead[n])
+    q_list: list[str] | None = None
+    for k in range(n - 1, -1, -1):
+        level = plan[k]
+        if q_list is None and level == 1:
+            q = net.add(net.mul(u[0], q), _lit(lead[k]))
+            continue
+        ul = u[:level]
+        prod = _l_mul_f(net, ul, q) if q_list is None else _l_mul(net, ul, q_list)
+        q_list = _l_add_nc(net, prod, [_lit(v) for v in coeffs[k].tolist()[:level]])
+    return [q] if q_list is None else q_list
+
+
+def _t_sin_cos(net: _Net, tables: _Tables, x: list[str], nc: int) -> tuple[list[str], list[str], str]:
+    """elementary._sin_cos_generic for finite ``x`` on the fast reduction, ``width=nc``:
+    ``(sin x, cos x, good)``, ``good`` as :func:`_t_trig_reduce`."""
+    _TRIG_STEPS, _TRIG_HALF = _el()._TRIG_STEPS, _el()._TRIG_HALF
+    cst = tables.trig(nc)
+    q, r, good = _t_trig_reduce(net, x, cst, nc)
+    # elementary._sin_cos_reduced
+    j = net.let(f"std::rint({r[0]} * T({_TRIG_STEPS}))")
+    t = _l_add_f(net, r, net.div(net.neg(j), f"T({_TRIG_STEPS})"))
+    u = _l_mul(net, t, t)
+    sin_t = _l_mul(net, t, _t_trig_horner(net, u, cst.sin_coeffs, cst.sin_leads, cst.sin_plan))
+    cm1 = _l_mul(net, u, _t_trig_horner(net, u, cst.cos_coeffs, cst.cos_leads, cst.cos_plan))
+    # in [0, 2 _TRIG_HALF] where good; the mask keeps any other lane inside the padded tables
+    idx = net.let(f"toint<T>({j} + T({_TRIG_HALF})) & {_TRIG_PAD - 1}", "I<T>")
+    s_j = [net.let(f"TRIG_S{nc}_{c}[{idx}]") for c in range(nc)]
+    c_j = [net.let(f"TRIG_C{nc}_{c}[{idx}]") for c in range(nc)]
+    j_nonzero = net.test(f"{j} != T(0)")  # sin(0/128) = 0: a zero product
+    sin_r = _l_add(net, s_j, _l_add(net, _l_mul_zero(net, s_j, cm1, j_nonzero), _l_mul(net, c_j, sin_t)))
+    cos_r = _l_add(net, c_j, _l_add(net, _l_mul(net, c_j, cm1), [net.neg(c) for c in _l_mul_zero(net, s_j, sin_t, j_nonzero)]))
+    odd = net.test(f"({q} & 1) != 0")
+    sin_neg = net.test(f"{q} >= 2")
+    cos_neg = net.test(f"(({q} + 1) & 3) >= 2")
+    sin_x = [net.select(sin_neg, net.neg(v), v) for v in (net.select(odd, a, b) for a, b in zip(cos_r, sin_r))]
+    cos_x = [net.select(cos_neg, net.neg(v), v) for v in (net.select(odd, a, b) for a, b in zip(sin_r, cos_r))]
+    return _t_finish(net, sin_x), _t_finish(net, cos_x), good
+
+
+#: Input components of the sin/cos kernels of each float64 ``nc``: ``nc`` itself, and the
+#: float32 nc = 3, 4 expansions, which sin/cos/tan compute at 2 float64 components.
+TRIG_INPUTS = {2: (2, 3, 4), 3: (3,), 4: (4,)}
+
+
+def _trig_op(nx: int, nc: int) -> str:
+    """The kernel name's op for ``nx`` input components at ``nc`` (``mc_{op}_f64_{nc}``)."""
+    return "sin_cos" if nx == nc else f"sin_cos_x{nx}"
+
+
+def _sin_cos_body(nc: int, tables: _Tables, nx: int | None = None) -> list[str]:
+    """elementary's sin and cos (float64 result at ``nc`` components, input at ``nx``,
+    default ``nc``): outputs ``sin x`` then ``cos x`` (2 nc); ``ok`` false for non-finite
+    or zero ``x_0`` (the torch path's special values), where the torch path takes the
+    exact reduction and where a fixed network's check fails."""
+    net = _Net()
+    xs = [net.let(f"X({k})") for k in range(nx or nc)]
+    regular = net.test(f"(std::fabs({xs[0]}) <= std::numeric_limits<T>::max()) & ({xs[0]} != T(0))")
+    xs = [net.let(f"keep_if<T>({regular}, {c})") for c in xs]
+    sin_x, cos_x, good = _t_sin_cos(net, tables, xs, nc)
+    outs = [f"OUT({k}) = {c};" for k, c in enumerate(sin_x + cos_x)]
+    return net.lines + outs + [f"OK = {regular} & {good} & {net.all_ok()};"]
 
 
 _PRELUDE = r"""// Generated by hypermc/mcf/native_source.py: do not edit.
@@ -1145,7 +1270,7 @@ def _staged_loop(
 
 def source(name: str, nc: int, part: str = "arith") -> str:
     """The C++ translation unit of one component dtype (``"f32"``/``"f64"``), ``nc`` and
-    ``part``: ``"arith"`` (add, mul, div, sqrt) or ``"elementary"`` (exp, log; float64
+    ``part``: ``"arith"`` (add, mul, div, sqrt) or ``"elementary"`` (exp, log, sin/cos; float64
     only). The elementary kernels are a library of their own: their code is large (a
     minute or more to compile), and arithmetic alone should not wait for it.
 
@@ -1155,7 +1280,9 @@ def source(name: str, nc: int, part: str = "arith") -> str:
         (True, True, False)
         >>> "mc_div_f64_2" in source("f64", 2), "mc_sqrt_f64_2" in source("f64", 2)  # double-word: no sqrt
         (True, False)
-        >>> "mc_exp_f64_2" in source("f64", 2, "elementary")  # exp and log have a library of their own
+        >>> "mc_exp_f64_2" in source("f64", 2, "elementary")  # exp, log, sin/cos have a library of their own
+        True
+        >>> "mc_sin_cos_x4_f64_2" in source("f64", 2, "elementary")  # and the float32 nc = 4 expansion's
         True
     """
     ctype = DTYPES[name][0]
@@ -1204,6 +1331,21 @@ def source(name: str, nc: int, part: str = "arith") -> str:
                 stages=_stage_count(core_body),
             ),
         ]
+        for nx in TRIG_INPUTS[nc]:
+            sin_cos_body = _sin_cos_body(nc, tables, nx)
+            kernels.append(
+                _kernel(
+                    f"mc_{_trig_op(nx, nc)}_{name}_{nc}",
+                    ctype,
+                    unary,
+                    f"(sin x, cos x): elementary._sin_cos_generic, {nx} input components (2 nc outputs)",
+                    [("true", sin_cos_body)],
+                    ["x"],
+                    {"x": nx},
+                    2 * nc,
+                    stages=_stage_count(sin_cos_body),
+                )
+            )
         parts[1:1] = tables.decls  # inside the prelude's anonymous namespace
         return "\n\n".join(parts + kernels) + "\n"
     if nc == 2:  # the double-word algorithms of arith (no sqrt kernel)

@@ -14,12 +14,14 @@ from __future__ import annotations
 import ctypes
 import math
 
+import mpmath
 import pytest
 import torch
 from hypothesis import example, given
 from hypothesis import strategies as st
 
 from hypermc.mcf import arith, elementary, native
+from hypermc.mcf.eft import float_format
 from tests.mcf.test_arith import _cap
 from tests.oracle import expansions
 
@@ -396,6 +398,112 @@ def test_elementary_fused_where_it_applies(nc):
     assert native.log(pos) is not None
     assert native.exp(x.float()) is None
     assert native.exp(x.detach().requires_grad_()) is None
+
+
+# --------------------------------------------------------------- fused sin, cos, tan
+
+TRIG = {"sin": elementary.sin, "cos": elementary.cos, "tan": elementary.tan}
+
+
+def _trig_inputs(x: torch.Tensor) -> torch.Tensor:
+    """Arguments for sin/cos/tan from hypothesis expansions: ``x`` itself (every exponent:
+    mostly the exact reduction), ``x`` scaled below ``2^12`` (the fast reduction), within
+    ``2^-40 .. 2^-200`` of ``k pi/2`` (cancellation: the exact reduction, or the fast one
+    where fewer than ``p - 8`` bits cancel), multiples of ``1/128`` (``r = j/128``: a zero
+    ``t``) and the edge values."""
+    nc = x.shape[-1]
+    scaled = x * 2.0 ** -(math.frexp(torch.finfo(x.dtype).max)[1] - 12)
+    with mpmath.workprec(400):
+        pio2 = torch.tensor(elementary._split_mpf(mpmath.pi / 2, float_format(x.dtype).p, nc), dtype=x.dtype)
+    k = torch.arange(-24, 24, dtype=x.dtype)[: len(x)]
+    near = _torch_kernels(arith.add, _torch_kernels(arith.mul_float, pio2.expand(len(k), nc), k), x[: len(k)] * 2.0**-1100)
+    steps = torch.zeros(8, nc, dtype=x.dtype)
+    steps[:, 0] = torch.tensor([1, -3, 64, -100, 101, 128, 300, 12345], dtype=x.dtype) / 128
+    edge = torch.zeros(len(_EDGES), nc, dtype=x.dtype)
+    edge[:, 0] = torch.tensor(_EDGES, dtype=torch.float64).to(x.dtype)
+    return torch.cat([x, scaled, near, steps, edge, -edge])
+
+
+@needs_compiler
+@pytest.mark.parametrize(
+    ("dtype", "nc"), [(torch.float64, nc) for nc in native.ELEMENTARY_NCS] + [(torch.float32, 3), (torch.float32, 4)], ids=str
+)
+@pytest.mark.parametrize("op", sorted(TRIG))
+@_cap(10)
+@given(data=st.data())
+def test_trig_same_bits_as_the_torch_path(dtype, nc, op, data):
+    """sin, cos and tan (fused: :func:`native.sin` and its siblings; float32 nc = 3, 4
+    on the exact float64 expansion) against the torch path of :mod:`elementary` on
+    :func:`_trig_inputs`."""
+    x = _trig_inputs(data.draw(expansions(dtype, nc, shape=(48,), allow_zero=True)))
+    f = TRIG[op]
+    assert _same_bits(f(x), _torch_kernels(f, x))
+
+
+@needs_compiler
+@pytest.mark.parametrize("nc", native.ELEMENTARY_NCS)
+def test_trig_fused_where_it_applies(nc, monkeypatch):
+    """sin/cos/tan of ordinary float64 arguments run in the fused kernel (nothing
+    flagged), in blocks split over threads; other dtypes, autograd and the special values
+    (±0, inf, NaN, huge and cancelling arguments) are left to the torch path."""
+    gen = torch.Generator().manual_seed(6)
+    x = _torch_kernels(
+        arith.add,
+        torch.randn(3 * native._CHUNK + 5, nc, generator=gen, dtype=torch.float64) * 8,
+        torch.randn(3 * native._CHUNK + 5, nc, generator=gen, dtype=torch.float64) * 2.0**-60,
+    )
+    assert native.status(torch.float64, nc, "elementary") == "in use"
+    calls = []
+    fused = {op: getattr(native, op) for op in TRIG}
+    for op in TRIG:
+
+        def spy(t, op=op):
+            res = fused[op](t)
+            calls.append((op, None if res is None else res.bad))
+            return res
+
+        monkeypatch.setattr(native, op, spy)
+    old = torch.get_num_threads()
+    try:
+        torch.set_num_threads(2)
+        threaded = {op: f(x) for op, f in TRIG.items()}
+    finally:
+        torch.set_num_threads(old)
+    assert calls == [("sin", 0), ("cos", 0), ("tan", 0)]
+    for op, f in TRIG.items():
+        assert _same_bits(threaded[op], _torch_kernels(f, x)), op
+    special = torch.tensor(
+        [[0.0] * nc, [-0.0] * nc, [math.inf] + [0.0] * (nc - 1), [math.nan] * nc, [1e300] + [0.0] * (nc - 1)], dtype=torch.float64
+    )
+    special[-1, 1] = 1e283
+    res = fused["sin"](special)
+    assert res is not None and res.ok.tolist() == [False] * 5
+    assert fused["sin"](x.float()) is None and fused["cos"](x.detach().requires_grad_()) is None
+    assert fused["sin"](x, 3 if nc != 3 else 4) is None  # no kernel for that input width
+
+
+@needs_compiler
+def test_float32_trig_uses_the_float64_kernel(monkeypatch):
+    """float32 nc = 3, 4 sin/cos/tan call the float64 kernel on the exact expansion (all
+    nc components in, 2 out), which accepts ordinary arguments."""
+    seen = []
+    fused = {op: getattr(native, op) for op in TRIG}
+    for op in TRIG:
+
+        def spy(t, width=None, op=op):
+            res = fused[op](t, width)
+            seen.append((op, t.dtype, t.shape[-1], width, None if res is None else res.bad))
+            return res
+
+        monkeypatch.setattr(native, op, spy)
+    gen = torch.Generator().manual_seed(3)
+    for nc in (3, 4):
+        x = arith.add(torch.randn(1000, nc, generator=gen) * 20, torch.randn(1000, nc, generator=gen) * 2.0**-30)
+        for op, f in TRIG.items():
+            f(x)  # loads (and self-checks) the float64 library on first use
+            seen.clear()
+            f(x)
+            assert seen == [(op, torch.float32, nc, None, None), (op, torch.float64, nc, 2, 0)], seen
 
 
 def test_elementary_status():
