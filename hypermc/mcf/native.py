@@ -221,7 +221,8 @@ def _declare(lib: ctypes.CDLL, name: str, nc: int, part: str = "arith") -> None:
             "log_core": pair + [vp, i64, vp],
         }
         for nx in TRIG_INPUTS[nc]:
-            signatures[_trig_op(nx, nc)] = [i64, vp, i64, i64, vp, i64, vp]
+            for fn in ("sin_cos", "tan") if nc == 2 else ("sin_cos",):
+                signatures[_trig_op(nx, nc, fn)] = [i64, vp, i64, i64, vp, i64, vp]
     for op, args in signatures.items():
         if nc == 2 and op == "sqrt":
             continue  # double-word add, mul and div only
@@ -733,15 +734,16 @@ def log(x: torch.Tensor) -> Result | None:
     return Result(second.out, ok, int((~ok).sum()))
 
 
-def _sin_cos(x: torch.Tensor, width: int | None) -> Result | None:
-    """The sin/cos kernel's ``(sin x, cos x)`` (2 ``width`` components) or None."""
+def _sin_cos(x: torch.Tensor, width: int | None, fn: str = "sin_cos") -> Result | None:
+    """The sin/cos kernel's ``(sin x, cos x)`` (2 ``width`` components; ``fn="tan"``:
+    the nc = 2 tan kernel's quotient) or None."""
     nc = x.shape[-1] if width is None else width
     if x.device.type != "cpu" or nc not in TRIG_INPUTS or x.shape[-1] not in TRIG_INPUTS[nc]:
         return None  # CPU only: the kernel has no CUDA translation yet
     lib = _elementary_eligible(x, nc)
     if not isinstance(lib, ctypes.CDLL):  # None, or the CUDA kernels (a host build in the tests)
         return None
-    return _call(lib, _trig_op(x.shape[-1], nc), [x], (), nc, 2 * nc)
+    return _call(lib, _trig_op(x.shape[-1], nc, fn), [x], (), nc, nc if fn == "tan" else 2 * nc)
 
 
 def sin(x: torch.Tensor, width: int | None = None) -> Result | None:
@@ -776,13 +778,16 @@ def cos(x: torch.Tensor, width: int | None = None) -> Result | None:
 
 def tan(x: torch.Tensor, width: int | None = None) -> Result | None:
     """``tan(x)``: ``sin x / cos x`` from :func:`sin`'s kernel, divided as the torch path
-    does (``elementary._div``: the fused division for nc >= 3).
+    does (``elementary._div``: the fused division for nc >= 3; at nc = 2 a kernel of its
+    own with the double-word division inside).
 
     Example:
         >>> r = tan(torch.tensor([[0.5, 0.0]], dtype=torch.float64))
         >>> r is None or (r.ok.tolist() == [True] and r.out[0, 0].item() == math.tan(0.5))
         True
     """
+    if (x.shape[-1] if width is None else width) == 2:
+        return _sin_cos(x, width, "tan")
     res = _sin_cos(x, width)
     if res is None:
         return None

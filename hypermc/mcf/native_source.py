@@ -982,27 +982,31 @@ def _t_sin_cos(net: _Net, tables: _Tables, x: list[str], nc: int) -> tuple[list[
     return _t_finish(net, sin_x), _t_finish(net, cos_x), good
 
 
-#: Input components of the sin/cos kernels of each float64 ``nc``: ``nc`` itself, and the
-#: float32 nc = 3, 4 expansions, which sin/cos/tan compute at 2 float64 components.
+#: Input components of the sin/cos (and nc = 2 tan) kernels of each float64 ``nc``: ``nc``
+#: itself, and the float32 nc = 3, 4 expansions, which sin/cos/tan compute at 2 float64
+#: components.
 TRIG_INPUTS = {2: (2, 3, 4), 3: (3,), 4: (4,)}
 
 
-def _trig_op(nx: int, nc: int) -> str:
-    """The kernel name's op for ``nx`` input components at ``nc`` (``mc_{op}_f64_{nc}``)."""
-    return "sin_cos" if nx == nc else f"sin_cos_x{nx}"
+def _trig_op(nx: int, nc: int, fn: str = "sin_cos") -> str:
+    """The kernel name's op (``mc_{op}_f64_{nc}``) of ``fn`` ("sin_cos", or "tan" at
+    ``nc = 2``) for ``nx`` input components at ``nc``."""
+    return fn if nx == nc else f"{fn}_x{nx}"
 
 
-def _sin_cos_body(nc: int, tables: _Tables, nx: int | None = None) -> list[str]:
+def _sin_cos_body(nc: int, tables: _Tables, nx: int | None = None, tan: bool = False) -> list[str]:
     """elementary's sin and cos (float64 result at ``nc`` components, input at ``nx``,
-    default ``nc``): outputs ``sin x`` then ``cos x`` (2 nc); ``ok`` false for non-finite
-    or zero ``x_0`` (the torch path's special values), where the torch path takes the
-    exact reduction and where a fixed network's check fails."""
+    default ``nc``): outputs ``sin x`` then ``cos x`` (2 nc), or with ``tan`` (``nc =
+    2``) their quotient by ``elementary._div`` (nc); ``ok`` false for non-finite or zero
+    ``x_0`` (the torch path's special values), where the torch path takes the exact
+    reduction and where a fixed network's check fails."""
     net = _Net()
     xs = [net.let(f"X({k})") for k in range(nx or nc)]
     regular = net.test(f"(std::fabs({xs[0]}) <= std::numeric_limits<T>::max()) & ({xs[0]} != T(0))")
     xs = [net.let(f"keep_if<T>({regular}, {c})") for c in xs]
     sin_x, cos_x, good = _t_sin_cos(net, tables, xs, nc)
-    outs = [f"OUT({k}) = {c};" for k, c in enumerate(sin_x + cos_x)]
+    out = _t_finish(net, _l_div2(net, sin_x, cos_x)) if tan else sin_x + cos_x
+    outs = [f"OUT({k}) = {c};" for k, c in enumerate(out)]
     return net.lines + outs + [f"OK = {regular} & {good} & {net.all_ok()};"]
 
 
@@ -1332,20 +1336,23 @@ def source(name: str, nc: int, part: str = "arith") -> str:
             ),
         ]
         for nx in TRIG_INPUTS[nc]:
-            sin_cos_body = _sin_cos_body(nc, tables, nx)
-            kernels.append(
-                _kernel(
-                    f"mc_{_trig_op(nx, nc)}_{name}_{nc}",
-                    ctype,
-                    unary,
-                    f"(sin x, cos x): elementary._sin_cos_generic, {nx} input components (2 nc outputs)",
-                    [("true", sin_cos_body)],
-                    ["x"],
-                    {"x": nx},
-                    2 * nc,
-                    stages=_stage_count(sin_cos_body),
+            # tan: at nc = 2 its double-word division in the kernel (at nc >= 3 the caller
+            # divides with arith's fused kernel; in torch, 2-component division is slow)
+            for fn in ("sin_cos", "tan") if nc == 2 else ("sin_cos",):
+                body = _sin_cos_body(nc, tables, nx, tan=fn == "tan")
+                kernels.append(
+                    _kernel(
+                        f"mc_{_trig_op(nx, nc, fn)}_{name}_{nc}",
+                        ctype,
+                        unary,
+                        f"{fn}: elementary._sin_cos_generic ({'/' if fn == 'tan' else ','}), {nx} input components",
+                        [("true", body)],
+                        ["x"],
+                        {"x": nx},
+                        nc if fn == "tan" else 2 * nc,
+                        stages=_stage_count(body),
+                    )
                 )
-            )
         parts[1:1] = tables.decls  # inside the prelude's anonymous namespace
         return "\n\n".join(parts + kernels) + "\n"
     if nc == 2:  # the double-word algorithms of arith (no sqrt kernel)
