@@ -1404,7 +1404,7 @@ def expm1(x: torch.Tensor) -> torch.Tensor:
         >>> [e < 64 for e in err]  # the bound above
         [True]
     """
-    return _dispatch(x, torch.expm1, _engine_unary("expm1", odd=True), _expm1_generic, odd=True)
+    return _dispatch(x, torch.expm1, _engine_unary("expm1", odd=True), _expm1_generic, odd=True, fused=native.expm1)
 
 
 def log(x: torch.Tensor) -> torch.Tensor:
@@ -1496,7 +1496,7 @@ def sinh(x: torch.Tensor) -> torch.Tensor:
         >>> [e < 64 for e in err]  # the bound above
         [True, True]
     """
-    return _dispatch(x, torch.sinh, _engine_unary("sinh", odd=True), _sinh_generic, odd=True)
+    return _dispatch(x, torch.sinh, _engine_unary("sinh", odd=True), _sinh_generic, odd=True, fused=native.sinh)
 
 
 def cosh(x: torch.Tensor) -> torch.Tensor:
@@ -1517,7 +1517,7 @@ def cosh(x: torch.Tensor) -> torch.Tensor:
         >>> [e < 64 for e in err]  # the bound above
         [True]
     """
-    return _dispatch(x, torch.cosh, _engine_unary("cosh"), _cosh_generic)
+    return _dispatch(x, torch.cosh, _engine_unary("cosh"), _cosh_generic, fused=native.cosh)
 
 
 def tanh(x: torch.Tensor) -> torch.Tensor:
@@ -1541,7 +1541,7 @@ def tanh(x: torch.Tensor) -> torch.Tensor:
         >>> [e < 64 for e in err]  # the bound above
         [True]
     """
-    return _dispatch(x, torch.tanh, _engine_unary("tanh", odd=True), _tanh_generic, odd=True)
+    return _dispatch(x, torch.tanh, _engine_unary("tanh", odd=True), _tanh_generic, odd=True, fused=native.tanh)
 
 
 def asinh(x: torch.Tensor) -> torch.Tensor:

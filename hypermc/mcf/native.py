@@ -84,6 +84,10 @@ __all__ = [
     "sin",
     "cos",
     "tan",
+    "expm1",
+    "sinh",
+    "cosh",
+    "tanh",
     "Result",
     "NCS",
     "ELEMENTARY_NCS",
@@ -220,6 +224,8 @@ def _declare(lib: ctypes.CDLL, name: str, nc: int, part: str = "arith") -> None:
             "log_reduce": [i64, vp, i64, i64, vp, i64, vp],
             "log_core": pair + [vp, i64, vp],
         }
+        for fn in ("expm1", "sinh_cosh", "tanh"):
+            signatures[fn] = [i64, vp, i64, i64, vp, i64, vp]
         for nx in TRIG_INPUTS[nc]:
             for fn in ("sin_cos", "tan") if nc == 2 else ("sin_cos",):
                 signatures[_trig_op(nx, nc, fn)] = [i64, vp, i64, i64, vp, i64, vp]
@@ -350,6 +356,10 @@ def _self_check(lib: Kernels, dtype: torch.dtype, nc: int, part: str = "arith", 
             "exp": lambda x, y: elementary.exp(x * 2.0**-14),
             "log": lambda x, y: elementary.log(torch.where(x[:, :1] < 0, -x, x)),
             "log near 1": lambda x, y: elementary.log(arith.add_float(x * 2.0**-30, torch.ones_like(x[:, 0]))),
+            "expm1": lambda x, y: elementary.expm1(x * 2.0**-14),
+            "sinh": lambda x, y: elementary.sinh(x * 2.0**-14),
+            "cosh": lambda x, y: elementary.cosh(x * 2.0**-14),
+            "tanh": lambda x, y: elementary.tanh(x * 2.0**-16),
             # moderate arguments (|x| < 2^10) and a few huge ones, which take the exact reduction
             "sin": lambda x, y: elementary.sin(x * 2.0**-10),
             "cos": lambda x, y: elementary.cos(x * 2.0**-10),
@@ -361,7 +371,7 @@ def _self_check(lib: Kernels, dtype: torch.dtype, nc: int, part: str = "arith", 
                 for op in ("sin", "cos", "tan"):
                     ops[f"float32 nc={n32} {op}"] = functools.partial(_on_fixed, getattr(elementary, op), x32)
         if isinstance(lib, native_cuda.Backend):  # C++ only (no CUDA translation yet)
-            ops = {op: f for op, f in ops.items() if not op.endswith(("sin", "cos", "tan"))}
+            ops = {op: f for op, f in ops.items() if op.startswith(("exp", "log"))}
     ints = {torch.float32: torch.int32, torch.float64: torch.int64}
     key = _key(_NAMES[dtype], nc, part, device_type)
     _libs[key] = lib  # the ops below reach it through _load
@@ -794,3 +804,62 @@ def tan(x: torch.Tensor, width: int | None = None) -> Result | None:
     el, nc = _el(), res.out.shape[-1] // 2
     quotient = el._finish(el._div(unpack(res.out[..., :nc]), unpack(res.out[..., nc:])))
     return Result(quotient, res.ok, res.bad)
+
+
+def _cpu_unary(x: torch.Tensor, op: str, nout: int) -> Result | None:
+    """``mc_{op}`` of the C++ elementary library on ``x`` (CPU only: these kernels have no
+    CUDA translation yet), or None."""
+    lib = _elementary_eligible(x) if x.device.type == "cpu" else None
+    if not isinstance(lib, ctypes.CDLL):  # None, or the CUDA kernels (a host build in the tests)
+        return None
+    return _call(lib, op, [x], (), x.shape[-1], nout)
+
+
+def expm1(x: torch.Tensor) -> Result | None:
+    """``expm1(x)`` by ``elementary._expm1_generic`` (float64, nc = 2, 3, 4, CPU); ``ok``
+    false for zero or non-finite ``x_0``, ``|x_0|`` beyond exp's bound and where a fixed
+    network's check fails.
+
+    Example:
+        >>> r = expm1(torch.tensor([[1.0, 0.0], [0.0, 0.0]], dtype=torch.float64))
+        >>> r is None or (r.ok.tolist() == [True, False] and r.out[0, 0].item() == math.expm1(1))
+        True
+    """
+    return _cpu_unary(x, "expm1", x.shape[-1])
+
+
+def sinh(x: torch.Tensor) -> Result | None:
+    """``sinh(x)`` by ``elementary._sinh_generic`` (float64, nc = 2, 3, 4, CPU; the kernel
+    computes cosh as well); ``ok`` as :func:`expm1`.
+
+    Example:
+        >>> r = sinh(torch.tensor([[1.0, 0.0, 0.0]], dtype=torch.float64))
+        >>> r is None or (r.ok.tolist() == [True] and r.out[0, 0].item() == math.sinh(1))
+        True
+    """
+    res = _cpu_unary(x, "sinh_cosh", 2 * x.shape[-1])
+    return None if res is None else Result(res.out[..., : x.shape[-1]], res.ok, res.bad)
+
+
+def cosh(x: torch.Tensor) -> Result | None:
+    """``cosh(x)``: :func:`sinh`'s kernel, its second output.
+
+    Example:
+        >>> r = cosh(torch.tensor([[1.0, 0.0]], dtype=torch.float64))
+        >>> r is None or (r.ok.tolist() == [True] and r.out[0, 0].item() == math.cosh(1))
+        True
+    """
+    res = _cpu_unary(x, "sinh_cosh", 2 * x.shape[-1])
+    return None if res is None else Result(res.out[..., x.shape[-1] :], res.ok, res.bad)
+
+
+def tanh(x: torch.Tensor) -> Result | None:
+    """``tanh(x)`` by ``elementary._tanh_generic`` (float64, nc = 2, 3, 4, CPU); ``ok`` as
+    :func:`expm1`.
+
+    Example:
+        >>> r = tanh(torch.tensor([[0.5, 0.0, 0.0, 0.0]], dtype=torch.float64))
+        >>> r is None or (r.ok.tolist() == [True] and r.out[0, 0].item() == math.tanh(0.5))
+        True
+    """
+    return _cpu_unary(x, "tanh", x.shape[-1])

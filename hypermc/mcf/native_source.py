@@ -718,15 +718,19 @@ def _t_exp_parts(net: _Net, tables: _Tables, x: list[str]) -> tuple[str, list[st
     return k, _l_add(net, d, _l_mul(net, t, er))
 
 
-def _t_lscale(net: _Net, a: list[str], k: str) -> list[str]:
-    """elementary._lscale (``_ldexp_factors``: two clamped powers of two)."""
+def _t_ldexp_factors(net: _Net, k: str) -> tuple[str, str]:
+    """elementary._ldexp_factors: two clamped powers of two with product ``2^k``."""
     emin, emax = _el()._exponent_range(torch.float64)
     # trunc(k / 2) and the clamps on integers (exact; GCC does not vectorise std::trunc)
     ki = net.let(f"toint<T>({k})", "I<T>")
     k1 = net.let(f"std::min<I<T>>(std::max<I<T>>({ki} / 2, {emin}), {emax})", "I<T>")
     k2 = net.let(f"std::min<I<T>>(std::max<I<T>>({ki} - {k1}, {emin}), {emax})", "I<T>")
-    f1 = net.let(f"pow2<T>({k1})")
-    f2 = net.let(f"pow2<T>({k2})")
+    return net.let(f"pow2<T>({k1})"), net.let(f"pow2<T>({k2})")
+
+
+def _t_lscale(net: _Net, a: list[str], k: str) -> list[str]:
+    """elementary._lscale (``_ldexp_factors``: two clamped powers of two)."""
+    f1, f2 = _t_ldexp_factors(net, k)
     return [net.mul(net.mul(c, f1), f2) for c in a]
 
 
@@ -994,6 +998,121 @@ def _trig_op(nx: int, nc: int, fn: str = "sin_cos") -> str:
     return fn if nx == nc else f"{fn}_x{nx}"
 
 
+def _l_div(net: _Net, a: list[str], b: list[str]) -> list[str]:
+    """elementary._div (nc >= 3: arith.div's fixed branch, its checks added to ``net``)."""
+    n = max(len(a), len(b))
+    a, b = _lpad(a, n), _lpad(b, n)
+    if n == 1:
+        return [net.div(a[0], b[0])]
+    if n == 2:
+        return _l_div2(net, a, b)
+    c, oks = _emit_div(net, a, b)
+    net.oks.extend(oks)
+    return c
+
+
+def _gated(net: _Net, skip: str, emit):
+    """``emit()`` with its checks mattering only where ``skip`` is false (the torch path
+    discards that branch there with a ``where``)."""
+    mark = len(net.oks)
+    out = emit()
+    net.gate(mark, skip)
+    return out
+
+
+def _t_abs_sign(net: _Net, x: list[str]) -> tuple[list[str], str]:
+    """elementary._abs_sign for finite ``x``."""
+    neg = net.test(f"sign_bit<T>({x[0]})")
+    return [net.select(neg, net.neg(c), c) for c in x], neg
+
+
+def _t_apply_sign(net: _Net, y: list[str], neg: str) -> list[str]:
+    return [net.select(neg, net.neg(c), c) for c in y]
+
+
+def _t_keep_tiny(net: _Net, x: list[str], y: list[str], threshold: float) -> list[str]:
+    tiny = net.test(f"std::fabs({x[0]}) < {_lit(threshold)}")
+    return [net.select(tiny, a, b) for a, b in zip(_lpad(x, len(y)), y)]
+
+
+def _t_expm1_from_parts(net: _Net, k: str, e: list[str]) -> list[str]:
+    """elementary._expm1_from_parts."""
+    nc, p = len(e), DTYPES["f64"][2]
+    low = f"T({-(nc * p + 8)})"
+    kk = net.select(net.test(f"{k} < {low}"), low, k)  # clamp(min=): std::max stops the vectoriser
+    f1, f2 = _t_ldexp_factors(net, net.neg(kk))
+    pk = net.mul(f1, f2)
+    exact = net.test(f"std::fabs({kk}) <= T({p - 1})")
+    a1 = net.select(exact, net.sub("T(1)", pk), "T(1)")
+    a2 = net.select(exact, "T(0)", net.neg(pk))
+    return _t_lscale(net, _l_add_f(net, _l_add_f(net, e, a1), a2), kk)
+
+
+def _unary_head(net: _Net, nc: int, tables: _Tables, zero_ok: bool) -> tuple[list[str], str]:
+    """The operand's components, zeroed where they are not finite or ``|x_0|`` exceeds
+    exp's bound (and, unless ``zero_ok``, where ``x_0 = 0``: the odd functions' ``±0``),
+    and the flag of the others."""
+    xs = [net.let(f"X({k})") for k in range(nc)]
+    regular = net.test(f"(std::fabs({xs[0]}) <= {_lit(tables.constants(nc).bound)})" + ("" if zero_ok else f" & ({xs[0]} != T(0))"))
+    return [net.let(f"keep_if<T>({regular}, {c})") for c in xs], regular
+
+
+def _outputs(net: _Net, out: list[str], regular: str) -> list[str]:
+    return net.lines + [f"OUT({k}) = {c};" for k, c in enumerate(out)] + [f"OK = {regular} & {net.all_ok()};"]
+
+
+def _expm1_body(nc: int, tables: _Tables) -> list[str]:
+    """elementary._expm1_generic (float64); ``ok`` false for ``x_0`` zero, not finite or
+    beyond exp's bound, and where a fixed network's check fails."""
+    net = _Net()
+    xs, regular = _unary_head(net, nc, tables, zero_ok=False)
+    k, e = _t_exp_parts(net, tables, xs)
+    y = _t_keep_tiny(net, xs, _t_expm1_from_parts(net, k, e), _el()._tiny_threshold(DTYPES["f64"][2], nc))
+    return _outputs(net, _t_finish(net, y), regular)
+
+
+def _sinh_cosh_body(nc: int, tables: _Tables) -> list[str]:
+    """elementary._sinh_generic and _cosh_generic (float64): outputs ``sinh x`` then
+    ``cosh x`` (2 nc); ``ok`` as :func:`_expm1_body`."""
+    net = _Net()
+    xs, regular = _unary_head(net, nc, tables, zero_ok=False)
+    a, neg = _t_abs_sign(net, xs)
+    k, e = _t_exp_parts(net, tables, a)
+    m = _l_add_f(net, e, "T(1)")
+    rcp = _l_div(net, ["T(1)"], m)
+    k0 = net.test(f"{k} == T(0)")
+    # k = 0: M - R = E (1 + R) without cancellation; k >= 1: M - 2^-2k R, ratio <= 2
+    small = _gated(net, f"!{k0}", lambda: _l_mul(net, e, _l_add_f(net, rcp, "T(1)")))
+    tail = _t_lscale(net, _t_lscale(net, rcp, net.neg(k)), net.neg(k))
+    large = _gated(net, k0, lambda: _l_add(net, m, [net.neg(c) for c in tail]))
+    km1 = net.sub(k, "T(1)")
+    sinh = _t_apply_sign(net, _t_lscale(net, [net.select(k0, a, b) for a, b in zip(small, large)], km1), neg)
+    sinh = _t_keep_tiny(net, xs, sinh, _el()._tiny_odd_threshold(DTYPES["f64"][2], nc))
+    cosh = _t_lscale(net, _l_add_nc(net, m, tail), km1)
+    return _outputs(net, _t_finish(net, sinh) + _t_finish(net, cosh), regular)
+
+
+def _tanh_body(nc: int, tables: _Tables) -> list[str]:
+    """elementary._tanh_generic (float64); ``ok`` as :func:`_expm1_body`."""
+    p = DTYPES["f64"][2]
+    net = _Net()
+    xs, regular = _unary_head(net, nc, tables, zero_ok=False)
+    a, neg = _t_abs_sign(net, xs)
+    saturated = net.test(f"{a[0]} > {_lit((nc * p + _el()._GUARD_BITS + 2) * math.log(2.0) / 2)}")
+
+    def unsaturated() -> list[str]:
+        # 2|x| can pass exp's bound only where saturated (the result is 1 there): zeroed
+        a2 = [net.let(f"keep_if<T>(!{saturated}, {c} * T(2))") for c in a]
+        k, e = _t_exp_parts(net, tables, a2)
+        q = _t_expm1_from_parts(net, k, e)
+        return _l_div(net, q, _l_add_f(net, q, "T(2)"))
+
+    d = _gated(net, saturated, unsaturated)
+    y = [net.select(saturated, one, c) for one, c in zip(_lpad(["T(1)"], nc), d)]
+    y = _t_keep_tiny(net, xs, _t_apply_sign(net, y, neg), _el()._tiny_odd_threshold(p, nc))
+    return _outputs(net, _t_finish(net, y), regular)
+
+
 def _sin_cos_body(nc: int, tables: _Tables, nx: int | None = None, tan: bool = False) -> list[str]:
     """elementary's sin and cos (float64 result at ``nc`` components, input at ``nx``,
     default ``nc``): outputs ``sin x`` then ``cos x`` (2 nc), or with ``tan`` (``nc =
@@ -1031,6 +1150,12 @@ template <class T> inline I<T> field(T x) {
   typename Bits<T>::U u;
   std::memcpy(&u, &x, sizeof u);
   return (I<T>)((u >> (Bits<T>::P - 1)) & (typename Bits<T>::U)(2 * Bits<T>::BIAS + 1));
+}
+// The sign bit of x (std::signbit stops GCC's vectoriser).
+template <class T> inline bool sign_bit(T x) {
+  typename Bits<T>::U u;
+  std::memcpy(&u, &x, sizeof u);
+  return (u >> (8 * sizeof(T) - 1)) != 0;
 }
 // Whether x is a normal number (not zero, subnormal, inf or NaN).
 template <class T> inline bool normal(T x) {
@@ -1335,6 +1460,24 @@ def source(name: str, nc: int, part: str = "arith") -> str:
                 stages=_stage_count(core_body),
             ),
         ]
+        for fn, body, nout in (
+            ("expm1", _expm1_body(nc, tables), nc),
+            ("sinh_cosh", _sinh_cosh_body(nc, tables), 2 * nc),
+            ("tanh", _tanh_body(nc, tables), nc),
+        ):
+            kernels.append(
+                _kernel(
+                    f"mc_{fn}_{name}_{nc}",
+                    ctype,
+                    unary,
+                    f"{fn}(x): elementary._{fn.replace('_cosh', '')}_generic{' and _cosh_generic (2 nc outputs)' if nout > nc else ''}",
+                    [("true", body)],
+                    ["x"],
+                    {"x": nc},
+                    nout,
+                    stages=_stage_count(body),
+                )
+            )
         for nx in TRIG_INPUTS[nc]:
             # tan: at nc = 2 its double-word division in the kernel (at nc >= 3 the caller
             # divides with arith's fused kernel; in torch, 2-component division is slow)

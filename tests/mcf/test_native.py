@@ -274,14 +274,23 @@ def test_one_call_per_op_whatever_the_size(n):
 
 # ------------------------------------------------------------------ fused exp and log
 
-ELEMENTARY = {"exp": elementary.exp, "log": elementary.log}
+ELEMENTARY = {
+    "exp": elementary.exp,
+    "log": elementary.log,
+    "expm1": elementary.expm1,
+    "sinh": elementary.sinh,
+    "cosh": elementary.cosh,
+    "tanh": elementary.tanh,
+}
+EXP_FAMILY = ("exp", "expm1", "sinh", "cosh", "tanh")
 
 
 def _elementary_inputs(op: str, dtype: torch.dtype, x: torch.Tensor) -> torch.Tensor:
-    """Hypothesis expansions turned into arguments that exercise ``op``: exp over the whole
-    range where it neither overflows nor vanishes (and beyond), log of |x| and of 1 + x."""
+    """Hypothesis expansions turned into arguments that exercise ``op``: exp and its
+    relatives over the whole range where exp neither overflows nor vanishes (and beyond),
+    log of |x| and of 1 + x."""
     nc = x.shape[-1]
-    if op == "exp":
+    if op in EXP_FAMILY:
         scaled = x * 2.0 ** -(math.frexp(torch.finfo(dtype).max)[1] - 10)  # |x| < 2^10
         return torch.cat([scaled, x])
     pos = torch.where(x[..., :1] < 0, -x, x)
@@ -322,9 +331,10 @@ _EDGES = [
 @_cap(10)
 @given(data=st.data())
 def test_elementary_same_bits_as_the_torch_path(dtype, nc, op, data):
-    """exp and log (fused for float64: :func:`native.exp`, :func:`native.log`) against the
-    torch path of :mod:`elementary`: random expansions over every exponent, ±0, ±inf,
-    NaN, subnormals, the overflow and underflow thresholds, arguments next to 1 for log."""
+    """exp, log, expm1, sinh, cosh, tanh (fused for float64: :func:`native.exp` and its
+    siblings) against the torch path of :mod:`elementary`: random expansions over every
+    exponent, ±0, ±inf, NaN, subnormals, the overflow and underflow thresholds, arguments
+    next to 1 for log."""
     x = _elementary_inputs(op, dtype, data.draw(expansions(dtype, nc, shape=(48,), allow_zero=True)))
     edge = torch.zeros(len(_EDGES), nc, dtype=dtype)
     edge[:, 0] = torch.tensor(_EDGES, dtype=torch.float64).to(dtype)
@@ -335,17 +345,20 @@ def test_elementary_same_bits_as_the_torch_path(dtype, nc, op, data):
 
 @needs_compiler
 @pytest.mark.parametrize("nc", [3, 4])
+@pytest.mark.parametrize("op", EXP_FAMILY)
 @_cap(10)
 @given(data=st.data())
-def test_float32_exp_through_the_float64_kernel_same_bits(nc, data):
-    """float32 nc = 3, 4 exp runs on its float64 double-word expansion, through the fused
-    float64 kernel where it applies: the same bits as the torch path (random expansions
-    over every exponent, ±0, ±inf, NaN, subnormals, the overflow and underflow thresholds)."""
-    x = _elementary_inputs("exp", torch.float32, data.draw(expansions(torch.float32, nc, shape=(48,), allow_zero=True)))
+def test_float32_exp_through_the_float64_kernel_same_bits(nc, op, data):
+    """float32 nc = 3, 4 exp (expm1, sinh, cosh, tanh) runs on its float64 double-word
+    expansion, through the fused float64 kernel where it applies: the same bits as the
+    torch path (random expansions over every exponent, ±0, ±inf, NaN, subnormals, the
+    overflow and underflow thresholds)."""
+    x = _elementary_inputs(op, torch.float32, data.draw(expansions(torch.float32, nc, shape=(48,), allow_zero=True)))
     edge = torch.zeros(len(_EDGES), nc, dtype=torch.float32)
     edge[:, 0] = torch.tensor(_EDGES, dtype=torch.float64).to(torch.float32)
     x = torch.cat([x, edge, -edge])
-    assert _same_bits(elementary.exp(x), _torch_kernels(elementary.exp, x))
+    f = ELEMENTARY[op]
+    assert _same_bits(f(x), _torch_kernels(f, x))
 
 
 @needs_compiler
@@ -398,6 +411,12 @@ def test_elementary_fused_where_it_applies(nc):
     assert native.log(pos) is not None
     assert native.exp(x.float()) is None
     assert native.exp(x.detach().requires_grad_()) is None
+    # expm1, sinh, cosh, tanh: nothing flagged on ordinary arguments, the same bits
+    for op in ("expm1", "sinh", "cosh", "tanh"):
+        res = getattr(native, op)(x)
+        assert res is not None and res.bad == 0, op
+        assert _same_bits(res.out, _torch_kernels(ELEMENTARY[op], x)), op
+        assert getattr(native, op)(x.float()) is None
 
 
 # --------------------------------------------------------------- fused sin, cos, tan
