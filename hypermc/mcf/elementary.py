@@ -105,6 +105,7 @@ from .eft import (
     has_fused_addcmul,
     pack,
     renormalize,
+    sqrt_rn,
     two_prod,
     two_sum,
     unpack,
@@ -621,9 +622,9 @@ def _sqrt(a: list[torch.Tensor]) -> list[torch.Tensor]:
     """``sqrt(a)`` for ``a >= 0`` (one Karp–Markstein correction for two components)."""
     n = len(a)
     if n == 1:
-        return [torch.sqrt(a[0])]
+        return [sqrt_rn(a[0])]
     if n == 2:
-        sh = torch.sqrt(a[0])
+        sh = sqrt_rn(a[0])  # IEEE (torch's CPU sqrt is not; the fused kernels use std::sqrt)
         ph, pl = two_prod(sh, sh)
         rho = ((a[0] - ph) - pl) + a[1]  # a[0] - ph is exact
         sl = torch.where(sh > 0, rho / (2 * sh), torch.zeros_like(sh))
@@ -1469,7 +1470,7 @@ def log1p(x: torch.Tensor) -> torch.Tensor:
         >>> [e < 64 for e in err]  # the bound above
         [True, True]
     """
-    return _dispatch(x, torch.log1p, _log1p_engine, _log1p_masked_generic, prepare=_prepare_log1p, odd=True)
+    return _dispatch(x, torch.log1p, _log1p_engine, _log1p_masked_generic, prepare=_prepare_log1p, odd=True, fused=native.log1p)
 
 
 def sinh(x: torch.Tensor) -> torch.Tensor:
@@ -1566,7 +1567,7 @@ def asinh(x: torch.Tensor) -> torch.Tensor:
         >>> [e < 64 for e in err]  # the bound above
         [True, True]
     """
-    return _dispatch(x, torch.asinh, _engine_unary("asinh", odd=True), _asinh_generic, odd=True)
+    return _dispatch(x, torch.asinh, _engine_unary("asinh", odd=True), _asinh_generic, odd=True, fused=native.asinh)
 
 
 def acosh(x: torch.Tensor) -> torch.Tensor:
@@ -1596,7 +1597,7 @@ def acosh(x: torch.Tensor) -> torch.Tensor:
         >>> [e < 64 for e in err]  # the bound above
         [True]
     """
-    return _dispatch(x, torch.acosh, _acosh_engine, _acosh_generic, prepare=_prepare_acosh)
+    return _dispatch(x, torch.acosh, _acosh_engine, _acosh_generic, prepare=_prepare_acosh, fused=native.acosh)
 
 
 def atanh(x: torch.Tensor) -> torch.Tensor:
@@ -1624,7 +1625,7 @@ def atanh(x: torch.Tensor) -> torch.Tensor:
         >>> [e < 64 for e in err]  # the bound above
         [True]
     """
-    return _dispatch(x, torch.atanh, _atanh_engine, _atanh_generic, prepare=_prepare_atanh, odd=True)
+    return _dispatch(x, torch.atanh, _atanh_engine, _atanh_generic, prepare=_prepare_atanh, odd=True, fused=native.atanh)
 
 
 for _fn in (exp, expm1, log, log1p, sinh, cosh, tanh, asinh, acosh, atanh):

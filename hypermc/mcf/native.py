@@ -88,6 +88,10 @@ __all__ = [
     "sinh",
     "cosh",
     "tanh",
+    "log1p",
+    "asinh",
+    "acosh",
+    "atanh",
     "Result",
     "NCS",
     "ELEMENTARY_NCS",
@@ -224,7 +228,7 @@ def _declare(lib: ctypes.CDLL, name: str, nc: int, part: str = "arith") -> None:
             "log_reduce": [i64, vp, i64, i64, vp, i64, vp],
             "log_core": pair + [vp, i64, vp],
         }
-        for fn in ("expm1", "sinh_cosh", "tanh"):
+        for fn in ("expm1", "sinh_cosh", "tanh", "log1p_reduce", "asinh_reduce", "acosh_reduce", "atanh_reduce"):
             signatures[fn] = [i64, vp, i64, i64, vp, i64, vp]
         for nx in TRIG_INPUTS[nc]:
             for fn in ("sin_cos", "tan") if nc == 2 else ("sin_cos",):
@@ -360,6 +364,10 @@ def _self_check(lib: Kernels, dtype: torch.dtype, nc: int, part: str = "arith", 
             "sinh": lambda x, y: elementary.sinh(x * 2.0**-14),
             "cosh": lambda x, y: elementary.cosh(x * 2.0**-14),
             "tanh": lambda x, y: elementary.tanh(x * 2.0**-16),
+            "log1p": lambda x, y: elementary.log1p(x * 2.0**-14),
+            "asinh": lambda x, y: elementary.asinh(x),
+            "acosh": lambda x, y: elementary.acosh(torch.where(x[:, :1] < 0, -x, x) * 2.0**4),
+            "atanh": lambda x, y: elementary.atanh(x * 2.0**-21),
             # moderate arguments (|x| < 2^10) and a few huge ones, which take the exact reduction
             "sin": lambda x, y: elementary.sin(x * 2.0**-10),
             "cos": lambda x, y: elementary.cos(x * 2.0**-10),
@@ -475,7 +483,7 @@ def _rows(t: torch.Tensor, shape: torch.Size, first: bool) -> tuple[torch.Tensor
     if v is None or (v.stride(0) not in ((1,) if first else (0, 1)) and v.shape[0] > 1):
         # the kernels take element-contiguous (planar) or broadcast operands
         v = e.movedim(-1, 0).reshape(m, -1).contiguous().t()
-    se = v.stride(0) if v.shape[0] > 1 else int(first)  # one element: any stride reads it
+    se = v.stride(0) if v.shape[0] > 1 else 1  # one element: any stride reads it (and every kernel takes 1)
     return v, se, v.stride(1)
 
 
@@ -719,6 +727,19 @@ def exp(x: torch.Tensor) -> Result | None:
     return _call(lib, "exp", [x], (), x.shape[-1])
 
 
+def _log_chain(lib: Kernels, op: str, x: torch.Tensor) -> Result:
+    """``mc_{op}`` (the reduction to ``(t, e, tiny)``), torch's ``log1p`` of ``t_0`` (the
+    Newton start; the same function the torch path calls), then ``mc_log_core``."""
+    nc = x.shape[-1]
+    first = _call(lib, op, [x], (), nc, nc + 2)
+    start = torch.log1p(first.out[..., 0]).unsqueeze(-1)
+    second = _call(lib, "log_core", [first.out, start], (), nc)
+    if not first.bad and not second.bad:
+        return second
+    ok = first.ok & second.ok
+    return Result(second.out, ok, int((~ok).sum()))
+
+
 def log(x: torch.Tensor) -> Result | None:
     """``log(x)`` by ``elementary``'s float64 path (nc = 2, 3, 4; CUDA 2, 3) in two fused calls: the
     reduction to ``t`` (with ``e`` and a flag), torch's ``log1p`` of ``t_0`` (the Newton
@@ -734,14 +755,7 @@ def log(x: torch.Tensor) -> Result | None:
     lib = _elementary_eligible(x)
     if lib is None:
         return None
-    nc = x.shape[-1]
-    first = _call(lib, "log_reduce", [x], (), nc, nc + 2)
-    start = torch.log1p(first.out[..., 0]).unsqueeze(-1)
-    second = _call(lib, "log_core", [first.out, start], (), nc)
-    if not first.bad and not second.bad:
-        return second
-    ok = first.ok & second.ok
-    return Result(second.out, ok, int((~ok).sum()))
+    return _log_chain(lib, "log_reduce", x)
 
 
 def _sin_cos(x: torch.Tensor, width: int | None, fn: str = "sin_cos") -> Result | None:
@@ -863,3 +877,76 @@ def tanh(x: torch.Tensor) -> Result | None:
         True
     """
     return _cpu_unary(x, "tanh", x.shape[-1])
+
+
+def _cpu_log_chain(x: torch.Tensor, fn: str) -> Result | None:
+    """:func:`_log_chain` of ``mc_{fn}_reduce`` on the C++ library (CPU only), or None."""
+    lib = _elementary_eligible(x) if x.device.type == "cpu" else None
+    if not isinstance(lib, ctypes.CDLL):  # None, or the CUDA kernels (a host build in the tests)
+        return None
+    return _log_chain(lib, f"{fn}_reduce", x)
+
+
+def _odd_finish(res: Result | None, x: torch.Tensor, scale: float | None = None) -> Result | None:
+    """The torch path's last steps of asinh and atanh on the fused ``log1p``: the factor
+    ``scale``, the sign of ``x``, and ``x`` itself below the odd functions' tiny threshold."""
+    if res is None:
+        return None
+    el = _el()
+    y = res.out if scale is None else res.out * scale
+    x0 = x[..., :1]
+    y = torch.where(torch.signbit(x0), -y, y)
+    y = torch.where(x0.abs() < el._tiny_odd_threshold(float_format(x.dtype).p, x.shape[-1]), x, y)
+    return Result(y, res.ok, res.bad)
+
+
+def log1p(x: torch.Tensor) -> Result | None:
+    """``log1p(x)`` by ``elementary._log1p_masked_generic`` after ``_prepare_log1p``
+    (float64, nc = 2, 3, 4, CPU), two fused calls as :func:`log`. ``ok`` false for zero
+    or non-finite ``x_0``, ``1 + x`` not a positive normal number and where a check fails.
+
+    Example:
+        >>> r = log1p(torch.tensor([[1.0, 0.0], [0.0, 0.0]], dtype=torch.float64))
+        >>> r is None or (r.ok.tolist() == [True, False] and abs(r.out[0, 0].item() - math.log(2)) < 1e-15)
+        True
+    """
+    return _cpu_log_chain(x, "log1p")
+
+
+def asinh(x: torch.Tensor) -> Result | None:
+    """``asinh(x)`` by ``elementary._asinh_generic`` (float64, nc = 2, 3, 4, CPU): the
+    argument of ``log1p`` and the reduction fused, the Newton core of :func:`log`, the
+    sign and the tiny case in torch. ``ok`` as :func:`log1p`.
+
+    Example:
+        >>> r = asinh(torch.tensor([[-1.0, 0.0, 0.0]], dtype=torch.float64))
+        >>> r is None or (r.ok.tolist() == [True] and abs(r.out[0, 0].item() - math.asinh(-1)) < 1e-15)
+        True
+    """
+    return _odd_finish(_cpu_log_chain(x, "asinh"), x)
+
+
+def acosh(x: torch.Tensor) -> Result | None:
+    """``acosh(x)`` by ``elementary._acosh_generic`` after ``_prepare_acosh`` (float64,
+    nc = 2, 3, 4, CPU), as :func:`asinh`. ``ok`` false for ``x <= 1`` or not finite and
+    where a check fails.
+
+    Example:
+        >>> r = acosh(torch.tensor([[2.0, 0.0], [1.0, 0.0]], dtype=torch.float64))
+        >>> r is None or (r.ok.tolist() == [True, False] and abs(r.out[0, 0].item() - math.acosh(2)) < 1e-15)
+        True
+    """
+    return _cpu_log_chain(x, "acosh")
+
+
+def atanh(x: torch.Tensor) -> Result | None:
+    """``atanh(x)`` by ``elementary._atanh_generic`` after ``_prepare_atanh`` (float64,
+    nc = 2, 3, 4, CPU): ``log1p(2|x| / (1 - |x|)) / 2`` as :func:`asinh`. ``ok`` false for
+    zero or non-finite ``x_0``, ``|x| >= 1`` and where a check fails.
+
+    Example:
+        >>> r = atanh(torch.tensor([[0.5, 0.0], [1.0, 0.0]], dtype=torch.float64))
+        >>> r is None or (r.ok.tolist() == [True, False] and abs(r.out[0, 0].item() - math.atanh(0.5)) < 1e-15)
+        True
+    """
+    return _odd_finish(_cpu_log_chain(x, "atanh"), x, 0.5)

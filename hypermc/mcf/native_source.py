@@ -759,48 +759,119 @@ def _exp_body(nc: int, tables: _Tables) -> list[str]:
     return net.lines + [f"OUT({k}) = {v[k]};" for k in range(nc)] + [f"OK = {inside} & {net.all_ok()};"]
 
 
-def _log_reduce_body(nc: int) -> list[str]:
-    """elementary.log up to the Newton core: ``_prepare_log`` (own dtype) and
-    ``_log_impl``'s reduction ``w = 2^e m``, ``t = m - 1`` (or ``t = x - 1`` near 1).
-    Outputs ``t`` (nc components), ``e`` and whether the result is ``t`` itself (tiny);
-    ``ok`` false for ``x_0`` not a positive normal number."""
-    el = _el()
-    _LOG1P_CORE_HI, _LOG1P_CORE_LO, _SQRT_HALF, _tiny_threshold = (el._LOG1P_CORE_HI, el._LOG1P_CORE_LO, el._SQRT_HALF, el._tiny_threshold)
-
-    net = _Net()
-    xs = [net.let(f"X({k})") for k in range(nc)]
-    good = net.test(f"normal<T>({xs[0]}) & ({xs[0]} > T(0))")
-    xs = [net.let(f"keep_if<T>({good}, {c})") for c in xs]
-    near = net.test(f"({xs[0]} >= T(0.5)) & ({xs[0]} <= T(2))")
-    # _prepare_log: arith.add_float(x, -1)
-    mark = len(net.oks)
-    if nc == 2:  # arith._add_float2 (DWPlusFP, errors carried negated)
-        sh, n_v = net.negated_two_sum(xs[0], "T(-1)", False)
+def _t_add_float(net: _Net, xs: list[str], b: str) -> list[str]:
+    """arith.add_float (nc = 2: ``_add_float2``, DWPlusFP with the errors carried
+    negated; nc >= 3: the fixed branch, its check added to ``net``)."""
+    if len(xs) == 2:
+        sh, n_v = net.negated_two_sum(xs[0], b, False)
         n_v = net.sub(n_v, xs[1])
         zh = net.sub(sh, n_v)
-        tp = [zh, net.sub(net.sub(sh, zh), n_v)]
+        return [zh, net.sub(net.sub(sh, zh), n_v)]
+    return _fixed_add(net, xs, [b])
+
+
+def _t_log_reduce(net: _Net, s: list[str], plus_one: str | None, shift: str | None = None) -> tuple[list[str], str, str]:
+    """elementary._log_impl up to the Newton core: ``w = 1 + s`` where ``plus_one`` (``s``
+    elsewhere), ``w = 2^e m``, ``t = m - 1`` (or ``t = s`` near 1); returns ``(t, e +
+    shift, regular)``, ``regular`` false for ``w_0`` not a positive normal number (the
+    torch path takes ``log(w_0)`` there)."""
+    el = _el()
+    if plus_one is None:
+        w, small = s, "false"
     else:
-        tp = _fixed_add(net, xs, ["T(-1)"])
-    net.gate(mark, f"!{near}")
-    s = [net.select(near, a, b) for a, b in zip(tp, xs)]
-    # _log_impl with plus_one = near
-    mark = len(net.oks)
-    wa = _l_add_f(net, s, "T(1)")
-    net.gate(mark, f"!{near}")
-    w = [net.select(near, a, b) for a, b in zip(wa, s)]
-    small = net.test(f"{near} & ({s[0]} >= {_lit(_LOG1P_CORE_LO)}) & ({s[0]} <= {_lit(_LOG1P_CORE_HI)})")
-    regular = net.test(f"normal<T>({w[0]}) & ({w[0]} > T(0))")  # elsewhere torch takes log(w_0)
+        mark = len(net.oks)
+        wa = _l_add_f(net, s, "T(1)")
+        net.gate(mark, f"!{plus_one}")
+        w = [net.select(plus_one, a, b) for a, b in zip(wa, s)]
+        small = net.test(f"{plus_one} & ({s[0]} >= {_lit(el._LOG1P_CORE_LO)}) & ({s[0]} <= {_lit(el._LOG1P_CORE_HI)})")
+    regular = net.test(f"normal<T>({w[0]}) & ({w[0]} > T(0))")
     mt = net.let(f"mant<T>({w[0]})")
-    e = net.sub(net.let(f"tofloat<T>(expo<T>({w[0]}))"), net.let(f"select<T>({mt} < {_lit(_SQRT_HALF)}, T(1), T(0))"))
+    e = net.sub(net.let(f"tofloat<T>(expo<T>({w[0]}))"), net.let(f"select<T>({mt} < {_lit(el._SQRT_HALF)}, T(1), T(0))"))
     e = net.select(small, "T(0)", e)
     m = _t_lscale(net, w, net.neg(e))
     mark = len(net.oks)
     tm = _l_add_f(net, m, "T(-1)")
     net.gate(mark, small)
     t = [net.select(small, a, b) for a, b in zip(s, tm)]
-    tiny = net.test(f"{near} & (std::fabs({s[0]}) < {_lit(_tiny_threshold(53, nc))})")
+    if shift is not None:
+        e = net.add(e, shift)
+    return t, e, regular
+
+
+def _log_outputs(net: _Net, t: list[str], e: str, tiny: str, oks: list[str]) -> list[str]:
+    """The lines of a reduction kernel: outputs ``(t, e, tiny)`` for :func:`_log_core_body`."""
     outs = t + [e, net.let(f"select<T>({tiny}, T(1), T(0))")]
-    return net.lines + [f"OUT({k}) = {outs[k]};" for k in range(nc + 2)] + [f"OK = {good} & {regular} & {net.all_ok()};"]
+    return net.lines + [f"OUT({k}) = {c};" for k, c in enumerate(outs)] + [f"OK = {' & '.join(oks)} & {net.all_ok()};"]
+
+
+def _log_reduce_body(nc: int, fn: str = "log") -> list[str]:
+    """elementary's ``fn`` up to the Newton core (:func:`_t_log_reduce` after the torch
+    path's preparation, every step in float64): ``t`` (nc components), ``e`` and whether
+    the result is ``t`` itself (log, log1p: tiny). ``ok`` false where the torch path
+    takes another branch (non-positive, non-finite or subnormal ``w``; for the odd
+    functions ``x = ±0``; acosh ``x <= 1``; atanh ``|x| = 1``) and where a check fails.
+
+    * log: ``s = x - 1`` (arith.add_float, exact) for ``x`` in ``[1/2, 2]``, ``w = 1 + s``.
+    * log1p: ``s = 1 + x`` (exact) for ``x <= -1/2``, where ``w = s``; ``w = 1 + x`` elsewhere.
+    * asinh: ``w = a + a^2 / (1 + sqrt(1 + a^2))``, ``a = |x|``, ``log1p(w)``; beyond
+      ``_big_threshold`` ``log(a) + ln2``. The caller applies the sign and the tiny case.
+    * acosh: ``t = x - 1``, ``w = t + sqrt(t (t + 2))``, ``log1p(w)``; big as asinh.
+    * atanh: ``log1p(2 a / (1 - a))``, ``a = |x|``; the caller halves it, applies the
+      sign and the tiny case.
+    """
+    el = _el()
+    p = DTYPES["f64"][2]
+    net = _Net()
+    xs = [net.let(f"X({k})") for k in range(nc)]
+    finite = f"(std::fabs({xs[0]}) <= std::numeric_limits<T>::max())"
+    if fn == "log":
+        good = net.test(f"normal<T>({xs[0]}) & ({xs[0]} > T(0))")
+    elif fn == "acosh":
+        good = net.test(f"{finite} & ({xs[0]} >= T(1))")
+    else:
+        good = net.test(f"{finite} & ({xs[0]} != T(0))")
+    xs = [net.let(f"keep_if<T>({good}, {c})") for c in xs]
+    oks = [good]
+    shift = tiny = None
+    if fn in ("log", "log1p"):
+        if fn == "log":
+            near = net.test(f"({xs[0]} >= T(0.5)) & ({xs[0]} <= T(2))")
+            prepared, plus_one = _gated(net, f"!{near}", lambda: _t_add_float(net, xs, "T(-1)")), near
+        else:
+            near = net.test(f"{xs[0]} <= T(-0.5)")
+            prepared, plus_one = _gated(net, f"!{near}", lambda: _t_add_float(net, xs, "T(1)")), net.test(f"!{near}")
+        s = [net.select(near, a, b) for a, b in zip(prepared, xs)]
+        tiny = net.test(f"{plus_one} & (std::fabs({s[0]}) < {_lit(el._tiny_threshold(p, nc))})")
+    elif fn in ("asinh", "acosh"):
+        if fn == "asinh":
+            a, _ = _t_abs_sign(net, xs)
+        else:  # _prepare_acosh: arith.add_float(x, -1); x = 1 (t = 0) is left to the torch path
+            a = _t_add_float(net, xs, "T(-1)")
+            oks.append(net.test(f"{a[0]} > T(0)"))
+        big = net.test(f"{a[0]} > {_lit(el._big_threshold(p, nc))}")
+
+        def small_w() -> list[str]:
+            am = [net.let(f"keep_if<T>(!{big}, {c})") for c in a]
+            if fn == "asinh":  # sqrt(1 + a^2) - 1 = a^2 / (1 + sqrt(1 + a^2))
+                a2 = _l_mul(net, am, am)
+                return _l_add_nc(net, am, _l_div(net, a2, _l_add_f(net, _l_sqrt(net, _l_add_f(net, a2, "T(1)")), "T(1)")))
+            return _l_add_nc(net, am, _l_sqrt(net, _l_mul(net, am, _l_add_f(net, am, "T(2)"))))
+
+        w = _gated(net, big, small_w)
+        s = [net.select(big, c, d) for c, d in zip(a, w)]
+        # asinh: log(a) + ln2 where big; acosh: log(1 + t) + ln2
+        plus_one = net.test(f"!{big}") if fn == "asinh" else "true"
+        shift = net.let(f"select<T>({big}, T(1), T(0))")
+    elif fn == "atanh":
+        a, _ = _t_abs_sign(net, xs)
+        den = _t_add_float(net, [net.neg(c) for c in a], "T(1)")
+        oks.append(net.test(f"{den[0]} != T(0)"))  # the pole |x| = 1
+        s = _l_div(net, [net.mul(c, "T(2)") for c in a], den)
+        plus_one = "true"
+    else:
+        raise ValueError(f"_log_reduce_body: fn must be one of log, log1p, asinh, acosh, atanh; got {fn!r}")
+    t, e, regular = _t_log_reduce(net, s, plus_one, shift)
+    return _log_outputs(net, t, e, tiny or "false", oks + [regular])
 
 
 def _t_lerp(net: _Net, a: str, b: str, w: str) -> str:
@@ -1007,6 +1078,26 @@ def _l_div(net: _Net, a: list[str], b: list[str]) -> list[str]:
     if n == 2:
         return _l_div2(net, a, b)
     c, oks = _emit_div(net, a, b)
+    net.oks.extend(oks)
+    return c
+
+
+def _l_sqrt(net: _Net, a: list[str]) -> list[str]:
+    """elementary._sqrt for ``a >= 0`` (nc >= 3: arith.sqrt's fixed networks in their
+    range, :func:`arith._sqrt_range`; the other elements are flagged)."""
+    if len(a) == 1:
+        return [net.let(f"std::sqrt({a[0]})")]
+    if len(a) == 2:  # one Karp-Markstein correction
+        sh = net.let(f"std::sqrt({a[0]})")
+        ph = net.mul(sh, sh)
+        pl = net.fma(sh, sh, net.neg(ph))
+        rho = net.add(net.sub(net.sub(a[0], ph), pl), a[1])
+        sl = net.select(net.test(f"{sh} > T(0)"), net.div(rho, net.mul("T(2)", sh)), "T(0)")
+        return list(net.fast_two_sum(sh, sl))
+    from .arith import _sqrt_range  # arith imports native, which imports this module
+
+    lo, hi = _sqrt_range(torch.float64, len(a)) or (math.inf, -math.inf)
+    c, oks = _emit_sqrt(net, a, _lit(lo), _lit(hi))
     net.oks.extend(oks)
     return c
 
@@ -1424,7 +1515,23 @@ def source(name: str, nc: int, part: str = "arith") -> str:
         tables = _Tables()
         unary = f"int64_t n, const {ctype} *x, int64_t xse, int64_t xsc, {ctype} *out, int64_t os, uint8_t *ok"
         exp_body, reduce_body, core_body = _exp_body(nc, tables), _log_reduce_body(nc), _log_core_body(nc, tables)
-        kernels = [
+        kernels: list[str] = []
+        for fn in ("log1p", "asinh", "acosh", "atanh"):
+            body = _log_reduce_body(nc, fn)
+            kernels.append(
+                _kernel(
+                    f"mc_{fn}_reduce_{name}_{nc}",
+                    ctype,
+                    unary,
+                    f"{fn}(x), first part: (t, e, tiny) for mc_log_core (nc + 2 outputs)",
+                    [("true", body)],
+                    ["x"],
+                    {"x": nc},
+                    nc + 2,
+                    stages=_stage_count(body),
+                )
+            )
+        kernels[:0] = [
             _kernel(
                 f"mc_exp_{name}_{nc}",
                 ctype,
