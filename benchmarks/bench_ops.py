@@ -1,7 +1,8 @@
 """Benchmark: elementwise multi-component kernels vs the native op of the component dtype.
 
 For add, mul, div, sqrt (``hypermc.mcf.arith``) and exp, log (``hypermc.mcf.elementary``,
-when that module exists; sin, cos, tan on request with ``--ops``, arguments in [-10, 10)),
+when that module exists; sin, cos, tan, expm1, log1p and the hyperbolic and inverse
+hyperbolic functions on request with ``--ops``, arguments in the ranges of ``RANGES``),
 float32 and float64 components, nc = 1, 2, 3, 4 and two sizes (1000x1000 and 4M elements;
 ``--sizes`` also takes ``RxC`` or a count such as ``16M``) on the CPU or ``--device
 cuda``, it times in the same run
@@ -88,6 +89,24 @@ DTYPES = {"float32": torch.float32, "float64": torch.float64}
 ARITH_OPS = ["add", "mul", "div", "sqrt"]
 ELEMENTARY_OPS = ["exp", "log"]
 TRIG_OPS = ["sin", "cos", "tan"]  # not in the default set: --ops sin cos tan
+HYPERBOLIC_OPS = ["expm1", "log1p", "sinh", "cosh", "tanh", "asinh", "acosh", "atanh"]  # nor these
+# leading components of the arguments: [low, high) per op (default [1, 2))
+RANGES = {
+    "log": (0.5, 4.0),
+    "exp": (-10.0, 10.0),
+    "sin": (-10.0, 10.0),
+    "cos": (-10.0, 10.0),
+    "tan": (-10.0, 10.0),
+    "sqrt": (0.25, 4.0),
+    "expm1": (-5.0, 5.0),
+    "log1p": (-0.5, 4.0),
+    "sinh": (-10.0, 10.0),
+    "cosh": (-10.0, 10.0),
+    "tanh": (-5.0, 5.0),
+    "asinh": (-10.0, 10.0),
+    "acosh": (1.5, 10.0),
+    "atanh": (-0.9, 0.9),
+}
 # Targets (MC time / native time of the component dtype): 2-component float32 from the
 # first speed issue, 3 and 4 components float64 from issue 16 (one thread, 1000x1000).
 TARGETS = {
@@ -134,14 +153,7 @@ def random_mc(
 
 def make_case(op: str, shape, nc, dtype, gen, el, device: str = "cpu"):
     """(native call, MC call, reference call or ``None``) for one op."""
-    if op == "log":
-        low, high = 0.5, 4.0
-    elif op in ("exp", "sin", "cos", "tan"):
-        low, high = -10.0, 10.0
-    elif op == "sqrt":
-        low, high = 0.25, 4.0
-    else:
-        low, high = 1.0, 2.0
+    low, high = RANGES.get(op, (1.0, 2.0))
     x = random_mc(shape, nc, dtype, gen, low=low, high=high, device=device)
     y = random_mc(shape, nc, dtype, gen, low=low, high=high, device=device)
     a, b = x[..., 0].contiguous(), y[..., 0].contiguous()
@@ -155,6 +167,7 @@ def make_case(op: str, shape, nc, dtype, gen, el, device: str = "cpu"):
         "sin": lambda: torch.sin(a),
         "cos": lambda: torch.cos(a),
         "tan": lambda: torch.tan(a),
+        **{name: (lambda name=name: getattr(torch, name)(a)) for name in HYPERBOLIC_OPS},
     }[op]
     mc = {
         "add": lambda: arith.add(x, y),
@@ -166,6 +179,7 @@ def make_case(op: str, shape, nc, dtype, gen, el, device: str = "cpu"):
         "sin": lambda: el.sin(x),
         "cos": lambda: el.cos(x),
         "tan": lambda: el.tan(x),
+        **{name: (lambda name=name: getattr(el, name)(x)) for name in HYPERBOLIC_OPS},
     }[op]
     xr, yr = x.contiguous(), y.contiguous()  # the original's layout
     ref = {"add": lambda: mcref.add(xr, yr), "mul": lambda: mcref.mul(xr, yr), "div": lambda: mcref.div(xr, yr)}.get(op)
@@ -237,7 +251,7 @@ def main(argv: list[str] | None = None) -> None:
     el = elementary_module()
     all_ops = ARITH_OPS + (ELEMENTARY_OPS if el is not None else [])
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--ops", nargs="+", default=all_ops, choices=ARITH_OPS + ELEMENTARY_OPS + TRIG_OPS)
+    parser.add_argument("--ops", nargs="+", default=all_ops, choices=ARITH_OPS + ELEMENTARY_OPS + TRIG_OPS + HYPERBOLIC_OPS)
     parser.add_argument("--dtypes", nargs="+", default=list(DTYPES), choices=list(DTYPES))
     parser.add_argument("--nc", nargs="+", type=int, default=[1, 2, 3, 4])
     parser.add_argument(

@@ -1094,9 +1094,8 @@ def _l_sqrt(net: _Net, a: list[str]) -> list[str]:
         rho = net.add(net.sub(net.sub(a[0], ph), pl), a[1])
         sl = net.select(net.test(f"{sh} > T(0)"), net.div(rho, net.mul("T(2)", sh)), "T(0)")
         return list(net.fast_two_sum(sh, sl))
-    from .arith import _sqrt_range  # arith imports native, which imports this module
-
-    lo, hi = _sqrt_range(torch.float64, len(a)) or (math.inf, -math.inf)
+    # arith's range, through elementary (arith imports native, which imports this module)
+    lo, hi = _el().arith._sqrt_range(torch.float64, len(a)) or (math.inf, -math.inf)
     c, oks = _emit_sqrt(net, a, _lit(lo), _lit(hi))
     net.oks.extend(oks)
     return c
