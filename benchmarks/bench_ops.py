@@ -296,7 +296,7 @@ def main(argv: list[str] | None = None) -> None:
     )
     if el is None:
         print("exp/log skipped: hypermc.mcf.elementary does not exist yet")
-    ops = [op for op in args.ops if op in all_ops or (el is not None and op in TRIG_OPS)]
+    ops = [op for op in args.ops if op in all_ops or (el is not None and op in TRIG_OPS + HYPERBOLIC_OPS)]
     print(f"fused nc=3/4 CPU kernels: float64 nc=3 {fused.status(torch.float64, 3)}, float32 nc=3 {fused.status(torch.float32, 3)}")
     print(f"device {args.device}; ref = original MCTensor algorithms (benchmarks/mctensor_reference.py), vs ref = MC / ref")
     several = len(thread_counts) > 1
