@@ -400,17 +400,24 @@ def test_float32_exp_uses_the_float64_kernel(monkeypatch):
         assert seen == [(torch.float32, nc, None), (torch.float64, 2, 0)], seen
 
 
+def _ordinary_float64(nc: int, gen: torch.Generator, scale: float) -> torch.Tensor:
+    """Sums of two random ``nc``-component float64 tensors (``scale`` and ``2^-60``
+    times standard normals), enough elements for the kernels' thread split."""
+    n = 3 * native._CHUNK + 5
+    return _torch_kernels(
+        arith.add,
+        torch.randn(n, nc, generator=gen, dtype=torch.float64) * scale,
+        torch.randn(n, nc, generator=gen, dtype=torch.float64) * 2.0**-60,
+    )
+
+
 @needs_compiler
 @pytest.mark.parametrize("nc", native.ELEMENTARY_NCS)
 def test_elementary_fused_where_it_applies(nc):
     """float64 exp and log run fused (few elements flagged on ordinary arguments), in
     blocks split over threads like the arithmetic kernels; other dtypes are not fused."""
     gen = torch.Generator().manual_seed(5)
-    x = _torch_kernels(
-        arith.add,
-        torch.randn(3 * native._CHUNK + 5, nc, generator=gen, dtype=torch.float64) * 4,
-        torch.randn(3 * native._CHUNK + 5, nc, generator=gen, dtype=torch.float64) * 2.0**-60,
-    )
+    x = _ordinary_float64(nc, gen, 4.0)
     assert native.status(torch.float64, nc, "elementary") == "in use"
     res = native.exp(x)
     assert res is not None and res.bad == 0
@@ -489,12 +496,7 @@ def test_trig_fused_where_it_applies(nc, monkeypatch):
     """sin/cos/tan of ordinary float64 arguments run in the fused kernel (nothing
     flagged), in blocks split over threads; other dtypes, autograd and the special values
     (±0, inf, NaN, huge and cancelling arguments) are left to the torch path."""
-    gen = torch.Generator().manual_seed(6)
-    x = _torch_kernels(
-        arith.add,
-        torch.randn(3 * native._CHUNK + 5, nc, generator=gen, dtype=torch.float64) * 8,
-        torch.randn(3 * native._CHUNK + 5, nc, generator=gen, dtype=torch.float64) * 2.0**-60,
-    )
+    x = _ordinary_float64(nc, torch.Generator().manual_seed(6), 8.0)
     assert native.status(torch.float64, nc, "elementary") == "in use"
     calls = []
     fused = {op: getattr(native, op) for op in TRIG}
