@@ -23,7 +23,10 @@ the results are the torch kernels' bits. That is *checked* when the library load
 kernel runs on a fixed batch of inputs (random, cancelling, huge and tiny exponents) and
 must match the torch kernels bit for bit; otherwise the library is not used (one warning
 names the kernel) and the torch kernels run. A compiler that contracts or reassociates
-anyway is caught there.
+anyway is caught there. Where the result is NaN both paths give NaN, but its sign bit is
+not part of the contract (the torch path's own depends on the batch: renormalize takes
+another branch when a batch holds a non-finite value); the elementary kernels flag any
+non-finite component, so such elements take the torch path.
 
 Scope. CPU tensors, float32/float64, nc = 2/3/4, outside ``torch.compile`` tracing (the
 traced path is :mod:`hypermc.mcf.compile`'s opaque op, whose eager body lands here) and

@@ -745,7 +745,7 @@ def _exp_body(nc: int, tables: _Tables) -> list[str]:
     ``|x_0| > bound`` (complete over/underflow) and where a fixed network's check fails."""
     net = _Net()
     xs = [net.let(f"X({k})") for k in range(nc)]
-    inside = net.test(f"std::fabs({xs[0]}) <= {_lit(tables.constants(nc).bound)}")
+    inside = net.test(f"(std::fabs({xs[0]}) <= {_lit(tables.constants(nc).bound)}) & {_finite_all(xs)}")
     xs = [net.let(f"keep_if<T>({inside}, {c})") for c in xs]
     k, e = _t_exp_parts(net, tables, xs)
     v = _t_lscale(net, _l_add_f(net, e, "T(1)"), k)
@@ -823,9 +823,9 @@ def _log_reduce_body(nc: int, fn: str = "log") -> list[str]:
     p = DTYPES["f64"][2]
     net = _Net()
     xs = [net.let(f"X({k})") for k in range(nc)]
-    finite = f"(std::fabs({xs[0]}) <= std::numeric_limits<T>::max())"
+    finite = _finite_all(xs)
     if fn == "log":
-        good = net.test(f"normal<T>({xs[0]}) & ({xs[0]} > T(0))")
+        good = net.test(f"normal<T>({xs[0]}) & ({xs[0]} > T(0)) & {finite}")
     elif fn == "acosh":
         good = net.test(f"{finite} & ({xs[0]} >= T(1))")
     else:
@@ -1138,12 +1138,20 @@ def _t_expm1_from_parts(net: _Net, k: str, e: list[str]) -> list[str]:
     return _t_lscale(net, _l_add_f(net, _l_add_f(net, e, a1), a2), kk)
 
 
+def _finite_all(xs: list[str]) -> str:
+    """Whether every component is finite (a non-finite tail behind a finite lead is not
+    an expansion; the torch path decides what NaN it gives)."""
+    return " & ".join(f"(std::fabs({c}) <= std::numeric_limits<T>::max())" for c in xs)
+
+
 def _unary_head(net: _Net, nc: int, tables: _Tables, zero_ok: bool) -> tuple[list[str], str]:
     """The operand's components, zeroed where they are not finite or ``|x_0|`` exceeds
     exp's bound (and, unless ``zero_ok``, where ``x_0 = 0``: the odd functions' ``±0``),
     and the flag of the others."""
     xs = [net.let(f"X({k})") for k in range(nc)]
-    regular = net.test(f"(std::fabs({xs[0]}) <= {_lit(tables.constants(nc).bound)})" + ("" if zero_ok else f" & ({xs[0]} != T(0))"))
+    regular = net.test(
+        f"(std::fabs({xs[0]}) <= {_lit(tables.constants(nc).bound)}) & {_finite_all(xs)}" + ("" if zero_ok else f" & ({xs[0]} != T(0))")
+    )
     return [net.let(f"keep_if<T>({regular}, {c})") for c in xs], regular
 
 
@@ -1211,7 +1219,7 @@ def _sin_cos_body(nc: int, tables: _Tables, nx: int | None = None, tan: bool = F
     reduction and where a fixed network's check fails."""
     net = _Net()
     xs = [net.let(f"X({k})") for k in range(nx or nc)]
-    regular = net.test(f"(std::fabs({xs[0]}) <= std::numeric_limits<T>::max()) & ({xs[0]} != T(0))")
+    regular = net.test(f"{_finite_all(xs)} & ({xs[0]} != T(0))")
     xs = [net.let(f"keep_if<T>({regular}, {c})") for c in xs]
     sin_x, cos_x, good = _t_sin_cos(net, tables, xs, nc)
     out = _t_finish(net, _l_div2(net, sin_x, cos_x)) if tan else sin_x + cos_x

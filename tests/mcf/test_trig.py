@@ -13,6 +13,7 @@ grows with the argument's exponent and with the bits it cancels against ``k pi/2
 from __future__ import annotations
 
 import math
+import signal
 
 import mpmath
 import pytest
@@ -288,6 +289,32 @@ def test_non_contiguous_inputs_with_exact_reductions(fn):
     torch.testing.assert_close(getattr(el, fn)(t), getattr(el, fn)(t.contiguous()), rtol=0, atol=0)
     y = getattr(torch, fn)(hm.mcf.mc(torch.tensor([[0.5, 1.0, 2.0], [3.0, 1e30, 4.0]], dtype=torch.float64), nc=2).T)
     assert y.shape == (3, 2)
+
+
+@pytest.mark.parametrize("fn", FUNCS)
+@pytest.mark.parametrize(("dtype", "nc"), [(torch.float64, 2), (torch.float64, 3), (torch.float32, 3), (torch.float32, 4)], ids=str)
+def test_non_finite_tail_behind_a_finite_lead_gives_nan(fn, dtype, nc):
+    """Found in review (stop 30): a finite ``x_0`` with a NaN or infinite tail (not an
+    expansion) made the exact reduction's ``n`` NaN, and its loop (until every ``n`` is 0)
+    never ended. The NaN now propagates: alone, and batched with ordinary arguments."""
+    rows = [[lead, bad] + [0.0] * (nc - 2) for lead in (0.5, 1.0, -3.0, 1e10) for bad in (math.nan, math.inf, -math.inf)]
+    bad_rows = torch.tensor(rows, dtype=dtype)
+    ordinary = torch.tensor([[0.7] + [0.0] * (nc - 1), [2.5] + [0.0] * (nc - 1)], dtype=dtype)
+    f = getattr(el, fn)
+
+    def hung(signum, frame):
+        raise TimeoutError(f"{fn} of a non-finite tail did not return within 60 s")
+
+    previous = signal.signal(signal.SIGALRM, hung)  # a hang fails the test (the loop is Python)
+    signal.alarm(60)
+    try:
+        for x in (bad_rows, torch.cat([bad_rows, ordinary]), bad_rows[1:2]):
+            y = f(x)
+            assert bool(torch.isnan(y[: min(len(x), len(bad_rows)), 0]).all())
+            assert bool(torch.isfinite(y[len(bad_rows) :]).all())
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
 
 
 @pytest.mark.filterwarnings("ignore:`torch.jit.script_method` is deprecated:DeprecationWarning")  # torch's Inductor
