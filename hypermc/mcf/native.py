@@ -765,12 +765,25 @@ def _sin_cos(x: torch.Tensor, width: int | None, fn: str = "sin_cos") -> Result 
     """The sin/cos kernel's ``(sin x, cos x)`` (2 ``width`` components; ``fn="tan"``:
     the nc = 2 tan kernel's quotient) or None."""
     nc = x.shape[-1] if width is None else width
-    if x.device.type != "cpu" or nc not in TRIG_INPUTS or x.shape[-1] not in TRIG_INPUTS[nc]:
-        return None  # CPU only: the kernel has no CUDA translation yet
-    lib = _elementary_eligible(x, nc)
-    if not isinstance(lib, ctypes.CDLL):  # None, or the CUDA kernels (a host build in the tests)
+    if nc not in TRIG_INPUTS or x.shape[-1] not in TRIG_INPUTS[nc]:
         return None
-    return _call(lib, _trig_op(x.shape[-1], nc, fn), [x], (), nc, nc if fn == "tan" else 2 * nc)
+    lib = _cpu_library(x, nc)
+    return None if lib is None else _call(lib, _trig_op(x.shape[-1], nc, fn), [x], (), nc, nc if fn == "tan" else 2 * nc)
+
+
+def _cpu_library(x: torch.Tensor, nc: int | None = None) -> ctypes.CDLL | None:
+    """:func:`_elementary_eligible`'s C++ library for the kernels that have no CUDA
+    translation yet (sin/cos, expm1, the (inverse) hyperbolic functions, log1p), or None."""
+    lib = _elementary_eligible(x, nc) if x.device.type == "cpu" else None
+    return lib if isinstance(lib, ctypes.CDLL) else None  # not the CUDA kernels of a host build (tests)
+
+
+def _half(res: Result | None, second: bool) -> Result | None:
+    """The first or second half of a two-output kernel's components (sin/cos, sinh/cosh)."""
+    if res is None:
+        return None
+    h = res.out.shape[-1] // 2
+    return Result(res.out[..., h:] if second else res.out[..., :h], res.ok, res.bad)
 
 
 def sin(x: torch.Tensor, width: int | None = None) -> Result | None:
@@ -787,8 +800,7 @@ def sin(x: torch.Tensor, width: int | None = None) -> Result | None:
         >>> r is None or (r.ok.tolist() == [True, False, False] and r.out[0, 0].item() == math.sin(1))
         True
     """
-    res = _sin_cos(x, width)
-    return None if res is None else Result(res.out[..., : res.out.shape[-1] // 2], res.ok, res.bad)
+    return _half(_sin_cos(x, width), second=False)
 
 
 def cos(x: torch.Tensor, width: int | None = None) -> Result | None:
@@ -799,8 +811,7 @@ def cos(x: torch.Tensor, width: int | None = None) -> Result | None:
         >>> r is None or (r.ok.tolist() == [True] and r.out[0, 0].item() == math.cos(1))
         True
     """
-    res = _sin_cos(x, width)
-    return None if res is None else Result(res.out[..., res.out.shape[-1] // 2 :], res.ok, res.bad)
+    return _half(_sin_cos(x, width), second=True)
 
 
 def tan(x: torch.Tensor, width: int | None = None) -> Result | None:
@@ -826,10 +837,8 @@ def tan(x: torch.Tensor, width: int | None = None) -> Result | None:
 def _cpu_unary(x: torch.Tensor, op: str, nout: int) -> Result | None:
     """``mc_{op}`` of the C++ elementary library on ``x`` (CPU only: these kernels have no
     CUDA translation yet), or None."""
-    lib = _elementary_eligible(x) if x.device.type == "cpu" else None
-    if not isinstance(lib, ctypes.CDLL):  # None, or the CUDA kernels (a host build in the tests)
-        return None
-    return _call(lib, op, [x], (), x.shape[-1], nout)
+    lib = _cpu_library(x)
+    return None if lib is None else _call(lib, op, [x], (), x.shape[-1], nout)
 
 
 def expm1(x: torch.Tensor) -> Result | None:
@@ -854,8 +863,7 @@ def sinh(x: torch.Tensor) -> Result | None:
         >>> r is None or (r.ok.tolist() == [True] and r.out[0, 0].item() == math.sinh(1))
         True
     """
-    res = _cpu_unary(x, "sinh_cosh", 2 * x.shape[-1])
-    return None if res is None else Result(res.out[..., : x.shape[-1]], res.ok, res.bad)
+    return _half(_cpu_unary(x, "sinh_cosh", 2 * x.shape[-1]), second=False)
 
 
 def cosh(x: torch.Tensor) -> Result | None:
@@ -866,8 +874,7 @@ def cosh(x: torch.Tensor) -> Result | None:
         >>> r is None or (r.ok.tolist() == [True] and r.out[0, 0].item() == math.cosh(1))
         True
     """
-    res = _cpu_unary(x, "sinh_cosh", 2 * x.shape[-1])
-    return None if res is None else Result(res.out[..., x.shape[-1] :], res.ok, res.bad)
+    return _half(_cpu_unary(x, "sinh_cosh", 2 * x.shape[-1]), second=True)
 
 
 def tanh(x: torch.Tensor) -> Result | None:
@@ -884,10 +891,8 @@ def tanh(x: torch.Tensor) -> Result | None:
 
 def _cpu_log_chain(x: torch.Tensor, fn: str) -> Result | None:
     """:func:`_log_chain` of ``mc_{fn}_reduce`` on the C++ library (CPU only), or None."""
-    lib = _elementary_eligible(x) if x.device.type == "cpu" else None
-    if not isinstance(lib, ctypes.CDLL):  # None, or the CUDA kernels (a host build in the tests)
-        return None
-    return _log_chain(lib, f"{fn}_reduce", x)
+    lib = _cpu_library(x)
+    return None if lib is None else _log_chain(lib, f"{fn}_reduce", x)
 
 
 def _odd_finish(res: Result | None, x: torch.Tensor, scale: float | None = None) -> Result | None:
