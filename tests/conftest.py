@@ -8,11 +8,16 @@ helpers that apply it and is re-exported here; it is the only bound table of the
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 
 import pytest
 import torch
+import torch._dynamo.config
+import torch._functorch.config
+import torch._inductor.config
 from hypothesis import settings
 
+from tests import torch_config
 from tests.oracle import BOUNDS  # noqa: F401  (re-export: the one bound table)
 
 settings.register_profile("default", max_examples=100, deadline=None)
@@ -43,6 +48,21 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if "cuda" in item.keywords:
             item.add_marker(skip)
+
+
+@pytest.fixture(autouse=True)
+def _torch_config_unchanged() -> Iterator[None]:
+    """Fail the test that leaves any torch configuration entry changed or removed.
+
+    Change torch configuration in a test only with the config module's own
+    ``patch(...)`` (context manager or decorator); ``monkeypatch.setattr`` on a torch
+    config module deletes the entry on undo and breaks every later ``torch.compile``.
+    """
+    before = torch_config.snapshot()
+    yield
+    changed = torch_config.changes(before, torch_config.snapshot())
+    if changed:
+        pytest.fail("the test changed torch configuration (use config.patch):\n  " + "\n  ".join(changed), pytrace=False)
 
 
 @pytest.fixture

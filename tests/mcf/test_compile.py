@@ -428,12 +428,12 @@ def test_not_fused_without_fused_kernels(monkeypatch):
     """Without fused kernels (no compiler, ``HYPERMC_NATIVE=0``, another device) every MC
     op stays one opaque op, as before."""
     monkeypatch.setattr(native_fused, "usable", lambda dtype, nc: False)
-    monkeypatch.setattr(torch._functorch.config, "enable_autograd_cache", False)  # trace again: no cached graph
-    monkeypatch.setattr(torch._inductor.config, "fx_graph_cache", False)
     calls = _fused_calls(monkeypatch)
     x, y = _mc_operands(torch.float64, 3)
     fn = FUSED_EXPRESSIONS["x*y+x/(y*y+1)"]
     p = torch.ones(x.shape[0], dtype=torch.float64)
-    got = torch.compile(fn, fullgraph=True, dynamic=False)(x, y, p)
+    # trace again (no cached graph); torch's config only through its own patch()
+    with torch._functorch.config.patch(enable_autograd_cache=False), torch._inductor.config.patch(fx_graph_cache=False):
+        got = torch.compile(fn, fullgraph=True, dynamic=False)(x, y, p)
     _assert_same_bits(got.components, fn(x, y, p).components)
     assert calls == []
