@@ -4,10 +4,10 @@
 #
 #   bash benchmarks/gpu_session.sh            # logs under $OUT (the device tool's), else ./gpu_out
 #
-# 1. the five `cuda` tests that did not finish in stop 28 (one of them, or a flaky other,
-#    failed there unnamed), alone and verbose;
-# 2. bench_ops on CUDA, float64/float32 nc 2-4 (the division and square-root networks
-#    changed in stop 28; docs/numerics.md's CUDA table predates that);
+# 1. the five slowest `cuda` tests (the CUDA same-bits checks and the device round trip),
+#    alone and verbose;
+# 2. bench_ops on CUDA, float64/float32 nc 2-4 (docs/numerics.md's CUDA table was measured
+#    before the narrower division and square-root remainders);
 # 3. the other `cuda` tests, verbose, with pytest's own per-test timeout below the outer one.
 # Every step writes its log as it goes, so a step cut off by its timeout still reports.
 set -u

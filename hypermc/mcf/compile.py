@@ -1,7 +1,7 @@
 """``torch.compile`` support for MC arithmetic: fused elementwise expressions, every other
 MC op one opaque op, and compiled MC code computes eager mode's bits.
 
-Opaque ops (issue 16). An :class:`~hypermc.MCTensor` is a traceable wrapper subclass
+Opaque ops. An :class:`~hypermc.MCTensor` is a traceable wrapper subclass
 (``__tensor_flatten__``/``__tensor_unflatten__``), so Dynamo puts MC ops in the graph
 and AOTAutograd traces ``MCTensor.__torch_dispatch__`` on the symbolic components.
 While it traces, an MC op that computes (everything except views and ops that return
@@ -32,7 +32,7 @@ mode computes**, on every device and component dtype (float16 and bfloat16 inclu
 with no graph break in the core ops, the manifolds or backward; the data-dependent fast
 paths of the kernels (``all_finite`` checks) run inside the op on real data.
 
-Fused expressions (issue 16, compiled speed). One opaque op per MC op runs each op as
+Fused expressions (compiled speed). One opaque op per MC op runs each op as
 its own pass over memory, while compiled native code fuses a whole expression into one
 loop: ``x*y + x/(y*y + 1)`` on 10^6 elements ran 8-75x slower compiled in MC than
 compiled in native floats (float64 ``nc = 3``: 30.8x on a loaded machine). So the

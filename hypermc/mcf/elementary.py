@@ -1129,7 +1129,7 @@ def _trig_reduce_exact(x: list[torch.Tensor], nc: int) -> tuple[torch.Tensor, li
     r = x
     while True:
         # a finite x_0 with a non-finite tail (not an expansion) makes r NaN: n = 0 there,
-        # so the loop ends and the NaN propagates (it looped forever before stop 30)
+        # so the loop ends and the NaN propagates (the loop would not end otherwise)
         n = torch.nan_to_num(torch.round(r[0] * cst.two_over_pi), nan=0.0, posinf=0.0, neginf=0.0)
         n_max = float(n.abs().max()) if n.numel() else 0.0
         if n_max == 0:

@@ -1,7 +1,7 @@
 """Fixed-size, branch-free kernels for triple-word (``nc = 3``) and quad-word (``nc = 4``)
 expansions, with a checked fast path and a per-element fallback.
 
-Design (issue 16, part B). The generic kernels of :mod:`hypermc.mcf.arith` sort or merge
+Design. The generic kernels of :mod:`hypermc.mcf.arith` sort or merge
 their terms and renormalise them with :func:`hypermc.mcf.eft.renormalize`, whose
 per-element branches are masks: ~3 elementwise kernels per (term, slot) pair. Here every
 op is a *fixed network* of TwoSums (no masks, no ``where``) in three stages:

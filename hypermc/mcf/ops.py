@@ -919,7 +919,7 @@ def _op_lift_fresh(func, a):
     return a
 
 
-# ------------------------------------------------------- embedding (hypermc.nn, issue 5)
+# --------------------------------------------------------------- embedding (hypermc.nn)
 
 
 @implements(aten.embedding.default)
