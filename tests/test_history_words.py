@@ -1,0 +1,73 @@
+"""The docs, docstrings and comments describe the library as it is, not the project's work history.
+
+Phrases such as "stop 26", "since stop 29", "issue #16's targets" or "a helper found" name
+steps of the project's own work and mean nothing to a user. They belong in CHANGELOG.md
+(the one file not searched). This test searches README.md, docs/, hypermc/, examples/ and
+benchmarks/ (every text file) and fails listing each hit as ``file:line: text``.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+SEARCHED = ("README.md", "docs", "hypermc", "examples", "benchmarks")
+SUFFIXES = {".md", ".py", ".sh", ".yml", ".yaml", ".toml", ".txt", ".cpp", ".h", ".cu", ".rst", ""}
+HISTORY = re.compile(r"\bstops? [0-9]+\b|\bissue #?[0-9]+\b|review helper|a helper (found|did|wrote)", re.I)
+
+
+def _files() -> list[Path]:
+    files = []
+    for name in SEARCHED:
+        path = ROOT / name
+        candidates = [path] if path.is_file() else sorted(p for p in path.rglob("*") if p.is_file())
+        for p in candidates:
+            if "__pycache__" in p.parts or p.name == "CHANGELOG.md" or p.suffix not in SUFFIXES:
+                continue
+            files.append(p)
+    return files
+
+
+def history_hits(files: list[Path], root: Path = ROOT) -> list[str]:
+    """``file:line: text`` (path relative to ``root``) for every line that names a step of the work history."""
+    hits = []
+    for path in files:
+        try:
+            text = path.read_text(encoding="utf-8")
+        except UnicodeDecodeError:  # a binary file (a picture, a data file): no prose
+            continue
+        for number, line in enumerate(text.splitlines(), 1):
+            if HISTORY.search(line):
+                hits.append(f"{path.relative_to(root)}:{number}: {line.strip()}")
+    return hits
+
+
+def test_no_work_history_in_docs_docstrings_and_comments():
+    files = _files()
+    assert any(p.suffix == ".py" for p in files) and any(p.suffix == ".md" for p in files), "the search found no files"
+    hits = history_hits(files)
+    assert not hits, "work-history words (move them to CHANGELOG.md; describe the library as it is):\n" + "\n".join(hits)
+
+
+def test_the_pattern_finds_history_words(tmp_path):
+    lines = [
+        "fused since stop 29 (staged kernels)",
+        "on an H200 (stop 26, before the narrower remainders)",
+        "issue #16's GPU targets met",
+        "Design (issue 16, part B).",
+        "The review helper's table",
+        "a helper found the stall",
+        "stops 26-30",
+    ]
+    clean = ["a stop-gradient", "the loop stops when n = 0", "tissue 16", "see the issues page", "the helper function _rows"]
+    bad = tmp_path / "bad.md"
+    bad.write_text("\n".join(lines + clean) + "\n")
+    hits = history_hits([bad], root=tmp_path)
+    assert hits == [f"bad.md:{i}: {line}" for i, line in enumerate(lines, 1)]
+
+
+def test_changelog_holds_the_history():
+    text = (ROOT / "CHANGELOG.md").read_text()
+    assert text.startswith("# Changelog")
+    assert re.search(r"^## \[0\.1\.0\]", text, re.M), "a section per version, Keep a Changelog style"
