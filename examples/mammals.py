@@ -13,11 +13,11 @@ seed, with each run's final MAP in the legend. A progress bar per run goes to st
 is a terminal (``--quiet``: none).
 
 The defaults finish in about 5 minutes on a 2-core CPU (5 min 17 s measured, 80-130 s per
-row; 500 epochs per row: MAP ≈ 0.96, mean rank ≈ 1.18 at seed 0; the 1000-epoch table is in
-README.md and docs/embeddings.md). The paper's setting --
+row; 500 epochs per row: MAP ≈ 0.96, mean rank ≈ 1.18 at seed 0; the README holds this
+table, docs/embeddings.md the 1000-epoch one). The paper's setting --
 1000 epochs, 50 negatives, 20 burn-in epochs -- is ``--epochs 1000``; the trainer's
 defaults (batch 512, distance scale 0.5, lr ramped linearly from 10 to 80 after burn-in)
-are tuned for it. The README and docs/embeddings.md table comes from::
+are tuned for it. The docs/embeddings.md table comes from::
 
     python examples/mammals.py --epochs 1000 --seeds 0 1 2 --rows plain32 plain64 1 2 3 --markdown
 
