@@ -555,6 +555,11 @@ def div_counts(s: torch.Tensor, counts: torch.Tensor) -> torch.Tensor:
     A plain float division where every count is a float of the dtype; otherwise each
     count is shifted below the dtype's largest power of two, split into components
     (exact while it fits ``nc`` components) and divided in MC arithmetic.
+
+    Example:
+        >>> s = torch.tensor([[1.0, 0.0], [6.0, 0.0]], dtype=torch.float64)
+        >>> div_counts(s, torch.tensor([3, 2])).tolist()  # 1/3 to about 106 bits
+        [[0.3333333333333333, 1.850371707708594e-17], [3.0, 0.0]]
     """
     dtype, nc = s.dtype, s.shape[-1]
     fmt = float_format(dtype)
@@ -590,7 +595,8 @@ def scatter(base: torch.Tensor, target: torch.Tensor, vals: torch.Tensor, reduce
     Bound:
         sum: :func:`sum`'s over each slot's values; mean: that plus the division (8 u^nc,
         exact count); amax / amin: exact (NaN if any value is NaN); prod: a tree of
-        :func:`arith.mul` (``ceil(log2 m)`` levels of 4 u^nc each, first order).
+        :func:`arith.mul` whose ``k - 1`` products' relative errors add up (first order;
+        ``k`` values in the slot).
 
     Example:
         >>> base = torch.zeros(2, 2, dtype=torch.float64)  # two MC zeros, nc = 2
