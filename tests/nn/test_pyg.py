@@ -5,7 +5,11 @@ result is exact or far more accurate than float64 against Fraction / mpmath refe
 from __future__ import annotations
 
 import copy
+import runpy
+import sys
+import warnings
 from fractions import Fraction
+from pathlib import Path
 
 import mpmath
 import pytest
@@ -15,7 +19,11 @@ import hypermc as hm
 from hypermc.nn import to_mc
 from tests.oracle import components_to_fraction
 
-pyg_nn = pytest.importorskip("torch_geometric.nn")
+# torch_geometric's import scripts functions with torch.jit (deprecated in torch 2.13)
+pytestmark = pytest.mark.filterwarnings("ignore:`torch.jit.script` is deprecated:DeprecationWarning")
+with warnings.catch_warnings():
+    warnings.filterwarnings("ignore", "`torch.jit.script` is deprecated", DeprecationWarning)
+    pyg_nn = pytest.importorskip("torch_geometric.nn")
 
 f64 = torch.float64
 N, F_IN, F_OUT = 9, 4, 5
@@ -176,3 +184,26 @@ def test_to_mc_shares_tied_parameters_and_keeps_values(rng):
     to_mc(model, nc=3)
     assert model[0].weight is model[2].weight and model[0].weight.nc == 3
     assert all(torch.equal(p.approx(), v) for p, v in zip(lin.parameters(), values))
+
+
+def test_link_prediction_example_rows_agree(capsys):
+    """examples/pyg_link_prediction.py, cut to two epochs: the float64 and MC rows of each
+    convolution reach the same metrics (the example's table layout is what docs/gnn.md shows)."""
+    path = Path(__file__).resolve().parents[2] / "examples" / "pyg_link_prediction.py"
+    old_path = list(sys.path)
+    sys.path[:0] = [str(path.parent)]
+    try:
+        runpy.run_path(str(path), run_name="example")["main"](["--quick", "--epochs", "2", "--dim", "4"])
+    finally:
+        sys.path[:] = old_path
+        sys.modules.pop("hgcn_link_prediction", None)
+    rows = [line.split("|")[1:-1] for line in capsys.readouterr().out.splitlines() if line.startswith("| G")]
+    assert [(r[0].strip(), r[1].strip()) for r in rows] == [
+        ("GCN", "fp64"),
+        ("GCN", "MC fp64 nc=2"),
+        ("GAT", "fp64"),
+        ("GAT", "MC fp64 nc=2"),
+    ]
+    for plain, mc in (rows[:2], rows[2:]):
+        assert plain[2:7] == mc[2:7]  # val / test ROC-AUC and AP, best epoch
+        assert abs(float(plain[7]) - float(mc[7])) < 1e-9  # last loss
