@@ -264,3 +264,30 @@ def test_softmax_refuses_half_to_float():
     x = hm.mc(torch.zeros(2, 2, dtype=f64), nc=2)
     with pytest.raises(TypeError, match=r"half_to_float=True would change the component dtype torch\.float64"):
         torch.ops.aten._softmax.default(x, 1, True)
+
+
+@pytest.mark.cuda
+def test_scatter_segment_softmax_on_cuda_agree_with_cpu(rng):
+    """The kernels are device-agnostic torch code: on a GPU the results agree with the CPU's
+    to the accuracy bounds (maxima and minima exactly)."""
+    if not torch.cuda.is_available():
+        pytest.skip("CUDA not available")
+    x = hm.mc(torch.randn(40, 3, generator=rng, dtype=f64), nc=2) + 2.0**-60
+    index = torch.randint(0, 6, (40, 3), generator=rng)
+    base = hm.mc(torch.zeros(6, 3, dtype=f64), nc=2)
+    tol = 40 * 4 * 2.0**-106  # 40 values of size < 4 per slot, 2 u^2 of their sum on each side
+
+    def agree(gpu, cpu, atol, rtol=0.0):
+        diff = (gpu.cpu() - cpu).abs().approx()
+        assert bool((diff <= atol + rtol * cpu.abs().approx()).all()), float(diff.max())
+
+    for how in REDUCTIONS:
+        cpu = base.scatter_reduce(0, index, x, how, include_self=False)
+        gpu = base.cuda().scatter_reduce(0, index.cuda(), x.cuda(), how, include_self=False)
+        if how == "prod":  # relative: 8 u^2 per product on each side, at most 40 factors
+            agree(gpu, cpu, 0.0, 2 * 8 * 40 * 2.0**-106)
+        else:
+            agree(gpu, cpu, 0.0 if how in ("amax", "amin") else tol)
+    lengths = torch.tensor([10, 0, 25, 5])
+    agree(torch._segment_reduce(x.cuda(), "sum", lengths=lengths.cuda()), torch._segment_reduce(x, "sum", lengths=lengths), tol)
+    agree(torch.softmax(x.cuda(), 0), torch.softmax(x, 0), 2.0**-100)
