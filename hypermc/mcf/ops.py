@@ -1077,6 +1077,16 @@ def _op_zero_(func, a):
     return a
 
 
+@implements(aten.bernoulli_.float)
+def _op_bernoulli_(func, a, p=0.5, *, generator=None):
+    """Fill with 0 / 1 draws, exact in every ``nc`` (dropout's mask): the same draws, from
+    the same generator state, as a plain tensor of the component dtype gets."""
+    draws = torch.empty(a.shape, dtype=a.dtype, device=a.device).bernoulli_(p, generator=generator)
+    a._components.zero_()
+    a._components[..., 0] = draws
+    return a
+
+
 @implements(aten._to_copy.default)
 def _op_to_copy(func, a, *, dtype=None, layout=None, device=None, pin_memory=None, non_blocking=False, memory_format=None):
     c = a._components

@@ -89,6 +89,28 @@ def test_layer_on_mc_features_matches_float64(name, mc_params, rng):
             assert p.grad is None, pname
 
 
+def test_gat_attention_dropout_draws_the_float64_masks(rng):
+    """GATConv's attention dropout (training mode): with the same seed the MC layer drops
+    the same attention weights as the float64 layer (``bernoulli_`` on an MCTensor draws
+    what a plain tensor draws), so the outputs and gradients agree."""
+    x64, edges = _graph(rng)
+    layer64 = pyg_nn.GATConv(F_IN, F_OUT, heads=2, dropout=0.5).double()
+    layer = to_mc(copy.deepcopy(layer64), nc=2)
+    x_ref = x64.clone().requires_grad_()
+    torch.manual_seed(1)
+    out64 = layer64(x_ref, edges)
+    out64.sum().backward()
+    x = hm.mc(x64, nc=2).requires_grad_()
+    torch.manual_seed(1)
+    out = layer(x, edges)
+    out.sum().backward()
+    _close(out, out64)
+    _close(x.grad, x_ref.grad)
+    mask = hm.mc(torch.zeros(1000, dtype=f64), nc=2).bernoulli_(0.3, generator=torch.Generator().manual_seed(0))
+    plain = torch.zeros(1000, dtype=f64).bernoulli_(0.3, generator=torch.Generator().manual_seed(0))
+    assert torch.equal(mask.components, torch.stack([plain, torch.zeros_like(plain)], -1))
+
+
 # ------------------------------------------------------------ ill-conditioned aggregation
 
 # node 3 receives 1e20, 1 and -1e20 (and 2^-60 from node 4): float64 loses the 1
