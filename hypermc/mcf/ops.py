@@ -850,16 +850,16 @@ def _op_segment_reduce_backward(func, grad, output, data, reduce_op, *, lengths=
         raise NotImplementedError(f"MCTensor does not support the gradient of segment_reduce with reduce={reduce_op!r}")
     ax = _dims(axis, data.dim())[0]
     seg = _segment_lengths(data, ax, lengths, offsets)
-    ref = _first_mc(grad, output, data)
-    g = _as_components(grad, ref, ref.nc).movedim(ax, 0)
+    ref, nc = _first_mc(grad, output, data), _nc_of(grad, output, data)
+    g = arith.pad(_as_components(grad, ref, nc), nc).movedim(ax, 0)
     if reduce_op == "mean":
         counts = seg.reshape(-1, *([1] * (g.dim() - 2))).expand(g.shape[:-1])
         g = reduce.div_counts(g, counts.clamp(min=1))
     g_rows = g.repeat_interleave(seg, dim=0)
     if kernel == "sum":
         return MCTensor(g_rows.movedim(0, ax))
-    out_rows = _as_components(output, ref, ref.nc).movedim(ax, 0).repeat_interleave(seg, dim=0)
-    hit = arith.eq(arith.pad(_as_components(data, ref, ref.nc).movedim(ax, 0), out_rows.shape[-1]), out_rows)
+    out_rows = arith.pad(_as_components(output, ref, nc), nc).movedim(ax, 0).repeat_interleave(seg, dim=0)
+    hit = arith.eq(arith.pad(_as_components(data, ref, nc), nc).movedim(ax, 0), out_rows)
     rows = torch.repeat_interleave(torch.arange(len(seg), device=seg.device), seg)
     ties = torch.zeros((len(seg), *hit.shape[1:]), dtype=torch.int64, device=hit.device).index_add_(0, rows, hit.to(torch.int64))
     shared = reduce.div_counts(g_rows, ties[rows].clamp(min=1))
