@@ -730,7 +730,8 @@ def _op_index_add(func, a, dim, index, source, *, alpha=1):
     vals = _as_components(_scaled(source, alpha), ref, nc)
     if index.dim() == 0:  # a 0-d index: source lacks the indexed dim
         index, vals = index.reshape(1), vals.unsqueeze(d)
-    result = reduce.scatter_add(base, [slice(None)] * d + [index], vals)
+    vals = vals.expand(*base.shape[:d], len(index), *base.shape[d + 1 :])
+    result = reduce.scatter(base.movedim(d, 0), index, vals.movedim(d, 0), "sum").movedim(0, d)  # rows along d
     return _inplace_assign(func, a, result, ()) if func is aten.index_add_.default else MCTensor(result)
 
 
@@ -771,9 +772,27 @@ def _op_scatter_reduce(func, a, dim, index, src, reduce_op, *, include_self=True
         raise RuntimeError(f"{func}: reduce must be one of {reduce.SCATTER_REDUCTIONS}; got {reduce_op!r}")
     ref, nc = _first_mc(a, src), _nc_of(a, src)
     base = arith.pad(_as_components(a, ref, nc), nc)
-    target, vals = _scatter_entries(tuple(a.shape), _dims(dim, a.dim())[0], index, arith.pad(_as_components(src, ref, nc), nc))
-    result = reduce.scatter(base, target, vals, reduce_op, include_self)
+    d = _dims(dim, a.dim())[0]
+    vals = arith.pad(_as_components(src, ref, nc), nc)
+    rows = _row_index(a, d, index)
+    if rows is not None:  # an index expanded along the other dims (PyG's): whole rows along d
+        vals = vals[tuple(slice(0, n) for n in index.shape)]
+        result = reduce.scatter(base.movedim(d, 0), rows, vals.movedim(d, 0), reduce_op, include_self).movedim(0, d)
+    else:
+        target, vals = _scatter_entries(tuple(a.shape), d, index, vals)
+        result = reduce.scatter(base, target, vals, reduce_op, include_self)
     return _inplace_assign(func, a, result, ()) if func is aten.scatter_reduce_.two else MCTensor(result)
+
+
+def _row_index(a, d: int, index: torch.Tensor) -> torch.Tensor | None:
+    """The 1-d index along ``d`` when ``index`` is one, expanded over all other dims of
+    ``a`` (stride 0, full size); None otherwise."""
+    if index.dim() != a.dim() or a.dim() < 2:
+        return None
+    for k in range(a.dim()):
+        if k != d and (index.stride(k) != 0 or index.shape[k] != a.shape[k]):
+            return None
+    return index[tuple(slice(None) if k == d else 0 for k in range(a.dim()))]
 
 
 @implements(aten.scatter.src, aten.scatter.value, aten.scatter_.src, aten.scatter_.value)

@@ -526,7 +526,8 @@ def _run_sums(vals: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
     rank = _ranks(target)
     while bool((rank > 0).any()):
         left, right, paired = _pairs(target, rank)
-        halves = [[p[left] for p in s] + [torch.where(paired, p[right], 0) for p in s] for s in slots]
+        pair = paired.reshape(-1, *[1] * (vals.dim() - 2))  # broadcast over the rows' other dims
+        halves = [[p[left] for p in s] + [torch.where(pair, p[right], 0) for p in s] for s in slots]
         slots = [[m] if m is not None else [] for m in _absorb(halves)]
         target, rank = target[left], rank[left] // 2
     return _finish(_absorb(slots), nc)
@@ -544,7 +545,7 @@ def _run_combine(
     while bool((rank > 0).any()):
         left, right, paired = _pairs(target, rank)
         a = vals[left]
-        b = torch.where(paired.unsqueeze(-1), vals[right], identity(a))
+        b = torch.where(paired.reshape(-1, *[1] * (vals.dim() - 1)), vals[right], identity(a))
         vals, target, rank = combine(a, b), target[left], rank[left] // 2
     return vals
 
@@ -579,18 +580,21 @@ def scatter(base: torch.Tensor, target: torch.Tensor, vals: torch.Tensor, reduce
 
     Slot ``t`` of the result is the reduction of the entries ``vals[i]`` with
     ``target[i] == t``, together with ``base[t]`` when ``include_self``; slots no entry
-    targets keep ``base``'s value (whatever ``include_self``).
+    targets keep ``base``'s value (whatever ``include_self``). A slot is an element, or a
+    row of elements that are reduced alike (elementwise): ``vals`` of shape
+    ``(m, *row, nc)`` reduce into the slots of ``base`` viewed as ``(-1, *row, nc)``.
 
     Args:
-        base: component tensor ``(*shape, nc)``.
+        base: component tensor ``(*shape, *row, nc)``.
         target: int64 tensor ``(m,)`` of flat (row-major) slot numbers of ``shape``.
-        vals: component tensor ``(m, nc)`` (the same ``nc``).
+        vals: component tensor ``(m, *row, nc')`` (``row`` may be empty); the result has
+            the larger of ``nc`` and ``nc'``.
         reduce: ``"sum"``, ``"mean"`` (divided by the number of reduced values),
             ``"prod"``, ``"amax"`` or ``"amin"``.
         include_self: whether ``base``'s values of the targeted slots take part.
 
     Returns:
-        component tensor of ``base``'s shape.
+        component tensor of ``base``'s shape (with the larger ``nc``).
 
     Bound:
         sum: :func:`sum`'s over each slot's values; mean: that plus the division (8 u^nc,
@@ -604,8 +608,9 @@ def scatter(base: torch.Tensor, target: torch.Tensor, vals: torch.Tensor, reduce
         >>> scatter(base, torch.tensor([0, 0, 0, 1]), vals, "sum").tolist()  # float64: 0 in slot 0
         [[1.0, 0.0], [5.0, 0.0]]
     """
-    nc = base.shape[-1]
-    flat = base.reshape(-1, nc)
+    nc = builtins.max(base.shape[-1], vals.shape[-1])
+    base, vals = arith.pad(base, nc), arith.pad(vals, nc)
+    flat = base.reshape(-1, *vals.shape[1:])
     out = flat.clone()
     if target.numel() == 0:
         return out.reshape(base.shape)
@@ -618,7 +623,8 @@ def scatter(base: torch.Tensor, target: torch.Tensor, vals: torch.Tensor, reduce
     if reduce in ("sum", "mean"):
         red = _run_sums(vals, target)
         if reduce == "mean":
-            red = div_counts(red, torch.unique_consecutive(target, return_counts=True)[1])
+            counts = torch.unique_consecutive(target, return_counts=True)[1]
+            red = div_counts(red, counts.reshape(-1, *[1] * (red.dim() - 2)).expand(red.shape[:-1]))
     elif reduce == "amax":
         red = _run_combine(vals, target, arith.maximum, lambda a: a)
     elif reduce == "amin":
@@ -647,6 +653,10 @@ def scatter_add(base: torch.Tensor, indices: list, vals: torch.Tensor) -> torch.
     """
     shape = base.shape[:-1]
     nc = base.shape[-1]
+    if len(indices) == 1 and isinstance(indices[0], torch.Tensor) and indices[0].dim() == 1 and indices[0].dtype == torch.int64:
+        # rows of the first dim (index_add, embedding backward): one slot per row
+        index = indices[0]
+        return scatter(base, index, vals.expand(len(index), *base.shape[1:]), "sum")
     flat_ids = torch.arange(math.prod(shape), device=base.device).reshape(shape)
     # aten's None in an index list means a full slice (Python's None would add a dim)
     target = flat_ids[tuple(slice(None) if i is None else i for i in indices)]

@@ -131,6 +131,27 @@ def test_scatter_reduce_gradients_match_float64(how, include_self, rng):
         torch.testing.assert_close(got.approx(), want, rtol=1e-14, atol=1e-15)
 
 
+@pytest.mark.parametrize("how", REDUCTIONS)
+def test_scatter_reduce_with_an_expanded_index_reduces_whole_rows(how, rng):
+    """An index expanded along the other dims (PyG's form) takes the row path; it agrees
+    with torch on exact data, along a middle dim, with a larger source and mixed nc."""
+    a = torch.randint(-4, 5, (2, 4, 3), generator=rng).to(f64)
+    src = torch.randint(-4, 5, (2, 7, 5), generator=rng).to(f64)
+    index = torch.randint(0, 4, (6,), generator=rng).reshape(1, 6, 1).expand(2, 6, 3)
+    for include_self in (True, False):
+        want = a.scatter_reduce(1, index, src, how, include_self=include_self)
+        got = hm.mc(a, nc=3).scatter_reduce(1, index, hm.mc(src, nc=2), how, include_self=include_self)
+        assert got.nc == 3 and torch.equal(got.approx(), want)
+
+
+def test_index_add_along_a_middle_dim_with_mixed_nc(rng):
+    a = torch.randint(-4, 5, (2, 3, 4), generator=rng).to(f64)
+    src = torch.randint(-4, 5, (2, 5, 4), generator=rng).to(f64)
+    index = torch.tensor([2, 0, 2, 1, 2])
+    got = hm.mc(a, nc=1).index_add(1, index, hm.mc(src, nc=2), alpha=3)
+    assert got.nc == 2 and torch.equal(got.approx(), a.index_add(1, index, src, alpha=3))
+
+
 def test_scatter_add_index_add_and_scatter_value(rng):
     x = hm.mc(torch.tensor([1e20, 1.0, -1e20, 5.0], dtype=f64), nc=2)
     zeros = hm.mc(torch.zeros(2, dtype=f64), nc=2)
