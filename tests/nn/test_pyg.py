@@ -111,6 +111,37 @@ def test_gat_attention_dropout_draws_the_float64_masks(rng):
     assert torch.equal(mask.components, torch.stack([plain, torch.zeros_like(plain)], -1))
 
 
+UTILS = ("softmax-ptr", "softmax-index", "segment-sum", "segment-mean", "segment-max", "scatter-mul", "scatter-min", "scatter-mean")
+
+
+@pytest.mark.parametrize("name", UTILS)
+def test_pyg_utils_match_float64(name, rng):
+    """torch_geometric.utils' softmax (by index and by CSR pointer: segment reductions and
+    repeat_interleave), segment and scatter on MC values, forward and backward."""
+    from torch_geometric.utils import scatter, segment, softmax
+
+    ptr, index = torch.tensor([0, 3, 3, 7]), torch.tensor([0, 0, 0, 2, 2, 2, 2])
+    fn = {
+        "softmax-ptr": lambda t: softmax(t, ptr=ptr),
+        "softmax-index": lambda t: softmax(t, index),
+        "segment-sum": lambda t: segment(t, ptr, "sum"),
+        "segment-mean": lambda t: segment(t, ptr, "mean"),
+        "segment-max": lambda t: segment(t, ptr, "max"),
+        "scatter-mul": lambda t: scatter(t, index, reduce="mul"),
+        "scatter-min": lambda t: scatter(t, index, reduce="min"),
+        "scatter-mean": lambda t: scatter(t, index, reduce="mean"),
+    }[name]
+    x64 = torch.randn(7, 2, generator=rng, dtype=f64).requires_grad_()
+    want = fn(x64)
+    w = torch.randn(want.shape, generator=rng, dtype=f64)
+    (want * w).sum().backward()
+    x = hm.mc(x64.detach(), nc=2).requires_grad_()
+    got = fn(x)
+    (got * w).sum().backward()
+    _close(got, want)
+    _close(x.grad, x64.grad)
+
+
 # ------------------------------------------------------------ ill-conditioned aggregation
 
 # node 3 receives 1e20, 1 and -1e20 (and 2^-60 from node 4): float64 loses the 1
