@@ -859,14 +859,31 @@ def _op_segment_reduce(func, data, reduce_op, *, lengths=None, indices=None, off
     return MCTensor(out.movedim(0, ax))
 
 
+def _segment_others(ref: MCTensor, nc: int, data, ax: int, seg: torch.Tensor, initial) -> torch.Tensor:
+    """For every element of ``data`` (moved to the front), the product of the other elements
+    of its segment times ``initial``: the segment's product over the element where no
+    factor is zero (an MC division), the product of the nonzero factors at the only zero,
+    and 0 elsewhere."""
+    x = arith.pad(_as_components(data, ref, nc), nc).movedim(ax, 0)
+    nonzero = x[..., 0] != 0
+    x1 = torch.where(nonzero.unsqueeze(-1), x, arith.from_float(torch.ones_like(x[..., 0]), nc))
+    rows = torch.repeat_interleave(torch.arange(len(seg), device=seg.device), seg)
+    base = arith.pad(_new_filled(ref, (len(seg), *x.shape[1:-1]), 1.0 if initial is None else initial)._components, nc)
+    prod_nonzero = reduce.scatter(base, rows, x1, "prod")[rows]
+    zeros = torch.zeros(base.shape[:-1], dtype=torch.int64, device=x.device).index_add_(0, rows, (~nonzero).to(torch.int64))[rows]
+    at_only_zero = torch.where(((zeros == 1) & ~nonzero).unsqueeze(-1), prod_nonzero, torch.zeros_like(prod_nonzero))
+    return torch.where((zeros == 0).unsqueeze(-1), arith.div(prod_nonzero, x1), at_only_zero)
+
+
 @implements(aten._segment_reduce_backward.default)
 def _op_segment_reduce_backward(func, grad, output, data, reduce_op, *, lengths=None, offsets=None, axis=0, initial=None):
     """Gradient of :func:`_op_segment_reduce` for data: sum and mean spread the segment's
     gradient (mean: divided by the length); max / min give it to the elements equal to the
-    result, shared equally among ties. prod is refused."""
+    result, shared equally among ties; prod multiplies it by the product of the segment's
+    other elements (and ``initial``), zeros included."""
     kernel = _SEGMENT_KERNELS.get(reduce_op)
-    if kernel not in ("sum", "amax", "amin"):
-        raise NotImplementedError(f"MCTensor does not support the gradient of segment_reduce with reduce={reduce_op!r}")
+    if kernel is None:
+        raise RuntimeError(f"segment_reduce: reduce must be one of {sorted(_SEGMENT_KERNELS)}; got {reduce_op!r}")
     ax = _dims(axis, data.dim())[0]
     seg = _segment_lengths(data, ax, lengths, offsets)
     ref, nc = _first_mc(grad, output, data), _nc_of(grad, output, data)
@@ -877,6 +894,8 @@ def _op_segment_reduce_backward(func, grad, output, data, reduce_op, *, lengths=
     g_rows = g.repeat_interleave(seg, dim=0)
     if kernel == "sum":
         return MCTensor(g_rows.movedim(0, ax))
+    if kernel == "prod":
+        return MCTensor(arith.mul(g_rows, _segment_others(ref, nc, data, ax, seg, initial)).movedim(0, ax))
     out_rows = arith.pad(_as_components(output, ref, nc), nc).movedim(ax, 0).repeat_interleave(seg, dim=0)
     hit = arith.eq(arith.pad(_as_components(data, ref, nc), nc).movedim(ax, 0), out_rows)
     rows = torch.repeat_interleave(torch.arange(len(seg), device=seg.device), seg)

@@ -187,10 +187,6 @@ def test_segment_reduce_matches_torch(how, initial, by, rng):
     xm = hm.mc(x, nc=2).requires_grad_()
     got = torch._segment_reduce(xm, how, initial=initial, **seg)
     torch.testing.assert_close(got.approx(), want.detach(), rtol=1e-15, atol=0, equal_nan=True)
-    if how == "prod":
-        with pytest.raises(NotImplementedError, match="gradient of segment_reduce with reduce='prod'"):
-            got.sum().backward()
-        return
     w = torch.randn(4, 3, generator=rng, dtype=f64)
     keep = torch.isfinite(want.detach())  # empty segments: -inf / inf / NaN, no gradient
     (torch.where(keep, want, 0.0) * w).sum().backward()
@@ -205,6 +201,21 @@ def test_segment_sum_accurate_and_max_ties_share_the_gradient():
     m = torch._segment_reduce(x, "max", lengths=torch.tensor([3, 3]))
     m.sum().backward()  # the 2.0 tie of the second segment: half each (torch's documented rule for scatter_reduce)
     assert x.grad.approx().tolist() == [1.0, 0.0, 0.0, 0.5, 0.5, 0.0]
+
+
+@pytest.mark.parametrize("initial", [None, 0.5, 0.0])
+@pytest.mark.parametrize(
+    "data", [[2.0, 0.0, 3.0, 4.0, 5.0], [0.0, 0.0, 3.0, 4.0, 5.0], [1.0, 2.0, 0.0, 4.0, 5.0], [1.5, 2.0, 3.0, -4.0, 0.25]]
+)
+def test_segment_prod_gradient_with_zeros_matches_torch(data, initial):
+    """The gradient of a segment's product is the product of the other elements (and
+    initial): zero where two factors are zero, the nonzero product at a single zero."""
+    lengths = torch.tensor([2, 0, 3])
+    x64 = torch.tensor(data, dtype=f64, requires_grad=True)
+    torch._segment_reduce(x64, "prod", lengths=lengths, initial=initial).sum().backward()
+    x = hm.mc(torch.tensor(data, dtype=f64), nc=2).requires_grad_()
+    torch._segment_reduce(x, "prod", lengths=lengths, initial=initial).sum().backward()
+    assert x.grad.approx().tolist() == x64.grad.tolist()
 
 
 def test_segment_reduce_refuses_bad_arguments():
