@@ -45,6 +45,11 @@ class _Plain:
         self.t = t
 
 
+# Appended to the dtype-mismatch errors: the usual plain tensor of another dtype is a
+# torch.nn module's float32 weight meeting float64 MC features.
+_MODULE_HINT = " (a torch.nn module's parameters: module.to(dtype), e.g. model.double() for float64 MC inputs)"
+
+
 def _operand(a: Any, dtype: torch.dtype, nc: int, device) -> torch.Tensor | _Plain:
     """Normalise an operand: component tensor for MC values, ``_Plain`` for floats."""
     if isinstance(a, MCTensor):
@@ -66,7 +71,7 @@ def _operand(a: Any, dtype: torch.dtype, nc: int, device) -> torch.Tensor | _Pla
                 raise _OperandTypeError(
                     f"cannot combine an MCTensor of component dtype {dtype} with a plain "
                     f"tensor of dtype {a.dtype} (no implicit precision change); convert "
-                    "the plain tensor with .to(dtype) or build an MCTensor of it"
+                    f"the plain tensor with .to(dtype) or build an MCTensor of it{_MODULE_HINT}"
                 )
             return _Plain(a)
         return _Plain(a.to(dtype))
@@ -520,7 +525,7 @@ def _mm_operand(a, ref: MCTensor) -> torch.Tensor:
     if a.dtype != ref.dtype:
         raise _OperandTypeError(
             f"cannot multiply an MCTensor of component dtype {ref.dtype} with a plain tensor of "
-            f"dtype {a.dtype}; convert the plain tensor with .to(dtype)"
+            f"dtype {a.dtype}; convert the plain tensor with .to(dtype){_MODULE_HINT}"
         )
     return a.unsqueeze(-1)
 
@@ -725,7 +730,8 @@ def _op_index_add(func, a, dim, index, source, *, alpha=1):
     vals = _as_components(_scaled(source, alpha), ref, nc)
     if index.dim() == 0:  # a 0-d index: source lacks the indexed dim
         index, vals = index.reshape(1), vals.unsqueeze(d)
-    result = reduce.scatter_add(base, [slice(None)] * d + [index], vals)
+    vals = vals.expand(*base.shape[:d], len(index), *base.shape[d + 1 :])
+    result = reduce.scatter(base.movedim(d, 0), index, vals.movedim(d, 0), "sum").movedim(0, d)  # rows along d
     return _inplace_assign(func, a, result, ()) if func is aten.index_add_.default else MCTensor(result)
 
 
@@ -740,6 +746,229 @@ def _op_scatter_add(func, a, dim, index, src):
     vals = _as_components(src, ref, nc)[tuple(slice(0, n) for n in index.shape)]
     result = reduce.scatter_add(base, indices, vals)
     return _inplace_assign(func, a, result, ()) if func is aten.scatter_add_.default else MCTensor(result)
+
+
+# ---------------------------------------------------- scatter reductions (graph layers)
+#
+# The aggregations of message-passing layers (PyTorch Geometric's ``scatter``,
+# ``softmax`` and ``segment``): every slot is reduced by :func:`hypermc.mcf.reduce.scatter`,
+# sums accurately (the bound of an accurate sum over the slot's values), maxima exactly.
+
+
+def _scatter_entries(shape, d: int, index: torch.Tensor, src: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Flat target slots (in ``shape``) and component rows of ``src`` for ``scatter*(d, index, src)``."""
+    if index.dim() != len(shape):
+        raise RuntimeError(f"scatter: index must have as many dims as self ({len(shape)}); got {index.dim()}")
+    flat_ids = torch.arange(math.prod(shape), device=index.device).reshape(shape)
+    target = flat_ids.gather(d, index).reshape(-1)
+    vals = src[tuple(slice(0, n) for n in index.shape)].reshape(-1, src.shape[-1])
+    return target, vals
+
+
+@implements(aten.scatter_reduce.two, aten.scatter_reduce_.two)
+def _op_scatter_reduce(func, a, dim, index, src, reduce_op, *, include_self=True):
+    """``a.scatter_reduce(dim, index, src, reduce)`` for sum, mean, prod, amax, amin."""
+    if reduce_op not in reduce.SCATTER_REDUCTIONS:
+        raise RuntimeError(f"{func}: reduce must be one of {reduce.SCATTER_REDUCTIONS}; got {reduce_op!r}")
+    ref, nc = _first_mc(a, src), _nc_of(a, src)
+    base = arith.pad(_as_components(a, ref, nc), nc)
+    d = _dims(dim, a.dim())[0]
+    vals = arith.pad(_as_components(src, ref, nc), nc)
+    rows = _row_index(a, d, index)
+    if rows is not None:  # an index expanded along the other dims (PyG's): whole rows along d
+        vals = vals[tuple(slice(0, n) for n in index.shape)]
+        result = reduce.scatter(base.movedim(d, 0), rows, vals.movedim(d, 0), reduce_op, include_self).movedim(0, d)
+    else:
+        target, vals = _scatter_entries(tuple(a.shape), d, index, vals)
+        result = reduce.scatter(base, target, vals, reduce_op, include_self)
+    return _inplace_assign(func, a, result, ()) if func is aten.scatter_reduce_.two else MCTensor(result)
+
+
+def _row_index(a, d: int, index: torch.Tensor) -> torch.Tensor | None:
+    """The 1-d index along ``d`` when ``index`` is one, expanded over all other dims of
+    ``a`` (stride 0, full size); None otherwise."""
+    if index.dim() != a.dim() or a.dim() < 2:
+        return None
+    for k in range(a.dim()):
+        if k != d and (index.stride(k) != 0 or index.shape[k] != a.shape[k]):
+            return None
+    return index[tuple(slice(None) if k == d else 0 for k in range(a.dim()))]
+
+
+@implements(aten.scatter.src, aten.scatter.value, aten.scatter_.src, aten.scatter_.value)
+def _op_scatter(func, a, dim, index, src):
+    """``a.scatter(dim, index, src)``: write ``src`` (a tensor or a number) into the indexed
+    slots; for a slot indexed more than once the value written is one of them, as in torch."""
+    ref = _first_mc(a, src)
+    nc = _nc_of(a, src)
+    base = arith.pad(_as_components(a, ref, nc), nc)
+    if isinstance(src, torch.Tensor):
+        vals = arith.pad(_as_components(src, ref, nc), nc)
+    else:
+        vals = _as_components(src, ref, nc).expand(*index.shape, nc)
+    target, rows = _scatter_entries(tuple(a.shape), _dims(dim, a.dim())[0], index, vals)
+    flat = base.reshape(-1, nc).clone()
+    flat[target] = rows
+    result = flat.reshape(base.shape)
+    return _inplace_assign(func, a, result, ()) if func in (aten.scatter_.src, aten.scatter_.value) else MCTensor(result)
+
+
+_SEGMENT_KERNELS = {"sum": "sum", "mean": "sum", "max": "amax", "amax": "amax", "min": "amin", "amin": "amin", "prod": "prod"}
+_SEGMENT_EMPTY = {"sum": 0.0, "amax": -math.inf, "amin": math.inf, "prod": 1.0}
+
+
+def _segment_lengths(data: MCTensor, axis: int, lengths, offsets) -> torch.Tensor:
+    """Segment lengths along ``axis`` from ``lengths`` or ``offsets`` (1-d only)."""
+    if (lengths is None) == (offsets is None):
+        raise RuntimeError("segment_reduce: give exactly one of lengths and offsets")
+    seg = lengths if lengths is not None else offsets[1:] - offsets[:-1]
+    if seg.dim() != 1:
+        raise NotImplementedError(f"MCTensor supports segment_reduce with 1-d lengths/offsets only; got {seg.dim()}-d")
+    if int(seg.sum()) != data.shape[axis]:
+        raise RuntimeError(f"segment_reduce: the lengths sum to {int(seg.sum())}, not to data's size {data.shape[axis]} at axis {axis}")
+    return seg.to(torch.int64)
+
+
+@implements(aten.segment_reduce.default)
+def _op_segment_reduce(func, data, reduce_op, *, lengths=None, indices=None, offsets=None, axis=0, unsafe=False, initial=None):
+    """``torch._segment_reduce``: reduce consecutive runs of ``data`` along ``axis``.
+
+    ``initial`` takes part in every segment (mean: in the sum, not in the count, as torch
+    does); an empty segment gives ``initial`` or the reduction's identity (mean: NaN).
+    """
+    if reduce_op not in _SEGMENT_KERNELS:
+        raise RuntimeError(f"segment_reduce: reduce must be one of {sorted(_SEGMENT_KERNELS)}; got {reduce_op!r}")
+    if indices is not None:
+        raise NotImplementedError("MCTensor does not support segment_reduce with indices=")
+    kernel = _SEGMENT_KERNELS[reduce_op]
+    ax = _dims(axis, data.dim())[0]
+    seg = _segment_lengths(data, ax, lengths, offsets)
+    c = data._components.movedim(ax, 0)
+    rest = tuple(c.shape[1:-1])
+    n_rest = math.prod(rest)
+    # the base: initial (taking part: include_self) or what an empty segment gives
+    fill = initial if initial is not None else (0.0 if reduce_op == "mean" else _SEGMENT_EMPTY[kernel])
+    base = _new_filled(data, (len(seg), *rest), fill)._components
+    rows = torch.repeat_interleave(torch.arange(len(seg), device=seg.device), seg)
+    target = (rows.unsqueeze(1) * n_rest + torch.arange(n_rest, device=seg.device)).reshape(-1)
+    out = reduce.scatter(base, target, c.reshape(-1, data.nc), kernel, include_self=initial is not None)
+    if reduce_op == "mean":  # divided by the length (initial not counted); empty: initial, else NaN
+        counts = seg.reshape(-1, *([1] * len(rest))).expand(len(seg), *rest)
+        empty = arith.from_float(torch.full_like(out[..., 0], math.nan), data.nc) if initial is None else out
+        out = torch.where((counts > 0).unsqueeze(-1), reduce.div_counts(out, counts.clamp(min=1)), empty)
+    return MCTensor(out.movedim(0, ax))
+
+
+def _segment_others(ref: MCTensor, nc: int, data, ax: int, seg: torch.Tensor, initial) -> torch.Tensor:
+    """For every element of ``data`` (moved to the front), the product of the other elements
+    of its segment times ``initial``: the segment's product over the element where no
+    factor is zero (an MC division), the product of the nonzero factors at the only zero,
+    and 0 elsewhere."""
+    x = arith.pad(_as_components(data, ref, nc), nc).movedim(ax, 0)
+    nonzero = x[..., 0] != 0
+    x1 = torch.where(nonzero.unsqueeze(-1), x, arith.from_float(torch.ones_like(x[..., 0]), nc))
+    rows = torch.repeat_interleave(torch.arange(len(seg), device=seg.device), seg)
+    base = arith.pad(_new_filled(ref, (len(seg), *x.shape[1:-1]), 1.0 if initial is None else initial)._components, nc)
+    prod_nonzero = reduce.scatter(base, rows, x1, "prod")[rows]
+    zeros = torch.zeros(base.shape[:-1], dtype=torch.int64, device=x.device).index_add_(0, rows, (~nonzero).to(torch.int64))[rows]
+    at_only_zero = torch.where(((zeros == 1) & ~nonzero).unsqueeze(-1), prod_nonzero, torch.zeros_like(prod_nonzero))
+    return torch.where((zeros == 0).unsqueeze(-1), arith.div(prod_nonzero, x1), at_only_zero)
+
+
+@implements(aten._segment_reduce_backward.default)
+def _op_segment_reduce_backward(func, grad, output, data, reduce_op, *, lengths=None, offsets=None, axis=0, initial=None):
+    """Gradient of :func:`_op_segment_reduce` for data: sum and mean spread the segment's
+    gradient (mean: divided by the length); max / min give it to the elements equal to the
+    result, shared equally among ties; prod multiplies it by the product of the segment's
+    other elements (and ``initial``), zeros included."""
+    kernel = _SEGMENT_KERNELS.get(reduce_op)
+    if kernel is None:
+        raise RuntimeError(f"segment_reduce: reduce must be one of {sorted(_SEGMENT_KERNELS)}; got {reduce_op!r}")
+    ax = _dims(axis, data.dim())[0]
+    seg = _segment_lengths(data, ax, lengths, offsets)
+    ref, nc = _first_mc(grad, output, data), _nc_of(grad, output, data)
+    g = arith.pad(_as_components(grad, ref, nc), nc).movedim(ax, 0)
+    if reduce_op == "mean":
+        counts = seg.reshape(-1, *([1] * (g.dim() - 2))).expand(g.shape[:-1])
+        g = reduce.div_counts(g, counts.clamp(min=1))
+    g_rows = g.repeat_interleave(seg, dim=0)
+    if kernel == "sum":
+        return MCTensor(g_rows.movedim(0, ax))
+    if kernel == "prod":
+        return MCTensor(arith.mul(g_rows, _segment_others(ref, nc, data, ax, seg, initial)).movedim(0, ax))
+    out_rows = arith.pad(_as_components(output, ref, nc), nc).movedim(ax, 0).repeat_interleave(seg, dim=0)
+    hit = arith.eq(arith.pad(_as_components(data, ref, nc), nc).movedim(ax, 0), out_rows)
+    rows = torch.repeat_interleave(torch.arange(len(seg), device=seg.device), seg)
+    ties = torch.zeros((len(seg), *hit.shape[1:]), dtype=torch.int64, device=hit.device).index_add_(0, rows, hit.to(torch.int64))
+    shared = reduce.div_counts(g_rows, ties[rows].clamp(min=1))
+    return MCTensor(torch.where(hit.unsqueeze(-1), shared, torch.zeros_like(shared)).movedim(0, ax))
+
+
+# --------------------------------------------------------------- activations, softmax
+
+
+@implements(aten.leaky_relu.default, aten.leaky_relu_.default)
+def _op_leaky_relu(func, a, negative_slope=0.01):
+    """``x`` where ``x > 0``, else ``negative_slope * x`` (an MC × float product, as torch)."""
+    c = a._components
+    result = arith.where(c[..., 0] > 0, c, _mul(a, negative_slope))
+    return _inplace_assign(func, a, result, ()) if func is aten.leaky_relu_.default else MCTensor(result)
+
+
+@implements(aten.leaky_relu_backward.default)
+def _op_leaky_relu_backward(func, grad, self, negative_slope, self_is_result):
+    if self_is_result and negative_slope < 0:
+        raise RuntimeError("leaky_relu_backward: in-place leaky_relu with a negative slope has no gradient (the input is lost)")
+    mask = _lead(self) > 0
+    if isinstance(grad, MCTensor):
+        return MCTensor(arith.where(mask, grad._components, _mul(grad, negative_slope)))
+    return torch.where(mask, grad, grad * negative_slope)
+
+
+def _softmax_dim(func, a, dim, half_to_float):
+    if half_to_float:
+        raise TypeError(f"{func}: half_to_float=True would change the component dtype {a.dtype}; convert explicitly first")
+    return _dims(dim, a.dim())[0] if a.dim() else None
+
+
+def _shifted(c: torch.Tensor, d) -> torch.Tensor:
+    """``x - max(x)`` over ``d`` (the exact maximum; a softmax does not change by the shift)."""
+    return arith.sub(c, reduce.amax(c, d, keepdim=True)) if d is not None else arith.sub(c, c)
+
+
+@implements(aten._softmax.default)
+def _op_softmax(func, a, dim, half_to_float):
+    """``exp(x - m) / sum(exp(x - m))`` with the exact maximum ``m``, MC exp and an accurate sum."""
+    d = _softmax_dim(func, a, dim, half_to_float)
+    e = elementary.exp(_shifted(a._components, d))
+    return MCTensor(arith.div(e, reduce.sum(e, d, keepdim=True)))
+
+
+@implements(aten._log_softmax.default)
+def _op_log_softmax(func, a, dim, half_to_float):
+    """``(x - m) - log(sum(exp(x - m)))`` with the exact maximum ``m``."""
+    d = _softmax_dim(func, a, dim, half_to_float)
+    z = _shifted(a._components, d)
+    return MCTensor(arith.sub(z, elementary.log(reduce.sum(elementary.exp(z), d, keepdim=True))))
+
+
+@implements(aten._softmax_backward_data.default)
+def _op_softmax_backward(func, grad, output, dim, input_dtype):
+    """``y * (g - sum(g * y))``."""
+    ref, nc = _first_mc(grad, output), _nc_of(grad, output)
+    g, y = _as_components(grad, ref, nc), _as_components(output, ref, nc)
+    d = _dims(dim, ref.dim())[0] if ref.dim() else None
+    gy = arith.mul(g, y)
+    return MCTensor(arith.mul(y, arith.sub(g, reduce.sum(gy, d, keepdim=True) if d is not None else gy)))
+
+
+@implements(aten._log_softmax_backward_data.default)
+def _op_log_softmax_backward(func, grad, output, dim, input_dtype):
+    """``g - exp(y) * sum(g)``."""
+    ref, nc = _first_mc(grad, output), _nc_of(grad, output)
+    g, y = _as_components(grad, ref, nc), _as_components(output, ref, nc)
+    d = _dims(dim, ref.dim())[0] if ref.dim() else None
+    return MCTensor(arith.sub(g, arith.mul(elementary.exp(y), reduce.sum(g, d, keepdim=True) if d is not None else g)))
 
 
 # ------------------------------------------------------------- factories / in-place
@@ -883,6 +1112,16 @@ def _op_fill_(func, a, value):
 @implements(aten.zero_.default)
 def _op_zero_(func, a):
     a._components.zero_()
+    return a
+
+
+@implements(aten.bernoulli_.float)
+def _op_bernoulli_(func, a, p=0.5, *, generator=None):
+    """Fill with 0 / 1 draws, exact in every ``nc`` (dropout's mask): the same draws, from
+    the same generator state, as a plain tensor of the component dtype gets."""
+    draws = torch.empty(a.shape, dtype=a.dtype, device=a.device).bernoulli_(p, generator=generator)
+    a._components.zero_()
+    a._components[..., 0] = draws
     return a
 
 

@@ -42,14 +42,14 @@ from __future__ import annotations
 
 import builtins
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import torch
 
 from . import arith
 from .eft import float_format, renormalize, two_prod, unpack
 
-__all__ = ["sum", "mean", "dot", "sumsq", "norm", "amax", "amin", "scatter_add"]
+__all__ = ["sum", "mean", "dot", "sumsq", "norm", "amax", "amin", "scatter", "scatter_add", "div_counts", "SCATTER_REDUCTIONS"]
 
 Dim = int | Sequence[int] | None
 
@@ -192,16 +192,18 @@ def _tree(slots: list[list[torch.Tensor]], axis: int, n: int, nc: int) -> torch.
             merged = [_cat_level(m, r, ref, axis) for m, r in zip(merged, rest)]
         slots = [[m] if m is not None else [] for m in merged]
         n = h + n % 2
-    root = [p.squeeze(axis) if p is not None else None for p in _absorb(slots)]
+    return _finish([p.squeeze(axis) if p is not None else None for p in _absorb(slots)], nc)
+
+
+def _finish(root: list[torch.Tensor | None], nc: int) -> torch.Tensor:
+    """Root slots of a sum tree renormalised to ``nc`` components (inf / NaN: the IEEE
+    sum of the leading terms, in slot 0, with a zero tail; the slots below are NaN)."""
     lead = root[0]
     assert lead is not None  # slot 0 (the leading terms) is never empty
     total = renormalize(_fill(root, lead), nc)
-    # inf / NaN: the IEEE sum of the leading terms, zero tail (the slots below are NaN)
     if nc == 1:
-        total = torch.where(torch.isfinite(lead), total[..., 0], lead).unsqueeze(-1)
-    else:
-        total = torch.where(torch.isfinite(lead).unsqueeze(-1), total, arith.from_float(lead, nc))
-    return total
+        return torch.where(torch.isfinite(lead), total[..., 0], lead).unsqueeze(-1)
+    return torch.where(torch.isfinite(lead).unsqueeze(-1), total, arith.from_float(lead, nc))
 
 
 def _component_slots(t: torch.Tensor) -> list[list[torch.Tensor]]:
@@ -486,15 +488,162 @@ def amin(x: torch.Tensor, dim: Dim = None, keepdim: bool = False) -> torch.Tenso
     return _extreme(x, dim, keepdim, largest=False)
 
 
+# ------------------------------------------------------------------- grouped reductions
+#
+# Reductions of entries into slots (scatter, index_add, segment reductions). The entries
+# are sorted by target slot; every slot's run is then reduced by a pairwise tree that
+# merges the entries of rank 2k and 2k + 1 within the run, level by level, over all runs
+# at once (ceil(log2 m) levels, m = the largest run). For sums the tree is the slotted
+# tree of :func:`sum`, so a slot's sum has :func:`sum`'s bound over its own entries.
+
+SCATTER_REDUCTIONS = ("sum", "mean", "prod", "amax", "amin")
+
+
+def _ranks(target: torch.Tensor) -> torch.Tensor:
+    """Position of every entry within its run of a sorted ``target``."""
+    m = len(target)
+    pos = torch.arange(m, device=target.device)
+    starts = torch.ones_like(target, dtype=torch.bool)
+    starts[1:] = target[1:] != target[:-1]
+    return pos - torch.cummax(torch.where(starts, pos, 0), 0).values
+
+
+def _pairs(target: torch.Tensor, rank: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """One tree level: the entries of even rank, their successors (clamped to the last
+    entry) and whether the successor is in the same run."""
+    left = (rank % 2 == 0).nonzero().squeeze(-1)
+    right = (left + 1).clamp(max=len(target) - 1)
+    return left, right, (left + 1 < len(target)) & (target[right] == target[left])
+
+
+def _run_sums(vals: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+    """Accurate sum of every run of a sorted ``target``: ``(runs, nc)``, in run order.
+
+    A missing partner is a zero (exact in TwoSum). Bound: :func:`sum`'s, per run.
+    """
+    nc = vals.shape[-1]
+    slots = _component_slots(vals)
+    rank = _ranks(target)
+    while bool((rank > 0).any()):
+        left, right, paired = _pairs(target, rank)
+        pair = paired.reshape(-1, *[1] * (vals.dim() - 2))  # broadcast over the rows' other dims
+        halves = [[p[left] for p in s] + [torch.where(pair, p[right], 0) for p in s] for s in slots]
+        slots = [[m] if m is not None else [] for m in _absorb(halves)]
+        target, rank = target[left], rank[left] // 2
+    return _finish(_absorb(slots), nc)
+
+
+def _run_combine(
+    vals: torch.Tensor,
+    target: torch.Tensor,
+    combine: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
+    identity: Callable[[torch.Tensor], torch.Tensor],
+) -> torch.Tensor:
+    """Every run of a sorted ``target`` reduced by a pairwise tree of ``combine``;
+    a missing partner is ``identity(left)``. ``(runs, nc)`` in run order."""
+    rank = _ranks(target)
+    while bool((rank > 0).any()):
+        left, right, paired = _pairs(target, rank)
+        a = vals[left]
+        b = torch.where(paired.reshape(-1, *[1] * (vals.dim() - 1)), vals[right], identity(a))
+        vals, target, rank = combine(a, b), target[left], rank[left] // 2
+    return vals
+
+
+def div_counts(s: torch.Tensor, counts: torch.Tensor) -> torch.Tensor:
+    """``s / counts`` elementwise, the integer counts (``(*shape,)``, >= 1) taken exactly.
+
+    A plain float division where every count is a float of the dtype; otherwise each
+    count is shifted below the dtype's largest power of two, split into components
+    (exact while it fits ``nc`` components) and divided in MC arithmetic.
+
+    Example:
+        >>> s = torch.tensor([[1.0, 0.0], [6.0, 0.0]], dtype=torch.float64)
+        >>> div_counts(s, torch.tensor([3, 2])).tolist()  # 1/3 to about 106 bits
+        [[0.3333333333333333, 1.850371707708594e-17], [3.0, 0.0]]
+    """
+    dtype, nc = s.dtype, s.shape[-1]
+    fmt = float_format(dtype)
+    top = int(counts.max()) if counts.numel() else 0
+    if top < 2**fmt.p and top <= torch.finfo(dtype).max:
+        return arith.div_float(s, counts.to(dtype))
+    max_exp = math.frexp(torch.finfo(dtype).max)[1] - 1
+    c64 = counts.to(torch.float64)
+    k = (torch.frexp(c64)[1] - max_exp).clamp(min=0)
+    scaled = torch.ldexp(c64, -k.to(torch.float64))
+    q = arith.div(s, arith.from_engine(scaled, dtype, nc))
+    return q * _pow2(-k, dtype).unsqueeze(-1)
+
+
+def scatter(base: torch.Tensor, target: torch.Tensor, vals: torch.Tensor, reduce: str, include_self: bool = True) -> torch.Tensor:
+    """Reduce entries into the slots of ``base`` (a new tensor): ``scatter_reduce``'s kernel.
+
+    Slot ``t`` of the result is the reduction of the entries ``vals[i]`` with
+    ``target[i] == t``, together with ``base[t]`` when ``include_self``; slots no entry
+    targets keep ``base``'s value (whatever ``include_self``). A slot is an element, or a
+    row of elements that are reduced alike (elementwise): ``vals`` of shape
+    ``(m, *row, nc)`` reduce into the slots of ``base`` viewed as ``(-1, *row, nc)``.
+
+    Args:
+        base: component tensor ``(*shape, *row, nc)``.
+        target: int64 tensor ``(m,)`` of flat (row-major) slot numbers of ``shape``.
+        vals: component tensor ``(m, *row, nc')`` (``row`` may be empty); the result has
+            the larger of ``nc`` and ``nc'``.
+        reduce: ``"sum"``, ``"mean"`` (divided by the number of reduced values),
+            ``"prod"``, ``"amax"`` or ``"amin"``.
+        include_self: whether ``base``'s values of the targeted slots take part.
+
+    Returns:
+        component tensor of ``base``'s shape (with the larger ``nc``).
+
+    Bound:
+        sum: :func:`sum`'s over each slot's values; mean: that plus the division (8 u^nc,
+        exact count); amax / amin: exact (NaN if any value is NaN); prod: a tree of
+        :func:`arith.mul` whose ``k - 1`` products' relative errors add up (first order;
+        ``k`` values in the slot).
+
+    Example:
+        >>> base = torch.zeros(2, 2, dtype=torch.float64)  # two MC zeros, nc = 2
+        >>> vals = torch.tensor([[1e20, 0.0], [1.0, 0.0], [-1e20, 0.0], [5.0, 0.0]], dtype=torch.float64)
+        >>> scatter(base, torch.tensor([0, 0, 0, 1]), vals, "sum").tolist()  # float64: 0 in slot 0
+        [[1.0, 0.0], [5.0, 0.0]]
+    """
+    nc = builtins.max(base.shape[-1], vals.shape[-1])
+    base, vals = arith.pad(base, nc), arith.pad(vals, nc)
+    flat = base.reshape(-1, *vals.shape[1:])
+    out = flat.clone()
+    if target.numel() == 0:
+        return out.reshape(base.shape)
+    slots = torch.unique(target)  # sorted: the order of the runs below
+    if include_self:
+        target = torch.cat([slots, target])
+        vals = torch.cat([flat[slots], vals])
+    order = torch.argsort(target, stable=True)
+    target, vals = target[order], vals[order]
+    if reduce in ("sum", "mean"):
+        red = _run_sums(vals, target)
+        if reduce == "mean":
+            counts = torch.unique_consecutive(target, return_counts=True)[1]
+            red = div_counts(red, counts.reshape(-1, *[1] * (red.dim() - 2)).expand(red.shape[:-1]))
+    elif reduce == "amax":
+        red = _run_combine(vals, target, arith.maximum, lambda a: a)
+    elif reduce == "amin":
+        red = _run_combine(vals, target, arith.minimum, lambda a: a)
+    elif reduce == "prod":
+        red = _run_combine(vals, target, arith.mul, lambda a: arith.from_float(torch.ones_like(a[..., 0]), nc))
+    else:
+        raise ValueError(f"scatter: reduce must be one of {SCATTER_REDUCTIONS}; got {reduce!r}")
+    out[slots] = red
+    return out.reshape(base.shape)
+
+
 def scatter_add(base: torch.Tensor, indices: list, vals: torch.Tensor) -> torch.Tensor:
-    """``base[indices] += vals`` (a new tensor) with duplicate indices summed in MC arithmetic.
+    """``base[indices] += vals`` (a new tensor) with duplicate indices summed accurately.
 
     ``indices`` is an aten index list over the logical dims of ``base`` (``None`` for a
-    full slice); ``vals`` broadcasts to the indexed shape. Entries are grouped by target
-    slot; the k-th entry of every slot is added in round k, so each round is a
-    duplicate-free gather / :func:`arith.add` / scatter. Rounds = the largest
-    multiplicity of a slot. Bound: that of one :func:`arith.add` per entry, in index
-    order (the backward of ``index_select``, ``gather`` and ``embedding``).
+    full slice); ``vals`` broadcasts to the indexed shape. Every slot is the accurate sum
+    (:func:`scatter`, :func:`sum`'s bound) of its base value and the values indexed to it
+    (the backward of ``index_select``, ``gather`` and ``embedding``).
 
     Example:
         >>> base = torch.zeros(2, 2, dtype=torch.float64)  # two MC zeros, nc = 2
@@ -504,22 +653,12 @@ def scatter_add(base: torch.Tensor, indices: list, vals: torch.Tensor) -> torch.
     """
     shape = base.shape[:-1]
     nc = base.shape[-1]
+    if len(indices) == 1 and isinstance(indices[0], torch.Tensor) and indices[0].dim() == 1 and indices[0].dtype == torch.int64:
+        # rows of the first dim (index_add, embedding backward): one slot per row
+        index = indices[0]
+        return scatter(base, index, vals.expand(len(index), *base.shape[1:]), "sum")
     flat_ids = torch.arange(math.prod(shape), device=base.device).reshape(shape)
     # aten's None in an index list means a full slice (Python's None would add a dim)
     target = flat_ids[tuple(slice(None) if i is None else i for i in indices)]
     vals = vals.expand(*target.shape, nc).reshape(-1, nc)
-    target = target.reshape(-1)
-    flat = base.reshape(-1, nc).clone()
-    if target.numel() == 0:
-        return flat.reshape(base.shape)
-    order = torch.argsort(target, stable=True)
-    target, vals = target[order], vals[order]
-    starts = torch.ones_like(target, dtype=torch.bool)
-    starts[1:] = target[1:] != target[:-1]
-    group_start = torch.cummax(torch.where(starts, torch.arange(len(target), device=base.device), 0), 0).values
-    rank = torch.arange(len(target), device=base.device) - group_start
-    for k in range(int(rank.max()) + 1):
-        sel = rank == k
-        t = target[sel]
-        flat[t] = arith.add(flat[t], vals[sel])
-    return flat.reshape(base.shape)
+    return scatter(base, target.reshape(-1), vals, "sum")

@@ -9,7 +9,7 @@ HGCN-compatible manifold adapter.
 
 from . import functional, hgcn, hyperbolic
 from .hyperbolic import HypAct, HypAgg, HypGraphConv, HypLinear
-from .modules import MCGELU, MCEmbedding, MCLinear, MCReLU, MCSequential, MCSoftmax, MCToTensor
+from .modules import MCGELU, MCEmbedding, MCLinear, MCReLU, MCSequential, MCSoftmax, MCToTensor, to_mc
 
 __all__ = [
     "functional",
@@ -20,6 +20,7 @@ __all__ = [
     "MCGELU",
     "MCSoftmax",
     "MCToTensor",
+    "to_mc",
     "hyperbolic",
     "hgcn",
     "HypLinear",

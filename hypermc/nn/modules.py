@@ -19,7 +19,7 @@ from .._checks import check_choice, check_dtype, check_int, check_nc
 from ..mcf import MCTensor, mc
 from . import functional as MF
 
-__all__ = ["MCLinear", "MCEmbedding", "MCSequential", "MCReLU", "MCGELU", "MCSoftmax", "MCToTensor"]
+__all__ = ["MCLinear", "MCEmbedding", "MCSequential", "MCReLU", "MCGELU", "MCSoftmax", "MCToTensor", "to_mc"]
 
 
 def _check_config(name: str, nc: object, dtype: torch.dtype | None) -> tuple[int, torch.dtype]:
@@ -359,3 +359,50 @@ class MCToTensor(nn.Module):
 
     def forward(self, input: torch.Tensor) -> torch.Tensor:
         return MF.to_tensor(input)
+
+
+def to_mc(module: nn.Module, nc: int = 2, dtype: torch.dtype | None = None) -> nn.Module:
+    """Make every floating-point parameter of ``module`` an MC parameter, in place.
+
+    Each parameter (of ``module`` and its submodules; a shared one once) is replaced by
+    ``nn.Parameter(hm.mc(p, nc=nc, dtype=dtype))``: the same values, exactly when they fit
+    (float32 or float64 into float64 components always do). Buffers stay plain tensors.
+    The module then runs in MC arithmetic wherever its forward uses aten ops that MCTensor
+    implements (e.g. PyTorch Geometric's GCNConv, SAGEConv, GATConv, GINConv), and its
+    gradients are MCTensors. Create optimizers after the call: they hold the parameters.
+
+    Args:
+        module: any ``torch.nn.Module``.
+        nc: number of components (>= 1).
+        dtype: component dtype; default: each parameter's own dtype (call
+            ``module.double()`` first, or pass ``torch.float64``, for float64 MC inputs).
+
+    Returns:
+        ``module`` itself.
+
+    Raises:
+        TypeError: ``module`` is not an ``nn.Module``, or ``nc`` / ``dtype`` has a wrong type.
+        ValueError: ``nc < 1``.
+
+    Example:
+        >>> lin = to_mc(torch.nn.Linear(3, 2).double(), nc=2)
+        >>> type(lin.weight).__name__, lin.weight.nc, lin.weight.dtype
+        ('MCTensor', 2, torch.float64)
+        >>> lin(hm.mc(torch.ones(1, 3, dtype=torch.float64), nc=2)).sum().backward()
+        >>> type(lin.bias.grad).__name__
+        'MCTensor'
+    """
+    if not isinstance(module, nn.Module):
+        raise TypeError(f"to_mc: module must be a torch.nn.Module; got {type(module).__name__}")
+    nc = check_nc("to_mc", nc)
+    if dtype is not None:
+        dtype = check_dtype("to_mc", dtype)
+    done: dict[int, nn.Parameter] = {}
+    for sub in module.modules():
+        for name, p in list(sub._parameters.items()):
+            if p is None or not p.is_floating_point():
+                continue
+            if id(p) not in done:
+                done[id(p)] = nn.Parameter(mc(p.detach(), nc=nc, dtype=dtype or p.dtype), requires_grad=p.requires_grad)
+            sub._parameters[name] = done[id(p)]
+    return module
