@@ -105,7 +105,7 @@ pytest_step() {  # pytest_step NAME LIMIT_S PYTEST_ARGS...
     local name=$1 limit=$2
     shift 2
     step "$name" "$limit" "$out/session.log" python3 -m pytest -m cuda -v -rA --tb=short -p no:cacheprovider -p no:benchmark \
-        -p tests.session_log --results-log "$out/results.jsonl" --per-test-timeout "$per_test" \
+        -p tests.session_log --results-log "$out/results.jsonl" --per-test-timeout "$per_test" --durations=15 \
         --junitxml "$junit_dir/$name.xml" "$@"
 }
 

@@ -530,6 +530,41 @@ def test_shim_intrinsics_round_once_to_nearest(dtype, host_dir):
         _assert_same_bits(out[i, 3], want, f"fma at {i}")
 
 
+@needs_compiler
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=str)
+def test_host_build_cuda_fused_multiply_add_kernel(dtype, host_dir):
+    """eft's one-line jiterator kernel (``fused_addcmul`` on CUDA, every FMA of the torch
+    networks there), built for the host against the shim: ``c + value * a * b`` rounded
+    once, the same bits as the CPU's measured fused ``addcmul`` for value = +1 and -1."""
+    from hypermc.mcf import eft
+
+    if not eft.has_fused_addcmul("cpu", dtype):
+        pytest.skip("this torch build's CPU addcmul is not fused: no CPU reference")
+    ctype = "float" if dtype == torch.float32 else "double"
+    wrapper = (
+        f'extern "C" void run(long long n, const {ctype}* c, const {ctype}* a, const {ctype}* b, double value, {ctype}* out) {{\n'
+        "  for (long long i = 0; i < n; ++i) out[i] = hypermc_addcmul<" + ctype + ">(c[i], a[i], b[i], value);\n}\n"
+    )
+    cpp = host_dir / f"addcmul_{ctype}.cpp"
+    cpp.write_text(_SHIM + eft._CUDA_ADDCMUL + wrapper)
+    so = cpp.with_suffix(".so")
+    cxx = native._compiler()
+    assert cxx is not None
+    flags = ["-O1", "-std=c++17", "-shared", "-fPIC", "-ffp-contract=off"]
+    proc = subprocess.run([cxx, *flags, str(cpp), "-o", str(so)], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    run = ctypes.CDLL(str(so)).run
+    x, y = _edge_operands(dtype, 2)
+    a, b = x[:, 0].contiguous(), y[:, 0].contiguous()
+    p = a * b
+    ptr = ctypes.c_void_p
+    for value, c in ((1.0, -p), (-1.0, p), (1.0, x[:, 1].contiguous())):
+        out = torch.empty_like(a)
+        n = ctypes.c_longlong(a.numel())
+        run(n, ptr(c.data_ptr()), ptr(a.data_ptr()), ptr(b.data_ptr()), ctypes.c_double(value), ptr(out.data_ptr()))
+        _assert_same_bits(out, eft.fused_addcmul(c, a, b, value=value), f"value {value}")
+
+
 def _round_f32(v) -> float:
     """The float32 nearest to the rational ``v`` (ties to even), as a Python float."""
     d = float(v)  # nearest double; a double then rounded to float32 may round twice
