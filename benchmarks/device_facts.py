@@ -1,7 +1,7 @@
 """What the device run of ``benchmarks/gpu_session.sh`` needs to know about its machine:
 torch and the device, whether each fused CUDA kernel configuration is in use, and the
 bits of the NaN that 0/0 gives on each device (x86's default NaN has its sign bit set;
-CUDA's float32 canonical NaN, per the PTX ISA, 0x7FFFFFFF, has not), also through
+the float32 canonical NaN that NVIDIA documents, 0x7FFFFFFF, has not), also through
 ``arith.div`` at float32 nc = 3, whose division by zero reaches the torch path on both
 devices. Prints plain lines; no arguments.
 

@@ -41,8 +41,9 @@ while ``torch.compile`` traces). :func:`source` gives the code of a kernel, so i
 read, and compiled on a machine without a GPU (the tests build it as C++ against a
 host shim of the intrinsics and compare bits with the torch kernels and, kernel by
 kernel, with the C++ library). A NaN's bits are the device's: float32 0/0 is 0xFFC00000
-on x86 and 0x7FFFFFFF (the canonical NaN) on NVIDIA GPUs, so CUDA and CPU results are
-compared with NaN payloads ignored.
+on x86 and, per NVIDIA's documentation, the canonical NaN 0x7FFFFFFF on the GPU
+(``benchmarks/device_facts.py`` prints both), so CUDA and CPU results are compared with
+NaN payloads ignored.
 """
 
 from __future__ import annotations

@@ -161,7 +161,8 @@ def _mismatch(got: torch.Tensor, want: torch.Tensor, *, any_nan: bool = False, a
     the sign of zero included, must agree. For results computed on different devices:
     x86 produces the "default NaN" 0xFFC00000 (sign set) for an invalid float32
     operation such as 0/0, while NVIDIA GPUs produce the canonical NaN 0x7FFFFFFF
-    (PTX ISA), so a NaN's bits say which device made it, not what it means.
+    (as documented; ``benchmarks/device_facts.py`` prints what a device gives), so a
+    NaN's bits say which device made it, not what it means.
     ``any_zero_sign``: +0 matches -0.
     """
     if got.shape != want.shape or got.dtype != want.dtype:
@@ -445,8 +446,8 @@ def test_cpp_kernels_keep_the_sign_of_a_negated_exact_zero():
 
 def test_cross_device_comparison_ignores_nan_payloads_only():
     """The device tests compare CUDA results with the CPU's. A NaN's bits depend on the
-    device that made it: float32 0/0 is 0xFFC00000 on x86 and 0x7FFFFFFF on NVIDIA
-    GPUs, and float32 division by zero reaches the torch path's ``x_0 / y_0`` on both
+    device that made it: float32 0/0 is 0xFFC00000 on x86 and 0x7FFFFFFF (documented)
+    on NVIDIA GPUs, and float32 division by zero reaches the torch path's ``x_0 / y_0`` on both
     devices (the fused kernels leave it to the torch path). The CPU's NaNs replaced by
     CUDA's canonical NaN must pass the cross-device comparison, which must still see a
     flipped zero sign, one ulp, and a NaN against a number; bit for bit (the same-device
