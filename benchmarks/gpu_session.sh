@@ -26,7 +26,7 @@
 # Exit status 0 when every step ran and passed, else 1 (2: bad arguments).
 # Environment: GPU_SESSION_BUDGET (seconds of steps, default 470), GPU_SESSION_REST (the
 # paths of the cuda_rest step, default tests), GPU_SESSION_WORKERS (pytest-xdist workers
-# per pytest step where it is installed; default 4, 0 in a dry run).
+# per pytest step where it is installed; default 4, 0 in a dry run), PYTHON (default python3).
 set -u
 dry=0
 if [ "${1:-}" = "--dry-run" ]; then
@@ -39,6 +39,7 @@ out=${OUT:-gpu_out}
 budget=${GPU_SESSION_BUDGET:-470}
 rest=${GPU_SESSION_REST:-tests}
 per_test=60
+py=${PYTHON:-python3}
 mkdir -p "$out"
 : > "$out/steps.log"
 : > "$out/session.log"
@@ -57,7 +58,7 @@ else
 fi
 workers=${GPU_SESSION_WORKERS:-$([ $dry = 1 ] && echo 0 || echo 4)}
 xdist=()
-if [ "$workers" -gt 0 ] && python3 -c "import xdist" 2>/dev/null; then xdist=(-n "$workers"); fi
+if [ "$workers" -gt 0 ] && "$py" -c "import xdist" 2>/dev/null; then xdist=(-n "$workers"); fi
 
 {
     echo "gpu_session.sh$([ $dry = 1 ] && echo ' --dry-run (CUDA hidden)')"
@@ -67,7 +68,7 @@ if [ "$workers" -gt 0 ] && python3 -c "import xdist" 2>/dev/null; then xdist=(-n
 } > "$out/machine.txt" 2>&1
 
 merge_junit() {  # all finished steps' reports as one junit.xml
-    python3 - "$junit_dir" "$out/junit.xml" <<'EOF'
+    "$py" - "$junit_dir" "$out/junit.xml" <<'EOF'
 import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
@@ -104,14 +105,14 @@ step() {  # step NAME LIMIT_S LOG CMD...: CMD under `timeout`, its output append
 pytest_step() {  # pytest_step NAME LIMIT_S PYTEST_ARGS...
     local name=$1 limit=$2
     shift 2
-    step "$name" "$limit" "$out/session.log" python3 -m pytest -m cuda -v -rA --tb=short -p no:cacheprovider -p no:benchmark \
+    step "$name" "$limit" "$out/session.log" "$py" -m pytest -m cuda -v -rA --tb=short -p no:cacheprovider -p no:benchmark \
         -p tests.session_log --results-log "$out/results.jsonl" --per-test-timeout "$per_test" --durations=15 \
         --junitxml "$junit_dir/$name.xml" "$@"
 }
 
-step facts 100 "$out/machine.txt" python3 benchmarks/device_facts.py
+step facts 100 "$out/machine.txt" "$py" benchmarks/device_facts.py
 pytest_step native_cuda 180 "${xdist[@]}" tests/mcf/test_native_cuda.py
-step bench_ops 100 "$out/bench_ops.txt" python3 benchmarks/bench_ops.py "${bench[@]}" --markdown
+step bench_ops 100 "$out/bench_ops.txt" "$py" benchmarks/bench_ops.py "${bench[@]}" --markdown
 # shellcheck disable=SC2086  # GPU_SESSION_REST is a list of paths
 pytest_step cuda_rest 150 "${xdist[@]}" --ignore=tests/mcf/test_native_cuda.py $rest
 

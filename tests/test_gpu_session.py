@@ -9,6 +9,7 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -22,7 +23,8 @@ needs_bash = pytest.mark.skipif(shutil.which("bash") is None or shutil.which("ti
 
 
 def _run(out: Path, *args: str, **env: str) -> subprocess.CompletedProcess:
-    full = {**os.environ, "OUT": str(out), "GPU_SESSION_REST": "tests/test_oracle.py", "OMP_NUM_THREADS": "1", **env}
+    full = {**os.environ, "OUT": str(out), "GPU_SESSION_REST": "tests/test_oracle.py", "OMP_NUM_THREADS": "1"}
+    full |= {"PYTHON": sys.executable, **env}
     return subprocess.run(["bash", str(SCRIPT), *args], cwd=ROOT, env=full, capture_output=True, text=True, timeout=900)
 
 
