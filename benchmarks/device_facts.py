@@ -3,13 +3,14 @@ torch and the device, whether each fused CUDA kernel configuration is in use, an
 bits of the NaN that 0/0 gives on each device (x86's default NaN has its sign bit set;
 the float32 canonical NaN that NVIDIA documents, 0x7FFFFFFF, has not), also through
 ``arith.div`` at float32 nc = 3, whose division by zero reaches the torch path on both
-devices. Prints plain lines; no arguments.
+devices. Prints plain lines; takes no arguments but --help.
 
     python benchmarks/device_facts.py
 """
 
 from __future__ import annotations
 
+import argparse
 import platform
 
 import torch
@@ -25,6 +26,7 @@ def _bits(t: torch.Tensor) -> str:
 
 
 def main() -> None:
+    argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter).parse_args()
     print(f"torch {torch.__version__}, python {platform.python_version()}, {platform.machine()}")
     cuda = torch.cuda.is_available()
     print("cuda:", torch.cuda.get_device_name() if cuda else "not available (CPU only: a dry run or no GPU)")
