@@ -17,8 +17,11 @@ operand is the strided view ``t[..., k]``; the outputs are the components and an
 CUDA build of PyTorch ships (NVRTC); the compiled kernels are cached by PyTorch
 (``~/.cache/torch/kernels``).
 
-Exactness. jiterator compiles with NVRTC's defaults, under which ``a * b + c`` may be
-contracted into a fused multiply-add: an error-free transformation that assumes two
+Exactness. jiterator compiles with NVRTC's defaults (its options are only the C++
+standard, the GPU architecture, ``-default-device`` and ``-DNDEBUG`` or ``-lineinfo``:
+``aten/src/ATen/native/cuda/jit_utils.cpp``), that is ``--ftz=false`` (subnormals kept),
+``--prec-div=true``, ``--prec-sqrt=true`` and ``--fmad=true``, under which ``a * b + c``
+may be contracted into a fused multiply-add: an error-free transformation that assumes two
 roundings would be silently wrong. So every product is ``__dmul_rn``/``__fmul_rn``,
 every quotient ``__ddiv_rn``/``__fdiv_rn``, every square root ``__dsqrt_rn``/
 ``__fsqrt_rn`` and every fused multiply-add of the networks an explicit
@@ -36,7 +39,11 @@ mul_float; div and sqrt for nc = 3, 4), float64 exp and log for nc = 2, 3; the s
 eligibility as the CPU library otherwise (no autograd on the component tensors, not
 while ``torch.compile`` traces). :func:`source` gives the code of a kernel, so it can be
 read, and compiled on a machine without a GPU (the tests build it as C++ against a
-host shim of the intrinsics and compare bits with the torch kernels).
+host shim of the intrinsics and compare bits with the torch kernels and, kernel by
+kernel, with the C++ library). A NaN's bits are the device's: float32 0/0 is 0xFFC00000
+on x86 and, per NVIDIA's documentation, the canonical NaN 0x7FFFFFFF on the GPU
+(``benchmarks/device_facts.py`` prints both), so CUDA and CPU results are compared with
+NaN payloads ignored.
 """
 
 from __future__ import annotations

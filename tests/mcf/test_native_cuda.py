@@ -20,21 +20,26 @@ from pathlib import Path
 
 import pytest
 import torch
-from hypothesis import given
+from hypothesis import Phase, given, settings
 from hypothesis import strategies as st
 
 from hypermc.mcf import arith, elementary, native, native_cuda, native_source
+from hypermc.mcf.eft import float_format, renormalize, sqrt_rn
 from tests.mcf.test_arith import _cap
-from tests.mcf.test_native import OPS, _same_bits, _torch_kernels, needs_compiler
+from tests.mcf.test_native import INTS, OPS, _same_bits, _torch_kernels, needs_compiler
 from tests.oracle import expansions
 
 DTYPES = {"f32": torch.float32, "f64": torch.float64}
 CTYPES = {"f32": ctypes.c_float, "f64": ctypes.c_double}
 
 _SHIM = r"""
+#include <cfloat>
 #include <cmath>
 #include <math.h>
 #include <cstring>
+// CUDA's float and double operations round once to their own format: no excess precision
+// (x87), so each host float operation below is one IEEE round-to-nearest float operation.
+static_assert(FLT_EVAL_METHOD == 0, "the host shim needs FLT_EVAL_METHOD == 0 (SSE, not x87)");
 #define __device__
 #define __noinline__ __attribute__((noinline))
 static inline double __dmul_rn(double a, double b) { return a * b; }
@@ -67,6 +72,8 @@ def _strip_prelude(code: str) -> str:
 
 
 _built: dict[tuple, native_cuda.Backend] = {}
+#: names of the kernels the host launcher has run in this process
+_launched: set[str] = set()
 
 
 def _host_backend(name: str, nc: int, part: str, tmp: Path) -> native_cuda.Backend:
@@ -102,6 +109,7 @@ def _host_backend(name: str, nc: int, part: str, tmp: Path) -> native_cuda.Backe
 
     def launch(k: native_cuda.Kernel, tensors: list[torch.Tensor], kwargs: dict[str, float]) -> list[torch.Tensor]:
         assert list(kwargs) == list(k.extras)
+        _launched.add(k.name)
         shape = torch.broadcast_shapes(*(t.shape for t in tensors))
         ins = [t.expand(shape).contiguous().reshape(-1) for t in tensors]
         outs = [torch.empty(shape, dtype=tensors[0].dtype) for _ in range(k.outputs)]
@@ -143,6 +151,87 @@ def _install(monkeypatch, backend: native_cuda.Backend, dtype: torch.dtype) -> N
     """Make ``backend`` the CPU kernels of its configuration for this test."""
     key = native._key(backend.name, backend.nc, backend.part)
     monkeypatch.setitem(native._libs, key, backend)
+
+
+def _mismatch(got: torch.Tensor, want: torch.Tensor, *, any_nan: bool = False, any_zero_sign: bool = False) -> str | None:
+    """None if ``got`` and ``want`` have the same shape and bits, else where they differ
+    first (index, both values and bit patterns) and how many elements differ.
+
+    ``any_nan``: a NaN matches any NaN (payload and sign are ignored); every other bit,
+    the sign of zero included, must agree. For results computed on different devices:
+    x86 produces the "default NaN" 0xFFC00000 (sign set) for an invalid float32
+    operation such as 0/0, while NVIDIA GPUs produce the canonical NaN 0x7FFFFFFF
+    (as documented; ``benchmarks/device_facts.py`` prints what a device gives), so a
+    NaN's bits say which device made it, not what it means.
+    ``any_zero_sign``: +0 matches -0.
+    """
+    if got.shape != want.shape or got.dtype != want.dtype:
+        return f"shape/dtype {tuple(got.shape)} {got.dtype} != {tuple(want.shape)} {want.dtype}"
+    g, w = got.detach().cpu().contiguous(), want.detach().cpu().contiguous()
+    differ = g.view(INTS[g.dtype]) != w.view(INTS[w.dtype])
+    if any_nan:
+        gn, wn = torch.isnan(g), torch.isnan(w)
+        differ = (differ & ~(gn & wn)) | (gn != wn)
+    if any_zero_sign:
+        differ &= ~((g == 0) & (w == 0))
+    if not bool(differ.any()):
+        return None
+    idx = tuple(int(i) for i in differ.nonzero()[0])
+    mask = (1 << (8 * g.element_size())) - 1
+    gb, wb = (int(t.view(INTS[t.dtype])[idx]) & mask for t in (g, w))
+    return f"{int(differ.sum())} element(s) differ; first at {idx}: {float(g[idx])!r} (0x{gb:x}) != {float(w[idx])!r} (0x{wb:x})"
+
+
+def _assert_same_bits(got: torch.Tensor, want: torch.Tensor, what: str, *, any_nan: bool = False, any_zero_sign: bool = False) -> None:
+    bad = _mismatch(got, want, any_nan=any_nan, any_zero_sign=any_zero_sign)
+    assert bad is None, f"{what}: {bad}"
+
+
+def _edge_operands(dtype: torch.dtype, nc: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Fixed normalised operands at the edges a few hypothesis examples reach only by
+    chance: moderate values, tails in the subnormal range, leading components next to
+    overflow (sums and products overflow), huge over tiny and tiny over huge (quotients
+    overflow and underflow), exact and near cancellation, signed zeros with 0/0, x/0 and
+    0/y."""
+    gen = torch.Generator().manual_seed(20261127)
+    fmt = float_format(dtype)
+    emax = math.frexp(torch.finfo(dtype).max)[1]  # 2^(emax-1) <= max < 2^emax
+    emin = math.frexp(torch.finfo(dtype).tiny)[1]  # tiny = 2^(emin-1)
+    subnormal_tail = (emin, emin + (nc - 1) * fmt.p)
+    groups = [  # (rows, x lead exponents, y lead exponents)
+        (16, (-4, 4), (-4, 4)),
+        (12, subnormal_tail, subnormal_tail),
+        (12, subnormal_tail, (-4, 4)),
+        (12, (emax - 2, emax), (emax - 2, emax)),
+        (8, (emax - 2, emax), subnormal_tail),
+        (8, subnormal_tail, (emax - 2, emax)),
+    ]
+    xe = torch.cat([torch.randint(a, b + 1, (n,), generator=gen) for n, (a, b), _ in groups])
+    ye = torch.cat([torch.randint(a, b + 1, (n,), generator=gen) for n, _, (a, b) in groups])
+
+    def expansion(lead_exp: torch.Tensor) -> torch.Tensor:
+        n = lead_exp.shape[0]
+        terms = []
+        for k in range(nc + 1):
+            r = torch.rand(n, generator=gen, dtype=torch.float64) * 1.5 - 0.75  # |r| < 1: no overflow
+            terms.append((r * torch.pow(2.0, (lead_exp - k * fmt.p).to(torch.float64))).to(dtype))
+        return renormalize(terms, nc)
+
+    x, y = expansion(xe), expansion(ye)
+    y[1:16:5] = -x[1:16:5]  # exact cancellation
+    y[2:16:5] = arith.add(-x[2:16:5], y[2:16:5] * 2.0**-40)  # near cancellation
+    zeros = torch.zeros(6, nc, dtype=dtype)
+    signs = torch.tensor([1.0, -1.0, 1.0, -1.0, 1.0, 1.0], dtype=dtype).unsqueeze(-1)
+    x = torch.cat([x, zeros * signs, zeros[:2], x[:2]])  # 0/±0, ±0/0, 0/y, x/0
+    y = torch.cat([y, zeros * signs.flip(0), y[:2], zeros[:2]])
+    return x, y
+
+
+def _sqrt_operands(x: torch.Tensor, nc: int) -> torch.Tensor:
+    """The positive rows of ``|x|`` inside the fixed sqrt network's range."""
+    lo, hi = arith._sqrt_range(x.dtype, nc)
+    r = torch.where(x[..., :1] < 0, -x, x)
+    return r[(r[:, 0] >= lo) & (r[:, 0] <= hi)]
 
 
 # ----------------------------------------------------------------- translation
@@ -239,6 +328,258 @@ def test_host_build_exp_log_same_bits(nc, host_dir):
             assert _same_bits(f(arg), _torch_kernels(f, arg)), f.__name__
 
 
+ARITH = [c for c in native_cuda.KERNELS if c[2] == "arith"]
+
+
+def _edge_cases(name: str, nc: int) -> dict[str, tuple]:
+    """``op -> (function, operands)`` on :func:`_edge_operands`: the ops of ``OPS``, the
+    square root (nc >= 3) and, for float32 nc = 2, ``arith._long_division`` (arith.div
+    takes the float64 engine there; the fused division kernel serves the long division)."""
+    x, y = _edge_operands(DTYPES[name], nc)
+    cases: dict[str, tuple] = {op: (f, (x, y)) for op, f in OPS.items()}
+    if nc > 2:
+        cases["sqrt"] = (arith.sqrt, (_sqrt_operands(x, nc),))
+    if (name, nc) == ("f32", 2):
+        cases["long division"] = (lambda a, b: arith._long_division(a, b, 2), (x, y))
+    return cases
+
+
+@needs_compiler
+@pytest.mark.parametrize("config", ARITH, ids=str)
+def test_host_build_edges_same_bits_as_the_torch_networks_and_the_cpp_kernels(config, host_dir):
+    """Every arith kernel of the CUDA code, built for the host, on fixed edge operands:
+    the same bits as the torch networks and as the C++ library, and every kernel of the
+    configuration is run by some op (none is dead code that no test reaches)."""
+    name, nc, _ = config
+    dtype = DTYPES[name]
+    assert native.status(dtype, nc) == "in use"  # the C++ library serves the first pass
+    cases = _edge_cases(name, nc)
+    cpp = {op: f(*args) for op, (f, args) in cases.items()}
+    backend = _host_backend(name, nc, "arith", host_dir)
+    _launched.difference_update(k.name for k in backend.kernels.values())
+    with pytest.MonkeyPatch.context() as mp:
+        _install(mp, backend, dtype)
+        for op, (f, args) in cases.items():
+            got = f(*args)
+            _assert_same_bits(got, _torch_kernels(f, *args), f"{op}: host-built CUDA kernels vs the torch networks")
+            _assert_same_bits(got, cpp[op], f"{op}: host-built CUDA kernels vs the C++ kernels")
+    assert sorted(k.name for k in backend.kernels.values() if k.name not in _launched) == []
+
+
+def _kernel_calls(config: tuple, cpp, x: torch.Tensor, y: torch.Tensor) -> list[tuple]:
+    """``(op, operands, extra, nout)`` in :func:`native._call`'s form for every kernel of
+    ``config`` (add with both signs)."""
+    name, nc, part = config
+    calls: list[tuple] = []
+    ax = torch.where(x[..., :1] < 0, -x, x)
+    for op, variant in native_cuda.source(*config):
+        if op == "add":
+            calls += [(op, [x, y[..., :variant]], (variant, sign), nc) for sign in (1.0, -1.0)]
+        elif op == "mul":
+            calls.append((op, [x, y[..., :variant]], (variant,), nc))
+        elif op == "div":
+            calls.append((op, [x, y], (), nc))
+        elif op == "sqrt":
+            calls.append((op, [ax], tuple(float(v) for v in arith._sqrt_range(DTYPES[name], nc)), nc))
+        elif op == "exp":
+            calls.append((op, [x], (), nc))
+        elif op == "log_reduce":
+            calls.append((op, [ax], (), nc + 2))
+        elif op == "log_core":
+            t = native._call(cpp, "log_reduce", [ax], (), nc, nc + 2).out
+            calls.append((op, [t, torch.log1p(t[..., :1])], (), nc))
+        else:
+            raise AssertionError(f"no operands for the kernel {op!r}")
+    return calls
+
+
+@needs_compiler
+@pytest.mark.parametrize("config", native_cuda.KERNELS, ids=str)
+def test_host_build_kernels_same_outputs_as_the_cpp_kernels(config, host_dir):
+    """Kernel by kernel, on the same raw operands (edge rows, also those the fast-path
+    check rejects: overflow, subnormal leads, zeros, non-finite operands): the CUDA code
+    built for the host and the C++ kernel give the same ``ok`` flags and the same bits
+    in every output of every accepted element. In the rejected elements (which the
+    torch path recomputes) the values agree too, up to the sign of a zero and a NaN's
+    bits: the C++ library is built with hardware FMA (``-march=native``), and GCC then
+    folds a negated fused multiply-add into one instruction (``-fma(-a, b, c)`` becomes
+    ``vfmsub(a, b, c)``, +0 where IEEE gives -0; see the strict xfail below)."""
+    name, nc, part = config
+    dtype = DTYPES[name]
+    cpp = native._load(dtype, nc, part)
+    assert not isinstance(cpp, str) and cpp is not None, cpp
+    x, y = _edge_operands(dtype, nc)
+    if part == "elementary":  # moderate arguments too (exp of the edge rows over/underflows)
+        x, y = torch.cat([x, x * 2.0**-14]), torch.cat([y, y])
+    special = torch.zeros(3, nc, dtype=dtype)
+    special[:, 0] = torch.tensor([math.inf, -math.inf, math.nan])
+    x, y = torch.cat([x, special, x[:3]]), torch.cat([y, y[:3], special])
+    backend = _host_backend(name, nc, part, host_dir)
+    rejected = 0
+    for op, operands, extra, nout in _kernel_calls(config, cpp, x, y):
+        want = native._call(cpp, op, operands, extra, nc, nout)
+        got = native._call(backend, op, operands, extra, nc, nout)
+        what = f"{op} {extra}"
+        assert torch.equal(got.ok, want.ok) and got.bad == want.bad, what
+        _assert_same_bits(got.out[got.ok], want.out[want.ok], what + " (accepted elements)")
+        _assert_same_bits(got.out[~got.ok], want.out[~want.ok], what + " (rejected elements)", any_nan=True, any_zero_sign=True)
+        assert got.bad < got.ok.numel(), what
+        rejected += got.bad
+    assert rejected > 0  # both outcomes of the checks are compared
+
+
+@needs_compiler
+@pytest.mark.xfail(strict=True, reason="GCC with hardware FMA folds -fma(-a, b, c) into vfmsub(a, b, c): +0 where IEEE gives -0")
+def test_cpp_kernels_keep_the_sign_of_a_negated_exact_zero():
+    """float32 nc = 3 times a plain float, x = -0 and b = +0: the statement list (and
+    torch, and the CUDA code) gives the leading component -0 (every product and error
+    term is a signed zero, ``-(+0)`` is -0 and ``-0 + -0`` stays -0); the C++ library
+    gives +0. The element is rejected by the fast-path check (zero result), so no
+    result changes; an exact zero of ``fma(-a, b, c)`` negated inside an accepted
+    element would change the sign of a zero component."""
+    cpp = native._load(torch.float32, 3)
+    x = torch.tensor([[-0.0, -0.0, -0.0]])
+    r = native._call(cpp, "mul", [x, torch.tensor([[0.0]])], (1,), 3)
+    assert not bool(r.ok[0])
+    assert math.copysign(1.0, float(r.out[0, 0])) == -1.0
+
+
+def test_cross_device_comparison_ignores_nan_payloads_only():
+    """The device tests compare CUDA results with the CPU's. A NaN's bits depend on the
+    device that made it: float32 0/0 is 0xFFC00000 on x86 and 0x7FFFFFFF (documented)
+    on NVIDIA GPUs, and float32 division by zero reaches the torch path's ``x_0 / y_0`` on both
+    devices (the fused kernels leave it to the torch path). The CPU's NaNs replaced by
+    CUDA's canonical NaN must pass the cross-device comparison, which must still see a
+    flipped zero sign, one ulp, and a NaN against a number; bit for bit (the same-device
+    comparison) they differ."""
+    x, y = _edge_operands(torch.float32, 3)
+    q = arith.div(x, y)
+    nan = torch.isnan(q)
+    assert bool(nan.any())
+    here = int(q[nan][0].view(torch.int32)) & 0xFFFFFFFF  # 0xFFC00000 on x86
+    canonical = torch.tensor(0x7FFFFFFF if here != 0x7FFFFFFF else 0x7FC00000, dtype=torch.int32).view(torch.float32)
+    on_cuda = torch.where(nan, canonical, q)
+    assert _mismatch(on_cuda, q) is not None  # the bit-for-bit check fails on NaN payloads alone
+    assert _mismatch(on_cuda, q, any_nan=True) is None
+    finite = torch.isfinite(q).all(-1).nonzero()[0, 0]
+    for change in (lambda t: t.neg(), lambda t: torch.nextafter(t, torch.full_like(t, math.inf)), lambda t: t * math.nan):
+        other = q.clone()
+        other[finite, -1] = change(other[finite, -1])
+        if bool(other[finite, -1].view(torch.int32) != q[finite, -1].view(torch.int32)):
+            assert _mismatch(other, q, any_nan=True) is not None
+    other = q.clone()
+    other[torch.isnan(other)] = 0.0
+    assert _mismatch(other, q, any_nan=True) is not None
+
+
+_SHIM_CHECK = r"""
+extern "C" void shim_f32(long long n, const float* a, const float* b, const float* c, float* out) {
+  for (long long i = 0; i < n; ++i) {
+    out[4 * i] = __fmul_rn(a[i], b[i]); out[4 * i + 1] = __fdiv_rn(a[i], b[i]);
+    out[4 * i + 2] = __fsqrt_rn(a[i]); out[4 * i + 3] = __fmaf_rn(a[i], b[i], c[i]);
+  }
+}
+extern "C" void shim_f64(long long n, const double* a, const double* b, const double* c, double* out) {
+  for (long long i = 0; i < n; ++i) {
+    out[4 * i] = __dmul_rn(a[i], b[i]); out[4 * i + 1] = __ddiv_rn(a[i], b[i]);
+    out[4 * i + 2] = __dsqrt_rn(a[i]); out[4 * i + 3] = __fma_rn(a[i], b[i], c[i]);
+  }
+}
+"""
+
+
+@needs_compiler
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=str)
+def test_shim_intrinsics_round_once_to_nearest(dtype, host_dir):
+    """The host shim's ``__fmul_rn``/``__fdiv_rn``/``__fsqrt_rn``/``__fmaf_rn`` (and the
+    double ones) are IEEE round-to-nearest operations of their own format, subnormal
+    results included (CUDA's documented semantics; jiterator compiles with NVRTC's
+    default ``--ftz=false``): against torch's CPU operations and, for the FMA, the
+    exact value rounded once (Fractions). Bit-pattern operands over all exponents, a
+    quarter of them subnormal, a quarter with products next to the normal range."""
+    so = host_dir / f"shim_check_{dtype}.so"
+    cpp = so.with_suffix(".cpp")
+    cpp.write_text(_SHIM + _SHIM_CHECK)
+    cxx = native._compiler()
+    assert cxx is not None
+    flags = ["-O1", "-std=c++17", "-shared", "-fPIC", "-ffp-contract=off"]
+    proc = subprocess.run([cxx, *flags, str(cpp), "-o", str(so)], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    fn = getattr(ctypes.CDLL(str(so)), "shim_f32" if dtype == torch.float32 else "shim_f64")
+    gen = torch.Generator().manual_seed(7)
+    ints = INTS[dtype]
+    n = 4096
+    bits = 8 * dtype.itemsize
+    a, b, c = (torch.randint(-(2 ** (bits - 1)), 2 ** (bits - 1) - 1, (n,), generator=gen, dtype=ints).view(dtype) for _ in range(3))
+    tiny = torch.finfo(dtype).tiny
+    a[: n // 4] = a[: n // 4].abs() * 0.5 * tiny / (a[: n // 4].abs() + 1)  # subnormal operands
+    b[n // 4 : n // 2] = torch.where(b[n // 4 : n // 2].abs() > 1, b[n // 4 : n // 2], 1.0)
+    near = tiny * (1.0 + torch.rand(n // 4, generator=gen, dtype=torch.float64).to(dtype))
+    a[n // 4 : n // 2] = near / b[n // 4 : n // 2].abs()  # products next to the normal range
+    out = torch.empty(n, 4, dtype=dtype)
+    ptr = ctypes.c_void_p
+    fn(ctypes.c_longlong(n), ptr(a.data_ptr()), ptr(b.data_ptr()), ptr(c.data_ptr()), ptr(out.data_ptr()))
+    # NaN payloads are no part of the IEEE semantics (nor the same on the device)
+    _assert_same_bits(out[:, 0], a * b, "mul", any_nan=True)
+    _assert_same_bits(out[:, 1], a / b, "div", any_nan=True)
+    _assert_same_bits(out[:, 2], sqrt_rn(a), "sqrt", any_nan=True)  # torch's CPU sqrt is not correctly rounded
+    from fractions import Fraction
+
+    finite = torch.isfinite(a * b + c) & torch.isfinite(a) & torch.isfinite(b) & torch.isfinite(c)
+    for i in finite.nonzero()[:512, 0].tolist():
+        exact = Fraction(float(a[i])) * Fraction(float(b[i])) + Fraction(float(c[i]))
+        want = torch.tensor(float(exact) if dtype == torch.float64 else _round_f32(exact), dtype=dtype)
+        _assert_same_bits(out[i, 3], want, f"fma at {i}")
+
+
+@needs_compiler
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=str)
+def test_host_build_cuda_fused_multiply_add_kernel(dtype, host_dir):
+    """eft's one-line jiterator kernel (``fused_addcmul`` on CUDA, every FMA of the torch
+    networks there), built for the host against the shim: ``c + value * a * b`` rounded
+    once, the same bits as the CPU's measured fused ``addcmul`` for value = +1 and -1."""
+    from hypermc.mcf import eft
+
+    if not eft.has_fused_addcmul("cpu", dtype):
+        pytest.skip("this torch build's CPU addcmul is not fused: no CPU reference")
+    ctype = "float" if dtype == torch.float32 else "double"
+    wrapper = (
+        f'extern "C" void run(long long n, const {ctype}* c, const {ctype}* a, const {ctype}* b, double value, {ctype}* out) {{\n'
+        "  for (long long i = 0; i < n; ++i) out[i] = hypermc_addcmul<" + ctype + ">(c[i], a[i], b[i], value);\n}\n"
+    )
+    cpp = host_dir / f"addcmul_{ctype}.cpp"
+    cpp.write_text(_SHIM + eft._CUDA_ADDCMUL + wrapper)
+    so = cpp.with_suffix(".so")
+    cxx = native._compiler()
+    assert cxx is not None
+    flags = ["-O1", "-std=c++17", "-shared", "-fPIC", "-ffp-contract=off"]
+    proc = subprocess.run([cxx, *flags, str(cpp), "-o", str(so)], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    run = ctypes.CDLL(str(so)).run
+    x, y = _edge_operands(dtype, 2)
+    a, b = x[:, 0].contiguous(), y[:, 0].contiguous()
+    p = a * b
+    ptr = ctypes.c_void_p
+    for value, c in ((1.0, -p), (-1.0, p), (1.0, x[:, 1].contiguous())):
+        out = torch.empty_like(a)
+        n = ctypes.c_longlong(a.numel())
+        run(n, ptr(c.data_ptr()), ptr(a.data_ptr()), ptr(b.data_ptr()), ctypes.c_double(value), ptr(out.data_ptr()))
+        _assert_same_bits(out, eft.fused_addcmul(c, a, b, value=value), f"value {value}")
+
+
+def _round_f32(v) -> float:
+    """The float32 nearest to the rational ``v`` (ties to even), as a Python float."""
+    d = float(v)  # nearest double; a double then rounded to float32 may round twice
+    f = torch.tensor(d, dtype=torch.float32)
+    lo = torch.nextafter(f, torch.tensor(-math.inf))
+    hi = torch.nextafter(f, torch.tensor(math.inf))
+    from fractions import Fraction
+
+    cands = [t for t in (lo, f, hi) if torch.isfinite(t)]
+    best = min(cands, key=lambda t: (abs(Fraction(float(t)) - v), int(t.view(torch.int32)) & 1))
+    return float(best)
+
+
 @needs_compiler
 def test_host_build_broadcasting_and_layouts(host_dir):
     """Broadcast, strided and planar operands and empty tensors go through the kernels'
@@ -269,8 +610,49 @@ def test_host_build_broadcasting_and_layouts(host_dir):
 
 
 # ----------------------------------------------------------------- on the device
+#
+# Each device test is bounded: a few hypothesis examples without shrinking (a failure is
+# reported with its first example and the blob that replays it; shrinking an example of
+# 40,000-75,000 launched torch kernels on the device took minutes) plus the fixed edge
+# operands. Measured on the CPU (torch dispatches counted per example of the same-bits
+# test: all ops, fused and torch paths): nc = 3 about 41,000 kernels and 505 host syncs,
+# nc = 4 about 75,000 and 645, so an example costs seconds of launch latency on a GPU.
 
 CUDA_CONFIGS = [pytest.param(c, marks=pytest.mark.cuda, id=str(c)) for c in native_cuda.KERNELS]
+CUDA_ARITH = [c for c in CUDA_CONFIGS if c.values[0][2] == "arith"]
+
+
+#: ops with fused kernels on both devices: their results are the CPU's too (the torch
+#: paths of the others need not be: float32 nc = 2 div takes a float64 engine whose
+#: conversions differ in NaN bits between the devices)
+def _on_both(nc: int) -> set[str]:
+    return {"add", "sub", "add_float", "mul", "mul_float"} | ({"div", "sqrt"} if nc > 2 else set())
+
+
+def _device_examples(n: int) -> settings:
+    """At most ``n`` hypothesis examples, explicit and generated, no shrinking."""
+    limit = min(settings.default.max_examples, n)
+    return settings(max_examples=limit, phases=(Phase.explicit, Phase.generate), deadline=None, print_blob=True)
+
+
+def _check_on_device(name: str, nc: int, cases: dict[str, tuple], device: str = "cuda") -> None:
+    """Each ``op -> (function, CPU operands)`` on CUDA: the torch networks' bits on the
+    device, and the CPU's values (NaN bits aside: :func:`_mismatch`) where both devices
+    have fused kernels."""
+    for op, (f, args) in cases.items():
+        dev = tuple(a.to(device) for a in args)
+        got = f(*dev)
+        assert got.device.type == device, op
+        _assert_same_bits(got, _torch_kernels(f, *dev), f"{op}: fused kernels vs the torch networks on {device}")
+        if op in _on_both(nc):
+            _assert_same_bits(got, f(*args), f"{op}: {device} vs CPU", any_nan=True)
+
+
+@needs_compiler
+def test_device_check_runs_on_the_cpu():
+    """The device tests' comparison helper, run with the CPU as its device (the C++
+    kernels): it passes there, so a device failure is the device's."""
+    _check_on_device("f32", 3, _edge_cases("f32", 3), device="cpu")
 
 
 @pytest.mark.parametrize("config", CUDA_CONFIGS)
@@ -279,25 +661,26 @@ def test_cuda_kernels_in_use(config):
     assert native.status(DTYPES[name], nc, part, device="cuda") == "in use"
 
 
-@pytest.mark.parametrize("config", [c for c in CUDA_CONFIGS if c.values[0][2] == "arith"])
-@_cap(8)
+@pytest.mark.parametrize("config", CUDA_ARITH)
+def test_cuda_edges_same_bits(config):
+    """The fixed edge operands of the host-build test on the device (zeros with 0/0,
+    subnormal tails, overflow, cancellation)."""
+    name, nc, _ = config
+    _check_on_device(name, nc, _edge_cases(name, nc))
+
+
+@pytest.mark.parametrize("config", CUDA_ARITH)
+@_device_examples(3)
 @given(data=st.data())
 def test_cuda_same_bits_as_the_torch_networks(config, data):
     name, nc, _ = config
     dtype = DTYPES[name]
-    x, y = (t.cuda() for t in _operands(data, dtype, nc))
-    # ops with fused kernels on both devices give the CPU's bits too (the torch paths of
-    # the others need not: torch's CUDA and CPU kernels differ, e.g. float32 nc = 2 div)
-    both = {"add", "sub", "add_float", "mul", "mul_float"} | ({"div"} if nc > 2 else set())
-    for op, f in OPS.items():
-        got = f(x, y)
-        assert got.is_cuda and _same_bits(got, _torch_kernels(f, x, y)), op
-        if op in both:
-            assert _same_bits(got.cpu(), f(x.cpu(), y.cpu())), op
-    assert _same_bits(arith.add(x[:1], y), _torch_kernels(arith.add, x[:1], y))  # broadcast
+    x, y = _operands(data, dtype, nc)
+    cases: dict[str, tuple] = {op: (f, (x, y)) for op, f in OPS.items()}
+    cases["broadcast add"] = (arith.add, (x[:1], y))
     if nc > 2:
-        r = _in_sqrt_range(data, dtype, nc).cuda()
-        assert _same_bits(arith.sqrt(r), _torch_kernels(arith.sqrt, r))
+        cases["sqrt"] = (arith.sqrt, (_in_sqrt_range(data, dtype, nc),))
+    _check_on_device(name, nc, cases)
 
 
 @pytest.mark.cuda
@@ -310,7 +693,8 @@ def test_cuda_exp_log_same_bits(nc):
     x = x.cuda()
     for f, arg in ((elementary.exp, x), (elementary.log, x.abs())):
         got = f(arg)
-        assert got.is_cuda and _same_bits(got, _torch_kernels(f, arg)), f.__name__
-    # exp calls no torch function of its own: the CPU's bits too (log starts its Newton
+        assert got.is_cuda
+        _assert_same_bits(got, _torch_kernels(f, arg), f"{f.__name__}: CUDA kernels vs the torch networks on CUDA")
+    # exp calls no torch function of its own: the CPU's values too (log starts its Newton
     # iteration from the device's log1p)
-    assert _same_bits(elementary.exp(x).cpu(), elementary.exp(x.cpu()))
+    _assert_same_bits(elementary.exp(x), elementary.exp(x.cpu()), "exp: CUDA vs CPU", any_nan=True)
