@@ -189,7 +189,7 @@ def status() -> str:
     """``"in use"`` or why the C++ loop is not used (then the torch network runs).
 
     Example:
-        >>> status() in ("in use",) or isinstance(status(), str)
+        >>> (status() == "in use") == (_library() is not None)
         True
     """
     _library()
