@@ -5,6 +5,7 @@ from __future__ import annotations
 import torch
 
 from .._checks import check_bool, check_instance
+from ..mcf.tensor import MCTensor
 from .base import Device, Manifold, _reason
 from .math import ball as B
 from .math import batch, common
@@ -330,6 +331,16 @@ class PoincareBall(Manifold):
 
     def _origin_tangent(self, u: torch.Tensor) -> torch.Tensor:
         return u / 2  # lambda_0 = 2
+
+    def _points_ok(self, *points: torch.Tensor) -> bool:
+        # plain points: finite and inside <=> deficit > 0 (inf or NaN coordinates give a NaN
+        # or -inf deficit), one compensated pass per argument and one host sync
+        if any(isinstance(p, MCTensor) for p in points):
+            return False
+        ok = torch.ones((), dtype=torch.bool, device=points[0].device)
+        for p in points:
+            ok = ok & (B.deficit(p.detach(), c=self.c) > 0).all()
+        return bool(ok)
 
     def _check_values(self, x: torch.Tensor, atol: float | None) -> tuple[bool, str | None]:
         d = B.deficit(x, c=self.c)

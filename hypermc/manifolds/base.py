@@ -60,8 +60,11 @@ Membership check (``check=``)
 (default ``True``): their point arguments must pass :meth:`Manifold.check_point`
 (finite, inside the ball / ``x_n > 0`` / on the upper hyperboloid within its
 tolerance), else ``ValueError`` naming the method, the argument and the violated
-condition — off-manifold points would otherwise give finite garbage. The check is one
-pass over the points and one host sync per argument. Rules:
+condition — off-manifold points would otherwise give finite garbage. The check is
+cheap enough to stay on by default: where a model has a one-pass test (the ball's plain
+points: deficit ``> 0``, see ``Manifold._points_ok``) it costs one pass per argument and
+one host sync per call, the reason being worked out only on failure; otherwise
+:meth:`check_point` runs, one pass and one host sync per argument. Rules:
 
 * ``check=False`` skips it: for inner loops whose points are known good (the
   optimizers' steps, the trainer, ``evaluate`` after its one check of the table).
@@ -409,6 +412,8 @@ class Manifold(abc.ABC):
         if len(dims) > 1:
             desc = ", ".join(f"{n} {s}" for n, s in shapes)
             raise ValueError(f"{where}: the point dimensions (last) differ: {desc}")
+        if len({s for _, s in shapes}) == 1:  # equal shapes broadcast (the common case: no broadcast_shapes cost)
+            return
         try:
             torch.broadcast_shapes(*(s[:-1] for _, s in shapes))
         except RuntimeError:
@@ -422,6 +427,8 @@ class Manifold(abc.ABC):
         if not check_bool(f"{type(self).__name__}.{fname}", "check", check) or eft.tracing():
             return
         with torch.no_grad():
+            if self._points_ok(*points.values()):  # one pass and one host sync; the reason only on failure
+                return
             for name, x in points.items():
                 ok, reason = self.check_point(x)
                 if not ok:
@@ -429,6 +436,12 @@ class Manifold(abc.ABC):
                         f"{type(self).__name__}.{fname}: {name} is not a point of {self!r}: {reason}; "
                         f"project it (projx) or pass check=False to skip this check"
                     )
+
+    def _points_ok(self, *points: torch.Tensor) -> bool:
+        """A one-pass membership test of all ``points`` for :meth:`_check_on`: True only if
+        every point passes :meth:`check_point` (False: run ``check_point`` for the reason).
+        Models without one return False here."""
+        return False
 
     def _keep(self, fname: str, out: torch.Tensor, keepdim: bool) -> torch.Tensor:
         """``out`` with the reduced point dimension kept (size 1) if ``keepdim``."""

@@ -31,6 +31,7 @@ import torch
 from ...mcf import arith, reduce
 from ...mcf.eft import all_true, float_format, renormalize
 from ...mcf.tensor import MCTensor, from_mpmath, implements
+from . import _plain
 
 __all__ = [
     "nc_of",
@@ -461,6 +462,8 @@ def _deficit_components(x: torch.Tensor, c: float) -> torch.Tensor:
     result is relatively accurate to ``u^nc`` as long as it exceeds ``~3 u |x|^2 c``.
     """
     nc = x.shape[-1]
+    if nc == 1:  # plain points: the compensated row pass of ._plain (same accuracy, one pass)
+        return _plain.deficit(x[..., 0], c).unsqueeze(-1)
     wide = arith.pad(x, nc + 1)
     s = reduce.sumsq(wide, dim=-1)
     if c != 1.0:
@@ -542,7 +545,12 @@ def deficit(x: torch.Tensor, *, c: float = 1.0, keepdim: bool = False) -> torch.
         >>> deficit(torch.tensor([[0.25, 0.0]]), c=4.0, keepdim=True)
         tensor([[0.7500]])
     """
-    d = torch.ops.hypermc.deficit(x, float(c)) if torch.compiler.is_compiling() else _Deficit.apply(x, float(c))
+    if torch.compiler.is_compiling():
+        d = torch.ops.hypermc.deficit(x, float(c))
+    elif not isinstance(x, MCTensor) and not (x.requires_grad and torch.is_grad_enabled()):
+        d = _plain.deficit(x, float(c))  # nothing to differentiate: no autograd.Function
+    else:
+        d = _Deficit.apply(x, float(c))
     return d.unsqueeze(-1) if keepdim else d
 
 

@@ -1,0 +1,109 @@
+"""The compensated deficit of plain points (hypermc.manifolds.math._plain) and the
+one-pass membership check of the ball: exact rational arithmetic as the oracle; the C++
+loop and the torch network give the same bits."""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+import pytest
+import torch
+
+from hypermc.manifolds import PoincareBall
+from hypermc.manifolds.math import _plain, common
+from hypermc.mcf.eft import float_format
+
+
+def _points(n: int, dtype: torch.dtype, gen: torch.Generator) -> torch.Tensor:
+    """Random ball points, half of them within ``2^-k`` (k up to 44) of the unit sphere."""
+    x = torch.randn(200, n, generator=gen, dtype=torch.float64)
+    x = x / torch.linalg.vector_norm(x, dim=-1, keepdim=True)
+    k = torch.randint(1, 45, (200, 1), generator=gen).to(torch.float64)
+    r = torch.where(torch.arange(200).unsqueeze(-1) % 2 == 0, 1 - torch.exp2(-k), torch.rand(200, 1, generator=gen, dtype=torch.float64))
+    out = (x * r).to(dtype)
+    out[0] = 0.0
+    return out
+
+
+def _exact(x: torch.Tensor, c: float) -> list[Fraction]:
+    return [1 - Fraction(c) * sum(Fraction(v) ** 2 for v in row) for row in x.to(torch.float64).tolist()]
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
+@pytest.mark.parametrize("n", [1, 2, 5, 16])
+@pytest.mark.parametrize("c", [1.0, 0.3, 4.0])
+def test_deficit_against_exact_rationals(dtype: torch.dtype, n: int, c: float, rng: torch.Generator) -> None:
+    """Dot2's bound: |D - exact| <= u |exact| + gamma_n^2 c|x|^2 (float64 arithmetic, so
+    gamma_n of float64 for both dtypes), plus half an ulp of the final rounding to float32."""
+    x = _points(n, dtype, rng)
+    if c != 1.0:
+        x = (x.to(torch.float64) / c**0.5).to(dtype)
+    d = _plain.deficit(x, c)
+    assert d.dtype == dtype and d.shape == x.shape[:-1]
+    u64 = Fraction(1, 2**53)
+    gamma2 = (n * u64 / (1 - n * u64)) ** 2
+    u = Fraction(1, 2 ** float_format(dtype).p)
+    for got, exact, row in zip(d.tolist(), _exact(x, c), x.to(torch.float64).tolist()):
+        s = Fraction(c) * sum(Fraction(v) ** 2 for v in row)
+        bound = u64 * abs(exact) + gamma2 * s + (u * abs(exact) if dtype == torch.float32 else 0)
+        assert abs(Fraction(got) - exact) <= bound, (row, got, float(exact))
+
+
+def test_deficit_resolves_what_the_rounded_square_loses() -> None:
+    x = torch.tensor([[1 - 2.0**-40, 0.0], [0.6, 0.8]], dtype=torch.float64)
+    d = _plain.deficit(x, 1.0)
+    assert d[0].item() == 2.0**-39 - 2.0**-80  # 1 - fl(|x|^2) = 2^-39
+    exact = 1 - (Fraction(0.6) ** 2 + Fraction(0.8) ** 2)  # -2^-54 -ish: 0.6, 0.8 are not exact
+    assert exact != 0 and abs(Fraction(d[1].item()) - exact) <= abs(exact) * Fraction(1, 2**52)
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
+@pytest.mark.parametrize("c", [1.0, 0.3])
+def test_native_loop_equals_torch_network_bitwise(dtype: torch.dtype, c: float, rng: torch.Generator) -> None:
+    if _plain.status() != "in use":
+        pytest.skip(f"no C++ loop here: {_plain.status()}")
+    for n in (1, 3, 16):
+        x = _points(n, dtype, rng)
+        ints = torch.int64 if dtype == torch.float64 else torch.int32
+        assert torch.equal(_plain.deficit(x, c).view(ints), _plain.deficit_torch(x, c).view(ints))
+        xt = x.t().contiguous().t()  # non-contiguous input
+        assert torch.equal(_plain.deficit(xt, c).view(ints), _plain.deficit_torch(x, c).view(ints))
+    assert _plain.deficit(torch.zeros(0, 4, dtype=dtype), c).shape == (0,)
+    assert _plain.deficit(torch.zeros(2, 0, 3, dtype=dtype), c).shape == (2, 0)
+
+
+def test_torch_network_without_the_native_loop(monkeypatch: pytest.MonkeyPatch, rng: torch.Generator) -> None:
+    x = _points(5, torch.float64, rng)
+    want = _plain.deficit_torch(x, 1.0)
+    monkeypatch.setattr(_plain, "_library", lambda: None)
+    assert torch.equal(_plain.deficit(x, 1.0), want)
+    x16 = x.to(torch.float16)  # computed in float64, rounded once
+    assert torch.equal(_plain.deficit(x16, 1.0), _plain.deficit_torch(x16.to(torch.float64), 1.0).to(torch.float16))
+
+
+def test_non_finite_points_give_a_non_positive_or_nan_deficit() -> None:
+    x = torch.tensor([[float("inf"), 0.0], [float("nan"), 0.0], [1e200, 0.0], [0.5, 0.0]], dtype=torch.float64)
+    d = _plain.deficit(x, 1.0)
+    assert not (d[:3] > 0).any() and d[3].item() == 0.75
+
+
+def test_common_deficit_gradient_and_value_paths_agree(rng: torch.Generator) -> None:
+    """With and without autograd the same numbers; the gradient is -2 c x."""
+    x = _points(5, torch.float64, rng).requires_grad_()
+    d = common.deficit(x, c=2.0)
+    with torch.no_grad():
+        assert torch.equal(d.detach(), common.deficit(x, c=2.0))
+    d.sum().backward()
+    assert torch.equal(x.grad, x.detach() * -4.0)
+
+
+def test_ball_check_one_pass_and_its_messages() -> None:
+    M = PoincareBall()
+    x = torch.tensor([[0.5, 0.0], [0.0, 0.3]], dtype=torch.float64)
+    assert M._points_ok(x, x) and not M._points_ok(x, torch.tensor([[1.0, 0.0]], dtype=torch.float64))
+    M.dist(x, x)  # passes
+    with pytest.raises(ValueError, match=r"PoincareBall.dist: y is not a point .*outside the ball.*first at index \(1,\)"):
+        M.dist(x, torch.tensor([[0.5, 0.0], [0.6, 0.8]], dtype=torch.float64))
+    with pytest.raises(ValueError, match=r"PoincareBall.logmap: x is not a point .*contains inf or NaN"):
+        M.logmap(torch.tensor([float("nan"), 0.0], dtype=torch.float64), x)
+    assert M.dist(torch.tensor([1.0, 0.0], dtype=torch.float64), x[0], check=False).isinf()  # on the boundary
