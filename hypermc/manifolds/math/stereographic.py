@@ -374,9 +374,9 @@ def gyration(u: torch.Tensor, v: torch.Tensor, w: torch.Tensor, k: Curvature) ->
     """
     uu, vv = common.sqnorm(u, keepdim=True), common.sqnorm(v, keepdim=True)
     uv, uw, vw = common.dot(u, v, keepdim=True), common.dot(u, w, keepdim=True), common.dot(v, w, keepdim=True)
-    k2 = k * k
-    a = -k2 * uw * vv - k * vw + 2 * k2 * uv * vw
-    b = -k2 * vw * uu + k * uw
+    # k multiplies MC values one factor at a time (a rounded k * k would cost MC precision)
+    a = k * (k * (2 * uv * vw - uw * vv) - vw)
+    b = k * (uw - k * (vw * uu))
     d = deficit(u, k) * deficit(v, k) - k * common.sqnorm(u + v, keepdim=True)
     return w + 2 * (a * u + b * v) / d
 
