@@ -384,3 +384,13 @@ def test_hypermc_is_accurate_where_geoopt_is_not():
     theirs = float(geoopt.PoincareBall(c=torch.tensor(1.0, dtype=F64)).dist(x, y))
     assert abs(ours - exact) / exact < 1e-15
     assert abs(theirs - exact) / exact > 1e-5  # 2.8e-5 with geoopt 0.5.1
+
+
+def test_sphere_projection_antipode_where_geoopt_fails():
+    geoopt = pytest.importorskip("geoopt")
+    x = _x(0.5, -0.25)
+    H, G = SphereProjection(k=0.5), geoopt.SphereProjection(k=torch.tensor(0.5, dtype=F64))
+    a = H.antipode(x)
+    exact = math.pi / math.sqrt(0.5)
+    assert abs(float(H.dist(x, a)) - exact) < 1e-15 * exact
+    assert abs(float(G.dist(x, a)) - exact) > 0.5 * exact  # 0.955 with geoopt 0.5.1 (docs/geoopt.md)
