@@ -15,6 +15,7 @@ from .euclidean import Euclidean
 from .halfspace import PoincareHalfspace
 from .lorentz import Lorentz
 from .parameter import ManifoldParameter, ManifoldTensor, manifold_of
+from .product import ProductManifold
 from .scaled import Scaled
 from .sphere import Sphere
 from .stereographic import SphereProjection, Stereographic
@@ -29,6 +30,7 @@ __all__ = [
     "SphereProjection",
     "Sphere",
     "Scaled",
+    "ProductManifold",
     "ManifoldTensor",
     "ManifoldParameter",
     "manifold_of",

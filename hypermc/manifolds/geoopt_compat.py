@@ -78,6 +78,12 @@ def _scaled(m: Any) -> Manifold:
     return Scaled(from_geoopt(m.base), scale=_scalar(m, "scale"))
 
 
+def _product(m: Any) -> Manifold:
+    from .product import ProductManifold
+
+    return ProductManifold(*((from_geoopt(f), tuple(shape)) for f, shape in zip(m.manifolds, m.shapes)))
+
+
 #: geoopt class name -> the hypermc model with the same geometry (curvature read now).
 _CONVERTERS: dict[str, Callable[[Any], Manifold]] = {
     "PoincareBall": _ball,
@@ -91,6 +97,7 @@ _CONVERTERS: dict[str, Callable[[Any], Manifold]] = {
     "Sphere": _sphere,
     "SphereExact": _sphere,
     "Scaled": _scaled,
+    "ProductManifold": _product,
 }
 
 
@@ -100,7 +107,7 @@ def from_geoopt(manifold: object) -> Manifold:
 
     Raises:
         TypeError: not a geoopt manifold, or one without a hypermc counterpart (e.g.
-            ``ProductManifold``, ``Stiefel``): the message names it.
+            ``Stiefel``, ``SPD``): the message names it.
 
     Example:
         >>> from_geoopt(object())

@@ -288,9 +288,22 @@ torch.serialization.add_safe_globals([_rebuild_manifold_tensor])
 def manifold_state(manifold: Manifold) -> tuple[str, float]:
     """``(class name, curvature)``: what pickling stores for a parameter's manifold.
 
-    Plain strings and floats, so ``torch.load(weights_only=True)`` can read it back.
+    Plain strings and floats, so ``torch.load(weights_only=True)`` can read it back. A
+    learnable curvature is stored as its current value (the model's ``state_dict`` holds
+    the parameter).
+
+    Raises:
+        TypeError: a model that cannot be rebuilt from a name and a curvature
+            (:class:`Scaled`, :class:`ProductManifold`): save the data and the manifold's
+            arguments instead.
     """
-    return type(manifold).__name__, float(manifold.curvature)
+    name = type(manifold).__name__
+    if name not in _FACTORIES:
+        raise TypeError(
+            f"a ManifoldParameter on {manifold!r} cannot be pickled (only {', '.join(sorted(_FACTORIES))}); "
+            "save its data (p.detach()) and rebuild the manifold"
+        )
+    return name, float(manifold.curvature)
 
 
 def manifold_from_state(state: object) -> Manifold:
@@ -299,21 +312,30 @@ def manifold_from_state(state: object) -> Manifold:
     Raises:
         ValueError: unknown class name or a bad curvature in ``state``.
     """
-    from . import Euclidean, Lorentz, PoincareBall, PoincareHalfspace, Sphere, SphereProjection, Stereographic
-
-    factories: dict[str, Callable[[float], Manifold]] = {
-        "PoincareBall": lambda k: PoincareBall(curvature=k),
-        "PoincareHalfspace": lambda k: PoincareHalfspace(curvature=k),
-        "Lorentz": lambda k: Lorentz(curvature=k),
-        "Euclidean": lambda k: Euclidean(),
-        "Stereographic": lambda k: Stereographic(k=k),
-        "SphereProjection": lambda k: SphereProjection(k=k),
-        "Sphere": lambda k: Sphere(),
-    }
-    if not (isinstance(state, tuple) and len(state) == 2 and state[0] in factories):
-        raise ValueError(f"pickled ManifoldParameter: manifold state must be (one of {sorted(factories)}, curvature); got {state!r}")
+    if not (isinstance(state, tuple) and len(state) == 2 and state[0] in _FACTORIES):
+        raise ValueError(f"pickled ManifoldParameter: manifold state must be (one of {sorted(_FACTORIES)}, curvature); got {state!r}")
     name, curvature = state
-    return factories[name](curvature)
+    return _FACTORIES[name](curvature)
+
+
+def _factory(name: str) -> Callable[[float], Manifold]:
+    def build(k: float) -> Manifold:
+        from . import Euclidean, Lorentz, PoincareBall, PoincareHalfspace, Sphere, SphereProjection, Stereographic
+
+        if name in ("PoincareBall", "PoincareHalfspace", "Lorentz"):
+            cls = {"PoincareBall": PoincareBall, "PoincareHalfspace": PoincareHalfspace, "Lorentz": Lorentz}[name]
+            return cls(curvature=k)
+        if name in ("Stereographic", "SphereProjection"):
+            return {"Stereographic": Stereographic, "SphereProjection": SphereProjection}[name](k=k)
+        return {"Euclidean": Euclidean, "Sphere": Sphere}[name]()
+
+    return build
+
+
+#: The models a pickled ManifoldParameter can name: class name -> builder from the curvature.
+_FACTORIES: dict[str, Callable[[float], Manifold]] = {
+    n: _factory(n) for n in ("PoincareBall", "PoincareHalfspace", "Lorentz", "Euclidean", "Stereographic", "SphereProjection", "Sphere")
+}
 
 
 def _rebuild_manifold_parameter(data: torch.Tensor, manifold: Manifold | tuple[str, float], requires_grad: bool) -> ManifoldParameter:

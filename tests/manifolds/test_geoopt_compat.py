@@ -20,6 +20,7 @@ from hypermc.manifolds import (
     ManifoldTensor,
     PoincareBall,
     PoincareHalfspace,
+    ProductManifold,
     Scaled,
     Sphere,
     SphereProjection,
@@ -301,8 +302,8 @@ def test_refuses_geoopt_manifolds_without_a_counterpart():
     p.sum().backward()
     with pytest.raises(TypeError, match=r"geoopt\.CanonicalStiefel has no hypermc counterpart"):
         RiemannianSGD([p], lr=0.1).step()
-    with pytest.raises(TypeError, match=r"geoopt\.ProductManifold has no hypermc counterpart"):
-        from_geoopt(geoopt.ProductManifold((geoopt.Sphere(), 2), (geoopt.Sphere(), 2)))
+    torus = from_geoopt(geoopt.ProductManifold((geoopt.Sphere(), 2), (geoopt.Sphere(), 2)))
+    assert torus == ProductManifold((Sphere(), 2), (Sphere(), 2))
     with pytest.raises(TypeError, match=r"geoopt\.Sphere with an intersection or complement subspace"):
         from_geoopt(geoopt.Sphere(intersection=torch.eye(3, 2)))
 

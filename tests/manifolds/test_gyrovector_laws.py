@@ -11,7 +11,7 @@ import pytest
 import torch
 
 import hypermc as hm
-from hypermc.manifolds import Lorentz, PoincareBall, Scaled, Sphere, SphereProjection, Stereographic
+from hypermc.manifolds import Lorentz, PoincareBall, ProductManifold, Scaled, Sphere, SphereProjection, Stereographic
 
 F64 = torch.float64
 
@@ -180,3 +180,35 @@ def test_scaled_distances_scale():
     L = Scaled(Sphere(), torch.tensor(2.0), learnable=True)
     L.dist(torch.tensor([1.0, 0.0]), torch.tensor([0.0, 1.0])).backward()
     assert abs(float(L.log_scale.grad) - 2 * torch.pi / 2) < 1e-6  # d(s d0)/d log s = s d0 = pi
+
+
+@pytest.mark.parametrize("nc", [None, 2])
+def test_product_manifold_laws(nc):
+    M = ProductManifold((PoincareBall(), 2), (Sphere(), 3), (Lorentz(), 3), (Stereographic(k=0.5), 2))
+    g = torch.Generator().manual_seed(24)
+    x, y, z = (M.random(5, 10, std=0.6, dtype=F64, generator=g) for _ in range(3))
+    if nc is not None:
+        x, y, z = (M.projx(hm.mc(t, nc=nc)) for t in (x, y, z))
+    assert M.check_point(x) == (True, None)
+    parts = [m.dist(a, b) for m, a, b in zip(M.manifolds, M.split(x), M.split(y))]
+    _close(M.dist(x, y) ** 2, sum(p * p for p in parts), nc, 10)
+    _close(M.expmap(x, M.logmap(x, y)), y, nc, 100)
+    u, v = M.logmap(x, z), M.logmap(x, y)
+    _close(M.inner(y, M.transp(x, y, u), M.transp(x, y, v)), M.inner(x, u, v), nc, 100)
+    _close(M.norm(x, v), M.dist(x, y), nc, 10)
+    assert M.check_vector_on_tangent(x, u) is True
+    with pytest.raises(ValueError, match=r"ProductManifold: the last dimension must be 10 \(sizes \[2, 3, 3, 2\]\); got shape \(5, 11\)"):
+        M.split(torch.zeros(5, 11))
+    bad = M.origin(10, dtype=F64)
+    bad[2] = 3.0  # off the sphere factor
+    ok, reason = M.check_point(bad)
+    assert not ok and reason.startswith("factor 1 (Sphere()):")
+
+
+def test_product_and_scaled_parameters_refuse_pickling():
+    import io
+
+    for M in (ProductManifold((Sphere(), 2), (Sphere(), 2)), Scaled(PoincareBall(), 2.0)):
+        p = hm.ManifoldParameter(M.origin(M.min_dim if isinstance(M, ProductManifold) else 2), manifold=M)
+        with pytest.raises(TypeError, match=r"cannot be pickled \(only Euclidean, Lorentz, PoincareBall"):
+            torch.save(p, io.BytesIO())
