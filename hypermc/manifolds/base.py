@@ -223,7 +223,10 @@ def curvature_to_c(curvature: float | torch.Tensor, where: str = "curvature_to_c
                 f"{type(curvature).__name__} of shape {tuple(curvature.shape)}"
             )
         if curvature.requires_grad:
-            raise TypeError(f"{where}: curvature must not require grad: learnable curvature is not supported")
+            raise TypeError(
+                f"{where}: curvature must not require grad: learnable curvature is not supported in this model; "
+                "use hypermc.manifolds.Stereographic(k=..., learnable=True)"
+            )
     try:
         k = check_real(where, "curvature", curvature, maximum=0.0, open_max=True)
     except ValueError as exc:
