@@ -6,7 +6,7 @@ with error-free transformations; :class:`hypermc.MCTensor` is a ``torch.Tensor``
 
 from typing import TYPE_CHECKING
 
-from .manifolds import ManifoldParameter
+from .manifolds import ManifoldParameter, ManifoldTensor
 from .mcf import MCTensor, from_mpmath, mc
 
 if TYPE_CHECKING:
@@ -15,7 +15,7 @@ if TYPE_CHECKING:
 __version__ = "0.1.0"
 
 __all__ = ["MCTensor", "mc", "from_mpmath", "__version__"]
-__all__ += ["ManifoldParameter", "TrainConfig"]
+__all__ += ["ManifoldParameter", "ManifoldTensor", "TrainConfig"]
 
 
 def __getattr__(name: str) -> "type[TrainConfig]":

@@ -71,7 +71,7 @@ def test_bad_manifold_state_is_refused():
     from hypermc.manifolds.parameter import manifold_from_state
 
     with pytest.raises(ValueError, match="manifold state must be"):
-        manifold_from_state(("Sphere", -1.0))
+        manifold_from_state(("Stiefel", -1.0))
 
 
 # ------------------------------------------------------------------ mc() construction

@@ -1,4 +1,6 @@
-"""Hyperbolic manifolds in MC arithmetic: halfspace, ball, Lorentz (and Euclidean).
+"""Manifolds in MC arithmetic: the hyperbolic halfspace, ball and Lorentz models, the
+kappa-stereographic model (learnable curvature), the sphere, Euclidean space and
+:class:`Scaled` versions of them, with geoopt's names (:mod:`.geoopt_compat`).
 
 One curvature convention for all models (``curvature = K < 0``, default ``-1``; see
 :mod:`hypermc.manifolds.base`); geoopt's method names; every formula is computed in MC
@@ -12,7 +14,11 @@ from .base import Manifold
 from .euclidean import Euclidean
 from .halfspace import PoincareHalfspace
 from .lorentz import Lorentz
-from .parameter import ManifoldParameter, manifold_of
+from .parameter import ManifoldParameter, ManifoldTensor, manifold_of
+from .product import ProductManifold
+from .scaled import Scaled
+from .sphere import Sphere
+from .stereographic import SphereProjection, Stereographic
 
 __all__ = [
     "Manifold",
@@ -20,6 +26,12 @@ __all__ = [
     "PoincareBall",
     "Lorentz",
     "Euclidean",
+    "Stereographic",
+    "SphereProjection",
+    "Sphere",
+    "Scaled",
+    "ProductManifold",
+    "ManifoldTensor",
     "ManifoldParameter",
     "manifold_of",
     "convert",

@@ -6,7 +6,8 @@ import torch
 
 from .._checks import check_bool, check_instance
 from ..mcf.tensor import MCTensor
-from .base import Device, Manifold, _reason
+from .base import Device, Manifold, _reason, geoopt_curvature
+from .gyrovector import GyrovectorMixin
 from .math import ball as B
 from .math import batch, common
 
@@ -18,12 +19,15 @@ __all__ = ["PoincareBall"]
 EDGE_MARGIN_BITS = 8
 
 
-class PoincareBall(Manifold):
+class PoincareBall(GyrovectorMixin, Manifold):
     r"""Poincaré ball ``{x : |x| < 1/sqrt(c)}``, metric ``(2 / (1 - c|x|^2))^2 |dx|^2``.
 
     ``curvature = K = -c < 0`` (see :mod:`hypermc.manifolds.base`); origin ``0``.
-    Also the gyrovector operations HGCN-style layers use: :meth:`mobius_add`,
-    :meth:`mobius_scalar_mul`, :meth:`mobius_matvec`.
+    Also the gyrovector operations hyperbolic layers use (geoopt's names, from
+    :class:`~hypermc.manifolds.gyrovector.GyrovectorMixin`): :meth:`mobius_add`,
+    :meth:`mobius_sub`, :meth:`mobius_coadd`, :meth:`mobius_scalar_mul`,
+    :meth:`mobius_matvec`, :meth:`gyration`, :meth:`geodesic`, :meth:`weighted_midpoint`,
+    :meth:`dist2plane`, :meth:`lambda_x`, :meth:`mobius_fn_apply`, ...
 
     Precision (MC range): at hyperbolic radius ``r`` the deficit ``D = 1 - c|x|^2`` is
     ``~ 4 e^-r``. It is formed from the components at ``nc + 1`` (never as
@@ -66,9 +70,33 @@ class PoincareBall(Manifold):
     name = "ball"
     min_dim = 1
 
-    def __init__(self, *, curvature: float | torch.Tensor = -1.0) -> None:
-        """Args: curvature: ``K < 0`` (keyword-only; see :mod:`hypermc.manifolds.base`)."""
-        super().__init__(curvature=curvature)
+    def __init__(
+        self, *, curvature: float | torch.Tensor | None = None, c: float | torch.Tensor | None = None, learnable: bool = False
+    ) -> None:
+        """Args (keyword-only; see :mod:`hypermc.manifolds.base`):
+            curvature: ``K < 0`` (default ``-1``).
+            c: geoopt's argument, the ball's negative curvature ``c > 0``: ``K = -c``.
+            learnable: must be ``False``; a learnable curvature lives in
+                :class:`~hypermc.manifolds.stereographic.Stereographic`.
+
+        Example:
+            >>> PoincareBall(c=2.0), PoincareBall(curvature=-2.0) == PoincareBall(c=2.0), PoincareBall(c=2.0).k
+            (PoincareBall(curvature=-2), True, -2.0)
+        """
+        super().__init__(curvature=geoopt_curvature("PoincareBall", curvature, "c", c, lambda v: -v, learnable))
+
+    @property
+    def k(self) -> float:
+        """geoopt's ``k``: the curvature ``K = -c``.
+
+        Example:
+            >>> PoincareBall(c=0.5).k
+            -0.5
+        """
+        return self.curvature
+
+    def _kappa(self, like: torch.Tensor) -> float:
+        return self.curvature
 
     def dist(self, x: torch.Tensor, y: torch.Tensor, *, keepdim: bool = False, check: bool = True) -> torch.Tensor:
         """Distance; see :func:`.math.ball.dist` (formula, laws, accuracy). ``check``: see :mod:`.base`.

@@ -12,10 +12,25 @@ same distances. Formulas are written with ``c = -K > 0``:
 * halfspace: ``x_n > 0``, metric ``|dx|^2 / (c x_n^2)`` (same points for every ``c``);
 * Lorentz: ``<x, x>_L = -x_0^2 + |x_bar|^2 = -1/c``, ``x_0 > 0``.
 
-Distances scale as ``d_K = d_{-1} / sqrt(c)``. (geoopt's ``Stereographic(k)`` uses
-``k = K``; its ``Lorentz(k)`` uses ``k = 1/c``.) ``K`` is a Python float or a 0-d
-tensor, fixed at construction: learnable curvature is not supported. Constants derived
-from it (``sqrt c``, ``1/c``) enter MC formulas at MC precision.
+Distances scale as ``d_K = d_{-1} / sqrt(c)``. ``K`` is a Python float or a 0-d
+tensor, fixed at construction in these three models; constants derived from it
+(``sqrt c``, ``1/c``) enter MC formulas at MC precision.
+
+geoopt's constructor arguments are accepted and mapped onto ``K`` (one keyword per
+call, never both):
+
+=====================================  ==========================  ======================
+geoopt                                 meaning in geoopt           hypermc curvature ``K``
+=====================================  ==========================  ======================
+``PoincareBall(c=c)``                  ball of curvature ``-c``    ``-c``
+``Lorentz(k=k)``                       ``<x, x>_L = -k``           ``-1/k``
+``Stereographic(k=k)``                 sectional curvature ``k``   ``k`` (any sign)
+``SphereProjection(k=k)``              curvature ``k > 0``         ``k``
+=====================================  ==========================  ======================
+
+Learnable curvature (a tensor with gradients) lives in
+:class:`~hypermc.manifolds.stereographic.Stereographic` (``learnable=True``), whose
+``k`` may also be an MC parameter.
 
 Precision and range
 -------------------
@@ -27,10 +42,15 @@ hyperbolic lengths below ~1e-6 — see each class docstring and the MC range tab
 Methods (geoopt vocabulary, identical in every model): ``dist``, ``dist0``,
 ``expmap``, ``logmap``, ``expmap0``, ``logmap0``, ``retr``, ``projx``, ``proju``,
 ``egrad2rgrad``, ``inner``, ``norm``, ``transp`` (abstract: every model implements
-them), and ``random``, ``origin``, ``check_point``, ``dist_batch`` (implemented here on
-top of them). Points are ``x, y``, tangent vectors ``u, v``; the point dimension is the
-last one and leading dimensions broadcast. Options (``keepdim``, ``check``, ``nc``,
-``dtype``, ...) and the curvature are keyword-only.
+them), and ``random``, ``origin``, ``check_point``, ``dist_batch``, ``dist2``,
+``transp0``, ``transp0back``, ``expmap_transp``, ``retr_transp``,
+``transp_follow_expmap``, ``transp_follow_retr``, ``geodesic_unit``, ``random_normal``,
+``wrapped_normal``, ``check_point_on_manifold``, ``check_vector_on_tangent`` and their
+``assert_`` forms (implemented here on top of them). Points are ``x, y``, tangent
+vectors ``u, v``; the point dimension is the last one and leading dimensions broadcast,
+or the one named by the keyword ``dim=`` (geoopt's convention; every method in
+:data:`DIM_ARGS` takes it). Options (``keepdim``, ``check``, ``nc``, ``dtype``, ...) and
+the curvature are keyword-only.
 
 Projection rule
 ---------------
@@ -76,6 +96,7 @@ one host sync per call, the reason being worked out only on failure; otherwise
 from __future__ import annotations
 
 import abc
+import functools
 import inspect
 from collections.abc import Sequence
 from typing import Any
@@ -87,10 +108,96 @@ from ..mcf import eft
 from ..mcf.tensor import MCTensor, mc
 from .math import batch, common
 
-__all__ = ["Manifold", "curvature_to_c"]
+__all__ = ["Manifold", "curvature_to_c", "geoopt_curvature", "DIM_ARGS"]
 
 #: What ``random`` / ``origin`` accept as ``device``.
 Device = torch.device | str | int | None
+
+#: The methods that take geoopt's keyword ``dim=`` (the point dimension, default -1):
+#: ``name: (positional argument names, the ones that carry the point dimension, result)``
+#: with result ``"point"`` (tensors with the point dimension), ``"reduce"`` (the point
+#: dimension reduced, or kept at ``dim`` with ``keepdim=True``) or ``"pair"`` (a tuple
+#: of two such tensors). Scalars (``r``, ``t``), matrices (``m``) and functions are
+#: passed through. With ``dim`` other than -1 the point arguments are moved to the last
+#: dimension, the method runs, and the result is moved back.
+DIM_ARGS: dict[str, tuple[tuple[str, ...], frozenset[str], str]] = {
+    name: (tuple(args.split()), frozenset(points.split()), kind)
+    for name, args, points, kind in (
+        ("dist", "x y", "x y", "reduce"),
+        ("dist2", "x y", "x y", "reduce"),
+        ("dist0", "x", "x", "reduce"),
+        ("inner", "x u v", "x u v", "reduce"),
+        ("inner0", "v", "v", "reduce"),
+        ("norm", "x u", "x u", "reduce"),
+        ("lambda_x", "x", "x", "reduce"),
+        ("dist2plane", "x p a", "x p a", "reduce"),
+        ("expmap", "x u", "x u", "point"),
+        ("logmap", "x y", "x y", "point"),
+        ("expmap0", "u", "u", "point"),
+        ("logmap0", "y", "y", "point"),
+        ("retr", "x u", "x u", "point"),
+        ("transp", "x y v", "x y v", "point"),
+        ("transp0", "y u", "y u", "point"),
+        ("transp0back", "y u", "y u", "point"),
+        ("transp_follow_expmap", "x u v", "x u v", "point"),
+        ("transp_follow_retr", "x u v", "x u v", "point"),
+        ("expmap_transp", "x u v", "x u v", "pair"),
+        ("retr_transp", "x u v", "x u v", "pair"),
+        ("projx", "x", "x", "point"),
+        ("proju", "x u", "x u", "point"),
+        ("egrad2rgrad", "x g", "x g", "point"),
+        ("mobius_add", "x y", "x y", "point"),
+        ("mobius_sub", "x y", "x y", "point"),
+        ("mobius_coadd", "x y", "x y", "point"),
+        ("mobius_cosub", "x y", "x y", "point"),
+        ("mobius_scalar_mul", "r x", "x", "point"),
+        ("mobius_pointwise_mul", "w x", "w x", "point"),
+        ("mobius_matvec", "m x", "x", "point"),
+        ("gyration", "x y z", "x y z", "point"),
+        ("geodesic", "t x y", "x y", "point"),
+        ("geodesic_unit", "t x u", "x u", "point"),
+        ("antipode", "x", "x", "point"),
+    )
+}
+
+
+def _with_dim(fn: Any, spec: tuple[tuple[str, ...], frozenset[str], str]) -> Any:
+    """``fn`` taking the keyword ``dim`` (see :data:`DIM_ARGS`)."""
+    names, points, kind = spec
+
+    @functools.wraps(fn)
+    def method(self: Manifold, *args: Any, dim: int = -1, **kwargs: Any) -> Any:
+        if dim == -1:
+            return fn(self, *args, **kwargs)
+        if isinstance(dim, bool) or not isinstance(dim, int):
+            raise TypeError(f"{type(self).__name__}.{fn.__name__}: dim must be an int; got {type(dim).__name__}")
+
+        def move(name: str, a: Any) -> Any:
+            if name not in points or not isinstance(a, torch.Tensor):
+                return a
+            if not -a.dim() <= dim < a.dim():
+                raise ValueError(f"{type(self).__name__}.{fn.__name__}: dim={dim} is out of range for {name} of shape {tuple(a.shape)}")
+            return a.movedim(dim, -1)
+
+        args = tuple(move(names[i], a) if i < len(names) else a for i, a in enumerate(args))
+        kwargs = {k: move(k, a) for k, a in kwargs.items()}
+        out = fn(self, *args, **kwargs)
+        if kind == "point":
+            return out.movedim(-1, dim)
+        if kind == "pair":
+            return tuple(o.movedim(-1, dim) for o in out)
+        return out.movedim(-1, dim) if kwargs.get("keepdim", False) else out
+
+    method._takes_dim = True  # type: ignore[attr-defined]
+    return method
+
+
+def _add_dim(cls: type) -> None:
+    """Give the methods of ``cls`` named in :data:`DIM_ARGS` the keyword ``dim``."""
+    for name, spec in DIM_ARGS.items():
+        fn = getattr(cls, name, None)  # also methods from mixins
+        if fn is not None and callable(fn) and not getattr(fn, "_takes_dim", False):
+            setattr(cls, name, _with_dim(fn, spec))
 
 
 def curvature_to_c(curvature: float | torch.Tensor, where: str = "curvature_to_c") -> float:
@@ -119,12 +226,53 @@ def curvature_to_c(curvature: float | torch.Tensor, where: str = "curvature_to_c
                 f"{type(curvature).__name__} of shape {tuple(curvature.shape)}"
             )
         if curvature.requires_grad:
-            raise TypeError(f"{where}: curvature must not require grad: learnable curvature is not supported")
+            raise TypeError(
+                f"{where}: curvature must not require grad: learnable curvature is not supported in this model; "
+                "use hypermc.manifolds.Stereographic(k=..., learnable=True)"
+            )
     try:
         k = check_real(where, "curvature", curvature, maximum=0.0, open_max=True)
     except ValueError as exc:
         raise ValueError(f"{exc}. Use Euclidean() for K = 0; a positive K is not a hyperbolic space") from None
     return -k
+
+
+def geoopt_curvature(
+    where: str,
+    curvature: float | torch.Tensor | None,
+    name: str,
+    value: float | torch.Tensor | None,
+    to_curvature: Any,
+    learnable: bool = False,
+) -> float | torch.Tensor:
+    """The curvature ``K`` from a constructor that takes ``curvature=`` or geoopt's
+    argument ``name=value`` (mapped by ``to_curvature``, a function of a positive float);
+    ``-1`` when neither is given.
+
+    Raises:
+        TypeError: both given; ``learnable=True`` (these models have a fixed curvature).
+        ValueError: geoopt's argument not a finite number > 0.
+
+    Example:
+        >>> geoopt_curvature("Lorentz", None, "k", 4.0, lambda v: -1.0 / v), geoopt_curvature("Lorentz", -2.0, "k", None, abs)
+        (-0.25, -2.0)
+    """
+    if check_bool(where, "learnable", learnable):
+        raise TypeError(
+            f"{where}: learnable curvature is not supported here; use "
+            "hypermc.manifolds.Stereographic(k=..., learnable=True) (K = k, a parameter with gradients)"
+        )
+    if value is None:
+        return -1.0 if curvature is None else curvature
+    if curvature is not None:
+        raise TypeError(f"{where}: pass either curvature= (hypermc's K < 0) or {name}= (geoopt's), not both")
+    if isinstance(value, torch.Tensor) and (value.requires_grad or isinstance(value, MCTensor) or value.numel() != 1):
+        raise TypeError(
+            f"{where}: {name} must be a float or a 0-d plain tensor that does not require grad; "
+            "for a learnable curvature use hypermc.manifolds.Stereographic(k=..., learnable=True)"
+        )
+    v = check_real(where, name, value, minimum=0.0, open_min=True)
+    return to_curvature(v)
 
 
 class Manifold(abc.ABC):
@@ -169,12 +317,22 @@ class Manifold(abc.ABC):
 
     name: str = "manifold"
     min_dim: int = 1
+    #: geoopt's number of point dimensions (always one here).
+    ndim: int = 1
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        _add_dim(cls)
 
     def __new__(cls, *args: Any, **kwargs: Any) -> Manifold:
         if args:
             seen = f"got {len(args)} positional argument{'s' if len(args) > 1 else ''} {args!r}"
-            if "curvature" in inspect.signature(cls.__init__).parameters:
-                raise TypeError(f"{cls.__name__}: curvature must be passed by keyword, e.g. {cls.__name__}(curvature={args[0]!r}); {seen}")
+            params = inspect.signature(cls.__init__).parameters
+            if "curvature" in params:
+                alt = next((f" or {cls.__name__}({a}=...) (geoopt's meaning)" for a in ("c", "k") if a in params), "")
+                raise TypeError(
+                    f"{cls.__name__}: curvature must be passed by keyword, e.g. {cls.__name__}(curvature={args[0]!r}){alt}; {seen}"
+                )
             raise TypeError(f"{cls.__name__}: takes no positional arguments; {seen}")
         return super().__new__(cls)
 
@@ -331,7 +489,7 @@ class Manifold(abc.ABC):
             >>> u = hm.mc([0.5, 1.0], nc=2, dtype=torch.float64)
             >>> round(float(M.norm(x, u) ** 2), 9) == round(float(M.inner(x, u, u)), 9)  # |u|_x^2 = <u, u>_x
             True
-            >>> round(float(M.norm(M.origin(2, dtype=torch.float64), u)), 9)  # 2 |u| at the ball's origin
+            >>> round(float(M.norm(M.origin(2, nc=2, dtype=torch.float64), u)), 9)  # 2 |u| at the ball's origin
             2.236067977
         """
 
@@ -464,21 +622,24 @@ class Manifold(abc.ABC):
         return torch.get_default_dtype() if dtype is None else check_dtype(where, dtype)
 
     def origin(
-        self, *size: int | Sequence[int], nc: int | None = 2, dtype: torch.dtype | None = None, device: Device = None
+        self, *size: int | Sequence[int], nc: int | None = None, dtype: torch.dtype | None = None, device: Device = None
     ) -> torch.Tensor:
         """The origin (the base point of ``expmap0`` / ``logmap0``), broadcast to ``size``.
 
         Args:
             size: shape, ending with the point dimension (ints, or one sequence).
-            nc: components of the MCTensor result; ``None`` for a plain Tensor.
+            nc: components of an MCTensor result; ``None`` (default, as geoopt) for a
+                plain Tensor.
             dtype: component dtype (default ``torch.get_default_dtype()``).
             device: device of the result.
 
         Example:
             >>> from hypermc.manifolds import Lorentz, PoincareBall
-            >>> o = PoincareBall().origin(3, 2, dtype=torch.float64)
+            >>> o = PoincareBall().origin(3, 2, nc=2, dtype=torch.float64)
             >>> type(o).__name__, tuple(o.shape), o.nc, bool((o.approx() == 0).all())
             ('MCTensor', (3, 2), 2, True)
+            >>> PoincareBall().origin(2)  # plain, torch's default dtype, as geoopt
+            tensor([0., 0.])
             >>> Lorentz().origin(3, nc=None, dtype=torch.float64).tolist()  # the hyperboloid's apex
             [1.0, 0.0, 0.0]
         """
@@ -491,7 +652,7 @@ class Manifold(abc.ABC):
         self,
         *size: int | Sequence[int],
         std: float = 1.0,
-        nc: int | None = 2,
+        nc: int | None = None,
         dtype: torch.dtype | None = None,
         device: Device = None,
         generator: torch.Generator | None = None,
@@ -502,7 +663,8 @@ class Manifold(abc.ABC):
         Args:
             size: shape, ending with the point dimension (ints, or one sequence).
             std: standard deviation of each tangent coordinate (hyperbolic units).
-            nc: components of the MCTensor result; ``None`` for a plain Tensor.
+            nc: components of an MCTensor result; ``None`` (default, as geoopt) for a
+                plain Tensor.
             dtype: component dtype (default ``torch.get_default_dtype()``).
             device: device of the result.
             generator: a ``torch.Generator`` (the library never reads a global seed
@@ -511,10 +673,12 @@ class Manifold(abc.ABC):
         Example:
             >>> from hypermc.manifolds import PoincareBall
             >>> M = PoincareBall()
-            >>> x = M.random(4, 2, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
+            >>> x = M.random(4, 2, nc=2, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
             >>> type(x).__name__, tuple(x.shape), M.check_point(x)
             ('MCTensor', (4, 2), (True, None))
-            >>> y = M.random((4, 2), dtype=torch.float64, generator=torch.Generator().manual_seed(0))
+            >>> type(M.random(4, 2)).__name__, M.random(4, 2).dtype  # default: plain, torch's default dtype
+            ('Tensor', torch.float32)
+            >>> y = M.random((4, 2), nc=2, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
             >>> torch.equal(x.components, y.components)  # the same seed gives the same points
             True
         """
@@ -529,7 +693,258 @@ class Manifold(abc.ABC):
 
     def _origin_tangent(self, u: torch.Tensor) -> torch.Tensor:
         """A tangent vector at the origin with Riemannian coordinates ``u``."""
+        return self._tangent0(u)
+
+    def _tangent0(self, u: torch.Tensor) -> torch.Tensor:
+        """The tangent vector at the origin nearest to the coordinate vector ``u`` (the
+        hyperboloid drops the time coordinate; every vector is tangent elsewhere)."""
         return u
+
+    def _origin_like(self, y: torch.Tensor) -> torch.Tensor:
+        """The origin with the shape, dtype, device and kind (plain / MC) of ``y``."""
+        o = self._origin_values(tuple(y.shape), y.dtype, y.device)
+        return self.projx(mc(o, nc=y.nc) if isinstance(y, MCTensor) else o)
+
+    # ----------------------------------------------- geoopt's derived methods
+
+    def dist2(self, x: torch.Tensor, y: torch.Tensor, *, keepdim: bool = False, check: bool = True) -> torch.Tensor:
+        """Squared distance ``d(x, y)^2``.
+
+        Example:
+            >>> from hypermc.manifolds import PoincareBall
+            >>> M, x = PoincareBall(), torch.tensor([0.5, 0.0], dtype=torch.float64)
+            >>> round(float(M.dist2(x, -x)), 9), round(float(M.dist(x, -x)) ** 2, 9)
+            (4.827795843, 4.827795843)
+        """
+        d = self.dist(x, y, keepdim=keepdim, check=check)
+        return d * d
+
+    def transp0(self, y: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
+        """Parallel transport of ``u`` (tangent at the origin) to ``y``.
+
+        Example:
+            >>> from hypermc.manifolds import PoincareBall
+            >>> M, y = PoincareBall(), torch.tensor([0.5, 0.0], dtype=torch.float64)
+            >>> M.transp0(y, torch.tensor([1.0, 2.0], dtype=torch.float64))  # lambda_0 / lambda_y = 1 - |y|^2
+            tensor([0.7500, 1.5000], dtype=torch.float64)
+        """
+        return self.transp(self._origin_like(y), y, u)
+
+    def transp0back(self, y: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
+        """Parallel transport of ``u`` (tangent at ``y``) to the origin; inverse of :meth:`transp0`.
+
+        Example:
+            >>> from hypermc.manifolds import Lorentz
+            >>> M = Lorentz()
+            >>> y = M.expmap0(torch.tensor([0.0, 1.0, -2.0], dtype=torch.float64))
+            >>> u = torch.tensor([0.0, 0.5, 0.25], dtype=torch.float64)
+            >>> bool(torch.allclose(M.transp0back(y, M.transp0(y, u)), u))
+            True
+        """
+        return self.transp(y, self._origin_like(y), u)
+
+    def expmap_transp(self, x: torch.Tensor, u: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(y, P v)``: ``y = expmap(x, u)`` and ``v`` transported from ``x`` to ``y``.
+
+        Example:
+            >>> from hypermc.manifolds import PoincareBall
+            >>> M, x = PoincareBall(), torch.tensor([0.5, 0.0], dtype=torch.float64)
+            >>> u = torch.tensor([0.0, 0.3], dtype=torch.float64)
+            >>> y, w = M.expmap_transp(x, u, u)
+            >>> round(float(M.norm(y, w)), 9), round(float(M.norm(x, u)), 9)
+            (0.8, 0.8)
+        """
+        y = self.expmap(x, u, check=False)
+        return y, self.transp(x, y, v)
+
+    def retr_transp(self, x: torch.Tensor, u: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(y, P v)``: ``y = retr(x, u)`` and ``v`` transported from ``x`` to ``y``.
+
+        Example:
+            >>> from hypermc.manifolds import PoincareBall
+            >>> M, x = PoincareBall(), torch.tensor([0.5, 0.0], dtype=torch.float64)
+            >>> y, w = M.retr_transp(x, torch.tensor([0.0, 0.3], dtype=torch.float64), torch.tensor([1.0, 0.0], dtype=torch.float64))
+            >>> y
+            tensor([0.5000, 0.3000], dtype=torch.float64)
+        """
+        y = self.retr(x, u)
+        return y, self.transp(x, y, v)
+
+    def transp_follow_expmap(self, x: torch.Tensor, u: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+        """``v`` transported from ``x`` to ``expmap(x, u)``.
+
+        Example:
+            >>> from hypermc.manifolds import PoincareBall
+            >>> M, x = PoincareBall(), torch.tensor([0.5, 0.0], dtype=torch.float64)
+            >>> u = torch.tensor([0.0, 0.3], dtype=torch.float64)
+            >>> bool(torch.equal(M.transp_follow_expmap(x, u, u), M.expmap_transp(x, u, u)[1]))
+            True
+        """
+        return self.expmap_transp(x, u, v)[1]
+
+    def transp_follow_retr(self, x: torch.Tensor, u: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+        """``v`` transported from ``x`` to ``retr(x, u)``.
+
+        Example:
+            >>> from hypermc.manifolds import Euclidean
+            >>> Euclidean().transp_follow_retr(torch.zeros(2), torch.ones(2), torch.tensor([3.0, 4.0]))
+            tensor([3., 4.])
+        """
+        return self.retr_transp(x, u, v)[1]
+
+    def geodesic_unit(self, t: float | torch.Tensor, x: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
+        """The point at distance ``t`` from ``x`` along the geodesic leaving ``x`` in the
+        direction of ``u`` (unit speed: ``expmap(x, t u / |u|_x)``); ``t`` broadcasts
+        against ``x.shape[:-1] + (1,)``.
+
+        Example:
+            >>> from hypermc.manifolds import PoincareBall
+            >>> M, x = PoincareBall(), torch.tensor([0.5, 0.0], dtype=torch.float64)
+            >>> y = M.geodesic_unit(2.0, x, torch.tensor([0.0, 7.0], dtype=torch.float64))
+            >>> round(float(M.dist(x, y)), 9)
+            2.0
+        """
+        self._check("geodesic_unit", x=x, u=u)
+        return self.expmap(x, u * (t * common.safe_reciprocal(self.norm(x, u, keepdim=True))), check=False)
+
+    def random_normal(
+        self,
+        *size: int | Sequence[int],
+        mean: float = 0.0,
+        std: float = 1.0,
+        nc: int | None = None,
+        dtype: torch.dtype | None = None,
+        device: Device = None,
+        generator: torch.Generator | None = None,
+    ) -> torch.Tensor:
+        """Random points as geoopt draws them: ``expmap0`` of a tangent vector at the origin
+        whose coordinates are ``N(mean, std^2 / n)`` (``n = size[-1]``; on the
+        hyperboloid the time coordinate is dropped). :meth:`random` instead draws
+        Riemannian coordinates ``N(0, std^2)``.
+
+        Args: as :meth:`random`, plus ``mean`` (added to every coordinate).
+
+        Example:
+            >>> from hypermc.manifolds import PoincareBall
+            >>> x = PoincareBall().random_normal(5, 3, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
+            >>> tuple(x.shape), PoincareBall().check_point(x)
+            ((5, 3), (True, None))
+        """
+        where = f"{type(self).__name__}.random_normal"
+        size = self._size("random_normal", size)
+        dtype = self._factory_args("random_normal", nc, dtype)
+        std = check_real(where, "std", std, minimum=0.0)
+        mean = check_real(where, "mean", mean)
+        if generator is not None:
+            check_instance(where, "generator", generator, torch.Generator, "a torch.Generator or None")
+        u = torch.randn(size, dtype=dtype, device=device, generator=generator) * (std / size[-1] ** 0.5) + mean
+        return self.expmap0(self._tangent0(u if nc is None else mc(u, nc=nc)))
+
+    def wrapped_normal(
+        self,
+        *size: int | Sequence[int],
+        mean: torch.Tensor,
+        std: float = 1.0,
+        generator: torch.Generator | None = None,
+    ) -> torch.Tensor:
+        """Wrapped normal points around ``mean`` (Mathieu et al. 2019, as geoopt): Riemannian
+        coordinates ``N(0, std^2)`` at the origin, transported to ``mean`` and mapped
+        with ``expmap(mean, .)``. The result has ``mean``'s dtype and kind (plain / MC).
+
+        Args:
+            size: shape of the result (broadcastable with ``mean``).
+            mean: points ``(*, n)``.
+            std: standard deviation of each Riemannian coordinate.
+            generator: a ``torch.Generator`` or ``None``.
+
+        Example:
+            >>> from hypermc.manifolds import PoincareBall
+            >>> M, m = PoincareBall(), torch.tensor([0.9, 0.0], dtype=torch.float64)
+            >>> x = M.wrapped_normal(1000, 2, mean=m, std=0.1, generator=torch.Generator().manual_seed(0))
+            >>> float(M.dist(x, m).mean()) < 0.2, M.check_point(x)
+            (True, (True, None))
+        """
+        where = f"{type(self).__name__}.wrapped_normal"
+        size = self._size("wrapped_normal", size)
+        self._check("wrapped_normal", mean=mean)
+        std = check_real(where, "std", std, minimum=0.0)
+        if generator is not None:
+            check_instance(where, "generator", generator, torch.Generator, "a torch.Generator or None")
+        v = torch.randn(size, dtype=mean.dtype, device=mean.device, generator=generator) * std
+        if isinstance(mean, MCTensor):
+            v = mc(v, nc=mean.nc)
+        mean = mean.expand(torch.broadcast_shapes(mean.shape, v.shape))
+        return self.expmap(mean, self.transp0(mean, self._origin_tangent(v)), check=False)
+
+    def check_point_on_manifold(
+        self, x: torch.Tensor, *, explain: bool = False, atol: float | None = None
+    ) -> bool | tuple[bool, str | None]:
+        """geoopt's name for :meth:`check_point`: ``ok``, or ``(ok, reason)`` with ``explain=True``.
+
+        Example:
+            >>> from hypermc.manifolds import PoincareBall
+            >>> M = PoincareBall()
+            >>> M.check_point_on_manifold(torch.tensor([0.5, 0.0])), M.check_point_on_manifold(torch.tensor([2.0, 0.0]), explain=True)
+            (True, (False, 'norm >= 1/sqrt(c) = 1 (outside the ball) (1 of 1 points; first at index ())'))
+        """
+        ok, reason = self.check_point(x, atol=atol)
+        return (ok, reason) if check_bool(f"{type(self).__name__}.check_point_on_manifold", "explain", explain) else ok
+
+    def assert_check_point_on_manifold(self, x: torch.Tensor, *, atol: float | None = None) -> None:
+        """``ValueError`` with the reason unless :meth:`check_point` passes.
+
+        Example:
+            >>> from hypermc.manifolds import PoincareBall
+            >>> PoincareBall().assert_check_point_on_manifold(torch.tensor([2.0, 0.0]))
+            Traceback (most recent call last):
+                ...
+            ValueError: PoincareBall: x is not a point of PoincareBall(curvature=-1): norm >= 1/sqrt(c) = 1 ...
+        """
+        ok, reason = self.check_point(x, atol=atol)
+        if not ok:
+            raise ValueError(f"{type(self).__name__}: x is not a point of {self!r}: {reason}")
+
+    def check_vector_on_tangent(
+        self, x: torch.Tensor, u: torch.Tensor, *, explain: bool = False, atol: float | None = None
+    ) -> bool | tuple[bool, str | None]:
+        """Whether ``u`` holds tangent vectors at ``x`` (finite; on the hyperboloid also
+        ``<x, u>_L = 0`` within the tolerance): ``ok``, or ``(ok, reason)`` with ``explain=True``.
+
+        Example:
+            >>> from hypermc.manifolds import Lorentz
+            >>> M = Lorentz()
+            >>> o = M.origin(3, dtype=torch.float64)
+            >>> M.check_vector_on_tangent(o, torch.tensor([0.0, 1.0, 2.0], dtype=torch.float64))
+            True
+            >>> M.check_vector_on_tangent(o, torch.tensor([1.0, 1.0, 2.0], dtype=torch.float64), explain=True)[0]
+            False
+        """
+        where = f"{type(self).__name__}.check_vector_on_tangent"
+        self._check("check_vector_on_tangent", x=x, u=u)
+        atol = check_real(where, "atol", atol, minimum=0.0, allow_none=True)
+        bad = ~torch.isfinite(common.lead(u)).all(dim=-1)
+        reason: str | None
+        if bool(bad.any()):
+            ok, reason = False, _reason("contains inf or NaN", bad)
+        else:
+            ok, reason = self._check_tangent_values(x, u, atol)
+        return (ok, reason) if check_bool(where, "explain", explain) else ok
+
+    def assert_check_vector_on_tangent(self, x: torch.Tensor, u: torch.Tensor, *, atol: float | None = None) -> None:
+        """``ValueError`` with the reason unless :meth:`check_vector_on_tangent` passes.
+
+        Example:
+            >>> from hypermc.manifolds import Lorentz
+            >>> M = Lorentz()
+            >>> M.assert_check_vector_on_tangent(M.origin(3), torch.tensor([0.0, 1.0, 2.0]))  # passes: returns None
+        """
+        ok, reason = self.check_vector_on_tangent(x, u, explain=True, atol=atol)  # type: ignore[misc]
+        if not ok:
+            raise ValueError(f"{type(self).__name__}: u is not tangent at x: {reason}")
+
+    def _check_tangent_values(self, x: torch.Tensor, u: torch.Tensor, atol: float | None) -> tuple[bool, str | None]:
+        """The model's tangency conditions beyond finiteness (none here: every vector is tangent)."""
+        return True, None
 
     # --------------------------------------------------------- check_point
 
@@ -638,6 +1053,9 @@ class Manifold(abc.ABC):
                 )
         if cache is not None:
             check_instance(where, "cache", cache, dict, "a dict or None")
+
+
+_add_dim(Manifold)
 
 
 def _reason(what: str, bad: torch.Tensor) -> str:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 
 from .._checks import check_bool
-from .base import Device, Manifold, _reason
+from .base import Device, Manifold, _reason, geoopt_curvature
 from .math import batch, common
 from .math import lorentz as L
 
@@ -57,9 +57,29 @@ class Lorentz(Manifold):
     name = "lorentz"
     min_dim = 2
 
-    def __init__(self, *, curvature: float | torch.Tensor = -1.0) -> None:
-        """Args: curvature: ``K < 0`` (keyword-only; see :mod:`hypermc.manifolds.base`)."""
-        super().__init__(curvature=curvature)
+    def __init__(
+        self, *, curvature: float | torch.Tensor | None = None, k: float | torch.Tensor | None = None, learnable: bool = False
+    ) -> None:
+        """Args (keyword-only; see :mod:`hypermc.manifolds.base`):
+            curvature: ``K < 0`` (default ``-1``).
+            k: geoopt's argument ``k > 0``, the hyperboloid ``<x, x>_L = -k``: ``K = -1/k``.
+            learnable: must be ``False`` (no learnable curvature in this model).
+
+        Example:
+            >>> Lorentz(k=4.0), Lorentz(k=4.0).k, Lorentz(k=4.0).origin(3).tolist()  # origin (sqrt k, 0, 0)
+            (Lorentz(curvature=-0.25), 4.0, [2.0, 0.0, 0.0])
+        """
+        super().__init__(curvature=geoopt_curvature("Lorentz", curvature, "k", k, lambda v: -1.0 / v, learnable))
+
+    @property
+    def k(self) -> float:
+        """geoopt's ``k = 1/c = -1/K`` (``<x, x>_L = -k``).
+
+        Example:
+            >>> Lorentz(curvature=-0.5).k
+            2.0
+        """
+        return 1.0 / self.c
 
     def dist(self, x: torch.Tensor, y: torch.Tensor, *, keepdim: bool = False, check: bool = True) -> torch.Tensor:
         """Distance; see :func:`.math.lorentz.dist` (formula, laws, accuracy). ``check``: see :mod:`.base`.
@@ -197,8 +217,9 @@ class Lorentz(Manifold):
         self._check("inner", x=x, u=u, v=v)
         return L.inner(x, u, v, c=self.c, keepdim=check_bool("Lorentz.inner", "keepdim", keepdim))
 
-    def norm(self, x: torch.Tensor, u: torch.Tensor, *, keepdim: bool = False) -> torch.Tensor:
-        """``sqrt(<u, u>_L)`` (0 where rounding makes it negative).
+    def norm(self, x: torch.Tensor, u: torch.Tensor | None = None, *, keepdim: bool = False) -> torch.Tensor:
+        """``sqrt(<u, u>_L)`` (0 where rounding makes it negative). geoopt's one-argument
+        form ``norm(u)`` is accepted (the value does not depend on the point).
 
         Example:
             >>> M = Lorentz()
@@ -208,8 +229,33 @@ class Lorentz(Manifold):
             >>> round(float(M.norm(x, M.logmap(x, M.origin(3, nc=None, dtype=torch.float64)))), 9)  # = d(x, o)
             1.0
         """
+        if u is None:
+            x, u = x, x
         self._check("norm", x=x, u=u)
         return L.norm(x, u, c=self.c, keepdim=check_bool("Lorentz.norm", "keepdim", keepdim))
+
+    def inner0(self, v: torch.Tensor, *, keepdim: bool = False) -> torch.Tensor:
+        """``<origin, v>_L = -v_0 / sqrt(c)`` (geoopt: ``-sqrt(k) v_0``); see :func:`.math.lorentz.inner0`.
+
+        Example:
+            >>> M, v = Lorentz(k=4.0), torch.tensor([3.0, 1.0, 2.0], dtype=torch.float64)
+            >>> M.inner0(v), M.inner(M.origin(3, dtype=torch.float64), M.origin(3, dtype=torch.float64), v)
+            (tensor(-6., dtype=torch.float64), tensor(-6., dtype=torch.float64))
+        """
+        self._check("inner0", v=v)
+        return self._keep("inner0", L.inner0(v, c=self.c), keepdim)
+
+    def logmap0back(self, x: torch.Tensor, *, check: bool = True) -> torch.Tensor:
+        """``logmap(x, origin)``: the tangent vector at ``x`` pointing to the origin.
+
+        Example:
+            >>> M = Lorentz()
+            >>> x = M.expmap0(torch.tensor([0.0, 1.0, 0.0], dtype=torch.float64))
+            >>> round(float(M.norm(x, M.logmap0back(x))), 9)
+            1.0
+        """
+        self._check("logmap0back", x=x)
+        return self.logmap(x, self._origin_like(x), check=check)
 
     def projx(self, x: torch.Tensor) -> torch.Tensor:
         """``(sqrt(1/c + |x_bar|^2), x_bar)``; see :func:`.math.lorentz.projx`.
@@ -285,8 +331,17 @@ class Lorentz(Manifold):
         out[..., 0] = float(L.origin_time(c=self.c))
         return out
 
-    def _origin_tangent(self, u: torch.Tensor) -> torch.Tensor:
+    def _tangent0(self, u: torch.Tensor) -> torch.Tensor:
         return torch.cat([torch.zeros_like(u[..., :1]), u[..., 1:]], dim=-1)
+
+    def _check_tangent_values(self, x: torch.Tensor, u: torch.Tensor, atol: float | None) -> tuple[bool, str | None]:
+        resid = torch.abs(L.minkowski(x, u))
+        tol = atol if atol is not None else 2.0**CONSTRAINT_MARGIN_BITS * common.unit_roundoff(x)
+        scale = (common.lead(x[..., 0]).abs() * common.lead(common.norm(u)).abs()).clamp_min(1.0)
+        bad = common.lead(resid) > tol * scale
+        if bool(bad.any()):
+            return False, _reason(f"|<x, u>_L| exceeds {tol:.3g} x_0 |u| (not tangent)", bad)
+        return True, None
 
     def _check_values(self, x: torch.Tensor, atol: float | None) -> tuple[bool, str | None]:
         x0 = x[..., 0]

@@ -10,10 +10,203 @@ from torch import nn
 from torch.nn.parameter import _ParameterMeta  # type: ignore[attr-defined]  # torch's metaclass, not in its stubs
 
 from .._checks import check_bool, check_instance
-from ..mcf.tensor import register_manifold_pickling
+from ..mcf.tensor import MCTensor, register_manifold_pickling
 from .base import Manifold
+from .geoopt_compat import from_geoopt, is_geoopt_manifold
 
-__all__ = ["ManifoldParameter", "manifold_of"]
+__all__ = ["ManifoldParameter", "ManifoldTensor", "manifold_of"]
+
+
+class _PointMethods:
+    """geoopt's tensor methods: the manifold's method with the tensor as the point ``x``."""
+
+    manifold: Manifold
+
+    def proj_(self) -> torch.Tensor:
+        """Project onto the manifold in place (``copy_(manifold.projx(self))``); returns ``self``.
+
+        Example:
+            >>> from hypermc.manifolds import Sphere
+            >>> t = ManifoldTensor(torch.tensor([3.0, 4.0], dtype=torch.float64), manifold=Sphere())
+            >>> t.proj_() is t, t.tolist()
+            (True, [0.6, 0.8])
+        """
+        with torch.no_grad():
+            return self.copy_(self.manifold.projx(self._plain().detach()))  # type: ignore[attr-defined]
+
+    def retr(self, u: torch.Tensor) -> torch.Tensor:
+        """``manifold.retr(self, u)``.
+
+        Example:
+            >>> from hypermc.manifolds import Euclidean
+            >>> ManifoldTensor(torch.zeros(2), manifold=Euclidean()).retr(torch.ones(2))
+            tensor([1., 1.])
+        """
+        return self.manifold.retr(self._plain(), u)
+
+    def expmap(self, u: torch.Tensor) -> torch.Tensor:
+        """``manifold.expmap(self, u)``.
+
+        Example:
+            >>> from hypermc.manifolds import PoincareBall
+            >>> t = ManifoldTensor(torch.zeros(2, dtype=torch.float64), manifold=PoincareBall())
+            >>> t.expmap(torch.tensor([1.0, 0.0], dtype=torch.float64))
+            tensor([0.7616, 0.0000], dtype=torch.float64)
+        """
+        return self.manifold.expmap(self._plain(), u)
+
+    def logmap(self, y: torch.Tensor) -> torch.Tensor:
+        """``manifold.logmap(self, y)``.
+
+        Example:
+            >>> from hypermc.manifolds import Euclidean
+            >>> ManifoldTensor(torch.zeros(2), manifold=Euclidean()).logmap(torch.ones(2))
+            tensor([1., 1.])
+        """
+        return self.manifold.logmap(self._plain(), y)
+
+    def inner(self, u: torch.Tensor, v: torch.Tensor | None = None) -> torch.Tensor:
+        """``manifold.inner(self, u, v)``.
+
+        Example:
+            >>> from hypermc.manifolds import PoincareBall
+            >>> ManifoldTensor(torch.zeros(2), manifold=PoincareBall()).inner(torch.ones(2))
+            tensor(8.)
+        """
+        return self.manifold.inner(self._plain(), u, v)
+
+    def proju(self, u: torch.Tensor) -> torch.Tensor:
+        """``manifold.proju(self, u)``.
+
+        Example:
+            >>> from hypermc.manifolds import Euclidean
+            >>> ManifoldTensor(torch.zeros(2), manifold=Euclidean()).proju(torch.ones(2))
+            tensor([1., 1.])
+        """
+        return self.manifold.proju(self._plain(), u)
+
+    def transp(self, y: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+        """``manifold.transp(self, y, v)``.
+
+        Example:
+            >>> from hypermc.manifolds import PoincareBall
+            >>> ManifoldTensor(torch.zeros(2), manifold=PoincareBall()).transp(torch.tensor([0.5, 0.0]), torch.ones(2))
+            tensor([0.7500, 0.7500])
+        """
+        return self.manifold.transp(self._plain(), y, v)
+
+    def retr_transp(self, u: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """``manifold.retr_transp(self, u, v)``.
+
+        Example:
+            >>> from hypermc.manifolds import Euclidean
+            >>> ManifoldTensor(torch.zeros(2), manifold=Euclidean()).retr_transp(torch.ones(2), torch.ones(2))
+            (tensor([1., 1.]), tensor([1., 1.]))
+        """
+        return self.manifold.retr_transp(self._plain(), u, v)
+
+    def expmap_transp(self, u: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """``manifold.expmap_transp(self, u, v)``.
+
+        Example:
+            >>> from hypermc.manifolds import Euclidean
+            >>> ManifoldTensor(torch.zeros(2), manifold=Euclidean()).expmap_transp(torch.ones(2), torch.ones(2))
+            (tensor([1., 1.]), tensor([1., 1.]))
+        """
+        return self.manifold.expmap_transp(self._plain(), u, v)
+
+    def transp_follow_expmap(self, u: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+        """``manifold.transp_follow_expmap(self, u, v)``.
+
+        Example:
+            >>> from hypermc.manifolds import Euclidean
+            >>> ManifoldTensor(torch.zeros(2), manifold=Euclidean()).transp_follow_expmap(torch.ones(2), torch.ones(2))
+            tensor([1., 1.])
+        """
+        return self.manifold.transp_follow_expmap(self._plain(), u, v)
+
+    def transp_follow_retr(self, u: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+        """``manifold.transp_follow_retr(self, u, v)``.
+
+        Example:
+            >>> from hypermc.manifolds import Euclidean
+            >>> ManifoldTensor(torch.zeros(2), manifold=Euclidean()).transp_follow_retr(torch.ones(2), torch.ones(2))
+            tensor([1., 1.])
+        """
+        return self.manifold.transp_follow_retr(self._plain(), u, v)
+
+    def dist(self, other: torch.Tensor, p: float = 2) -> torch.Tensor:
+        """``manifold.dist(self, other)`` (torch's ``Tensor.dist(other, p)`` for ``p != 2``, as geoopt).
+
+        Example:
+            >>> from hypermc.manifolds import PoincareBall
+            >>> t = ManifoldTensor(torch.zeros(2, dtype=torch.float64), manifold=PoincareBall())
+            >>> round(float(t.dist(torch.tensor([0.5, 0.0], dtype=torch.float64))), 9)
+            1.098612289
+        """
+        if p != 2:
+            return torch.Tensor.dist(self._plain(), other, p)
+        return self.manifold.dist(self._plain(), other)
+
+    def _plain(self) -> torch.Tensor:
+        """The tensor as a plain ``torch.Tensor`` (autograd kept), for the manifold's methods."""
+        return self.as_subclass(torch.Tensor)  # type: ignore[attr-defined]
+
+
+class ManifoldTensor(_PointMethods, torch.Tensor):  # type: ignore[misc]  # geoopt's dist(other) replaces Tensor.dist
+    """A tensor that knows its manifold (geoopt's ``ManifoldTensor``): ``.manifold`` and
+    the point methods ``proj_``, ``retr``, ``expmap``, ``logmap``, ``inner``, ``proju``,
+    ``transp``, ``retr_transp``, ``expmap_transp``, ``transp_follow_expmap``,
+    ``transp_follow_retr``, ``dist``. Operations on it return plain tensors.
+
+    Holds a plain tensor; an :class:`~hypermc.MCTensor` cannot be wrapped by a second
+    tensor subclass (keep its manifold with :class:`ManifoldParameter`, or apart).
+
+    Args:
+        data: points (plain Tensor). Not checked to lie on the manifold.
+        manifold: a hypermc manifold.
+        requires_grad: as for tensors (default ``False``).
+
+    Example:
+        >>> from hypermc.manifolds import PoincareBall
+        >>> t = ManifoldTensor(torch.tensor([0.5, 0.0], dtype=torch.float64), manifold=PoincareBall())
+        >>> t.manifold, type(t * 2).__name__
+        (PoincareBall(curvature=-1), 'Tensor')
+        >>> ManifoldTensor(hm.mc([0.5, 0.0], nc=2), manifold=PoincareBall())
+        Traceback (most recent call last):
+            ...
+        TypeError: ManifoldTensor: data must be a plain Tensor; got an MCTensor (use ManifoldParameter, or keep the manifold apart)
+    """
+
+    __torch_function__ = torch._C._disabled_torch_function_impl  # type: ignore[assignment]
+
+    def __new__(cls, data: torch.Tensor, manifold: Manifold, requires_grad: bool = False) -> ManifoldTensor:
+        check_instance("ManifoldTensor", "manifold", manifold, Manifold, "a hypermc manifold (e.g. PoincareBall())")
+        check_instance("ManifoldTensor", "data", data, torch.Tensor, "a plain Tensor")
+        if isinstance(data, MCTensor):
+            raise TypeError(
+                "ManifoldTensor: data must be a plain Tensor; got an MCTensor (use ManifoldParameter, or keep the manifold apart)"
+            )
+        t = torch.Tensor._make_subclass(cls, data.detach(), check_bool("ManifoldTensor", "requires_grad", requires_grad))
+        t.manifold = manifold
+        return t
+
+    def __repr__(self, *args: Any, **kwargs: Any) -> str:  # type: ignore[override]
+        return f"Tensor on {self.manifold!r} containing:\n{torch.Tensor.__repr__(self._plain())}"
+
+    def __reduce_ex__(self, proto: SupportsIndex) -> tuple[Any, ...]:
+        return _rebuild_manifold_tensor, (self._plain().detach(), manifold_state(self.manifold), self.requires_grad)
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> ManifoldTensor:
+        if id(self) in memo:
+            return memo[id(self)]
+        result = ManifoldTensor(self._plain().detach().clone(), manifold=self.manifold, requires_grad=self.requires_grad)
+        memo[id(self)] = result
+        return result
+
+
+def _rebuild_manifold_tensor(data: torch.Tensor, state: tuple[str, float], requires_grad: bool) -> ManifoldTensor:
+    return ManifoldTensor(data, manifold=manifold_from_state(state), requires_grad=requires_grad)
 
 
 class _ManifoldParameterMeta(_ParameterMeta):
@@ -24,13 +217,15 @@ class _ManifoldParameterMeta(_ParameterMeta):
         return super().__instancecheck__(instance)
 
 
-class ManifoldParameter(nn.Parameter, metaclass=_ManifoldParameterMeta):
+class ManifoldParameter(_PointMethods, nn.Parameter, metaclass=_ManifoldParameterMeta):  # type: ignore[misc]  # as ManifoldTensor
     """A parameter whose points live on ``manifold``; Riemannian optimizers read it.
 
-    With a plain tensor this is an ``nn.Parameter`` subclass (like geoopt's). With an
-    :class:`~hypermc.MCTensor` torch returns the MCTensor itself marked as a parameter
+    With a plain tensor this is an ``nn.Parameter`` subclass (like geoopt's) with geoopt's
+    point methods (``proj_``, ``retr``, ``expmap``, ... as :class:`ManifoldTensor`). With
+    an :class:`~hypermc.MCTensor` torch returns the MCTensor itself marked as a parameter
     (``nn.Parameter`` cannot wrap a tensor subclass); it gets the same ``manifold``
-    attribute, and ``isinstance(p, ManifoldParameter)`` is true for both.
+    attribute (not the point methods: call the manifold's), and
+    ``isinstance(p, ManifoldParameter)`` is true for both.
 
     Args:
         data: points ``(*, n)`` (Tensor or MCTensor). Not checked to lie on the
@@ -87,12 +282,28 @@ class ManifoldParameter(nn.Parameter, metaclass=_ManifoldParameterMeta):
         return _rebuild_manifold_parameter, (self.data, manifold_state(self.manifold), self.requires_grad)
 
 
+torch.serialization.add_safe_globals([_rebuild_manifold_tensor])
+
+
 def manifold_state(manifold: Manifold) -> tuple[str, float]:
     """``(class name, curvature)``: what pickling stores for a parameter's manifold.
 
-    Plain strings and floats, so ``torch.load(weights_only=True)`` can read it back.
+    Plain strings and floats, so ``torch.load(weights_only=True)`` can read it back. A
+    learnable curvature is stored as its current value (the model's ``state_dict`` holds
+    the parameter).
+
+    Raises:
+        TypeError: a model that cannot be rebuilt from a name and a curvature
+            (:class:`Scaled`, :class:`ProductManifold`): save the data and the manifold's
+            arguments instead.
     """
-    return type(manifold).__name__, float(manifold.curvature)
+    name = type(manifold).__name__
+    if name not in _FACTORIES:
+        raise TypeError(
+            f"a ManifoldParameter on {manifold!r} cannot be pickled (only {', '.join(sorted(_FACTORIES))}); "
+            "save its data (p.detach()) and rebuild the manifold"
+        )
+    return name, float(manifold.curvature)
 
 
 def manifold_from_state(state: object) -> Manifold:
@@ -101,15 +312,30 @@ def manifold_from_state(state: object) -> Manifold:
     Raises:
         ValueError: unknown class name or a bad curvature in ``state``.
     """
-    from . import Euclidean, Lorentz, PoincareBall, PoincareHalfspace
-
-    classes = {c.__name__: c for c in (PoincareBall, PoincareHalfspace, Lorentz, Euclidean)}
-    if not (isinstance(state, tuple) and len(state) == 2 and state[0] in classes):
-        raise ValueError(f"pickled ManifoldParameter: manifold state must be (one of {sorted(classes)}, curvature); got {state!r}")
+    if not (isinstance(state, tuple) and len(state) == 2 and state[0] in _FACTORIES):
+        raise ValueError(f"pickled ManifoldParameter: manifold state must be (one of {sorted(_FACTORIES)}, curvature); got {state!r}")
     name, curvature = state
-    if name == "Euclidean":
-        return Euclidean()
-    return classes[name](curvature=curvature)  # type: ignore[call-arg]
+    return _FACTORIES[name](curvature)
+
+
+def _factory(name: str) -> Callable[[float], Manifold]:
+    def build(k: float) -> Manifold:
+        from . import Euclidean, Lorentz, PoincareBall, PoincareHalfspace, Sphere, SphereProjection, Stereographic
+
+        if name in ("PoincareBall", "PoincareHalfspace", "Lorentz"):
+            cls = {"PoincareBall": PoincareBall, "PoincareHalfspace": PoincareHalfspace, "Lorentz": Lorentz}[name]
+            return cls(curvature=k)
+        if name in ("Stereographic", "SphereProjection"):
+            return {"Stereographic": Stereographic, "SphereProjection": SphereProjection}[name](k=k)
+        return {"Euclidean": Euclidean, "Sphere": Sphere}[name]()
+
+    return build
+
+
+#: The models a pickled ManifoldParameter can name: class name -> builder from the curvature.
+_FACTORIES: dict[str, Callable[[float], Manifold]] = {
+    n: _factory(n) for n in ("PoincareBall", "PoincareHalfspace", "Lorentz", "Euclidean", "Stereographic", "SphereProjection", "Sphere")
+}
 
 
 def _rebuild_manifold_parameter(data: torch.Tensor, manifold: Manifold | tuple[str, float], requires_grad: bool) -> ManifoldParameter:
@@ -132,6 +358,13 @@ register_manifold_pickling(manifold_state, _rebuild_mc_parameter)
 def manifold_of(p: torch.Tensor) -> Manifold | None:
     """The manifold attached to a parameter, or ``None`` for an ordinary one.
 
+    A geoopt manifold (a ``geoopt.ManifoldParameter``) is read as the hypermc model with
+    the same geometry (:func:`~hypermc.manifolds.geoopt_compat.from_geoopt`).
+
+    Raises:
+        TypeError: ``p.manifold`` is neither a hypermc manifold nor a geoopt manifold
+            with a hypermc counterpart (an optimizer must not take a Euclidean step on it).
+
     Example:
         >>> from hypermc.manifolds import Lorentz
         >>> p = ManifoldParameter(Lorentz().origin(3, 4, nc=None), manifold=Lorentz())
@@ -139,4 +372,11 @@ def manifold_of(p: torch.Tensor) -> Manifold | None:
         (Lorentz(curvature=-1), None)
     """
     m = getattr(p, "manifold", None)
-    return m if isinstance(m, Manifold) else None
+    if m is None or isinstance(m, Manifold):
+        return m
+    if is_geoopt_manifold(m):
+        return from_geoopt(m)
+    raise TypeError(
+        f"parameter of shape {tuple(p.shape)} has a manifold attribute of type {type(m).__name__}, which is not a "
+        "hypermc manifold; use hypermc.ManifoldParameter(data, manifold=...) with a hypermc.manifolds model"
+    )

@@ -53,10 +53,10 @@ def test_round_trips(radius):
 
 def test_origins_correspond():
     B, H, L = PoincareBall(), PoincareHalfspace(), Lorentz()
-    o = B.origin(3, dtype=F64)
-    assert torch.equal(C.ball_to_halfspace(o).components, H.origin(3, dtype=F64).components)
-    assert torch.equal(C.ball_to_lorentz(o).components, L.origin(4, dtype=F64).components)
-    assert torch.equal(C.lorentz_to_halfspace(L.origin(4, dtype=F64)).components, H.origin(3, dtype=F64).components)
+    o = B.origin(3, nc=2, dtype=F64)
+    assert torch.equal(C.ball_to_halfspace(o).components, H.origin(3, nc=2, dtype=F64).components)
+    assert torch.equal(C.ball_to_lorentz(o).components, L.origin(4, nc=2, dtype=F64).components)
+    assert torch.equal(C.lorentz_to_halfspace(L.origin(4, nc=2, dtype=F64)).components, H.origin(3, nc=2, dtype=F64).components)
 
 
 def test_exact_far_point_in_the_halfspace():

@@ -40,7 +40,7 @@ def test_argument_errors():
     rows = torch.zeros(3, 2, 1, dtype=F64)
     i = torch.tensor([0, 1])
     with pytest.raises(TypeError, match="PoincareBall.dist_batch: rows must be a plain Tensor .*got an MCTensor"):
-        M.dist_batch(M.origin(3, 2), i, i)
+        M.dist_batch(M.origin(3, 2, nc=2), i, i)
     with pytest.raises(ValueError, match=r"rows must be floating MC components \(U, n, nc\)"):
         M.dist_batch(torch.zeros(3, 2, dtype=F64), i, i)
     with pytest.raises(TypeError, match="ib must be an int64 Tensor of row indices; got torch.float32"):

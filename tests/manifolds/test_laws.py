@@ -139,7 +139,7 @@ def test_projx_idempotent(setup):
 
 def test_origin_maps(setup):
     _, M, x, _, _ = setup
-    o = M.origin(x.shape[-1], dtype=F64)
+    o = M.origin(x.shape[-1], nc=2, dtype=F64)
     assert M.check_point(o) == (True, None)
     d0 = M.dist(o, x)
     assert ((M.dist0(x) - d0).abs() <= TOL * (1 + d0)).all()

@@ -71,8 +71,8 @@ def test_points_stay_on_the_manifold(name, opt):
 def test_retraction_mode():
     M = PoincareBall()
     g = torch.Generator().manual_seed(1)
-    p = ManifoldParameter(M.random(4, 2, dtype=F64, generator=g), manifold=M)
-    target = M.random(4, 2, dtype=F64, generator=g)
+    p = ManifoldParameter(M.random(4, 2, nc=2, dtype=F64, generator=g), manifold=M)
+    target = M.random(4, 2, nc=2, dtype=F64, generator=g)
     start = float(M.dist(p, target).detach().sum())
     d = _run(M, p, target, RiemannianSGD([p], lr=0.5, retraction=True), 5)
     assert M.check_point(p) == (True, None)
@@ -84,8 +84,8 @@ def test_retraction_mode():
 def test_sparse_rows(opt_cls):
     """Only the rows in the batch move; they move exactly as with a dense update."""
     M = PoincareBall()
-    table = M.random(6, 2, std=1.0, dtype=F64, generator=torch.Generator().manual_seed(2))
-    target = M.random(2, 2, std=1.0, dtype=F64, generator=torch.Generator().manual_seed(3))
+    table = M.random(6, 2, std=1.0, nc=2, dtype=F64, generator=torch.Generator().manual_seed(2))
+    target = M.random(2, 2, std=1.0, nc=2, dtype=F64, generator=torch.Generator().manual_seed(3))
     rows = torch.tensor([1, 4])
     results = []
     for sparse in (True, False):
@@ -112,7 +112,7 @@ def test_sparse_rows(opt_cls):
 def test_state_dict_round_trip():
     M = Lorentz()
     g = torch.Generator().manual_seed(4)
-    x0, target = M.random(3, 3, dtype=F64, generator=g), M.random(3, 3, dtype=F64, generator=g)
+    x0, target = M.random(3, 3, nc=2, dtype=F64, generator=g), M.random(3, 3, nc=2, dtype=F64, generator=g)
     p = ManifoldParameter(x0.clone(), manifold=M)
     opt = RiemannianAdam([p], lr=0.1, amsgrad=True)
     _run(M, p, target, opt, 2)
@@ -141,7 +141,7 @@ def test_euclidean_parameters_get_the_plain_updates():
 
 def test_functional_sgd_matches_class():
     M = PoincareHalfspace()
-    x = M.random(3, 2, dtype=F64, generator=torch.Generator().manual_seed(6))
+    x = M.random(3, 2, nc=2, dtype=F64, generator=torch.Generator().manual_seed(6))
     g = hm.mc(torch.randn(3, 2, dtype=F64, generator=torch.Generator().manual_seed(7)), nc=2)
     p1 = x.clone()
     riemannian_sgd([p1], [g], [None], manifolds=[M], lr=0.1)

@@ -32,6 +32,7 @@ __all__ = [
     "logmap0",
     "transp",
     "inner",
+    "inner0",
     "norm",
     "proju",
     "egrad2rgrad",
@@ -163,6 +164,16 @@ def egrad2rgrad(x: torch.Tensor, g: torch.Tensor, *, c: float = 1.0) -> torch.Te
     """
     jg = torch.cat([-g[..., :1], g[..., 1:]], dim=-1)
     return proju(x, jg, c=c)
+
+
+def inner0(v: torch.Tensor, *, c: float = 1.0) -> torch.Tensor:
+    r"""``<o, v>_L = -v_0 / sqrt(c)`` with the origin ``o = (1/sqrt c, 0, ..., 0)``.
+
+    Example:
+        >>> inner0(torch.tensor([3.0, 1.0, 2.0]), c=0.25)
+        tensor(-6.)
+    """
+    return -_mul_c(v[..., 0], c, -0.5)
 
 
 def inner(x: torch.Tensor, u: torch.Tensor, v: torch.Tensor, *, c: float = 1.0, keepdim: bool = False) -> torch.Tensor:
