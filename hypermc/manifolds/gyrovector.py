@@ -247,7 +247,15 @@ class GyrovectorMixin:
             lincomb=check_bool(where, "lincomb", lincomb),
             posweight=check_bool(where, "posweight", posweight),
         )
-        return self.projx(mid.movedim(dim, -1)).movedim(-1, dim) if mid.dim() else mid
+        if not mid.dim():
+            return mid
+        # the point dimension of the result: the reduced dims before it are gone unless keepdim
+        nd = xs.dim()
+        point = dim % nd
+        if not keepdim:
+            reduced = [d for d in range(nd) if d != point] if reducedim is None else [d % nd for d in reducedim]
+            point -= sum(d < point for d in reduced)
+        return self.projx(mid.movedim(point, -1)).movedim(-1, point)
 
     def antipode(self, x: torch.Tensor) -> torch.Tensor:
         """The antipode (``-x`` unless ``k > 0``); see :func:`.math.stereographic.antipode`.

@@ -727,9 +727,11 @@ def _op_index_add(func, a, dim, index, source, *, alpha=1):
     ref, nc = _first_mc(a, source), _nc_of(a, source)
     base = arith.pad(_as_components(a, ref, nc), nc)
     d = _dims(dim, a.dim())[0]
-    vals = _as_components(_scaled(source, alpha), ref, nc)
+    vals = arith.pad(_as_components(_scaled(source, alpha), ref, nc), nc)
     if index.dim() == 0:  # a 0-d index: source lacks the indexed dim
         index, vals = index.reshape(1), vals.unsqueeze(d)
+    if index.numel() and (int(index.min()) < 0 or int(index.max()) >= base.shape[d]):
+        raise IndexError(f"{func}: index out of range in self (dim {dim} has size {base.shape[d]})")
     vals = vals.expand(*base.shape[:d], len(index), *base.shape[d + 1 :])
     result = reduce.scatter(base.movedim(d, 0), index, vals.movedim(d, 0), "sum").movedim(0, d)  # rows along d
     return _inplace_assign(func, a, result, ()) if func is aten.index_add_.default else MCTensor(result)
@@ -775,6 +777,11 @@ def _op_scatter_reduce(func, a, dim, index, src, reduce_op, *, include_self=True
     d = _dims(dim, a.dim())[0]
     vals = arith.pad(_as_components(src, ref, nc), nc)
     rows = _row_index(a, d, index)
+    if rows is not None and rows.numel():
+        lo, hi = int(rows.min()), int(rows.max())
+        if lo < 0 or hi >= base.shape[d]:
+            bad = lo if lo < 0 else hi
+            raise RuntimeError(f"{func}: index {bad} is out of bounds for dimension {d} with size {base.shape[d]}")
     if rows is not None:  # an index expanded along the other dims (PyG's): whole rows along d
         vals = vals[tuple(slice(0, n) for n in index.shape)]
         result = reduce.scatter(base.movedim(d, 0), rows, vals.movedim(d, 0), reduce_op, include_self).movedim(0, d)

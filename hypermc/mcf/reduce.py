@@ -655,10 +655,11 @@ def scatter_add(base: torch.Tensor, indices: list, vals: torch.Tensor) -> torch.
     nc = base.shape[-1]
     if len(indices) == 1 and isinstance(indices[0], torch.Tensor) and indices[0].dim() == 1 and indices[0].dtype == torch.int64:
         # rows of the first dim (index_add, embedding backward): one slot per row
-        index = indices[0]
+        index = torch.where(indices[0] < 0, indices[0] + shape[0], indices[0])  # aten indexing wraps negative ids
+        vals = arith.pad(vals, nc)  # a narrower operand gains zero components, never copies
         return scatter(base, index, vals.expand(len(index), *base.shape[1:]), "sum")
     flat_ids = torch.arange(math.prod(shape), device=base.device).reshape(shape)
     # aten's None in an index list means a full slice (Python's None would add a dim)
     target = flat_ids[tuple(slice(None) if i is None else i for i in indices)]
-    vals = vals.expand(*target.shape, nc).reshape(-1, nc)
+    vals = arith.pad(vals, nc).expand(*target.shape, nc).reshape(-1, nc)
     return scatter(base, target.reshape(-1), vals, "sum")

@@ -395,3 +395,27 @@ def test_sphere_projection_antipode_where_geoopt_fails():
     exact = math.pi / math.sqrt(0.5)
     assert abs(float(H.dist(x, a)) - exact) < 1e-15 * exact
     assert abs(float(G.dist(x, a)) - exact) > 0.5 * exact  # 0.955 with geoopt 0.5.1 (docs/geoopt.md)
+
+
+@pytest.mark.parametrize("dim", [0, 1, 2])
+def test_weighted_midpoint_any_point_dim_matches_geoopt(dim):
+    geoopt = pytest.importorskip("geoopt")
+    g = torch.Generator().manual_seed(3)
+    xs = (torch.rand(2, 3, 2, generator=g, dtype=torch.float64) - 0.5) * 0.8
+    xs = xs.movedim(-1, dim)
+    want = geoopt.PoincareBall(c=1.0).weighted_midpoint(xs, dim=dim)
+    got = PoincareBall(c=1.0).weighted_midpoint(xs, dim=dim)
+    assert got.shape == want.shape
+    torch.testing.assert_close(got, want, rtol=1e-9, atol=1e-9)  # geoopt rounds more (float64 throughout)
+
+
+def test_weighted_midpoint_lower_rank_weights_broadcast_from_the_right():
+    g = torch.Generator().manual_seed(4)
+    xs = (torch.rand(2, 3, 2, generator=g, dtype=torch.float64) - 0.5) * 0.8
+    w = torch.rand(3, generator=g, dtype=torch.float64)
+    M = PoincareBall()
+    got = M.weighted_midpoint(xs, w, reducedim=[1])
+    want = torch.stack([M.weighted_midpoint(xs[i], w) for i in range(2)])
+    torch.testing.assert_close(got, want, rtol=1e-14, atol=1e-14)
+    moved = M.weighted_midpoint(xs.permute(0, 2, 1), w, reducedim=[2], dim=1)
+    torch.testing.assert_close(moved, want, rtol=1e-14, atol=1e-14)

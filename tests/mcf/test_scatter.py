@@ -323,3 +323,33 @@ def test_scatter_segment_softmax_on_cuda_agree_with_cpu(rng):
     lengths = torch.tensor([10, 0, 25, 5])
     agree(torch._segment_reduce(x.cuda(), "sum", lengths=lengths.cuda()), torch._segment_reduce(x, "sum", lengths=lengths), tol)
     agree(torch.softmax(x.cuda(), 0), torch.softmax(x, 0), 2.0**-100)
+
+
+def test_index_backward_wraps_negative_indices():
+    x = hm.mc(torch.tensor([1.0, 2.0, 3.0], dtype=torch.float64), nc=2).requires_grad_()
+    x[torch.tensor([-1, 2, 0])].sum().backward()
+    assert x.grad.approx().tolist() == [1.0, 0.0, 2.0]
+
+
+@pytest.mark.parametrize("narrow, wide", [(1, 2), (2, 3)])
+def test_a_narrower_source_gains_zero_components(narrow, wide):
+    base = hm.mc(torch.zeros(3, dtype=torch.float64), nc=wide)
+    src = hm.mc(torch.tensor([1.0, 2.0], dtype=torch.float64), nc=narrow)
+    idx = torch.tensor([0, 2])
+    for got in (base.index_add(0, idx, src), base.scatter_add(0, idx, src)):
+        assert got.nc == wide
+        assert got.components.tolist() == [[1.0] + [0.0] * (wide - 1), [0.0] * wide, [2.0] + [0.0] * (wide - 1)]
+
+
+def test_out_of_range_indices_are_refused_as_torch_does():
+    base = hm.mc(torch.zeros(3, dtype=torch.float64), nc=2)
+    src = hm.mc(torch.tensor([1.0, 2.0], dtype=torch.float64), nc=2)
+    for idx in (torch.tensor([-1, 2]), torch.tensor([0, 3])):
+        with pytest.raises(IndexError, match="index out of range in self"):
+            base.index_add(0, idx, src)
+    rows = hm.mc(torch.zeros(3, 2, dtype=torch.float64), nc=2)
+    ones = hm.mc(torch.ones(2, 2, dtype=torch.float64), nc=2)
+    for bad in (-1, 3):
+        idx = torch.tensor([bad, 2]).reshape(2, 1).expand(2, 2)
+        with pytest.raises(RuntimeError, match=f"index {bad} is out of bounds for dimension 0 with size 3"):
+            rows.scatter_reduce(0, idx, ones, "sum")

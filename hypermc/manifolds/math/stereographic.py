@@ -725,7 +725,9 @@ def weighted_midpoint(
     if weights is None:
         w = torch.ones_like(xl[..., :1])
     else:
-        w = weights.unsqueeze(-1) if weights.dim() == nd - 1 else weights.movedim(dim, -1)
+        # weights broadcast against xs without its point dim (a lower rank from the right), or
+        # carry that dim (size 1) at ``dim``
+        w = weights.unsqueeze(-1) if weights.dim() < nd else weights.movedim(dim, -1)
     if posweight and bool((common.lead(w) < 0).any()):
         xl = torch.where(common.lead(w) < 0, antipode(xl, k), xl)
         w = torch.abs(w)
