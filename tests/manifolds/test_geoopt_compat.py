@@ -402,9 +402,10 @@ def test_weighted_midpoint_any_point_dim_matches_geoopt(dim):
     geoopt = pytest.importorskip("geoopt")
     g = torch.Generator().manual_seed(3)
     xs = (torch.rand(2, 3, 2, generator=g, dtype=torch.float64) - 0.5) * 0.8
-    xs = xs.movedim(-1, dim)
-    want = geoopt.PoincareBall(c=1.0).weighted_midpoint(xs, dim=dim)
-    got = PoincareBall(c=1.0).weighted_midpoint(xs, dim=dim)
+    # geoopt's own projection uses the input's dim after the reduction (an IndexError for
+    # dim >= 1 here), so it is asked with the point dim last
+    want = geoopt.PoincareBall(c=1.0).weighted_midpoint(xs, dim=-1)
+    got = PoincareBall(c=1.0).weighted_midpoint(xs.movedim(-1, dim), dim=dim)
     assert got.shape == want.shape
     torch.testing.assert_close(got, want, rtol=1e-9, atol=1e-9)  # geoopt rounds more (float64 throughout)
 
