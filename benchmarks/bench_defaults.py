@@ -7,10 +7,13 @@ machine the wall time depends on the load, the CPU time much less), the evaluati
 time, and the run's context: command, commit (``(modified)`` for a dirty tree), torch,
 machine, thread count, load average at start and end.
 
+``--table FILE`` prints the rows of such a file as the markdown table of docs/training.md.
+
 Usage::
 
     OMP_NUM_THREADS=2 python benchmarks/bench_defaults.py --dim 10 --seeds 0 1 2 --out docs/results/mammals_defaults.jsonl
     OMP_NUM_THREADS=2 python benchmarks/bench_defaults.py --dim 2 --manifold ball --nc plain --seeds 0 --out ...
+    python benchmarks/bench_defaults.py --table docs/results/mammals_defaults.jsonl
 """
 
 from __future__ import annotations
@@ -41,15 +44,36 @@ def _commit() -> str:
     return head + (" (modified)" if dirty.strip() else "")
 
 
+_COLUMNS = ("manifold", "dim", "nc", "seed", "scale", "epochs", "fast", "map", "mean_rank", "threads", "train_s", "train_cpu_s", "eval_s")
+
+
+def table(path: str) -> str:
+    """The rows of a JSON-lines file written by this script, as a markdown table (with load and commit)."""
+    with open(path) as f:
+        rows = [json.loads(line) for line in f if line.strip()]
+    head = [*_COLUMNS, "load (start-end)", "commit"]
+    out = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for r in rows:
+        cells = [str(r[k]) for k in _COLUMNS] + [f"{r['load_start']}-{r['load_end']}", r["commit"]]
+        out.append("| " + " | ".join(cells) + " |")
+    return "\n".join(out)
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--dim", type=int, required=True)
+    p.add_argument("--table", default=None, help="print this JSON-lines file as a markdown table and exit")
+    p.add_argument("--dim", type=int, default=None)
     p.add_argument("--manifold", default="halfspace", choices=["halfspace", "ball", "lorentz"])
     p.add_argument("--nc", default="2", help="components, or 'plain' for float64 tensors")
     p.add_argument("--seeds", type=int, nargs="+", default=[0])
     p.add_argument("--threads", type=int, default=None, help="torch.set_num_threads (default: torch's, i.e. OMP_NUM_THREADS)")
-    p.add_argument("--out", required=True, help="JSON-lines file to append to")
+    p.add_argument("--out", default=None, help="JSON-lines file to append to")
     args = p.parse_args(argv)
+    if args.table is not None:
+        print(table(args.table))
+        return 0
+    if args.dim is None or args.out is None:
+        p.error("--dim and --out are required (or --table FILE)")
     if args.threads is not None:
         torch.set_num_threads(args.threads)
     nc = None if args.nc == "plain" else int(args.nc)

@@ -75,12 +75,12 @@ def rule_hyperparameters(dim: int) -> dict[str, Any]:
     * ``scale = dim / 4``: logits ``-scale * d``. A larger scale is a more negatively
       curved space at scale 1 (curvature ``-scale^2``); more dimensions leave more room,
       and the loss needs the larger scale to separate the many neighbours a point has
-      there. 2-D: 0.5 (scale 1 gave MAP 0.93); 10-D: 2.5 (scale 0.5: 0.92, 1: 0.955,
-      2 and 3: 0.977-0.984, 5: 0.77).
+      there. 2-D: 0.5 (scale 1, at constant lr 15: MAP 0.93); 10-D: 2.5 (300 epochs at
+      scale 0.5: 0.92, 1: 0.955, 2 and 3: 0.977-0.984, 5: 0.77).
     * ``dim <= 2``: 1000 epochs, burn-in 20, ``lr`` 10 rising linearly to 80, the exact
       update (the 2-D setting of docs/embeddings.md: MAP 0.972).
     * ``dim >= 3``: 200 epochs, burn-in 5, ``lr`` 5 rising linearly to 50, ``fast=True``
-      (mammals 10-D: MAP >= 0.97 in well under a minute on 2 threads).
+      (the mammals 10-D recipe: MAP 0.975-0.981, 10-11 s per run on one idle thread).
     * Everything else keeps the :class:`TrainConfig` default (batch 512, 50 negatives,
       burn-in lr factor 0.01, ``max_step`` 1).
 
