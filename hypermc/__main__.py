@@ -105,19 +105,22 @@ def _parser() -> argparse.ArgumentParser:
     t.add_argument("--dim", type=int, default=2)
     t.add_argument("--nc", type=_nc, default=2, help="components per coordinate, or 'plain'")
     t.add_argument("--dtype", default="float64", choices=sorted(DTYPES))
-    t.add_argument("--epochs", type=int, default=1000)
+    t.add_argument("--epochs", type=int, default=None, help="default: by the rule (dim 2: 1000, dim >= 3: 200)")
     t.add_argument("--seed", type=int, default=0)
     t.add_argument("--out", required=True, help="run directory (checkpoint.pt, metrics.json)")
-    t.add_argument("--lr", type=float, default=DEFAULTS["lr"])
+    t.add_argument("--lr", type=float, default=None, help="default: by the rule (dim 2: 10, dim >= 3: 5)")
     t.add_argument("--batch-size", type=int, default=DEFAULTS["batch_size"])
     t.add_argument("--negatives", type=int, default=DEFAULTS["negatives"])
-    t.add_argument("--burnin", type=int, default=DEFAULTS["burnin"])
+    t.add_argument("--burnin", type=int, default=None, help="default: by the rule (dim 2: 20, dim >= 3: 5)")
     t.add_argument("--burnin-lr-mult", type=float, default=DEFAULTS["burnin_lr_mult"])
-    t.add_argument("--scale", type=float, default=DEFAULTS["scale"])
+    t.add_argument("--scale", type=float, default=None, help="logits -scale * distance; default: by the rule, dim / 4")
     t.add_argument("--max-step", type=float, default=DEFAULTS["max_step"], help="bound on one row's step (hyperbolic units); 0 for none")
     t.add_argument("--lr-schedule", default=DEFAULTS["lr_schedule"], choices=["constant", "linear"])
     t.add_argument(
-        "--lr-end-mult", type=float, default=DEFAULTS["lr_end_mult"], help="final lr factor of the linear schedule (<1 decays, >1 ramps up)"
+        "--lr-end-mult",
+        type=float,
+        default=None,
+        help="final lr factor of the linear schedule (<1 decays, >1 ramps up); default: by the rule (dim 2: 8, dim >= 3: 10)",
     )
     t.add_argument("--expmap", action="store_true", help="update with expmap instead of the retraction")
     t.add_argument("--checkpoint-every", type=int, default=None)
@@ -141,8 +144,10 @@ def _parser() -> argparse.ArgumentParser:
     )
     t.add_argument(
         "--fast",
-        action="store_true",
-        help="fast update: Riemannian step in the component dtype, one exact MC move; fused CPU distances in training and evaluation",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="fast update: Riemannian step in the component dtype, one exact MC move; fused CPU distances in training and "
+        "evaluation; default: by the rule (dim 2: off, dim >= 3: on)",
     )
     t.add_argument(
         "--backend",
@@ -311,27 +316,24 @@ def _train(args) -> int:
 
 def _train_config(args):
     """The :class:`~hypermc.embed.TrainConfig` of ``train``'s flags (checked before any work)."""
-    from .embed import TrainConfig
+    from .embed.config import auto_config
 
-    return TrainConfig(
+    ruled = {"epochs": args.epochs, "lr": args.lr, "burnin": args.burnin, "scale": args.scale, "lr_end_mult": args.lr_end_mult}
+    ruled["fast"] = args.fast
+    return auto_config(  # the flags not given follow the rule of rule_hyperparameters
         dim=args.dim,
         nc=args.nc,
         dtype=DTYPES[args.dtype],
-        epochs=args.epochs,
-        lr=args.lr,
         batch_size=args.batch_size,
         negatives=args.negatives,
-        burnin=args.burnin,
         burnin_lr_mult=args.burnin_lr_mult,
-        scale=args.scale,
         seed=args.seed,
         retraction=not args.expmap,
         max_step=args.max_step or None,
         lr_schedule=args.lr_schedule,
-        lr_end_mult=args.lr_end_mult,
         checkpoint_every=args.checkpoint_every,
         device=args.device,
-        fast=args.fast,
+        **{k: v for k, v in ruled.items() if v is not None},
     )
 
 
@@ -351,7 +353,7 @@ def _train_run(args, parallel) -> int:
     evals: list[dict] = []
 
     def evaluate_every(epoch: int, stats: dict, embeddings: torch.Tensor) -> None:
-        if epoch % args.eval_every == 0 and epoch != args.epochs:  # the last epoch is evaluated below
+        if epoch % args.eval_every == 0 and epoch != config.epochs:  # the last epoch is evaluated below
             m = evaluate(
                 manifold,
                 embeddings,
@@ -360,7 +362,7 @@ def _train_run(args, parallel) -> int:
                 seed=args.seed,
                 memory_budget=_mib(args.eval_memory_mb),
                 device=args.device,
-                fast=args.fast,
+                fast=config.fast,
                 **sharded,
             )
             evals.append({"epoch": epoch, "map": m["map"], "mean_rank": m["mean_rank"]})
@@ -387,7 +389,7 @@ def _train_run(args, parallel) -> int:
         memory_budget=_mib(args.eval_memory_mb),
         device=args.device,
         progress=progress,
-        fast=args.fast,
+        fast=config.fast,
         **sharded,
     )
     if not writer:

@@ -1,7 +1,8 @@
 """Hierarchy embeddings: negative sampler, trainer and reconstruction evaluator.
 
 * :class:`TrainConfig` -- the hyperparameters of :func:`train`, checked once, stored
-  in the checkpoint.
+  in the checkpoint; :func:`rule_hyperparameters` / :func:`auto_config` -- the ones
+  ``train`` picks from the dimension when they are not given.
 * :func:`train` -- negative-sampling softmax training on any manifold, MC arithmetic,
   row-sparse Riemannian SGD, checkpoints and bit-identical resume.
 * :func:`embed_tree` / :func:`embed_closure` -- combinatorial constructions: tree
@@ -17,7 +18,7 @@ Library functions only: no printing, no argument parsing (the CLI is
 ``python -m hypermc``).
 """
 
-from .config import TrainConfig
+from .config import TrainConfig, auto_config, rule_hyperparameters
 from .construct import (
     bits_needed,
     components_needed,
@@ -46,6 +47,8 @@ __all__ = [
     "components_needed",
     "train",
     "TrainConfig",
+    "auto_config",
+    "rule_hyperparameters",
     "evaluate",
     "TrainResult",
     "load_checkpoint",

@@ -28,7 +28,17 @@ import torch
 from .._checks import FLOAT_DTYPES, check_bool, check_choice, check_dtype, check_instance, check_int, check_nc, check_real
 from .sampler import MAX_ROUNDS
 
-__all__ = ["TrainConfig", "DEFAULTS", "DEFAULT_INIT_STD", "LR_SCHEDULES", "RECORD_KEYS", "device_name"]
+__all__ = [
+    "TrainConfig",
+    "DEFAULTS",
+    "DEFAULT_INIT_STD",
+    "LR_SCHEDULES",
+    "RECORD_KEYS",
+    "RULE_KEYS",
+    "device_name",
+    "rule_hyperparameters",
+    "auto_config",
+]
 
 #: Default hyperparameters of :func:`~hypermc.embed.train` (and of the command line):
 #: tuned for the 2-D mammals halfspace run of the README (1000 epochs in minutes on 2 CPU
@@ -45,6 +55,75 @@ DEFAULTS: dict[str, Any] = {
     "lr_schedule": "linear",
     "lr_end_mult": 8.0,
 }
+#: The hyperparameters that :func:`rule_hyperparameters` chooses from the dimension.
+RULE_KEYS = ("epochs", "lr", "burnin", "scale", "lr_end_mult", "fast")
+#: Distance scale per dimension: ``scale = dim * SCALE_PER_DIM`` (2-D: 0.5, 10-D: 2.5).
+SCALE_PER_DIM = 0.25
+#: The schedule of the 2-D rule (:data:`DEFAULTS`, 1000 epochs): the layout needs a slow
+#: start (burn-in 20) and a rate that rises 8-fold to spread out in a plane.
+_PLANE = {"epochs": 1000, "lr": DEFAULTS["lr"], "burnin": DEFAULTS["burnin"], "lr_end_mult": DEFAULTS["lr_end_mult"], "fast": False}
+#: The schedule of the rule for ``dim >= 3`` (docs/training.md, "Defaults from the data"):
+#: 200 epochs, burn-in 5, lr 5 rising 10-fold, the fast update.
+_SPACE = {"epochs": 200, "lr": 5.0, "burnin": 5, "lr_end_mult": 10.0, "fast": True}
+
+
+def rule_hyperparameters(dim: int) -> dict[str, Any]:
+    """The hyperparameters :func:`~hypermc.embed.train` picks when they are not given.
+
+    The rule (measured on the mammals closure, docs/training.md):
+
+    * ``scale = dim / 4``: logits ``-scale * d``. A larger scale is a more negatively
+      curved space at scale 1 (curvature ``-scale^2``); more dimensions leave more room,
+      and the loss needs the larger scale to separate the many neighbours a point has
+      there. 2-D: 0.5 (scale 1, at constant lr 15: MAP 0.93); 10-D: 2.5 (300 epochs at
+      scale 0.5: 0.92, 1: 0.955, 2 and 3: 0.977-0.984, 5: 0.77).
+    * ``dim <= 2``: 1000 epochs, burn-in 20, ``lr`` 10 rising linearly to 80, the exact
+      update (the 2-D setting of docs/embeddings.md: MAP 0.972).
+    * ``dim >= 3``: 200 epochs, burn-in 5, ``lr`` 5 rising linearly to 50, ``fast=True``
+      (the mammals 10-D recipe: MAP 0.975-0.981, 10-11 s per run on one idle thread).
+    * Everything else keeps the :class:`TrainConfig` default (batch 512, 50 negatives,
+      burn-in lr factor 0.01, ``max_step`` 1).
+
+    The graph's size and depth do not enter: the rule is measured on mammals only (1,180
+    nodes, 6,540 closure edges, depth 9). A graph of another size keeps the same
+    schedule per epoch (so a graph 100 times larger makes 100 times the updates).
+
+    Args:
+        dim: the manifold dimension (>= 1).
+
+    Returns:
+        dict with the keys :data:`RULE_KEYS`.
+
+    Example:
+        >>> rule_hyperparameters(2)["scale"], rule_hyperparameters(10)["scale"], rule_hyperparameters(10)["epochs"]
+        (0.5, 2.5, 200)
+    """
+    dim = check_int("TrainConfig", "dim", dim)
+    plan = _PLANE if dim <= 2 else _SPACE
+    return {**plan, "scale": dim * SCALE_PER_DIM}
+
+
+def auto_config(**hyperparameters: Any) -> TrainConfig:
+    """A :class:`TrainConfig` from the given fields, the others from :func:`rule_hyperparameters`.
+
+    Given fields always win (``auto_config(dim=10, scale=3.0)`` keeps scale 3). ``fast``
+    is not chosen when ``retraction=False`` is given (the fast update is a retraction).
+    This is what ``train(graph, manifold, dim=..., ...)`` and ``python -m hypermc train``
+    build; a :class:`TrainConfig` passed as such is taken as it is.
+
+    Example:
+        >>> cfg = auto_config(dim=10, seed=1)
+        >>> cfg.scale, cfg.lr, cfg.epochs, cfg.fast, cfg.seed
+        (2.5, 5.0, 200, True, 1)
+        >>> auto_config(dim=2) == TrainConfig(dim=2)  # the 2-D rule is the TrainConfig defaults
+        True
+    """
+    rule = rule_hyperparameters(hyperparameters.get("dim", 2))
+    if hyperparameters.get("retraction") is False:
+        rule.pop("fast")
+    return TrainConfig(**{**rule, **hyperparameters})
+
+
 #: Standard deviation (hyperbolic units, Riemannian coordinates at the origin) of the
 #: initial points: small, so that training starts near the origin as in the paper.
 DEFAULT_INIT_STD = 1e-3

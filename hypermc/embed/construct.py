@@ -46,6 +46,7 @@ __all__ = [
     "bits_needed",
     "components_needed",
     "tau_for_epsilon",
+    "distortion_bound",
     "max_tau",
     "embed_tree",
     "fit_tau",
@@ -54,6 +55,16 @@ __all__ = [
 ]
 
 _GUARD_BITS = 8
+#: Relative margin below ``1 + epsilon`` that :func:`tau_for_epsilon` aims at (the float64
+#: evaluation of the bound, the directions rounded to the component dtype (float32: ~6e-8 rad)
+#: and the edges rounded to p bits).
+_BOUND_MARGIN = 1e-5
+#: Shortest edge :func:`tau_for_epsilon` returns (where any tau satisfies the bound).
+_MIN_TAU = 1.0
+#: Where :func:`tau_for_epsilon` stops searching (far beyond any radius limit).
+_MAX_SEARCH_TAU = 1e4
+#: Path length standing for "unbounded" in :func:`tau_for_epsilon` (the bound has converged).
+_UNBOUNDED_PATH = 4096
 #: Fraction of the exponent range a node's radius may use (see :func:`_radius_limit`).
 _RADIUS_FRACTION = 0.84
 
@@ -294,23 +305,145 @@ def sibling_rank(parent: torch.Tensor) -> torch.Tensor:
     return rank
 
 
-def tau_for_epsilon(epsilon: float, min_angle: float) -> float:
-    """``tau = 2 (1 + eps) / eps * log(1 / sin(min_angle / 2))``.
+def _turn_angle(tau: float, theta: float) -> float:
+    """Largest angle at ``y`` between ``[y, x]`` and ``[y, z]`` where ``|xy| = tau`` and the
+    angle at ``x`` between ``[x, y]`` and ``[x, z]`` is at least ``theta``, any ``|xz|``.
 
-    Two geodesics of lengths ``a, b`` leaving a node at angle ``alpha`` end at distance
-    ``a + b + 2 log sin(alpha / 2)`` (up to ``O(e^{-min(a, b)})``), so a tree path of ``k``
-    edges shrinks by at most ``2 (k - 1) log(1 / sin(alpha / 2))``; this ``tau`` keeps that
-    below a fraction ``eps / (1 + eps)`` of ``k tau``.
+    ``atan2(sin theta, sinh tau - cosh tau cos theta)`` (the cotangent four-part formula
+    with ``coth |xz| >= 1``), scaled by ``2 e^-tau`` so that no term overflows.
+    """
+    if theta <= 0.0:
+        return math.pi
+    e2 = math.exp(-2.0 * tau)
+    return math.atan2(2.0 * math.exp(-tau) * math.sin(theta), 2.0 * math.sin(theta / 2) ** 2 - e2 * (1.0 + math.cos(theta)))
+
+
+def _step_gain(tau: float, theta: float) -> float:
+    """``log(cosh tau - sinh tau cos theta) = tau + log(sin^2(theta/2) + e^-2tau cos^2(theta/2))``."""
+    if theta <= 0.0:
+        return -tau
+    return tau + math.log(math.sin(theta / 2) ** 2 + math.exp(-2.0 * tau) * math.cos(theta / 2) ** 2)
+
+
+def distortion_bound(tau: float, min_angle: float, path_edges: int) -> float:
+    """Proven upper bound on the worst-case distortion of :func:`embed_tree` with edge ``tau``.
+
+    The tree is placed with every edge of hyperbolic length ``tau`` and, at every node, any
+    two of its edges (to the parent and to the children) leave at an angle ``>= alpha =
+    min_angle``. Take a tree path ``x_0, x_1, ..., x_k`` (``k <= path_edges``), write
+    ``d_i = d(x_0, x_i)``, ``theta_i`` for the angle at ``x_{i-1}`` between ``[x_{i-1}, x_0]``
+    and ``[x_{i-1}, x_i]`` and ``beta_i`` for the angle at ``x_i`` between ``[x_i, x_0]`` and
+    ``[x_i, x_{i-1}]`` (``beta_1 = 0``). Curvature -1 throughout.
+
+    1. *Angles.* Directions at a point form a sphere on which the angle is a metric, so
+       ``theta_i >= alpha - beta_{i-1}`` (the path's turn at ``x_{i-1}`` is ``>= alpha``).
+    2. *Deviation.* In the triangle ``x_0 x_{i-1} x_i`` (sides ``tau`` and ``d_{i-1}``
+       around ``theta_i``) the cotangent four-part formula gives
+       ``cot beta_i = (sinh tau coth d_{i-1} - cosh tau cos theta_i) / sin theta_i``;
+       with ``coth >= 1`` and the right side increasing in ``theta_i``,
+       ``beta_i <= B(tau, alpha - beta_{i-1})``, ``B(tau, t) = atan2(sin t, sinh tau -
+       cosh tau cos t)``. So ``beta_i <= b_i`` with ``b_1 = 0``, ``b_i = B(tau, alpha -
+       b_{i-1})``. (When ``tau`` is too small, ``b_i`` grows to ``alpha`` and a path that
+       always turns the same way curls up: no bound.)
+    3. *Growth.* ``d_i - d_{i-1}`` does not increase when ``x_0`` slides away along the
+       geodesic from ``x_{i-1}`` (triangle inequality), so it is at least its limit, the
+       law of cosines' ``g(tau, theta_i) = log(cosh tau - sinh tau cos theta_i)``,
+       increasing in ``theta_i``: ``d_k >= L_k = tau + sum_{i=2..k} g(tau, alpha - b_{i-1})``.
+    4. *Distortion.* ``d_k <= k tau`` (triangle inequality) with equality on an edge, so
+       ``D_wc <= tau / min_{k <= path_edges} (L_k / k)``.
+
+    Every ``b_i`` decreases and ``g / tau`` increases with ``tau`` (``g`` is convex in
+    ``tau`` with ``g(0) = 0``), so the bound is non-increasing in ``tau``.
+
+    Args:
+        tau: edge length (> 0).
+        min_angle: the smallest angle between two edges at a node, in ``(0, pi]``.
+        path_edges: the longest tree path (edges); ``2 * depth`` bounds it.
+
+    Returns:
+        The bound (``>= 1``), ``inf`` when the path lengths are not bounded below.
 
     Example:
         >>> import math
-        >>> round(tau_for_epsilon(1.0, math.pi / 2), 6)  # 4 log(sqrt 2) = 2 log 2
-        1.386294
+        >>> distortion_bound(5.0, math.pi, 40)  # a path: a geodesic
+        1.0
+        >>> round(distortion_bound(5.0, 2 * math.pi / 3, 40), 4), distortion_bound(1.0, 2 * math.pi / 3, 40)
+        (1.0604, inf)
+    """
+    if not (isinstance(tau, (int, float)) and math.isfinite(tau) and tau > 0):
+        raise ValueError(f"tau: expected a finite float > 0, got {tau!r}")
+    if not (isinstance(min_angle, (int, float)) and 0 < min_angle <= math.pi):
+        raise ValueError(f"min_angle: expected a float in (0, pi], got {min_angle!r}")
+    if isinstance(path_edges, bool) or not isinstance(path_edges, int) or path_edges < 0:
+        raise ValueError(f"path_edges: expected an int >= 0, got {path_edges!r}")
+    tau = float(tau)
+    length = tau
+    worst = tau  # min over k of L_k / k, k = 1 so far
+    b = 0.0
+    for k in range(2, path_edges + 1):
+        theta = max(min_angle - b, 0.0)
+        gain = _step_gain(tau, theta)
+        length += gain
+        worst = min(worst, length / k)
+        if worst <= 0.0:
+            return math.inf
+        b_next = _turn_angle(tau, theta)
+        if b_next == b:  # converged: every later step gains ``gain``, L_k / k is monotone in k
+            worst = min(worst, (length + (path_edges - k) * gain) / path_edges)
+            break
+        b = b_next
+    return tau / worst if worst > 0.0 else math.inf
+
+
+def tau_for_epsilon(epsilon: float, min_angle: float, path_edges: int | None = None) -> float:
+    """The smallest ``tau >= 1`` whose :func:`distortion_bound` is ``<= 1 + epsilon``.
+
+    A bisection on ``tau`` (the bound is non-increasing in ``tau``, see
+    :func:`distortion_bound`) to a relative width of ``2^-30``, keeping the upper end, so
+    the returned ``tau`` satisfies the bound as evaluated. The target is
+    ``(1 + epsilon)(1 - 1e-5)``: the margin covers the float64 evaluation of the bound
+    and the construction's rounding of directions (float32: ``~6e-8`` rad) and edge lengths
+    (``p`` bits). The floor 1 is for trees where any ``tau`` satisfies the bound (paths):
+    a larger ``tau`` only lowers the bound.
+
+    Args:
+        epsilon: target worst-case distortion ``1 + epsilon`` (> 0).
+        min_angle: the smallest angle between two edges at a node.
+        path_edges: the longest tree path in edges (:func:`embed_tree` passes
+            ``2 * depth``); ``None``: paths of any length (the limit of the bound, reached
+            within a few hundred edges).
+
+    Raises:
+        ValueError: no ``tau`` below ``1e4`` satisfies the bound (``min_angle`` tiny).
+
+    Example:
+        >>> import math
+        >>> round(tau_for_epsilon(1.0, math.pi / 2), 4)  # four edges per node in 2-D
+        2.1222
+        >>> round(tau_for_epsilon(1.0, 2 * math.pi / 3), 4)  # three edges per node: tau > 1
+        1.2895
     """
     if not (isinstance(epsilon, (int, float)) and math.isfinite(epsilon) and epsilon > 0):
         raise ValueError(f"epsilon: expected a finite float > 0, got {epsilon!r}")
-    nu = max(-math.log(math.sin(min_angle / 2)), 0.0)
-    return max(2.0 * (1.0 + epsilon) / epsilon * nu, 1.0)
+    edges = _UNBOUNDED_PATH if path_edges is None else path_edges
+    target = (1.0 + epsilon) * (1.0 - _BOUND_MARGIN)
+    lo, hi = 0.0, _MIN_TAU
+    while distortion_bound(hi, min_angle, edges) > target:
+        lo, hi = hi, 2.0 * hi
+        if hi > _MAX_SEARCH_TAU:
+            raise ValueError(
+                f"epsilon={epsilon!r}: no edge length tau <= {_MAX_SEARCH_TAU:g} bounds the distortion by 1 + epsilon "
+                f"at min_angle={min_angle!r}; use a larger epsilon or more dimensions"
+            )
+    if lo == 0.0:
+        return hi  # the floor already satisfies the bound
+    while hi - lo > hi * 2.0**-30:
+        mid = 0.5 * (lo + hi)
+        if distortion_bound(mid, min_angle, edges) <= target:
+            hi = mid
+        else:
+            lo = mid
+    return hi
 
 
 def _mobius_add(x: MCTensor, y: MCTensor) -> MCTensor:
@@ -362,17 +495,22 @@ def embed_tree(
         dim: ball / halfspace dimension (>= 2).
         nc: components, or ``"auto"`` for :func:`components_needed`.
         dtype: component dtype.
-        epsilon: target distortion ``1 + epsilon`` (sets ``tau`` via :func:`tau_for_epsilon`).
+        epsilon: guaranteed worst-case distortion: ``tau`` is :func:`tau_for_epsilon` of the
+            tree's smallest angle between edges and its longest path (``2 * depth``), so
+            ``D_wc <= distortion_bound <= 1 + epsilon`` (proof: :func:`distortion_bound`).
         tau: the edge length (exactly one of ``epsilon`` / ``tau``).
         progress: show a tqdm bar over the tree levels (on stderr).
 
     Returns:
         dict with ``embeddings`` (MCTensor ``(N, dim)`` or ``(N, dim + 1)`` for Lorentz),
-        ``tau``, ``nc``, ``bits_needed``, ``depth``, ``parent``, ``tree_edges``.
+        ``tau``, ``nc``, ``bits_needed``, ``depth``, ``parent``, ``tree_edges``,
+        ``min_angle`` and ``distortion_bound`` (the proven bound on ``D_wc`` at this
+        ``tau``; ``inf`` when a small explicit ``tau`` bounds nothing).
 
     Raises:
-        ValueError: bad arguments, several roots, or an explicit ``nc`` too small (the
-            message names the ``nc`` needed).
+        ValueError: bad arguments, several roots, an explicit ``nc`` too small (the
+            message names the ``nc`` needed), or an ``epsilon`` whose ``tau`` the radius
+            limit / ``nc`` cannot hold (the message names the smallest ``epsilon`` that fits).
 
     Example:
         >>> from hypermc.data import Graph
@@ -413,13 +551,17 @@ def embed_tree(
         table = _directions(dim, max(max_slots, 2))
         cos = (table @ table.T).fill_diagonal_(-1.0)
         min_angle = float(torch.arccos(cos.max().clamp(-1, 1)))
+    max_depth = int(depth.max())
+    path_edges = 2 * max_depth  # the longest tree path goes up to a common ancestor and down
     if tau is None:
         assert epsilon is not None  # exactly one of them, checked above
-        tau = tau_for_epsilon(epsilon, min_angle)
+        if not (isinstance(epsilon, (int, float)) and math.isfinite(epsilon) and epsilon > 0):
+            raise ValueError(f"epsilon: expected a finite float > 0, got {epsilon!r}")
+        tau = tau_for_epsilon(epsilon, min_angle, path_edges)
+        _check_epsilon_fits(epsilon, tau, min_angle, max_depth, nc, dtype)
     elif not (isinstance(tau, (int, float)) and math.isfinite(tau) and tau > 0):
         raise ValueError(f"tau: expected a finite float > 0, got {tau!r}")
     tau = float(tau)
-    max_depth = int(depth.max())
     bits = bits_needed(tau, max_depth, dtype)
     radius = tau * max_depth
     lim = _radius_limit(dtype)
@@ -498,7 +640,27 @@ def embed_tree(
         "parent": parent,
         "tree_edges": torch.stack([kids, parent[kids]], dim=1),
         "min_angle": min_angle,
+        "distortion_bound": distortion_bound(tau, min_angle, path_edges) if n > 1 else 1.0,
     }
+
+
+def _check_epsilon_fits(epsilon: float, tau: float, min_angle: float, depth: int, nc: Any, dtype: torch.dtype) -> None:
+    """Refuse an ``epsilon`` whose ``tau`` the radius limit or an explicit ``nc`` cannot hold,
+    naming the smallest ``epsilon`` that fits (the bound at the largest ``tau`` that does)."""
+    if depth < 1:
+        return
+    top = max_tau(depth, None if nc == "auto" or not isinstance(nc, int) or isinstance(nc, bool) else nc, dtype)
+    if tau <= top:
+        return
+    if top <= 0.0:
+        return  # no tau fits this nc at all: resolve_nc names the nc that does
+    best = distortion_bound(top, min_angle, 2 * depth)
+    held = f"nc={nc}" if nc != "auto" else f"{dtype} with at most nc={max_components(dtype)} (radius limit {_radius_limit(dtype):.4g})"
+    raise ValueError(
+        f"epsilon={epsilon!r} needs tau={tau:.6g} at tree depth {depth} (min_angle {min_angle:.4g} rad), "
+        f"beyond the largest tau={top:.6g} that {held} holds; the smallest epsilon that fits is "
+        f"{best - 1:.4g} (pass epsilon >= {best - 1:.4g}{'' if nc == 'auto' else ', or a larger nc'})"
+    )
 
 
 def fit_tau(

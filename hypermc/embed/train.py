@@ -71,7 +71,7 @@ from ..manifolds.math import fused
 from ..manifolds.parameter import ManifoldParameter
 from ..mcf.tensor import MCTensor
 from ..optim.riemannian import RiemannianSGD
-from .config import DEFAULT_INIT_STD, DEFAULTS, TrainConfig, device_name
+from .config import DEFAULT_INIT_STD, DEFAULTS, TrainConfig, auto_config, device_name
 from .distance import SUPPORTED, components_of, distance_function
 from .sampler import NegativeSampler
 
@@ -214,14 +214,24 @@ def train(
     """Train an embedding of ``graph`` on ``manifold`` (method in the module docstring).
 
     The hyperparameters come either as one :class:`~hypermc.embed.TrainConfig`
-    (``config``) or as keyword arguments named like its fields (``dim=10, lr=3.0, ...``;
-    the others keep their defaults), which build that config -- not both.
+    (``config``, taken as it is) or as keyword arguments named like its fields
+    (``dim=10, lr=3.0, ...``), which build that config -- not both. In the keyword form
+    the fields not given follow the rule of
+    :func:`~hypermc.embed.config.rule_hyperparameters` (:func:`~hypermc.embed.config.auto_config`):
+
+    * distance ``scale = dim / 4`` (2-D: 0.5; 10-D: 2.5);
+    * ``dim <= 2``: 1000 epochs, burn-in 20, ``lr`` 10 rising linearly to 80, exact update;
+    * ``dim >= 3``: 200 epochs, burn-in 5, ``lr`` 5 rising linearly to 50, ``fast=True``;
+    * the rest: :class:`TrainConfig`'s defaults (batch 512, 50 negatives, ...).
+
+    Measured on mammals (docs/training.md, "Defaults from the data"): 10-D MAP 0.979
+    (seed 0), 2-D MAP 0.972 (three seeds). Given keywords always win.
 
     Args:
         graph: the hierarchy; edges ``(child, parent)``.
         manifold: a :class:`PoincareHalfspace`, :class:`PoincareBall`, :class:`Lorentz`
             or :class:`Euclidean` instance.
-        config: the hyperparameters (default: ``TrainConfig(**hyperparameters)``).
+        config: the hyperparameters (default: ``auto_config(**hyperparameters)``).
         checkpoint_dir: where ``checkpoint.pt`` is written (overwritten): every
             ``config.checkpoint_every`` epochs and after the last epoch.
         resume: a checkpoint to continue from (the configuration must match; only
@@ -299,7 +309,7 @@ def _config_of(config: TrainConfig | None, hyperparameters: dict) -> TrainConfig
             f"train: unexpected keyword arguments {unknown}; the hyperparameters are the TrainConfig fields ({', '.join(HYPERPARAMETERS)})"
         )
     if config is None:
-        return TrainConfig(**hyperparameters)
+        return auto_config(**hyperparameters)
     check_instance("train", "config", config, TrainConfig, "a TrainConfig or None")
     if hyperparameters:
         raise TypeError(

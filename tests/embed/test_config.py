@@ -256,3 +256,46 @@ def test_cli_prints_the_config(tmp_path, capsys):
     assert main([*args, "--out", str(tmp_path / "b"), "--quiet"]) == 0
     out = capsys.readouterr().out
     assert "TrainConfig" not in out and len(out.strip().splitlines()) == 1
+
+
+# --- the rule: hyperparameters from the data when they are not given --------------------
+
+
+@pytest.mark.parametrize("dim", [1, 2, 3, 5, 10, 50])
+def test_rule_scales_with_the_dimension_and_switches_schedule_above_the_plane(dim):
+    rule = config_module.rule_hyperparameters(dim)
+    assert set(rule) == set(config_module.RULE_KEYS)
+    assert rule["scale"] == dim / 4
+    if dim <= 2:
+        assert (rule["epochs"], rule["lr"], rule["burnin"], rule["lr_end_mult"], rule["fast"]) == (1000, 10.0, 20, 8.0, False)
+    else:
+        assert (rule["epochs"], rule["lr"], rule["burnin"], rule["lr_end_mult"], rule["fast"]) == (200, 5.0, 5, 10.0, True)
+
+
+def test_auto_config_given_fields_win_and_the_plane_rule_is_the_dataclass_default():
+    assert config_module.auto_config(dim=2) == TrainConfig(dim=2)
+    cfg = config_module.auto_config(dim=10, scale=3.0, epochs=7, fast=False)
+    assert (cfg.scale, cfg.epochs, cfg.fast, cfg.lr, cfg.burnin) == (3.0, 7, False, 5.0, 5)
+    # the fast update is a retraction: an explicit retraction=False keeps fast off, not an error
+    assert config_module.auto_config(dim=10, retraction=False).fast is False
+    with pytest.raises(ValueError, match="TrainConfig: dim must be an int >= 1; got 0"):
+        config_module.auto_config(dim=0)
+
+
+def test_keyword_train_follows_the_rule_and_a_config_is_taken_as_it_is():
+    g = tree_closure(2, 2)
+    r = train(g, PoincareHalfspace(), dim=3, epochs=1, progress=False)
+    assert TrainConfig.from_dict(r.config) == config_module.auto_config(dim=3, epochs=1)
+    assert (r.config["scale"], r.config["lr"], r.config["fast"]) == (0.75, 5.0, True)
+    given = TrainConfig(dim=3, epochs=1)
+    assert TrainConfig.from_dict(train(g, PoincareHalfspace(), given, progress=False).config) == given
+
+
+def test_cli_flags_not_given_follow_the_rule(tmp_path):
+    from hypermc.__main__ import _parser, _train_config
+
+    base = ["train", "--out", str(tmp_path), "--dim", "10"]
+    assert _train_config(_parser().parse_args(base)) == config_module.auto_config(dim=10)
+    cfg = _train_config(_parser().parse_args([*base, "--scale", "3", "--no-fast", "--epochs", "9", "--lr", "2", "--burnin", "0"]))
+    assert (cfg.scale, cfg.fast, cfg.epochs, cfg.lr, cfg.burnin, cfg.lr_end_mult) == (3.0, False, 9, 2.0, 0, 10.0)
+    assert _train_config(_parser().parse_args(["train", "--out", str(tmp_path)])) == TrainConfig()

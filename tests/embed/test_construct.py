@@ -1,10 +1,14 @@
 """Tests of the combinatorial tree construction (hypermc.embed.construct)."""
 
 import math
+import re
 
 import mpmath
+import numpy as np
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from hypermc.data import Graph
 from hypermc.embed.construct import (
@@ -12,8 +16,10 @@ from hypermc.embed.construct import (
     bits_needed,
     components_needed,
     distortion,
+    distortion_bound,
     embed_tree,
     spanning_tree,
+    tau_for_epsilon,
 )
 from hypermc.manifolds import Lorentz, PoincareBall, PoincareHalfspace
 
@@ -345,3 +351,156 @@ def test_a_networkx_digraph_is_accepted():
     assert d == distortion(ref["embeddings"], Graph.from_networkx(nxg), tau=9.0) and d["tree_map"] == 1.0
     with pytest.raises(TypeError, match=r"graph: expected a hypermc.data.Graph or a networkx.DiGraph"):
         embed_tree([(1, 0)], tau=1.0)
+
+
+# --- the epsilon promise: D_wc <= 1 + epsilon on every tree ----------------------------
+
+
+def _from_parent(par: list[int]) -> Graph:
+    names = tuple(f"n{i:04d}" for i in range(len(par)))
+    edges = [[i, p] for i, p in enumerate(par) if p >= 0]
+    return Graph(names, torch.tensor(edges, dtype=torch.int64).reshape(-1, 2))
+
+
+def _caterpillar(spine: int) -> Graph:
+    """A path of ``spine`` nodes with one leaf hanging from each (2 spine nodes: a path)."""
+    return _from_parent([-1] + list(range(spine - 1)) + list(range(spine)))
+
+
+def _kary(k: int, depth: int) -> Graph:
+    par, level = [-1], [0]
+    for _ in range(depth):
+        nxt = []
+        for v in level:
+            for _ in range(k):
+                par.append(v)
+                nxt.append(len(par) - 1)
+        level = nxt
+    return _from_parent(par)
+
+
+def _recursive(n: int, seed: int) -> Graph:
+    """Random recursive tree: node i picks a uniform parent among 0..i-1."""
+    gen = torch.Generator().manual_seed(seed)
+    return _from_parent([-1] + [int(torch.randint(0, i, (1,), generator=gen)) for i in range(1, n)])
+
+
+def _worst_ratios_against_mpmath(r: dict, g: Graph, sources: torch.Tensor | None = None) -> tuple[float, float]:
+    """``(D_wc, mpmath D_wc)``: every pair (or every pair with a source in ``sources``), then
+    the pairs of the largest and smallest ``d_H / d_T`` recomputed in mpmath from the exact
+    components (``d = acosh(1 + 2|x - y|^2 / ((1 - |x|^2)(1 - |y|^2)))``)."""
+    from scipy.sparse import coo_matrix
+    from scipy.sparse.csgraph import shortest_path
+
+    parent = r["parent"].numpy()
+    n = parent.size
+    kids = parent >= 0
+    adj = coo_matrix((np.ones(int(kids.sum())), (np.nonzero(kids)[0], parent[kids])), shape=(n, n))
+    src = np.arange(n) if sources is None else sources.numpy()
+    dt = shortest_path(adj, directed=False, unweighted=True, indices=src)
+    si, sj = np.nonzero(dt > 0)
+    i, j = torch.from_numpy(src[si]), torch.from_numpy(sj)
+    x = r["embeddings"]
+    a = (1 - (x * x).sum(-1)).approx().to(torch.float64)
+    ratio = _pair_dist(x.components, a, i, j) / torch.from_numpy(dt[si, sj])
+    hi, lo = int(torch.argmax(ratio)), int(torch.argmin(ratio))
+    pts = x.to_mpmath()
+    with mpmath.workprec(r["nc"] * 53 + 64):
+
+        def ratio_mp(k: int) -> mpmath.mpf:
+            p, q = pts[int(i[k])], pts[int(j[k])]
+            diff2 = sum((u - v) ** 2 for u, v in zip(p, q))
+            den = (1 - sum(u * u for u in p)) * (1 - sum(v * v for v in q))
+            return mpmath.acosh(1 + 2 * diff2 / den) / float(dt[si[k], sj[k]])
+
+        exact = ratio_mp(hi) / ratio_mp(lo)
+    return float(ratio[hi] / ratio[lo]), float(exact)
+
+
+_TREES = st.one_of(
+    st.builds(_path, st.integers(1, 24)),
+    st.builds(_star, st.integers(1, 24)),
+    st.builds(_caterpillar, st.integers(2, 14)),
+    st.builds(_kary, st.integers(2, 5), st.integers(1, 3)).filter(lambda g: g.num_nodes <= 160),
+    st.builds(_kary, st.just(1), st.integers(8, 20)),  # deep and thin
+    st.builds(_recursive, st.integers(2, 60), st.integers(0, 2**31 - 1)),
+)
+
+
+@settings(max_examples=12, deadline=None)
+@given(g=_TREES, epsilon=st.sampled_from([0.1, 0.25, 0.5, 1.0, 3.0]), dim=st.sampled_from([2, 3]))
+def test_epsilon_bounds_the_worst_case_distortion_on_random_trees(g, epsilon, dim):
+    try:
+        r = embed_tree(g, dim=dim, epsilon=epsilon)
+    except ValueError as err:  # a promise it cannot keep is refused, naming what fits
+        assert re.search(rf"epsilon={epsilon!r} needs tau=.* the smallest epsilon that fits is", str(err)), err
+        return
+    assert r["distortion_bound"] <= 1 + epsilon
+    if g.num_nodes < 3:
+        return
+    d_wc, exact = _worst_ratios_against_mpmath(r, g)
+    assert exact == pytest.approx(d_wc, rel=1e-12)
+    assert exact <= r["distortion_bound"] <= 1 + epsilon
+
+
+def test_caterpillar_with_epsilon_one_is_not_left_at_tau_one():
+    # was: tau = 1 (the old rule's floor), D_wc 656, tree MAP 0.14. At tau = 1 a spine that
+    # turns by 2 pi / 3 the same way at every node curls up: the bound is infinite.
+    assert distortion_bound(1.0, 2 * math.pi / 3, 300) == math.inf
+    g = _caterpillar(40)
+    r = embed_tree(g, epsilon=1.0)
+    assert r["min_angle"] == pytest.approx(2 * math.pi / 3)
+    assert 1.2 < r["tau"] < 1.35 and r["distortion_bound"] <= 2.0
+    d_wc, exact = _worst_ratios_against_mpmath(r, g)
+    assert 1.9 < exact <= 2.0  # the bound is nearly reached: the spine curls as far as it may
+    assert distortion(r["embeddings"], g, tau=r["tau"], pairs=20)["tree_map"] == 1.0
+
+
+@pytest.mark.slow
+def test_caterpillar_of_150_with_epsilon_one_keeps_its_promise():
+    # the 150-node spine: depth 150, 7 components, ~60 s on a loaded 2-core machine
+    g = _caterpillar(150)
+    r = embed_tree(g, epsilon=1.0)
+    d_wc, exact = _worst_ratios_against_mpmath(r, g)
+    assert exact <= r["distortion_bound"] <= 2.0
+
+
+def test_four_ary_tree_of_depth_six_with_epsilon_half_keeps_its_promise():
+    # was: D_wc 1.529 (the rule ignored how the turns' deviations compound along a path)
+    g = _kary(4, 6)
+    r = embed_tree(g, epsilon=0.5)
+    assert r["distortion_bound"] <= 1.5
+    # the longest paths run leaf to leaf through the root: sources are leaves of different
+    # subtrees of the root (and of the root's children), each against all 5,461 nodes
+    leaves = torch.nonzero(r["parent"] >= 0).flatten()[-(4**6) :]
+    sources = leaves[torch.arange(0, 4**6, 4**6 // 16)]
+    d_wc, exact = _worst_ratios_against_mpmath(r, g, sources)
+    assert 1.4 < exact <= 1.5
+
+
+def test_epsilon_beyond_the_precision_is_refused_naming_what_fits():
+    g = _caterpillar(40)
+    fits = "holds; the smallest epsilon that fits is"
+    with pytest.raises(ValueError, match=rf"epsilon=0.01 needs tau=.* beyond the largest tau=.* nc=2 {fits}"):
+        embed_tree(g, epsilon=0.01, nc=2)
+    with pytest.raises(ValueError, match=rf"epsilon=0.001 needs tau=290.*torch.float64 with at most nc=18 .* {fits} 0.2558"):
+        embed_tree(_caterpillar(300), epsilon=0.001)
+    with pytest.raises(ValueError, match="epsilon: expected a finite float > 0, got -1.0"):
+        embed_tree(g, epsilon=-1.0)
+
+
+def test_distortion_bound_laws():
+    # a path is a geodesic; one turn is the law of cosines; the bound falls with tau
+    assert distortion_bound(3.0, math.pi, 50) == 1.0
+    tau, alpha = 2.0, math.pi / 3
+    two = math.acosh(math.cosh(tau) ** 2 - math.sinh(tau) ** 2 * math.cos(alpha))
+    assert distortion_bound(tau, alpha, 2) >= tau / (two / 2)
+    taus = [1.0 + 0.25 * k for k in range(30)]
+    bounds = [distortion_bound(t, alpha, 40) for t in taus]
+    assert all(b1 >= b2 for b1, b2 in zip(bounds, bounds[1:]))
+    t = tau_for_epsilon(0.5, alpha, 40)
+    assert distortion_bound(t, alpha, 40) <= 1.5 < distortion_bound(t * (1 - 1e-6), alpha, 40) / (1 - 1e-5)
+    with pytest.raises(ValueError, match="epsilon: expected a finite float > 0, got 0"):
+        tau_for_epsilon(0, alpha)
+    with pytest.raises(ValueError, match=r"min_angle: expected a float in \(0, pi\], got 4"):
+        distortion_bound(1.0, 4, 3)

@@ -233,3 +233,17 @@ def test_unique_ids_is_torch_unique(num_nodes, shape):
     ids, inv = unique_ids(nodes, num_nodes)
     want_ids, want_inv = torch.unique(nodes, return_inverse=True)
     assert torch.equal(ids, want_ids) and torch.equal(inv, want_inv) and inv.shape == shape
+
+
+@pytest.mark.slow
+def test_mammals_10d_with_the_rule_reaches_map_097():
+    """``train(graph, manifold, dim=10)`` alone: the rule's 200 fast epochs at scale 2.5.
+    Slow: ~30 s of CPU on one thread, 481 s wall on the shared 2-core machine at load
+    ~18 (docs/training.md, "Defaults from the data"); the rule itself is checked fast in
+    tests/embed/test_config.py."""
+    from hypermc.data import load_mammals
+
+    g = load_mammals()
+    r = train(g, PoincareHalfspace(), dim=10, seed=0, progress=False)
+    assert (r.epoch, r.config["scale"], r.config["fast"]) == (200, 2.5, True)
+    assert evaluate(r.manifold, r.embeddings, g.edges, fast=True)["map"] >= 0.97

@@ -1,0 +1,119 @@
+"""Mammals with the trainer's own hyperparameters: ``train(graph, manifold, dim=...)``, no other setting.
+
+One JSON line per run, appended to ``--out``: the manifold, ``dim``, ``nc``, seed, the
+hyperparameters the rule picked (:func:`hypermc.embed.rule_hyperparameters`), MAP and
+mean rank on all sources, the training wall time and CPU time (all threads; on a shared
+machine the wall time depends on the load, the CPU time much less), the evaluation wall
+time, and the run's context: command, commit (``(modified)`` for a dirty tree), torch,
+machine, thread count, load average at start and end.
+
+``--table FILE`` prints the rows of such a file as the markdown table of docs/training.md.
+
+Usage::
+
+    OMP_NUM_THREADS=2 python benchmarks/bench_defaults.py --dim 10 --seeds 0 1 2 --out docs/results/mammals_defaults.jsonl
+    OMP_NUM_THREADS=2 python benchmarks/bench_defaults.py --dim 2 --manifold ball --nc plain --seeds 0 --out ...
+    python benchmarks/bench_defaults.py --table docs/results/mammals_defaults.jsonl
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import subprocess
+import sys
+import time
+
+import torch
+
+from hypermc.data import load_mammals
+from hypermc.embed import evaluate, train
+from hypermc.embed.config import RULE_KEYS
+from hypermc.embed.train import MANIFOLDS
+
+
+def _commit() -> str:
+    here = os.path.dirname(os.path.abspath(__file__))
+    try:
+        head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=here, capture_output=True, text=True, check=True).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=here, capture_output=True, text=True).stdout
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+    return head + (" (modified)" if dirty.strip() else "")
+
+
+_COLUMNS = ("manifold", "dim", "nc", "seed", "scale", "epochs", "fast", "map", "mean_rank", "threads", "train_s", "train_cpu_s", "eval_s")
+
+
+def table(path: str) -> str:
+    """The rows of a JSON-lines file written by this script, as a markdown table (with load and commit)."""
+    with open(path) as f:
+        rows = [json.loads(line) for line in f if line.strip()]
+    head = [*_COLUMNS, "load (start-end)", "commit"]
+    out = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for r in rows:
+        cells = [str(r[k]) for k in _COLUMNS] + [f"{r['load_start']}-{r['load_end']}", r["commit"]]
+        out.append("| " + " | ".join(cells) + " |")
+    return "\n".join(out)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--table", default=None, help="print this JSON-lines file as a markdown table and exit")
+    p.add_argument("--dim", type=int, default=None)
+    p.add_argument("--manifold", default="halfspace", choices=["halfspace", "ball", "lorentz"])
+    p.add_argument("--nc", default="2", help="components, or 'plain' for float64 tensors")
+    p.add_argument("--seeds", type=int, nargs="+", default=[0])
+    p.add_argument("--threads", type=int, default=None, help="torch.set_num_threads (default: torch's, i.e. OMP_NUM_THREADS)")
+    p.add_argument("--out", default=None, help="JSON-lines file to append to")
+    args = p.parse_args(argv)
+    if args.table is not None:
+        print(table(args.table))
+        return 0
+    if args.dim is None or args.out is None:
+        p.error("--dim and --out are required (or --table FILE)")
+    if args.threads is not None:
+        torch.set_num_threads(args.threads)
+    nc = None if args.nc == "plain" else int(args.nc)
+    graph = load_mammals()
+    manifold = MANIFOLDS[args.manifold]()
+    context = {
+        "command": "python benchmarks/bench_defaults.py " + " ".join(sys.argv[1:] if argv is None else argv),
+        "commit": _commit(),
+        "torch": torch.__version__,
+        "machine": f"{platform.machine()} {os.cpu_count()} CPUs",
+        "threads": torch.get_num_threads(),
+    }
+    for seed in args.seeds:
+        load0 = os.getloadavg()[0]
+        t0, c0 = time.perf_counter(), time.process_time()
+        r = train(graph, manifold, dim=args.dim, nc=nc, seed=seed, progress=False)
+        train_s, train_cpu = time.perf_counter() - t0, time.process_time() - c0
+        t1 = time.perf_counter()
+        m = evaluate(r.manifold, r.embeddings, graph.edges, fast=True)
+        row = {
+            "manifold": args.manifold,
+            "dim": args.dim,
+            "nc": args.nc,
+            "seed": seed,
+            **{k: r.config[k] for k in RULE_KEYS},
+            "map": round(m["map"], 4),
+            "mean_rank": round(m["mean_rank"], 3),
+            "train_s": round(train_s, 1),
+            "train_cpu_s": round(train_cpu, 1),
+            "eval_s": round(time.perf_counter() - t1, 1),
+            "load_start": round(load0, 2),
+            "load_end": round(os.getloadavg()[0], 2),
+            **context,
+        }
+        line = json.dumps(row)
+        print(line, flush=True)
+        with open(args.out, "a") as f:
+            f.write(line + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
