@@ -1,0 +1,168 @@
+"""Build the hypermc wheel, check its contents, install it in a fresh venv, run the quickstart.
+
+Run by ``.ci/run`` from the repository root::
+
+    python .ci/check_wheel.py
+
+1. Copies the source tree's files (git's tracked and untracked-but-not-ignored files) to a
+   temporary directory and builds the wheel there with ``pip wheel --no-deps``, so no stale
+   ``build/`` directory of the checkout can leak into the wheel.
+2. Checks the wheel: every file git tracks under ``hypermc/`` is in it (modules, the
+   shipped csv data, the NOTICE files, ``py.typed``), nothing outside ``hypermc/`` and its
+   ``.dist-info`` is, the LICENSE is in ``.dist-info/licenses``, and the metadata carries
+   pyproject.toml's version and ``License-Expression: Apache-2.0``.
+3. Creates a venv (``--system-site-packages``: torch and the other dependencies come from
+   the running interpreter, nothing is downloaded), installs the wheel into it, and from a
+   directory outside the source tree (no ``PYTHONPATH``) checks that ``import hypermc``
+   loads the venv's copy and reports the version, loads the shipped mammal closure, and
+   runs ``examples/quickstart.py`` (a copy), comparing its output with the source tree's run.
+
+Exits non-zero with a message naming the failed check.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import zipfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+#: What is never copied when the tree is not a git checkout.
+_IGNORED = shutil.ignore_patterns("build", "dist", "*.egg-info", "__pycache__", ".venv", "venv", ".git", "runs", "*.so")
+
+
+def fail(message: str) -> None:
+    print(f"check_wheel: FAILED: {message}", file=sys.stderr)
+    sys.exit(1)
+
+
+def run(cmd: list[str], **kwargs) -> subprocess.CompletedProcess:
+    proc = subprocess.run(cmd, capture_output=True, text=True, **kwargs)
+    if proc.returncode != 0:
+        fail(f"{' '.join(map(str, cmd))} exited {proc.returncode}:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
+    return proc
+
+
+def source_files() -> list[str] | None:
+    """The tree's files as git sees them (tracked + untracked, not ignored), or None without git."""
+    try:
+        out = subprocess.run(
+            ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=ROOT, capture_output=True, check=True
+        ).stdout
+    except (OSError, subprocess.CalledProcessError):
+        return None
+    return [f for f in out.decode().split("\0") if f and (ROOT / f).is_file()]
+
+
+def copy_tree(dest: Path) -> list[str] | None:
+    files = source_files()
+    if files is None:
+        shutil.copytree(ROOT, dest, ignore=_IGNORED)
+        return None
+    for f in files:
+        target = dest / f
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(ROOT / f, target)
+    return files
+
+
+def project_version() -> str:
+    sys.path.insert(0, str(ROOT))
+    try:
+        from hypermc._version import source_tree_version
+    finally:
+        sys.path.pop(0)
+    version = source_tree_version(ROOT / "pyproject.toml")
+    if version is None:
+        fail("pyproject.toml has no [project] version")
+    return version
+
+
+def check_contents(wheel: Path, version: str, files: list[str] | None) -> None:
+    with zipfile.ZipFile(wheel) as z:
+        names = set(z.namelist())
+        dist_info = f"hypermc-{version}.dist-info"
+        meta = z.read(f"{dist_info}/METADATA").decode()
+    outside = sorted(n for n in names if not (n.startswith("hypermc/") or n.startswith(dist_info + "/")))
+    if outside:
+        fail(f"{wheel.name} holds files outside hypermc/ and {dist_info}/: {outside[:10]}")
+    expected = {"hypermc/py.typed", "hypermc/data/mammal_closure.csv", "hypermc/data/breast_cancer.csv"}
+    expected |= {f for f in (files or []) if f.startswith("hypermc/")}
+    missing = sorted(expected - names)
+    if missing:
+        fail(f"{wheel.name} lacks package files: {missing[:20]}")
+    if not any(n.startswith("hypermc/data/NOTICE") for n in names):
+        fail(f"{wheel.name} lacks the data NOTICE files")
+    if f"{dist_info}/licenses/LICENSE" not in names:
+        fail(f"{wheel.name} lacks {dist_info}/licenses/LICENSE")
+    for field in (f"Version: {version}", "License-Expression: Apache-2.0", "Requires-Python: >=3.10"):
+        if not re.search(rf"^{re.escape(field)}$", meta, re.MULTILINE):
+            fail(f"{wheel.name} METADATA lacks {field!r}")
+    print(f"check_wheel: {wheel.name}: {len(names)} files, every tracked hypermc/ file, LICENSE, NOTICE, py.typed, metadata ok")
+
+
+#: Run by the venv's interpreter outside the source tree: where hypermc comes from, its version, the shipped data.
+_PROBE = """
+import sys, hypermc
+from hypermc.data import load_mammals
+g = load_mammals()
+print(hypermc.__file__)
+print(hypermc.__version__)
+print(g.num_nodes, g.num_edges)
+"""
+
+
+def main() -> None:
+    start = time.perf_counter()
+    version = project_version()
+    with tempfile.TemporaryDirectory(prefix="hypermc-wheel-") as tmp_name:
+        tmp = Path(tmp_name)
+        files = copy_tree(tmp / "src")
+        run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", str(tmp / "src"), "-w", str(tmp / "dist")])
+        wheels = sorted((tmp / "dist").glob("hypermc-*.whl"))
+        if len(wheels) != 1:
+            fail(f"expected one hypermc wheel in {tmp / 'dist'}, found {[w.name for w in wheels]}")
+        check_contents(wheels[0], version, files)
+
+        venv = tmp / "venv"
+        run([sys.executable, "-m", "venv", "--system-site-packages", str(venv)])
+        python = venv / "bin" / "python"
+        if not python.exists():
+            python = venv / "Scripts" / "python.exe"
+        # --force-reinstall: an editable hypermc of the outer interpreter is visible through
+        # --system-site-packages and would otherwise count as installed
+        run([str(python), "-m", "pip", "install", "-q", "--no-deps", "--force-reinstall", str(wheels[0])])
+
+        work = tmp / "outside"
+        work.mkdir()
+        env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME", "PYTHONSTARTUP")}
+        env["PYTHONSAFEPATH"] = "1"  # no script directory / cwd on sys.path
+        probe = run([str(python), "-c", _PROBE], cwd=work, env=env).stdout.split("\n")
+        where, reported, counts = probe[0], probe[1], probe[2]
+        site = Path(run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"], cwd=work, env=env).stdout.strip())
+        if not Path(where).resolve().is_relative_to(site.resolve()):
+            fail(f"the venv imported hypermc from {where}, not from its site-packages {site}")
+        if reported != version:
+            fail(f"installed hypermc.__version__ is {reported!r}, pyproject.toml says {version!r}")
+        if counts != "1180 6540":
+            fail(f"the installed package's mammal closure has {counts} nodes/edges, expected 1180 6540")
+
+        shutil.copy2(ROOT / "examples" / "quickstart.py", work / "quickstart.py")
+        installed = run([str(python), "quickstart.py"], cwd=work, env=env).stdout
+        reference = run([sys.executable, str(ROOT / "examples" / "quickstart.py")], cwd=ROOT).stdout
+        if installed != reference:
+            fail(f"the quickstart printed differently from the installed wheel:\n{installed}\nsource tree:\n{reference}")
+        if not installed.strip():
+            fail("the quickstart printed nothing")
+    seconds = time.perf_counter() - start
+    print(f"check_wheel: installed {wheels[0].name} in a venv, hypermc {reported} from {where}; quickstart ok ({seconds:.0f} s)")
+
+
+if __name__ == "__main__":
+    main()
