@@ -14,13 +14,14 @@ unified diff when the two differ, and when the README does not show the command 
 (:data:`COMMAND`), so that the two cannot drift apart.
 
 The main job runs in a temporary directory (its pictures are written there) with the
-interpreter running this script.
+interpreter running this script and this tree's hypermc first on ``PYTHONPATH``.
 """
 
 from __future__ import annotations
 
 import argparse
 import difflib
+import os
 import re
 import subprocess
 import sys
@@ -97,8 +98,10 @@ def compare(expected: list[str], printed: list[str]) -> str:
 def run_main_job() -> str:
     """Run :data:`COMMAND` in a temporary directory; its standard output."""
     script = ROOT / COMMAND.split()[1]
+    # this tree's hypermc, as `pip install -e .` would give (the same package in CI)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
     with tempfile.TemporaryDirectory(prefix="hypermc-main-job-") as tmp:
-        proc = subprocess.run([sys.executable, str(script)], cwd=tmp, capture_output=True, text=True)
+        proc = subprocess.run([sys.executable, str(script)], cwd=tmp, env=env, capture_output=True, text=True)
     if proc.returncode != 0:
         raise CheckError(f"{COMMAND} exited {proc.returncode}:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
     return proc.stdout
