@@ -5,9 +5,9 @@ Run by ``.ci/run`` from the repository root::
     python .ci/check_wheel.py
 
 1. Copies the source tree's files (git's tracked and untracked-but-not-ignored files) to a
-   temporary directory and builds the wheel there with ``pip wheel --no-deps`` (pip fetches
-   the build backend pyproject.toml names into an isolated environment), so no stale
-   ``build/`` directory of the checkout can leak into the wheel.
+   temporary directory and builds the wheel there with ``pip wheel --no-deps`` (with the
+   installed setuptools where it meets pyproject.toml's requirement, else in pip's isolated
+   build environment), so no stale ``build/`` directory of the checkout can leak into the wheel.
 2. Checks the wheel: every file git tracks under ``hypermc/`` is in it (modules, the
    shipped csv data, the NOTICE files, ``py.typed``), nothing outside ``hypermc/`` and its
    ``.dist-info`` is, the LICENSE is in ``.dist-info/licenses``, and the metadata carries
@@ -32,6 +32,7 @@ import sys
 import tempfile
 import time
 import zipfile
+from importlib import metadata
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -79,6 +80,17 @@ def copy_tree(dest: Path) -> list[str] | None:
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(ROOT / f, target)
     return files
+
+
+def _has_build_backend() -> bool:
+    """Whether the running interpreter has the setuptools that pyproject.toml's
+    ``[build-system] requires`` names (``setuptools>=N``)."""
+    wanted = re.search(r'requires\s*=\s*\["setuptools>=(\d+)"\]', (ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+    try:
+        major = int(metadata.version("setuptools").split(".")[0])
+    except (metadata.PackageNotFoundError, ValueError):
+        return False
+    return wanted is not None and major >= int(wanted.group(1))
 
 
 def project_version() -> str:
@@ -135,7 +147,10 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="hypermc-wheel-") as tmp_name:
         tmp = Path(tmp_name)
         files = copy_tree(tmp / "src")
-        run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", str(tmp / "src"), "-w", str(tmp / "dist")])
+        isolation = []
+        if _has_build_backend():
+            isolation = ["--no-build-isolation"]  # the installed setuptools builds it: no download
+        run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", *isolation, str(tmp / "src"), "-w", str(tmp / "dist")])
         wheels = sorted((tmp / "dist").glob("hypermc-*.whl"))
         if len(wheels) != 1:
             fail(f"expected one hypermc wheel in {tmp / 'dist'}, found {[w.name for w in wheels]}")

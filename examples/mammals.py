@@ -13,8 +13,15 @@ seed, with each run's final MAP in the legend. A progress bar per run goes to st
 is a terminal (``--quiet``: none).
 
 The defaults finish in about 5 minutes on a 2-core CPU (5 min 17 s measured, 80-130 s per
-row; 500 epochs per row: MAP ≈ 0.96, mean rank ≈ 1.18 at seed 0; the 1000-epoch table is in
-README.md and docs/embeddings.md). The paper's setting --
+row) and print the table README.md shows between its ``main-job-table`` markers, digit for
+digit: ``.ci/run`` runs them and compares (``.ci/check_main_job.py``). The digits do not
+depend on the thread count (``--threads``): every random draw comes from the seeded
+generator, and the softmax loss sums in one fixed order
+(:func:`hypermc.embed.train.fixed_order_logsumexp`), not in the SIMD-width-dependent order of
+``torch.logsumexp``. They depend on the torch version and on its elementwise functions (exp,
+log, asinh): the scalar kernels that ``ATEN_CPU_CAPABILITY=default`` selects round some
+results differently from the vectorised ones and give other digits. The wall times are
+printed after the table, not in it. The paper's setting --
 1000 epochs, 50 negatives, 20 burn-in epochs -- is ``--epochs 1000``; the trainer's
 defaults (batch 512, distance scale 0.5, lr ramped linearly from 10 to 80 after burn-in)
 are tuned for it. The README and docs/embeddings.md table comes from::
@@ -118,7 +125,7 @@ def main() -> None:
         type=int,
         default=1,
         help="torch.set_num_threads (default 1: the batches are small, and extra threads "
-        "slow down badly on a loaded machine; 0 keeps torch's default)",
+        "slow down badly on a loaded machine; 0 keeps torch's default); the printed numbers do not depend on it",
     )
     args = p.parse_args()
     for flag in ("plot", "curve"):
