@@ -6,13 +6,14 @@ with error-free transformations; :class:`hypermc.MCTensor` is a ``torch.Tensor``
 
 from typing import TYPE_CHECKING
 
+from ._version import package_version
 from .manifolds import ManifoldParameter, ManifoldTensor
 from .mcf import MCTensor, from_mpmath, mc
 
 if TYPE_CHECKING:
     from .embed.config import TrainConfig
 
-__version__ = "0.1.0"
+__version__ = package_version()  # from the package metadata (pyproject.toml's version)
 
 __all__ = ["MCTensor", "mc", "from_mpmath", "__version__"]
 __all__ += ["ManifoldParameter", "ManifoldTensor", "TrainConfig"]

@@ -83,6 +83,7 @@ __all__ = [
     "resolve_device",
     "fast_retr_rows",
     "unique_ids",
+    "fixed_order_logsumexp",
     "TrainResult",
     "load_checkpoint",
     "manifold_from_config",
@@ -425,6 +426,45 @@ def unique_ids(nodes: torch.Tensor, num_nodes: int) -> tuple[torch.Tensor, torch
     return ids, pos[flat].view(nodes.shape)
 
 
+def fixed_order_logsumexp(x: torch.Tensor) -> torch.Tensor:
+    """``log(sum(exp(x)))`` along the last dimension, summed in one fixed order.
+
+    ``m + log(s)`` with ``m`` the row maximum (0 where it is infinite, as
+    :func:`torch.logsumexp` does) and ``s`` the sum of ``exp(x - m)`` in a pairwise tree:
+    the row is padded with zeros to a power of two and its halves added elementwise until
+    one value is left. Every addition is one elementwise IEEE operation, so the result,
+    and the gradient (the softmax of ``x``, through the same ops), are the same bits on
+    any CPU or thread count; :func:`torch.logsumexp` sums in an order that depends on the
+    SIMD width of the kernels torch picked for the CPU (AVX2, AVX-512, ...). The trainer's
+    softmax loss uses it so that a run gives the same digits on every machine.
+
+    Bound: relative error of ``s`` at most ``(ceil(log2 n) + 1) u`` (the tree depth, plus
+    ``exp``'s own error), the same order as :func:`torch.logsumexp`.
+
+    Args:
+        x: floating tensor ``(..., n)``, ``n >= 1``; ``-inf`` entries drop out.
+
+    Returns:
+        Tensor ``(...)``.
+
+    Example:
+        >>> x = torch.tensor([[0.0, math.log(3.0)], [1.0, -math.inf]], dtype=torch.float64)
+        >>> fixed_order_logsumexp(x)  # log 4 and 1
+        tensor([1.3863, 1.0000], dtype=torch.float64)
+    """
+    m = x.detach().amax(dim=-1, keepdim=True)
+    m = torch.where(torch.isinf(m), torch.zeros_like(m), m)
+    s = torch.exp(x - m)
+    n = s.shape[-1]
+    width = 1 << (n - 1).bit_length()
+    if width != n:
+        s = torch.nn.functional.pad(s, (0, width - n))
+    while s.shape[-1] > 1:
+        half = s.shape[-1] // 2
+        s = s[..., :half] + s[..., half:]
+    return torch.log(s.squeeze(-1)) + m.squeeze(-1)
+
+
 def epoch_lr(config: TrainConfig | Mapping[str, Any], epoch: int) -> float:
     """Learning rate of the 0-based ``epoch`` of a run with this ``config``.
 
@@ -710,7 +750,7 @@ class _Trainer:
             d = self.distance(rows, inv[:, :1], inv[:, 1:], leaf=leaf)
             logits = d * (-scale)
             logits = logits.masked_fill(torch.cat([torch.zeros_like(valid[:, :1]), ~valid], dim=1), -math.inf)
-            per_edge = torch.logsumexp(logits, dim=1) - logits[:, 0]
+            per_edge = fixed_order_logsumexp(logits) - logits[:, 0]
             loss = per_edge.mean() if self.parallel is None else per_edge.sum() / batch.n_pairs
             loss.backward()
         if not bool(torch.isfinite(per_edge).all()):

@@ -3,14 +3,16 @@ argument checks."""
 
 from __future__ import annotations
 
+import math
 import re
 
+import mpmath
 import pytest
 import torch
 
 import hypermc as hm
 from hypermc.embed import evaluate, load_checkpoint, train
-from hypermc.embed.train import CHECKPOINT_NAME, DEFAULTS, _content_hash, epoch_lr, unique_ids
+from hypermc.embed.train import CHECKPOINT_NAME, DEFAULTS, _content_hash, epoch_lr, fixed_order_logsumexp, unique_ids
 from hypermc.manifolds import Euclidean, Lorentz, PoincareBall, PoincareHalfspace
 from tests.embed.helpers import tree_closure
 
@@ -247,3 +249,78 @@ def test_mammals_10d_with_the_rule_reaches_map_097():
     r = train(g, PoincareHalfspace(), dim=10, seed=0, progress=False)
     assert (r.epoch, r.config["scale"], r.config["fast"]) == (200, 2.5, True)
     assert evaluate(r.manifold, r.embeddings, g.edges, fast=True)["map"] >= 0.97
+
+
+def _pairwise_reference(values: list[float]) -> float:
+    """The tree of fixed_order_logsumexp in Python floats: pad to a power of two, add halves."""
+    width = 1 << (len(values) - 1).bit_length()
+    row = values + [0.0] * (width - len(values))
+    while len(row) > 1:
+        half = len(row) // 2
+        row = [a + b for a, b in zip(row[:half], row[half:])]
+    return row[0]
+
+
+def _logits(seed: int, rows: int = 64, n: int = 51) -> torch.Tensor:
+    gen = torch.Generator().manual_seed(seed)
+    x = torch.randn(rows, n, generator=gen, dtype=F64) * 20
+    x[:, 0] = -torch.rand(rows, generator=gen, dtype=F64) * 3  # a finite positive logit, as in training
+    x[torch.rand(rows, n, generator=gen) < 0.2] = -math.inf  # masked slots
+    x[:, 0] = x[:, 0].nan_to_num(neginf=-1.0)
+    return x
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 51, 64, 65])
+def test_fixed_order_logsumexp_against_mpmath(n, seed):
+    x = _logits(seed, rows=32, n=n)
+    got = fixed_order_logsumexp(x)
+    depth = max(1, (n - 1).bit_length())
+    eps = mpmath.mpf(2) ** -53
+    for row, value in zip(x.tolist(), got.tolist()):
+        with mpmath.workdps(50):
+            exact = mpmath.log(mpmath.fsum(mpmath.exp(mpmath.mpf(v)) for v in row if v != -math.inf))
+            # tree depth + exp's ulp + the rounding of x - m (e^-t t <= 1/e per term) + log and the final add
+            bound = (depth + 2 + n / mpmath.e) * eps + 2 * eps * abs(exact)
+            assert abs(mpmath.mpf(value) - exact) <= bound, (row, value, exact)
+
+
+def test_fixed_order_logsumexp_sums_in_one_fixed_order(seed):
+    x = _logits(seed)
+    got = fixed_order_logsumexp(x)
+    m = x.amax(dim=1, keepdim=True)
+    terms = torch.exp(x - m)
+    expected = torch.tensor([_pairwise_reference(r) for r in terms.tolist()], dtype=F64).log() + m.squeeze(1)
+    assert torch.equal(got, expected)
+    # rows are independent of the batch around them
+    assert torch.equal(torch.cat([fixed_order_logsumexp(x[i : i + 1]) for i in range(x.shape[0])]), got)
+
+
+def test_fixed_order_logsumexp_gradient_is_the_softmax(seed):
+    x = _logits(seed).requires_grad_(True)
+    fixed_order_logsumexp(x).sum().backward()
+    softmax = torch.softmax(x.detach(), dim=1)
+    assert torch.allclose(x.grad, softmax, rtol=1e-14, atol=1e-300)
+    assert bool((x.grad[torch.isinf(x.detach())] == 0).all())  # masked slots get no gradient
+
+
+def test_fixed_order_logsumexp_infinite_rows():
+    x = torch.tensor([[-math.inf, -math.inf], [math.inf, 0.0], [5.0, -math.inf]], dtype=F64)
+    assert fixed_order_logsumexp(x).tolist() == torch.logsumexp(x, dim=1).tolist() == [-math.inf, math.inf, 5.0]
+
+
+def test_training_does_not_depend_on_the_thread_count():
+    # the same bits with 1 and 2 intra-op threads (plain and MC tables); a batch's
+    # 512 x 65 logits are above torch's grain size (32,768 elements), so ops do split
+    g = tree_closure(4, 4)  # 341 nodes, 1,252 edges
+    before = torch.get_num_threads()
+    results = {}
+    try:
+        for threads in (1, 2):
+            torch.set_num_threads(threads)
+            for nc in (None, 2):
+                r = train(g, PoincareHalfspace(), dim=2, nc=nc, dtype=F64, epochs=2, seed=3, batch_size=512, negatives=64, burnin=1)
+                results[threads, nc] = (r.embeddings.components if nc else r.embeddings).clone(), r.history[-1]["loss"]
+    finally:
+        torch.set_num_threads(before)
+    for nc in (None, 2):
+        assert torch.equal(results[1, nc][0], results[2, nc][0]) and results[1, nc][1] == results[2, nc][1]
