@@ -45,6 +45,7 @@ import time
 
 import torch
 
+from hypermc import _results
 from hypermc._progress import show_progress
 from hypermc.data import load_mammals
 from hypermc.embed import evaluate, train
@@ -120,6 +121,7 @@ def main() -> None:
         help="torch.set_num_threads (default 1: the batches are small, and extra threads "
         "slow down badly on a loaded machine; 0 keeps torch's default)",
     )
+    _results.add_argument(p)
     args = p.parse_args()
     for flag in ("plot", "curve"):
         value = getattr(args, flag)
@@ -205,4 +207,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    _results.run(main)
