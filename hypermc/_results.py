@@ -27,6 +27,8 @@ from typing import Any
 
 OPTION = "--write-results"
 MARKER = "<!-- results fragment: written by the command below (--write-results); do not edit by hand -->"
+# a table recorded before the scripts wrote their own fragments: its provenance as the docs stated it
+RECORDED = "<!-- results fragment: recorded run, provenance as the docs stated it; rerun the command with --write-results to replace it -->"
 ROOT = Path(__file__).resolve().parents[1]
 # sources whose uncommitted changes make a run differ from its commit
 SOURCE_DIRS = ("hypermc", "benchmarks", "examples")
