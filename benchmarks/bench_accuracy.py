@@ -32,6 +32,7 @@ import mpmath
 import torch
 
 import hypermc as hm
+from hypermc import _results
 
 BOUND = {"add": 8, "sub": 8, "mul": 8, "div": 8, "sqrt": 8, "exp": 64, "log": 64, "tanh": 64, "sin": 64, "cos": 64, "tan": 64}
 OPS = list(BOUND)
@@ -136,6 +137,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--samples", type=int, default=2000)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--threads", type=int, default=1)
+    _results.add_argument(ap)
     args = ap.parse_args(argv)
     torch.set_num_threads(args.threads)
     start = time.perf_counter()
@@ -154,4 +156,4 @@ def main(argv: list[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    _results.run(main)

@@ -24,6 +24,7 @@ import time
 
 import torch
 
+from hypermc import _results
 from hypermc.data import load_mammals
 from hypermc.embed import train
 from hypermc.manifolds import Lorentz, PoincareBall, PoincareHalfspace
@@ -76,6 +77,7 @@ def main() -> None:
     ap.add_argument("--batch", type=int, default=4096)
     ap.add_argument("--repeat", type=int, default=20)
     ap.add_argument("--epochs", type=int, default=3)
+    _results.add_argument(ap)
     args = ap.parse_args()
     torch.set_num_threads(1)
     entry_points(args.batch, args.repeat)
@@ -83,4 +85,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    _results.run(main)

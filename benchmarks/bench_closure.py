@@ -33,6 +33,7 @@ from pathlib import Path
 
 import torch
 
+from hypermc import _results
 from hypermc.data import load_edges, load_mammals, wordnet_closure
 from hypermc.embed import embed_closure, evaluate
 from hypermc.manifolds import PoincareBall, PoincareHalfspace
@@ -72,6 +73,7 @@ def main(argv=None) -> None:
         "--all-sources", choices=["halfspace", "none"], default="halfspace", help="nouns half-space MC rows: all sources, or none"
     )
     ap.add_argument("--threads", type=int, default=None)
+    _results.add_argument(ap)
     args = ap.parse_args(argv)
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -106,4 +108,4 @@ def main(argv=None) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    _results.run(main)

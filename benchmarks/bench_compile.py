@@ -38,6 +38,7 @@ from collections.abc import Callable
 import torch
 
 import hypermc as hm
+from hypermc import _results
 from hypermc.manifolds import PoincareBall
 
 _BALL = PoincareBall()
@@ -201,6 +202,7 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--markdown", action="store_true", help="print a markdown table in the layout of docs/numerics.md")
     p.add_argument("--functions", nargs="+", choices=sorted(FUNCTIONS), help="only these functions (default: all)")
     p.add_argument("--stat", choices=sorted(STATS), default="median", help="summary of the repeats of each timing")
+    _results.add_argument(p)
     args = p.parse_args(argv)
     torch.set_num_threads(args.threads)
     global _stat
@@ -209,4 +211,4 @@ def main(argv: list[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    _results.run(main)

@@ -50,6 +50,7 @@ import time
 import numpy as np
 import torch
 
+from hypermc import _results
 from hypermc.data import Graph, WordNetNotFoundError, load_mammals, wordnet_closure
 from hypermc.embed import distortion, embed_tree, fit_tau, spanning_tree
 from hypermc.embed.construct_reference import ball_distance, reference_construction
@@ -254,6 +255,7 @@ def main(argv=None) -> None:
     ap.add_argument("--nouns-pairs", type=int, default=50, help="sampled source nodes for nouns D_avg/D_wc")
     ap.add_argument("--nouns-eval", type=int, default=500, help="sampled source nodes for nouns MAPs")
     ap.add_argument("--ref-sources", type=int, default=20, help="source nodes for the mpmath comparison")
+    _results.add_argument(ap)
     args = ap.parse_args(argv)
     torch.set_num_threads(args.threads)
     if args.quick:
@@ -285,4 +287,4 @@ def main(argv=None) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    _results.run(main)

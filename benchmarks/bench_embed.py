@@ -63,6 +63,7 @@ import time
 
 import torch
 
+from hypermc import _results
 from hypermc.data import Graph, load_mammals
 from hypermc.embed import train
 from hypermc.embed.train import DEFAULTS
@@ -446,6 +447,7 @@ def main() -> None:
     )
     p.add_argument("--nouns-one", nargs=2, metavar=("MANIFOLD", "NC"), help=argparse.SUPPRESS)
     p.add_argument("--parallel-rank", metavar="OUT", help=argparse.SUPPRESS)
+    _results.add_argument(p)
     args = p.parse_args()
     torch.set_num_threads(args.threads)
     if args.nouns_one:
@@ -469,4 +471,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    _results.run(main)

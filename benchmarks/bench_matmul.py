@@ -31,6 +31,7 @@ from collections.abc import Callable
 
 import torch
 
+from hypermc import _results
 from hypermc.mcf import matmul as mcmm
 from hypermc.mcf.eft import float_format, renormalize
 
@@ -114,6 +115,7 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="3 repeats, 1 warm-up, skip float64 nc=3 at 1024^3")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--markdown", action="store_true", help="also print the ratios as a markdown table (docs/benchmarks.md)")
+    _results.add_argument(parser)
     args = parser.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -185,4 +187,4 @@ def markdown_table(cells: dict[tuple[str, str, int], dict[str, str]], several_nc
 
 
 if __name__ == "__main__":
-    main()
+    _results.run(main)

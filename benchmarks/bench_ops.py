@@ -65,6 +65,7 @@ try:  # run as a script (benchmarks/ on sys.path) or as a module
     import mctensor_reference as mcref
 except ImportError:  # pragma: no cover
     from benchmarks import mctensor_reference as mcref
+from hypermc import _results
 from hypermc.mcf import arith
 from hypermc.mcf import native as fused
 from hypermc.mcf.eft import float_format, pack
@@ -280,6 +281,7 @@ def main(argv: list[str] | None = None) -> None:
         help="--markdown layout: nc = a column per nc (docs/numerics.md); size = a column per size and thread count, "
         "a row per op, dtype and nc, plus the target (docs/benchmarks.md)",
     )
+    _results.add_argument(parser)
     args = parser.parse_args(argv)
     for s in args.sizes:
         parse_size(s)  # validate before any timing
@@ -397,4 +399,4 @@ def _bypassed(mc: Callable, args) -> float:
 
 
 if __name__ == "__main__":
-    main()
+    _results.run(main)

@@ -29,6 +29,7 @@ import torch.nn.functional as F
 from torch import nn
 
 import hypermc as hm
+from hypermc import _results
 from hypermc._progress import progress_bar, show_progress
 from hypermc.embed.plot import plot_losses
 from hypermc.manifolds import Lorentz, PoincareBall
@@ -303,6 +304,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--quiet", action="store_true", help="no progress bar (none anyway when stderr is not a terminal)")
     parser.add_argument("--curve", default="hgcn_curve.png", help="PNG of every run's training loss against the epoch ('' for none)")
+    _results.add_argument(parser)
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
     methods = args.methods.split(",")
@@ -350,4 +352,4 @@ def main(argv: list[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    _results.run(main)

@@ -20,6 +20,7 @@ from torch import nn
 
 import hypermc as hm
 import hypermc.nn.functional as MF
+from hypermc import _results
 from hypermc.nn import MCLinear
 from hypermc.optim import MCSGD
 
@@ -70,11 +71,13 @@ def experiment(args, methods: list[C.Method]) -> C.Experiment:
 
 
 def main() -> None:
-    args = C.parser(__doc__.splitlines()[0], epochs=EPOCHS, loss_scale=LOSS_SCALE).parse_args()
+    p = C.parser(__doc__.splitlines()[0], epochs=EPOCHS, loss_scale=LOSS_SCALE)
+    _results.add_argument(p)
+    args = p.parse_args()
     result = experiment(args, C.setup(args))
     print(result.report(args.columns))
     C.plot({r.method.label: r.curve for r in result.results}, args.plot, "Linear regression")
 
 
 if __name__ == "__main__":
-    main()
+    _results.run(main)

@@ -21,6 +21,7 @@ import torch.nn.functional as F
 from torch import nn
 
 import hypermc.nn.functional as MF
+from hypermc import _results
 from hypermc.data import load_breast_cancer, make_classification, train_test_split
 from hypermc.nn import MCLinear
 from hypermc.optim import MCSGD
@@ -88,6 +89,7 @@ def run(name: str, args, methods: list[C.Method]) -> None:
 def main() -> None:
     p = C.parser(__doc__.splitlines()[0], epochs=None)
     p.add_argument("--dataset", choices=["synthetic", "breast_cancer", "both"], default="both")
+    _results.add_argument(p)
     args = p.parse_args()
     methods = C.setup(args)
     for name in ("synthetic", "breast_cancer") if args.dataset == "both" else (args.dataset,):
@@ -95,4 +97,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    _results.run(main)

@@ -25,6 +25,7 @@ import torch.nn.functional as F
 from torch import nn
 
 import hypermc.nn.functional as MF
+from hypermc import _results
 from hypermc.data import load_breast_cancer, load_mnist, per_class_subset, train_test_split
 from hypermc.nn import MCLinear, MCReLU, MCSequential, MCToTensor
 from hypermc.optim import MCSGD
@@ -135,10 +136,11 @@ def main() -> None:
     p.add_argument("--dataset", choices=["breast_cancer", "mnist", "both"], default="breast_cancer")
     p.add_argument("--mnist-root", default="data/mnist", help="directory of the MNIST IDX files (default data/mnist)")
     p.add_argument("--between", choices=["tensor", "mc"], default="tensor", help="what flows between MC layers")
+    _results.add_argument(p)
     args = p.parse_args()
     for name in ("breast_cancer", "mnist") if args.dataset == "both" else (args.dataset,):
         run(name, args)
 
 
 if __name__ == "__main__":
-    main()
+    _results.run(main)

@@ -32,6 +32,8 @@ import time
 
 import torch
 
+from hypermc import _results
+
 import lowprec_common as C
 import lowprec_linear_regression as linreg
 import lowprec_logistic_regression as logreg
@@ -86,6 +88,7 @@ def main() -> None:
     p.add_argument("--threads", type=int, default=None, help="torch.set_num_threads (default: torch's choice)")
     p.add_argument("--mnist-root", default="data/mnist", help="directory of the MNIST IDX files (default data/mnist)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
+    _results.add_argument(p)
     args = p.parse_args()
     if args.methods is None:
         args.methods = DEFAULT_METHODS[args.table]
@@ -116,4 +119,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    _results.run(main)

@@ -52,6 +52,7 @@ import time
 
 import torch
 
+from hypermc import _results
 from hypermc._progress import show_progress
 from hypermc.data import load_mammals
 from hypermc.embed import evaluate, train
@@ -127,6 +128,7 @@ def main() -> None:
         help="torch.set_num_threads (default 1: the batches are small, and extra threads "
         "slow down badly on a loaded machine; 0 keeps torch's default); the printed numbers do not depend on it",
     )
+    _results.add_argument(p)
     args = p.parse_args()
     for flag in ("plot", "curve"):
         value = getattr(args, flag)
@@ -216,4 +218,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    _results.run(main)

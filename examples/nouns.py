@@ -36,6 +36,7 @@ from pathlib import Path
 
 import torch
 
+from hypermc import _results
 from hypermc._progress import show_progress
 from hypermc.data import Graph, load_edges, wordnet_closure
 from hypermc.embed import TrainConfig, evaluate, load_checkpoint, train
@@ -100,6 +101,7 @@ def main() -> None:
         help="start from the points of an earlier run (its directory or checkpoint.pt), e.g. at a lower --lr with --burnin 0; "
         "the curve's epochs continue from that run's last epoch",
     )
+    _results.add_argument(p)
     args = p.parse_args()
     if args.plot:
         for curve in args.plot:
@@ -196,4 +198,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    _results.run(main)

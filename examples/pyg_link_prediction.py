@@ -33,6 +33,7 @@ import torch.nn.functional as F
 from torch import nn
 
 import hypermc as hm
+from hypermc import _results
 from hypermc.manifolds import Lorentz, PoincareBall
 from hypermc.nn import functional as MF
 from hypermc.nn import to_mc
@@ -153,6 +154,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--epochs", type=int, default=None, help="default: 30 with --quick, else 120")
     parser.add_argument("--lr", type=float, default=0.01)
     parser.add_argument("--threads", type=int, default=1)
+    _results.add_argument(parser)
     args = parser.parse_args(argv)
     convs = args.convs.split(",")
     for c in convs:
@@ -183,4 +185,4 @@ def main(argv: list[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    _results.run(main)

@@ -29,6 +29,7 @@ import math
 
 import torch
 
+from hypermc import _results
 from hypermc._progress import progress_bar, show_progress
 from hypermc.data import load_edges
 from hypermc.embed import evaluate, load_checkpoint
@@ -121,6 +122,7 @@ def main() -> None:
     p.add_argument("--seed", type=int, default=0, help="seed of the sample (evaluate's seed)")
     p.add_argument("--threads", type=int, default=None)
     p.add_argument("--quiet", action="store_true", help="no progress bar (none anyway when stderr is not a terminal)")
+    _results.add_argument(p)
     args = p.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -166,4 +168,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    _results.run(main)

@@ -24,6 +24,13 @@ nearest heading, table or output fence above it -- and the table. The caption mu
   or the words ``machine not recorded``;
 * the wall time: the words ``wall time`` (followed by the time, or ``not recorded``).
 
+A table the docs include from a results fragment (``--8<-- "results/NAME.md"``, the
+pymdownx.snippets include of mkdocs.yml) is checked as if it stood in the page: the
+fragment's first lines are its caption. Every included fragment exists and opens with a
+provenance header: the marker of a fragment written by ``--write-results`` (then the
+header holds the date too) or of a recorded run, then the command, commit, machine and
+wall time.
+
 Besides, every script under ``benchmarks/`` and ``examples/`` with a command line answers
 ``--help`` (run in this process with the script's ``sys.argv``, so it costs no new
 interpreter).
@@ -56,15 +63,45 @@ COMMIT = re.compile(r"\bcommit\s+`?(?P<hash>[0-9a-f]{7,40})\b|\bcommit\s+not\s+r
 MACHINE = re.compile(r"\b\d+-core\b|\bx86-64\b|\baarch64\b|\bGPU\b|\bH100\b|\bH200\b|\bA100\b|\bmachine\s+not\s+recorded\b", re.I)
 WALL_TIME = re.compile(r"\bwall\s+time\b", re.I)
 FLAG = re.compile(r"(?<![\w-])--[a-z][\w-]*")
+INCLUDE = re.compile(r'^\s*--8<--\s+"(?P<file>[^"]+)"\s*$')
+SNIPPET_BASES = (ROOT / "docs", ROOT)  # mkdocs.yml: pymdownx.snippets base_path
+DATE = re.compile(r"\b\d{4}-\d{2}-\d{2} \d{2}:\d{2} UTC\b")
 
 
-def _blocks(path: Path):
+def _snippet(name: str) -> Path | None:
+    """The file an include names, looked up as pymdownx.snippets does (first base that has it)."""
+    for base in SNIPPET_BASES:
+        if (base / name).is_file():
+            return base / name
+    return None
+
+
+def _lines(path: Path) -> list[str]:
+    """The page's lines with every results-fragment include replaced by the fragment's lines."""
+    out: list[str] = []
+    for line in path.read_text().splitlines():
+        m = INCLUDE.match(line)
+        found = _snippet(m.group("file")) if m and m.group("file").startswith("results/") else None
+        out.extend(found.read_text().splitlines() if found else [line])
+    return out
+
+
+def _includes():
+    """(page, included name) for every results-fragment include of the docs."""
+    for path in DOCS:
+        for line in path.read_text().splitlines():
+            m = INCLUDE.match(line)
+            if m and m.group("file").startswith("results/"):
+                yield pytest.param(path, m.group("file"), id=f"{path.relative_to(ROOT)}:{m.group('file')}")
+
+
+def _blocks(path: Path, lines: list[str] | None = None):
     """Yield ``(kind, first line number, last line number)`` for every table and fence.
 
     kind: "table", "output" (fence without a language), "code" (fence with one) or
     "heading" (one line).
     """
-    lines = path.read_text().splitlines()
+    lines = _lines(path) if lines is None else lines
     i = 0
     while i < len(lines):
         m = FENCE.match(lines[i])
@@ -90,9 +127,9 @@ def _blocks(path: Path):
 def _tables():
     """Every table / output fence of the docs with its caption and whether it is marked not-results."""
     for path in DOCS:
-        lines = path.read_text().splitlines()
+        lines = _lines(path)
         boundary = 0  # first line of the current caption
-        for kind, start, end in _blocks(path):
+        for kind, start, end in _blocks(path, lines):
             if kind in ("table", "output"):
                 above = [ln for ln in lines[boundary:start] if ln.strip()]
                 marked = bool(above) and bool(NOT_RESULTS.search(above[-1]))
@@ -215,3 +252,44 @@ def test_script_help(name):
 def test_every_benchmark_has_a_command_line():
     benches = sorted((ROOT / "benchmarks").glob("bench_*.py"))
     assert benches and all("argparse" in p.read_text() for p in benches)
+
+
+@pytest.mark.parametrize("page, name", list(_includes()))
+def test_included_results_fragment_has_provenance_header(page, name):
+    from hypermc._results import MARKER, RECORDED
+
+    path = _snippet(name)
+    assert path is not None, f"{page.relative_to(ROOT)} includes {name}, which exists under none of {SNIPPET_BASES}"
+    lines = path.read_text().splitlines()
+    assert lines and lines[0] in (MARKER, RECORDED), f"{name}: the first line is not a results-fragment marker: {lines[:1]}"
+    header = "\n".join(lines[1 : lines.index("")] if "" in lines else lines[1:])
+    where = f"{name}, header:\n{header}\n"
+    assert list(_commands(header)), where + "no command"
+    assert COMMIT.search(header), where + "no commit"
+    assert MACHINE.search(header), where + "no machine"
+    assert WALL_TIME.search(header), where + "no wall time"
+    if lines[0] == MARKER:
+        assert DATE.search(header), where + "no date (YYYY-MM-DD HH:MM UTC)"
+        assert "torch " in header, where + "no torch version"
+    assert any(ln.startswith("|") or ln.startswith("```") for ln in lines[2:]), f"{name}: no table or output"
+
+
+def test_fragment_writer_header_is_what_the_test_reads(tmp_path):
+    from hypermc import _results
+
+    out = "progress line\n| a | b |\n|---|---:|\n| x | 1 |\ntrailer\n"
+    text = _results.fragment(out, "python benchmarks/bench_accuracy.py --samples 10", 1.25)
+    lines = text.splitlines()
+    assert lines[0] == _results.MARKER
+    assert lines[1].startswith("`python benchmarks/bench_accuracy.py --samples 10` printed this at commit ")
+    assert "wall time 1.2 s" in lines[1] and DATE.search(lines[1]) and MACHINE.search(lines[1])
+    assert lines[3:] == ["| a | b |", "|---|---:|", "| x | 1 |"]
+    fenced = _results.fragment("no table here\n", "python benchmarks/bench_accuracy.py", 0.5).splitlines()
+    assert fenced[3:] == ["```", "no table here", "```"]
+    argv = [str(ROOT / "benchmarks" / "bench_ops.py"), "--ops", "add", "--write-results", "x.md", "--markdown"]
+    assert _results.command(argv) == "python benchmarks/bench_ops.py --ops add --markdown"
+    with pytest.raises(ValueError, match="--write-results: expected a Markdown file path ending in .md, got 'x.txt'"):
+        _results.run(lambda: None, ["script.py", "--write-results", "x.txt"])
+    target = tmp_path / "results" / "t.md"
+    _results.run(lambda: print("| a |\n|---|\n| 1 |"), [argv[0], "--write-results", str(target)])
+    assert target.read_text().splitlines()[3:] == ["| a |", "|---|", "| 1 |"]
