@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import sys
 from pathlib import Path
@@ -278,8 +279,30 @@ def _progress(args, writer: bool = True) -> bool:
     return writer and show_progress(args.quiet)
 
 
+def _json_text(record: dict, indent: int | None = None) -> str:
+    """Standard JSON of a record; a non-finite number (no JSON value) is refused by name."""
+    bad = sorted(_non_finite(record))
+    if bad:
+        raise SystemExit(
+            f"refusing to write non-standard JSON: {', '.join(bad)} "
+            "(JSON has no Infinity or NaN); the run or its evaluation diverged or had nothing to evaluate"
+        )
+    return json.dumps(record, sort_keys=True, indent=indent, allow_nan=False)
+
+
+def _non_finite(value, path: str = "") -> list[str]:
+    """``key=value`` of every non-finite float in a record (nested dicts and lists)."""
+    if isinstance(value, float):
+        return [] if math.isfinite(value) else [f"{path}={value}"]
+    if isinstance(value, dict):
+        return [b for k, v in value.items() for b in _non_finite(v, f"{path}.{k}" if path else str(k))]
+    if isinstance(value, (list, tuple)):
+        return [b for i, v in enumerate(value) for b in _non_finite(v, f"{path}[{i}]")]
+    return []
+
+
 def _emit(record: dict) -> None:
-    print(json.dumps(record, sort_keys=True), flush=True)
+    print(_json_text(record), flush=True)
 
 
 def _closure(args) -> int:
@@ -425,7 +448,7 @@ def _write_metrics(out_dir: str, record: dict) -> None:
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     tmp = out / "metrics.json.tmp"  # atomic: a crash leaves the old metrics.json or the new one
-    tmp.write_text(json.dumps(record, sort_keys=True, indent=1) + "\n")
+    tmp.write_text(_json_text(record, indent=1) + "\n")
     os.replace(tmp, out / "metrics.json")
 
 
