@@ -28,6 +28,7 @@ References:
 from __future__ import annotations
 
 import functools
+import math
 from typing import NamedTuple, cast
 
 import numpy as np
@@ -39,6 +40,7 @@ from torch.utils._python_dispatch import _disable_current_modes
 __all__ = [
     "FloatFormat",
     "float_format",
+    "max_nc",
     "two_sum",
     "fast_two_sum",
     "split",
@@ -102,6 +104,31 @@ def float_format(dtype: torch.dtype) -> FloatFormat:
         return _FORMATS[dtype]
     except KeyError:
         raise TypeError(f"component dtype must be one of float16, bfloat16, float32, float64; got {dtype}") from None
+
+
+def max_nc(dtype: torch.dtype) -> int:
+    """The most components a normalised expansion of ``dtype`` can hold non-zero.
+
+    Each component's leading bit lies at least ``p`` bits below the previous one's
+    (``|c_{i+1}| <= ulp(c_i) / 2``), the first at most at the exponent of the largest
+    finite value ``2^emax``, and a non-zero component is at least the smallest subnormal
+    ``2^emin_sub``; so ``nc <= floor((emax - emin_sub) / p) + 1``: float16 4, bfloat16 33,
+    float32 12, float64 40. Beyond it the extra components can only be zero. (Most
+    values have fewer usable components: near 1, ``floor(-emin_sub / p) + 1``, i.e.
+    float16 3, float32 7, float64 21.)
+
+    Raises:
+        TypeError: if ``dtype`` is not float16, bfloat16, float32 or float64.
+
+    Example:
+        >>> [max_nc(d) for d in (torch.float16, torch.bfloat16, torch.float32, torch.float64)]
+        [4, 33, 12, 40]
+    """
+    p = float_format(dtype).p
+    info = torch.finfo(dtype)
+    emax = math.frexp(info.max)[1] - 1  # info.max = (2 - 2^(1-p)) 2^emax
+    emin_sub = math.frexp(info.smallest_normal * info.eps)[1] - 1  # the smallest subnormal is 2^emin_sub
+    return (emax - emin_sub) // p + 1
 
 
 def two_sum(a: torch.Tensor, b: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:

@@ -48,7 +48,7 @@ import torch
 from .. import _checks
 from . import arith, exact
 from .compile import call_opaque, code_version, define_mc_op, fuse_op, fusion_enabled, is_opaque
-from .eft import float_format, is_traced, renormalize
+from .eft import float_format, is_traced, max_nc, renormalize
 
 __all__ = ["MCTensor", "mc", "from_mpmath", "implements", "register_manifold_pickling"]
 
@@ -454,7 +454,9 @@ def mc(
         requires_grad: make the result a leaf that requires grad.
 
     Raises:
-        ValueError: ``nc < 1``.
+        ValueError: ``nc < 1``, or ``nc`` above :func:`~hypermc.mcf.eft.max_nc` of
+            ``dtype`` (float16 4, bfloat16 33, float32 12, float64 40: further
+            components could only be zero).
         TypeError: ``nc`` not an int, or ``dtype`` not a supported float dtype.
 
     Example:
@@ -465,6 +467,7 @@ def mc(
     nc = _checks.check_nc("mc", nc)
     if isinstance(data, MCTensor):
         dtype = dtype or data.dtype
+        _check_nc_fits("mc", nc, dtype)
         # pad before a dtype change, so that narrowing rounds to nc components, not to
         # data.nc; copy=True: the result never aliases data (as for plain tensor input)
         # (the casts: torch's stubs type these methods as returning Tensor; on an MCTensor
@@ -487,10 +490,22 @@ def mc(
         t = torch.as_tensor(np.asarray(data, dtype=np.float64) if not isinstance(data, np.ndarray) else data)
     if dtype is None:
         dtype = t.dtype if t.is_floating_point() and not isinstance(data, (list, tuple, float, int)) else torch.get_default_dtype()
-    float_format(dtype)
+    _check_nc_fits("mc", nc, dtype)
     if device is not None:
         t = t.to(device)
     return MCTensor(arith.from_value(t, dtype, nc), requires_grad=requires_grad)
+
+
+def _check_nc_fits(where: str, nc: int, dtype: torch.dtype) -> None:
+    """Refuse an ``nc`` whose extra components ``dtype``'s exponent range cannot hold."""
+    most = max_nc(dtype)  # also refuses a dtype that is not a component dtype
+    if nc > most:
+        raise ValueError(
+            f"{where}: nc={nc} is more components than {dtype} can hold (at most {most}: each "
+            "component lies at least p bits below the previous one, and the exponent range "
+            "ends at the smallest subnormal; the rest could only be zero); use a wider dtype "
+            "for more precision"
+        )
 
 
 def _leaves(data: Any) -> Iterator[Any]:
@@ -573,7 +588,7 @@ def from_mpmath(values: Any, nc: int = 2, dtype: torch.dtype = torch.float64, *,
         [[0.1, -5.551115123125783e-18], [0.0, 0.0]]
     """
     nc = _checks.check_nc("from_mpmath", nc)
-    float_format(dtype)
+    _check_nc_fits("from_mpmath", nc, dtype)
     return MCTensor(exact.from_mpmath(values, nc, dtype, device))
 
 
