@@ -40,13 +40,15 @@ DTYPES = {"float64": torch.float64, "float32": torch.float32, "float16": torch.f
 
 
 def _nc(text: str) -> int | None:
-    """``--nc``: a positive int, or ``0`` / ``plain`` for plain tensors."""
-    if text.lower() in ("0", "plain", "none"):
+    """``--nc``: a positive int, or ``plain`` (also ``none``) for plain tensors; ``0`` is refused."""
+    if text.lower() in ("plain", "none"):
         return None
     try:
         value = int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"--nc must be a positive int or 'plain'; got {text!r}") from None
+    if value == 0:
+        raise argparse.ArgumentTypeError("--nc 0 is not a number of components; for plain tensors say --nc plain, else give an int >= 1")
     if value < 1:
         raise argparse.ArgumentTypeError(f"--nc must be a positive int or 'plain'; got {text!r}")
     return value

@@ -576,3 +576,12 @@ def test_records_with_non_finite_numbers_are_refused_not_written_as_nonstandard_
     with pytest.raises(SystemExit, match=match):
         _json_text(record)
     assert json.loads(_json_text({"map": 1.0, "b": [1, None]})) == {"map": 1.0, "b": [1, None]}
+
+
+def test_nc_zero_is_refused_not_trained_as_plain(tmp_path, capsys):
+    csv = tmp_path / "toy.csv"
+    tree_closure(1, 2).to_csv(csv)
+    with pytest.raises(SystemExit) as exc:
+        main(["train", "--data", str(csv), "--nc", "0", "--epochs", "1", "--out", str(tmp_path / "r"), "--quiet"])
+    assert exc.value.code == 2 and not (tmp_path / "r").exists()
+    assert "argument --nc: --nc 0 is not a number of components; for plain tensors say --nc plain" in capsys.readouterr().err
