@@ -8,6 +8,8 @@
   distances (Sarkar) / closure ranking (nested shadows: every ancestor nearest).
 * :func:`evaluate` -- reconstruction mean average precision and mean rank, chunked over
   source nodes (no ``N x N`` tensor).
+* :func:`export` -- write a table and its node names as tsv, npy or a torch file (what
+  ``python -m hypermc export`` writes from a checkpoint).
 * :class:`NegativeSampler`, :class:`AliasTable` -- the vectorised sampler.
 * :func:`batch_distance` -- the batched distances both use.
 * :mod:`hypermc.embed.plot` -- PNG pictures of 2-D embeddings and training curves
@@ -30,6 +32,7 @@ from .construct import (
 )
 from .distance import batch_distance
 from .evaluate import evaluate
+from .export import export
 from .nested import embed_closure
 from .sampler import AliasTable, NegativeSampler
 from .train import TrainResult, load_checkpoint, train
@@ -47,6 +50,7 @@ __all__ = [
     "train",
     "TrainConfig",
     "evaluate",
+    "export",
     "TrainResult",
     "load_checkpoint",
     "NegativeSampler",
