@@ -142,8 +142,8 @@ def two_sum(a: torch.Tensor, b: torch.Tensor) -> tuple[torch.Tensor, torch.Tenso
         ``a``, ``b`` finite and the intermediate ``s - a`` finite, which holds when
         ``|a|, |b| < 2^emax`` (below the top binade). With ``b`` in the top binade
         ``s - a`` can round to ±inf and ``e`` is NaN although ``a + b`` is finite
-        (float16 ``two_sum(17200, -65504)``; ``two_sum(b, a)`` is exact): strict xfail
-        ``test_two_sum_with_max_operand``.
+        (float16 ``two_sum(17200, -65504)``; ``two_sum(b, a)`` is exact): tested in
+        ``test_two_sum_with_max_operand_is_outside_the_precondition``.
 
     Args:
         a, b: tensors of one floating dtype (broadcastable).
@@ -193,7 +193,7 @@ def split(a: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     Precondition:
         ``a`` finite and ``|a| < (2 - 2^-(p-s)) 2^emax``: in the last ``2^(p-s)`` values
         below the overflow threshold (``finfo.max`` included) ``hi`` rounds up to
-        ``2^(emax+1)`` = ±inf (strict xfail ``test_split_near_overflow``). Subnormal
+        ``2^(emax+1)`` = ±inf (tested in ``test_split_near_overflow_holds_up_to_the_documented_threshold``). Subnormal
         inputs split exactly.
 
     Returns:
@@ -229,9 +229,9 @@ def two_prod_dekker(a: torch.Tensor, b: torch.Tensor) -> tuple[torch.Tensor, tor
         the error term does not underflow: ``exponent(a) + exponent(b) >= emin + p - 1``
         (for float16: ``e_a + e_b >= -4``); otherwise ``e`` is rounded. ``a * b`` finite,
         ``a`` and ``b`` within :func:`split`'s range, and the product of the high halves
-        ``ah * bh`` finite: otherwise ``e`` is NaN although ``a * b`` is finite (top-binade
-        operands; float64 ``a = b = (2 - 2^-52) 2^511``): strict xfail
-        ``test_two_prod_dekker_near_overflow``.
+        ``ah * bh`` finite: otherwise ``e`` is NaN or ±inf although ``a * b`` is finite (top-binade
+        operands; float64 ``a = b = (2 - 2^-52) 2^511``): tested in
+        ``test_two_prod_dekker_near_overflow_is_outside_the_precondition``.
 
     Example:
         >>> a = torch.tensor(1 + 2**-30, dtype=torch.float64)  # a * a = 1 + 2^-29 + 2^-60
@@ -563,11 +563,11 @@ def renormalize(terms: torch.Tensor | list[torch.Tensor], nc: int, *, presorted:
         ``|sum(r) - sum(terms)| <= u^nc |sum(terms)|`` (truncation), checked in
         ``tests/mcf/test_eft.py``. Components satisfy ``|r[i+1]| <= ulp(r[i])``; the
         stronger non-overlap ``|r[i+1]| <= ulp(r[i]) / 2`` holds for almost all inputs
-        but not all (bfloat16 ~1e-5 of random inputs; strict xfail
-        ``test_renormalize_output_overlaps``). The result is not always the nearest
-        ``nc``-expansion: a sum that ``nc`` components represent exactly can come back
-        with an error up to ``u^nc |sum|`` (double rounding onto a tie; strict xfail
-        ``test_renormalize_is_not_exact_for_representable_sums``).
+        but not all (bfloat16 ~1e-5 of random inputs; tested in
+        ``test_renormalize_output_overlaps_by_at_most_one_ulp``). The result is not
+        always the nearest ``nc``-expansion: a sum that ``nc`` components represent
+        exactly can come back with an error up to ``u^nc |sum|`` (double rounding onto a
+        tie; tested in ``test_renormalize_of_a_representable_sum_is_within_the_documented_bound``).
 
     Args:
         terms: tensor of shape ``(*shape, m)`` or a list of ``m`` tensors of one shape.
