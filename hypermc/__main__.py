@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import sys
 from pathlib import Path
@@ -39,13 +40,15 @@ DTYPES = {"float64": torch.float64, "float32": torch.float32, "float16": torch.f
 
 
 def _nc(text: str) -> int | None:
-    """``--nc``: a positive int, or ``0`` / ``plain`` for plain tensors."""
-    if text.lower() in ("0", "plain", "none"):
+    """``--nc``: a positive int, or ``plain`` (also ``none``) for plain tensors; ``0`` is refused."""
+    if text.lower() in ("plain", "none"):
         return None
     try:
         value = int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"--nc must be a positive int or 'plain'; got {text!r}") from None
+    if value == 0:
+        raise argparse.ArgumentTypeError("--nc 0 is not a number of components; for plain tensors say --nc plain, else give an int >= 1")
     if value < 1:
         raise argparse.ArgumentTypeError(f"--nc must be a positive int or 'plain'; got {text!r}")
     return value
@@ -283,8 +286,30 @@ def _progress(args, writer: bool = True) -> bool:
     return writer and show_progress(args.quiet)
 
 
+def _json_text(record: dict, indent: int | None = None) -> str:
+    """Standard JSON of a record; a non-finite number (no JSON value) is refused by name."""
+    bad = sorted(_non_finite(record))
+    if bad:
+        raise SystemExit(
+            f"refusing to write non-standard JSON: {', '.join(bad)} "
+            "(JSON has no Infinity or NaN); the run or its evaluation diverged or had nothing to evaluate"
+        )
+    return json.dumps(record, sort_keys=True, indent=indent, allow_nan=False)
+
+
+def _non_finite(value, path: str = "") -> list[str]:
+    """``key=value`` of every non-finite float in a record (nested dicts and lists)."""
+    if isinstance(value, float):
+        return [] if math.isfinite(value) else [f"{path}={value}"]
+    if isinstance(value, dict):
+        return [b for k, v in value.items() for b in _non_finite(v, f"{path}.{k}" if path else str(k))]
+    if isinstance(value, (list, tuple)):
+        return [b for i, v in enumerate(value) for b in _non_finite(v, f"{path}[{i}]")]
+    return []
+
+
 def _emit(record: dict) -> None:
-    print(json.dumps(record, sort_keys=True), flush=True)
+    print(_json_text(record), flush=True)
 
 
 def _closure(args) -> int:
@@ -427,7 +452,7 @@ def _write_metrics(out_dir: str, record: dict) -> None:
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     tmp = out / "metrics.json.tmp"  # atomic: a crash leaves the old metrics.json or the new one
-    tmp.write_text(json.dumps(record, sort_keys=True, indent=1) + "\n")
+    tmp.write_text(_json_text(record, indent=1) + "\n")
     os.replace(tmp, out / "metrics.json")
 
 
@@ -624,88 +649,38 @@ def _eval(args) -> int:
 
 def _export(args) -> int:
     from .embed import load_checkpoint
+    from .embed.export import export, output_paths
     from .embed.train import CHECKPOINT_NAME
+    from .mcf import MCTensor
 
     ckpt_path = Path(args.ckpt)
     if ckpt_path.is_dir():
         ckpt_path = ckpt_path / CHECKPOINT_NAME
     ckpt = load_checkpoint(ckpt_path)
-    out = Path(args.out)
-    extra = {"npy": [".components.npy", ".names.txt"]}.get(args.format, [])
-    targets = [out, *(out.with_name(out.name + suffix) for suffix in extra)]
-    existing = [str(t) for t in targets if t.exists()]
+    components = ckpt["components"]  # (N, dim, nc), component dtype, as stored (no renormalisation)
+    existing = [str(p) for p in output_paths(args.out, args.format) if p.exists()]
     if existing and not args.force:
         raise ValueError(f"--out: {', '.join(existing)} already exists; pass --force to overwrite")
-    names = list(ckpt["names"])
-    components = ckpt["components"]  # (N, dim, nc), component dtype
-    coords = _nearest_float64(components)
-    manifold = ckpt["manifold"]
-    if args.format == "pt":
-        torch.save(
-            {
-                "names": names,
-                "coordinates": coords,
-                "components": components,
-                "manifold": type(manifold).__name__,
-                "curvature": float(getattr(manifold, "curvature", 0.0)),
-            },
-            out,
-        )
-    elif args.format == "npy":
-        import numpy as np
-
-        np.save(targets[0], coords.numpy(), allow_pickle=False)
-        np.save(targets[1], components.numpy(), allow_pickle=False)
-        targets[2].write_text("".join(f"{name}\n" for name in names), encoding="utf-8")
-        if targets[0].suffix != ".npy":  # np.save appends .npy to names without it
-            Path(str(targets[0]) + ".npy").replace(targets[0])
-    else:
-        _write_tsv(out, names, coords, components, _progress(args))
+    written = export(
+        MCTensor(components),
+        list(ckpt["names"]),
+        args.out,
+        format=args.format,
+        manifold=ckpt["manifold"],
+        overwrite=args.force,
+        progress=_progress(args),
+    )
     _emit(
         {
             "format": args.format,
-            "out": [str(t) for t in targets],
-            "nodes": len(names),
+            "out": [str(t) for t in written],
+            "nodes": int(components.shape[0]),
             "dim": int(components.shape[1]),
             "nc": int(components.shape[2]),
             "checkpoint": str(ckpt_path),
         }
     )
     return 0
-
-
-def _nearest_float64(components: torch.Tensor) -> torch.Tensor:
-    """The float64 nearest to each exact sum of components (renormalised in float64)."""
-    from .mcf import MCTensor
-
-    return MCTensor.from_components(components.to(torch.float64)).approx()
-
-
-def _write_tsv(out: Path, names: list[str], coords: torch.Tensor, components: torch.Tensor, progress: bool) -> None:
-    import mpmath
-
-    from ._progress import progress_bar
-
-    dim, nc = components.shape[1], components.shape[2]
-    header = ["name", *(f"x{i}" for i in range(dim))]
-    exact_digits = None
-    if nc > 1:  # every digit the sum of the components holds, and 3 more
-        p = torch.finfo(components.dtype).bits  # an upper bound on the significand bits
-        exact_digits = int(nc * p * 0.30103) + 3
-        header += [f"x{i}_exact" for i in range(dim)]
-    rows = ["\t".join(header)]
-    values = components.to(torch.float64).tolist()
-    with progress_bar(progress, len(names), unit="row", desc="export") as bar:
-        for name, row, parts in zip(names, coords.tolist(), values):
-            cells = [name, *(repr(v) for v in row)]
-            if exact_digits is not None:
-                with mpmath.workprec(2200):
-                    cells += [mpmath.nstr(mpmath.fsum(mpmath.mpf(c) for c in coord), exact_digits) for coord in parts]
-            rows.append("\t".join(cells))
-            bar.update(1)
-    tmp = out.with_name(out.name + ".tmp")
-    tmp.write_text("\n".join(rows) + "\n", encoding="utf-8")
-    tmp.replace(out)
 
 
 def _check_out(args, writer: bool, resumable: bool = True) -> None:

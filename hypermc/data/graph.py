@@ -49,7 +49,8 @@ class Graph:
     Args:
         names: node names, strictly increasing.
         edges: ``(E, 2)`` int64 tensor of ``(child, parent)`` ids.
-        weights: optional ``(E,)`` floating tensor, one weight per edge.
+        weights: optional ``(E,)`` floating tensor, one finite weight >= 0 per edge
+            (the trainer samples edges in proportion to them).
 
     Example:
         >>> g = Graph.from_pairs([("dog", "mammal"), ("cat", "mammal")])
@@ -302,3 +303,10 @@ def _check_weights(weights: Any, num_edges: int) -> None:
         raise ValueError(f"Graph: weights must have shape ({num_edges},), got {tuple(weights.shape)}")
     if num_edges and not bool(torch.isfinite(weights).all()):
         raise ValueError("Graph: weights must be finite numbers")
+    negative = weights < 0
+    if bool(negative.any()):
+        i = int(negative.nonzero()[0, 0])
+        raise ValueError(
+            f"Graph: weights must be >= 0 (they are sampling weights); got {int(negative.sum())} negative, "
+            f"the first {float(weights[i])!r} at edge {i}"
+        )

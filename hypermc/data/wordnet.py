@@ -386,9 +386,20 @@ def _locate_wordnet(wordnet_dir: str | os.PathLike[str] | None) -> _Source:
     )
 
 
+def _import_nltk() -> Any:
+    """nltk (its WordNet reader parses the dict files), or an ImportError saying so."""
+    try:
+        import nltk
+    except ImportError:
+        raise ImportError(
+            "wordnet_closure needs nltk to read WordNet (pip install nltk); load_mammals() needs neither nltk nor WordNet"
+        ) from None
+    return nltk
+
+
 def _find_nltk_wordnet() -> Any:
     """nltk's own WordNet (``corpora/wordnet`` or ``corpora/wordnet.zip``), else None."""
-    import nltk
+    nltk = _import_nltk()
 
     # The resource names nltk's own ``nltk.corpus.wordnet`` loader tries, in its order.
     for resource in ("corpora/wordnet.zip/wordnet/", "corpora/wordnet"):
@@ -448,7 +459,7 @@ def _write_atomic(graph: Graph, target: Path) -> None:
 @contextlib.contextmanager
 def _wordnet_reader(source: _Source, cache: Path) -> Iterator[Any]:
     """An nltk WordNet reader for ``source``, closed (and nltk.data.path restored) on exit."""
-    import nltk
+    nltk = _import_nltk()
 
     added = None
     if source.pointer is not None:

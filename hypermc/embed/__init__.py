@@ -9,6 +9,8 @@
   distances (Sarkar) / closure ranking (nested shadows: every ancestor nearest).
 * :func:`evaluate` -- reconstruction mean average precision and mean rank, chunked over
   source nodes (no ``N x N`` tensor).
+* :func:`export` -- write a table and its node names as tsv, npy or a torch file (what
+  ``python -m hypermc export`` writes from a checkpoint).
 * :class:`NegativeSampler`, :class:`AliasTable` -- the vectorised sampler.
 * :func:`batch_distance` -- the batched distances both use.
 * :mod:`hypermc.embed.plot` -- PNG pictures of 2-D embeddings and training curves
@@ -31,6 +33,7 @@ from .construct import (
 )
 from .distance import batch_distance
 from .evaluate import evaluate
+from .export import export
 from .nested import embed_closure
 from .sampler import AliasTable, NegativeSampler
 from .train import TrainResult, load_checkpoint, train
@@ -50,6 +53,7 @@ __all__ = [
     "auto_config",
     "rule_hyperparameters",
     "evaluate",
+    "export",
     "TrainResult",
     "load_checkpoint",
     "NegativeSampler",

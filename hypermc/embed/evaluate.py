@@ -18,6 +18,12 @@ Semantics (those of poincare-embeddings' reconstruction evaluation):
   d(u, v)}`` -- scikit-learn's ``average_precision_score`` on the scores ``-d``
   (ties are grouped at one threshold). **MAP** is the mean over source nodes.
 
+Precision: distances and ranks are computed in float64 whatever the embeddings' dtype.
+float16, bfloat16 and float32 tables (plain or MC) are widened exactly to float64
+components (same values, same ``nc``; the caller's tensor is not changed), so the ranks
+are those of the stored points, not of their distances rounded to 11 or 8 bits (float16
+ranks above 2048 are not even integers, and their sum overflows to inf).
+
 Implementation (memory linear in ``N + E``; no ``N x N`` tensor): sources are processed
 in chunks of ``chunk_size`` rows. A chunk's distances to all ``N`` nodes (``chunk x N``)
 are computed tile by tile (:data:`TILE_ELEMENTS` coordinates per tile, so the
@@ -46,6 +52,7 @@ from .._checks import check_callable, check_instance, check_int
 from .._progress import progress_bar
 from ..manifolds.base import Manifold
 from ..manifolds.math import fused
+from ..mcf.eft import renormalize
 from .distance import FUSED, components_of, distance_function
 
 __all__ = ["evaluate", "DEFAULT_MEMORY_BUDGET", "BYTES_PER_CANDIDATE", "TILE_ELEMENTS", "FUSED_TILE_PAIRS"]
@@ -204,7 +211,7 @@ def evaluate(
     dev = embeddings.device if device is None else resolve_device(device, "evaluate")
     start = time.perf_counter()
     n = embeddings.shape[0]
-    rows = components_of(embeddings.detach()).to(dev)
+    rows = _widened(components_of(embeddings.detach()).to(dev))
     edges = edges.to(dev)
     bad = ~torch.isfinite(rows).reshape(n, -1).all(dim=1)
     if bool(bad.any()):
@@ -261,6 +268,21 @@ def evaluate(
         "chunk_size": chunk_size,
         "seconds": time.perf_counter() - start,
     }
+
+
+def _widened(rows: torch.Tensor) -> torch.Tensor:
+    """Components ``(*, nc)`` as float64 components with the same values (a new tensor).
+
+    Every float16, bfloat16 or float32 value is a float64, and the components of a
+    normalised expansion do not overlap bit-wise, so the widened ``nc`` components hold
+    the same sum; :func:`~hypermc.mcf.eft.renormalize` only restores float64's
+    normalisation (exact on such input, checked in ``tests/embed/test_evaluate.py``).
+    float64 rows are returned as they are.
+    """
+    if rows.dtype == torch.float64:
+        return rows
+    wide = rows.to(torch.float64)
+    return wide if wide.shape[-1] == 1 else renormalize(wide, wide.shape[-1])
 
 
 class _Distance(NamedTuple):

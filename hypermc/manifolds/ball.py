@@ -15,7 +15,9 @@ __all__ = ["PoincareBall"]
 
 #: ``projx`` keeps the deficit ``1 - c|x|^2`` at least ``2^EDGE_MARGIN_BITS u^nc``: below
 #: that the stored coordinates no longer resolve the point (its hyperbolic resolution
-#: ``u^nc / D`` would exceed ``2^-EDGE_MARGIN_BITS``).
+#: ``u^nc / D`` would exceed ``2^-EDGE_MARGIN_BITS``). Where ``u^nc`` is below the dtype's
+#: smallest subnormal ``s`` (float16 ``nc >= 3``, float32 ``nc >= 7``, float64
+#: ``nc >= 21``) the coordinates resolve only ``s``: the deficit kept is ``2^8 s``.
 EDGE_MARGIN_BITS = 8
 
 

@@ -5,15 +5,35 @@ from __future__ import annotations
 import torch
 
 from .._checks import check_bool
+from ..mcf.eft import float_format
 from .base import Device, Manifold, _reason, geoopt_curvature
 from .math import batch, common
 from .math import lorentz as L
+from .math.batch import components_of
 
 __all__ = ["Lorentz"]
 
-#: ``check_point`` accepts ``|<x, x>_L + 1/c| <= 2^CONSTRAINT_MARGIN_BITS u^nc x_0^2``
-#: (the constraint of stored coordinates holds only to ``~ u^nc x_0^2``).
+#: ``check_point`` accepts ``|<x, x>_L + 1/c| <= 2^CONSTRAINT_MARGIN_BITS u^k x_0^2``
+#: (the constraint of stored coordinates holds only to ``~ u^k x_0^2``), ``k <= nc`` the
+#: components the point carries (a float64 point lifted to ``nc = 2`` carries one).
 CONSTRAINT_MARGIN_BITS = 8
+
+
+def _constraint_tolerance(x: torch.Tensor) -> torch.Tensor:
+    """``2^CONSTRAINT_MARGIN_BITS max(u^k, s)`` per point (float64), ``k`` the components it carries.
+
+    ``k`` is the index of the last non-zero component over the point's coordinates
+    (1 for a plain tensor, and for an MCTensor lifted from one: ``hm.mc(p64, nc=2)`` of
+    a float64 point holds the constraint only to float64's ``u``, and is accepted as
+    such); ``s`` is the dtype's smallest subnormal (the coordinates resolve no finer
+    whatever ``nc``).
+    """
+    comps = components_of(x)  # (..., n + 1, nc)
+    order = torch.arange(1, comps.shape[-1] + 1, device=comps.device)
+    k = torch.where(comps != 0, order, 1).amax(dim=(-2, -1)).to(torch.float64)
+    info = torch.finfo(x.dtype)
+    floor = 2.0**CONSTRAINT_MARGIN_BITS * info.smallest_normal * info.eps
+    return torch.exp2(CONSTRAINT_MARGIN_BITS - float_format(x.dtype).p * k).clamp_min(floor)
 
 
 class Lorentz(Manifold):
@@ -351,8 +371,10 @@ class Lorentz(Manifold):
         xb = common.norm(x[..., 1:])
         one_c = common.c_power(c=self.c, power=-1.0, like=xb)
         resid = torch.abs((x0 - xb) * (x0 + xb) - one_c)
-        tol = atol if atol is not None else 2.0**CONSTRAINT_MARGIN_BITS * common.unit_roundoff(x)
-        bad = common.lead(resid) > tol * common.lead(x0 * x0).abs().clamp_min(1.0)
+        tol = torch.full_like(common.lead(x0), atol, dtype=torch.float64) if atol is not None else _constraint_tolerance(x)
+        scale = common.lead(x0 * x0).abs().clamp_min(1.0).to(torch.float64)
+        bad = common.lead(resid).to(torch.float64) > tol * scale
         if bool(bad.any()):
-            return False, _reason(f"<x, x>_L differs from -1/c by more than {tol:.3g} x_0^2 (off the hyperboloid)", bad)
+            first = float(tol[bad].reshape(-1)[0])
+            return False, _reason(f"<x, x>_L differs from -1/c by more than {first:.3g} x_0^2 (off the hyperboloid)", bad)
         return True, None

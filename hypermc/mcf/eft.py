@@ -28,6 +28,7 @@ References:
 from __future__ import annotations
 
 import functools
+import math
 from typing import NamedTuple, cast
 
 import numpy as np
@@ -39,6 +40,7 @@ from torch.utils._python_dispatch import _disable_current_modes
 __all__ = [
     "FloatFormat",
     "float_format",
+    "max_nc",
     "two_sum",
     "fast_two_sum",
     "split",
@@ -104,6 +106,31 @@ def float_format(dtype: torch.dtype) -> FloatFormat:
         raise TypeError(f"component dtype must be one of float16, bfloat16, float32, float64; got {dtype}") from None
 
 
+def max_nc(dtype: torch.dtype) -> int:
+    """The most components a normalised expansion of ``dtype`` can hold non-zero.
+
+    Each component's leading bit lies at least ``p`` bits below the previous one's
+    (``|c_{i+1}| <= ulp(c_i) / 2``), the first at most at the exponent of the largest
+    finite value ``2^emax``, and a non-zero component is at least the smallest subnormal
+    ``2^emin_sub``; so ``nc <= floor((emax - emin_sub) / p) + 1``: float16 4, bfloat16 33,
+    float32 12, float64 40. Beyond it the extra components can only be zero. (Most
+    values have fewer usable components: near 1, ``floor(-emin_sub / p) + 1``, i.e.
+    float16 3, float32 7, float64 21.)
+
+    Raises:
+        TypeError: if ``dtype`` is not float16, bfloat16, float32 or float64.
+
+    Example:
+        >>> [max_nc(d) for d in (torch.float16, torch.bfloat16, torch.float32, torch.float64)]
+        [4, 33, 12, 40]
+    """
+    p = float_format(dtype).p
+    info = torch.finfo(dtype)
+    emax = math.frexp(info.max)[1] - 1  # info.max = (2 - 2^(1-p)) 2^emax
+    emin_sub = math.frexp(info.smallest_normal * info.eps)[1] - 1  # the smallest subnormal is 2^emin_sub
+    return (emax - emin_sub) // p + 1
+
+
 def two_sum(a: torch.Tensor, b: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """Knuth's TwoSum: ``s = fl(a + b)`` and ``e`` with ``s + e == a + b`` exactly.
 
@@ -115,8 +142,8 @@ def two_sum(a: torch.Tensor, b: torch.Tensor) -> tuple[torch.Tensor, torch.Tenso
         ``a``, ``b`` finite and the intermediate ``s - a`` finite, which holds when
         ``|a|, |b| < 2^emax`` (below the top binade). With ``b`` in the top binade
         ``s - a`` can round to ±inf and ``e`` is NaN although ``a + b`` is finite
-        (float16 ``two_sum(17200, -65504)``; ``two_sum(b, a)`` is exact): strict xfail
-        ``test_two_sum_with_max_operand``.
+        (float16 ``two_sum(17200, -65504)``; ``two_sum(b, a)`` is exact): tested in
+        ``test_two_sum_with_max_operand_is_outside_the_precondition``.
 
     Args:
         a, b: tensors of one floating dtype (broadcastable).
@@ -166,7 +193,7 @@ def split(a: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     Precondition:
         ``a`` finite and ``|a| < (2 - 2^-(p-s)) 2^emax``: in the last ``2^(p-s)`` values
         below the overflow threshold (``finfo.max`` included) ``hi`` rounds up to
-        ``2^(emax+1)`` = ±inf (strict xfail ``test_split_near_overflow``). Subnormal
+        ``2^(emax+1)`` = ±inf (tested in ``test_split_near_overflow_holds_up_to_the_documented_threshold``). Subnormal
         inputs split exactly.
 
     Returns:
@@ -202,9 +229,9 @@ def two_prod_dekker(a: torch.Tensor, b: torch.Tensor) -> tuple[torch.Tensor, tor
         the error term does not underflow: ``exponent(a) + exponent(b) >= emin + p - 1``
         (for float16: ``e_a + e_b >= -4``); otherwise ``e`` is rounded. ``a * b`` finite,
         ``a`` and ``b`` within :func:`split`'s range, and the product of the high halves
-        ``ah * bh`` finite: otherwise ``e`` is NaN although ``a * b`` is finite (top-binade
-        operands; float64 ``a = b = (2 - 2^-52) 2^511``): strict xfail
-        ``test_two_prod_dekker_near_overflow``.
+        ``ah * bh`` finite: otherwise ``e`` is NaN or ±inf although ``a * b`` is finite (top-binade
+        operands; float64 ``a = b = (2 - 2^-52) 2^511``): tested in
+        ``test_two_prod_dekker_near_overflow_is_outside_the_precondition``.
 
     Example:
         >>> a = torch.tensor(1 + 2**-30, dtype=torch.float64)  # a * a = 1 + 2^-29 + 2^-60
@@ -536,11 +563,11 @@ def renormalize(terms: torch.Tensor | list[torch.Tensor], nc: int, *, presorted:
         ``|sum(r) - sum(terms)| <= u^nc |sum(terms)|`` (truncation), checked in
         ``tests/mcf/test_eft.py``. Components satisfy ``|r[i+1]| <= ulp(r[i])``; the
         stronger non-overlap ``|r[i+1]| <= ulp(r[i]) / 2`` holds for almost all inputs
-        but not all (bfloat16 ~1e-5 of random inputs; strict xfail
-        ``test_renormalize_output_overlaps``). The result is not always the nearest
-        ``nc``-expansion: a sum that ``nc`` components represent exactly can come back
-        with an error up to ``u^nc |sum|`` (double rounding onto a tie; strict xfail
-        ``test_renormalize_is_not_exact_for_representable_sums``).
+        but not all (bfloat16 ~1e-5 of random inputs; tested in
+        ``test_renormalize_output_overlaps_by_at_most_one_ulp``). The result is not
+        always the nearest ``nc``-expansion: a sum that ``nc`` components represent
+        exactly can come back with an error up to ``u^nc |sum|`` (double rounding onto a
+        tie; tested in ``test_renormalize_of_a_representable_sum_is_within_the_documented_bound``).
 
     Args:
         terms: tensor of shape ``(*shape, m)`` or a list of ``m`` tensors of one shape.

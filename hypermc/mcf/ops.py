@@ -680,7 +680,7 @@ def _op_index_put(func, a, indices, values, accumulate=False, unsafe=False):
         # In place: write only the indexed slots of a's components (no copy of the whole
         # table); values with more components are rounded to a.nc, as _inplace_assign does.
         vals = _as_components(values, a, nc)
-        vals = renormalize(vals, a.nc) if nc > a.nc else arith.pad(vals, a.nc)
+        vals = _fit_nc(vals, a.nc)
         a._components.index_put_(indices, vals)
         return a
     base = arith.pad(a._components, nc)
@@ -1030,13 +1030,19 @@ def _inplace_assign(func, a: MCTensor, result: torch.Tensor, args) -> MCTensor:
         raise RuntimeError(
             f"{func}: result of shape {tuple(result.shape[:-1])} cannot be written in place into an MCTensor of shape {tuple(a.shape)}"
         )
-    if result.shape[-1] > a.nc:
-        # The in-place target keeps its nc: round the result to it.
-        result = renormalize(result, a.nc)
-    elif result.shape[-1] < a.nc:
-        result = arith.pad(result, a.nc)
-    a._components.copy_(result)
+    a._components.copy_(_fit_nc(result, a.nc))
     return a
+
+
+def _fit_nc(result: torch.Tensor, nc: int) -> torch.Tensor:
+    """Components ``(..., m)`` fitted to an in-place target's ``nc`` (it keeps its nc).
+
+    More components are rounded to ``nc``; to one component, the nearest float (so a
+    plain target, seen as ``nc = 1``, gets the correctly rounded MC result).
+    """
+    if result.shape[-1] > nc:
+        return arith.nearest_float(result).unsqueeze(-1) if nc == 1 else renormalize(result, nc)
+    return arith.pad(result, nc) if result.shape[-1] < nc else result
 
 
 def _inplace(out_of_place):

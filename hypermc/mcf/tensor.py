@@ -23,6 +23,15 @@ Python numbers are used as plain floats when exactly representable in the compon
 dtype and as ``nc``-component constants otherwise (so ``x * 0.1`` multiplies by the
 double ``0.1`` to MC precision, not by its float32 rounding). A plain floating tensor of
 another dtype, or an MCTensor of another component dtype, raises ``TypeError``.
+
+In-place ops into a plain tensor: an in-place op whose target is a plain floating tensor
+and whose operand is an MCTensor (``p.add_(mc)``, ``p.copy_(mc)``, ``p[i] = mc``, ...)
+runs in MC arithmetic and rounds the exact result to the nearest value of the target's
+dtype (ties to even, as :meth:`MCTensor.approx`); the target stays a plain tensor of its
+dtype. This is what happens when a plain parameter's gradient comes out as an MCTensor
+(it met an MC factor in the forward pass): torch's optimizers and hypermc's update it
+with the rounded MC step. The target must have the MC operand's component dtype (else
+``TypeError``, no implicit precision change); an integer target raises ``TypeError``.
 """
 
 from __future__ import annotations
@@ -39,7 +48,7 @@ import torch
 from .. import _checks
 from . import arith, exact
 from .compile import call_opaque, code_version, define_mc_op, fuse_op, fusion_enabled, is_opaque
-from .eft import float_format, is_traced, renormalize
+from .eft import float_format, is_traced, max_nc, renormalize
 
 __all__ = ["MCTensor", "mc", "from_mpmath", "implements", "register_manifold_pickling"]
 
@@ -310,6 +319,8 @@ class MCTensor(torch.Tensor):
         cls, func: torch._ops.OpOverload, types: tuple[type, ...], args: tuple[Any, ...] = (), kwargs: dict[str, Any] | None = None
     ) -> Any:
         kwargs = kwargs or {}
+        if args and _writes_plain_target(func, args[0]):
+            return _into_plain(func, args, kwargs)
         if _traced_operands(args) and is_opaque(func):
             fused = fuse_op(func, args, kwargs, MCTensor)  # elementwise ops: one fused node
             return call_opaque(func, args, kwargs, MCTensor) if fused is None else fused  # else one opaque op
@@ -325,6 +336,41 @@ def dispatch_impl(func: torch._ops.OpOverload, args: tuple, kwargs: dict) -> Any
             "it (no silent fallback to the leading component is done)"
         )
     return impl(func, *args, **kwargs)
+
+
+def _writes_plain_target(func: torch._ops.OpOverload, target: Any) -> bool:
+    """Whether ``func`` writes in place into a plain tensor (an MC operand came along)."""
+    if not isinstance(target, torch.Tensor) or isinstance(target, MCTensor):
+        return False
+    arguments = func._schema.arguments
+    alias = arguments[0].alias_info if arguments else None
+    return alias is not None and alias.is_write
+
+
+def _into_plain(func: torch._ops.OpOverload, args: tuple, kwargs: dict) -> torch.Tensor:
+    """An in-place op on a plain tensor with an MC operand: the plain tensor keeps its type.
+
+    The op runs in MC arithmetic on a one-component view of the target and the exact
+    result is rounded to the nearest value of the target's dtype (as ``approx`` does),
+    written in place: ``p.add_(mc_grad, alpha=-lr)`` on a plain parameter is the
+    rounded MC update. The target's dtype must be the MC operands' component dtype.
+    """
+    target = args[0]
+    if not target.is_floating_point():
+        raise TypeError(
+            f"{func}: cannot write an MCTensor result in place into a plain tensor of dtype "
+            f"{target.dtype}; the target must be a floating tensor of the MC operands' component dtype"
+        )
+    for a in [*args[1:], *kwargs.values()]:
+        if isinstance(a, MCTensor) and a.dtype != target.dtype:
+            raise TypeError(
+                f"{func}: cannot write an MCTensor result of component dtype {a.dtype} in place "
+                f"into a plain tensor of dtype {target.dtype} (no implicit precision change); "
+                "convert one of them explicitly with .to(dtype)"
+            )
+    view = MCTensor(target.detach().unsqueeze(-1))  # nc = 1, shares the target's storage
+    dispatch_impl(func, (view, *args[1:]), kwargs)
+    return target
 
 
 def _traced_operands(args: tuple) -> bool:
@@ -408,7 +454,9 @@ def mc(
         requires_grad: make the result a leaf that requires grad.
 
     Raises:
-        ValueError: ``nc < 1``.
+        ValueError: ``nc < 1``, or ``nc`` above :func:`~hypermc.mcf.eft.max_nc` of
+            ``dtype`` (float16 4, bfloat16 33, float32 12, float64 40: further
+            components could only be zero).
         TypeError: ``nc`` not an int, or ``dtype`` not a supported float dtype.
 
     Example:
@@ -419,6 +467,7 @@ def mc(
     nc = _checks.check_nc("mc", nc)
     if isinstance(data, MCTensor):
         dtype = dtype or data.dtype
+        _check_nc_fits("mc", nc, dtype)
         # pad before a dtype change, so that narrowing rounds to nc components, not to
         # data.nc; copy=True: the result never aliases data (as for plain tensor input)
         # (the casts: torch's stubs type these methods as returning Tensor; on an MCTensor
@@ -441,10 +490,22 @@ def mc(
         t = torch.as_tensor(np.asarray(data, dtype=np.float64) if not isinstance(data, np.ndarray) else data)
     if dtype is None:
         dtype = t.dtype if t.is_floating_point() and not isinstance(data, (list, tuple, float, int)) else torch.get_default_dtype()
-    float_format(dtype)
+    _check_nc_fits("mc", nc, dtype)
     if device is not None:
         t = t.to(device)
     return MCTensor(arith.from_value(t, dtype, nc), requires_grad=requires_grad)
+
+
+def _check_nc_fits(where: str, nc: int, dtype: torch.dtype) -> None:
+    """Refuse an ``nc`` whose extra components ``dtype``'s exponent range cannot hold."""
+    most = max_nc(dtype)  # also refuses a dtype that is not a component dtype
+    if nc > most:
+        raise ValueError(
+            f"{where}: nc={nc} is more components than {dtype} can hold (at most {most}: each "
+            "component lies at least p bits below the previous one, and the exponent range "
+            "ends at the smallest subnormal; the rest could only be zero); use a wider dtype "
+            "for more precision"
+        )
 
 
 def _leaves(data: Any) -> Iterator[Any]:
@@ -527,7 +588,7 @@ def from_mpmath(values: Any, nc: int = 2, dtype: torch.dtype = torch.float64, *,
         [[0.1, -5.551115123125783e-18], [0.0, 0.0]]
     """
     nc = _checks.check_nc("from_mpmath", nc)
-    float_format(dtype)
+    _check_nc_fits("from_mpmath", nc, dtype)
     return MCTensor(exact.from_mpmath(values, nc, dtype, device))
 
 

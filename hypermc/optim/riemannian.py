@@ -194,6 +194,24 @@ class _RiemannianOptimizer(Optimizer):
             row_list.append(_rows_of(p, p.grad, group["sparse_rows"], rows))
         return params, grads, manifolds, row_list
 
+    def _check_rows(self, rows: Any) -> None:
+        """Refuse ``step(rows=...)`` that no group uses, or rows outside a parameter, before any update."""
+        if rows is None:
+            return
+        name = f"{type(self).__name__}.step"
+        sparse = [p for group in self.param_groups if group["sparse_rows"] for p in group["params"]]
+        if not sparse:
+            raise ValueError(
+                f"{name}: rows= selects rows of the parameter groups with sparse_rows=True, and no group has it; "
+                f"construct the optimizer with sparse_rows=True or leave rows out"
+            )
+        for p in sparse:
+            if p.dim() >= 2:
+                try:
+                    _rows_of(p, p, True, rows)
+                except (TypeError, ValueError) as exc:
+                    raise type(exc)(f"{name}: {exc}") from None
+
     @staticmethod
     def _closure_loss(closure: Callable[[], torch.Tensor] | None) -> torch.Tensor | None:
         if closure is None:
@@ -280,8 +298,15 @@ class RiemannianSGD(_RiemannianOptimizer):
         Args:
             closure: re-evaluates the model and returns the loss.
             rows: explicit row indices for the groups with ``sparse_rows=True``
-                (default: the rows with a non-zero gradient).
+                (default: the rows with a non-zero gradient); every row must lie
+                inside every such parameter (checked before any update).
+
+        Raises:
+            ValueError: ``rows`` given but no group has ``sparse_rows=True``, or a row
+                outside ``[0, N)`` of a parameter.
+            TypeError: ``rows`` is not a 1-d integer tensor.
         """
+        self._check_rows(rows)
         loss = self._closure_loss(closure)
         for group in self.param_groups:
             params, grads, manifolds, row_list = self._group_lists(group, rows)
@@ -469,6 +494,7 @@ class RiemannianAdam(_RiemannianOptimizer):
     @torch.no_grad()
     def step(self, closure: Callable[[], torch.Tensor] | None = None, *, rows: torch.Tensor | None = None) -> torch.Tensor | None:  # type: ignore[override]
         """Perform one update (``closure`` and ``rows`` as in :meth:`RiemannianSGD.step`)."""
+        self._check_rows(rows)
         loss = self._closure_loss(closure)
         for group in self.param_groups:
             params, grads, manifolds, row_list = self._group_lists(group, rows)

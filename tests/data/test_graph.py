@@ -138,3 +138,13 @@ def test_from_networkx_errors() -> None:
 def test_to_csv_rejects_unknown_delimiter(graph: Graph, tmp_path) -> None:
     with pytest.raises(ValueError, match="delimiter must be one of"):
         graph.to_csv(tmp_path / "x.csv", delimiter=";")
+
+
+def test_negative_weights_are_refused() -> None:
+    with pytest.raises(
+        ValueError, match=r"Graph: weights must be >= 0 \(they are sampling weights\); got 1 negative, the first -1\.5 at edge 1"
+    ):
+        Graph.from_pairs([("a", "b"), ("c", "b")], [2.0, -1.5])
+    g = Graph.from_pairs([("a", "b"), ("c", "b")], [2.0, 0.0])  # zero is a weight
+    with pytest.raises(ValueError, match=r"got 2 negative, the first -1\.0 at edge 0"):
+        Graph(g.names, g.edges, torch.tensor([-1.0, -2.0], dtype=torch.float64))

@@ -566,3 +566,22 @@ def test_train_eval_every_writes_the_curve(tmp_path, capsys):
     rec = _last_json(capsys.readouterr().out)
     assert [e["epoch"] for e in rec["eval_history"]] == [2] and rec["eval_history"][0]["map"] == rec["map"]
     assert (tmp_path / "y" / "curve.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_records_with_non_finite_numbers_are_refused_not_written_as_nonstandard_json():
+    from hypermc.__main__ import _json_text
+
+    record = {"map": float("nan"), "mean_rank": 2.0, "eval_history": [{"mean_rank": float("inf")}]}
+    match = r"refusing to write non-standard JSON: eval_history\[0\]\.mean_rank=inf, map=nan \(JSON has no Infinity or NaN\)"
+    with pytest.raises(SystemExit, match=match):
+        _json_text(record)
+    assert json.loads(_json_text({"map": 1.0, "b": [1, None]})) == {"map": 1.0, "b": [1, None]}
+
+
+def test_nc_zero_is_refused_not_trained_as_plain(tmp_path, capsys):
+    csv = tmp_path / "toy.csv"
+    tree_closure(1, 2).to_csv(csv)
+    with pytest.raises(SystemExit) as exc:
+        main(["train", "--data", str(csv), "--nc", "0", "--epochs", "1", "--out", str(tmp_path / "r"), "--quiet"])
+    assert exc.value.code == 2 and not (tmp_path / "r").exists()
+    assert "argument --nc: --nc 0 is not a number of components; for plain tensors say --nc plain" in capsys.readouterr().err

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+import math
 
 import pytest
 import torch
@@ -197,3 +198,67 @@ def test_shards_add_up_to_the_whole(rng):
     assert merged["map"] == pytest.approx(whole["map"], rel=1e-14)
     assert merged["mean_rank"] == pytest.approx(whole["mean_rank"], rel=1e-14)
     assert merged["num_edges"] == whole["num_edges"] == g.num_edges
+
+
+# ----------------------------------------------- low-precision tables: float64 ranks
+
+
+def _exact_ball_distances(x) -> torch.Tensor:
+    """Ball distances of the stored points (exact values of their components), in mpmath."""
+    import mpmath
+
+    from tests.oracle import components_to_fraction
+
+    comps = x.components if isinstance(x, hm.MCTensor) else x.unsqueeze(-1)
+    pts = [[mpmath.mpf(v.numerator) / v.denominator for v in row] for row in components_to_fraction(comps).tolist()]
+    n = len(pts)
+    out = torch.zeros(n, n, dtype=F64)
+    with mpmath.workdps(60):
+        sq = [mpmath.fsum(v * v for v in p) for p in pts]
+        for i in range(n):
+            for j in range(i + 1, n):
+                diff = mpmath.fsum((a - b) ** 2 for a, b in zip(pts[i], pts[j]))
+                d = mpmath.acosh(1 + 2 * diff / ((1 - sq[i]) * (1 - sq[j])))
+                out[i, j] = out[j, i] = float(d)
+    return out
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float32])
+@pytest.mark.parametrize("nc", [None, 2, 3])
+def test_low_precision_tables_rank_the_stored_points_exactly(dtype, nc, rng):
+    """Ranks of float16/bfloat16/float32 points (plain or MC) are those of the exact distances."""
+    g = tree_closure(3, 3)  # 40 nodes
+    M = PoincareBall()
+    x64 = M.random(g.num_nodes, 2, std=0.6, nc=None, dtype=F64, generator=rng)
+    x = x64.to(dtype) if nc is None else hm.mc(x64, nc=nc, dtype=dtype)
+    before = x.components.clone() if nc else x.clone()
+    res = evaluate(M, x, g.edges)
+    assert x.dtype == dtype and torch.equal(x.components if nc else x, before)  # the caller's table is untouched
+    ref_map, ref_mr = brute_force_metrics(_exact_ball_distances(x), g.edges)
+    assert res["map"] == pytest.approx(ref_map, rel=1e-12)
+    assert res["mean_rank"] == pytest.approx(ref_mr, rel=1e-12)
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_float16_mean_rank_above_the_float16_range_is_finite_and_exact(dtype, rng):
+    """1252 edges of rank ~200: the float16 sum of the ranks was inf (bfloat16: rounded)."""
+    g = tree_closure(4, 4)  # 341 nodes
+    M = PoincareBall()
+    x = M.random(g.num_nodes, 2, std=0.5, nc=None, dtype=F64, generator=rng).to(dtype)
+    res = evaluate(M, x, g.edges)
+    wide = evaluate(M, x.to(F64), g.edges)  # the same points, widened exactly
+    assert math.isfinite(res["mean_rank"]) and res["mean_rank"] > 100
+    assert (res["map"], res["mean_rank"]) == (wide["map"], wide["mean_rank"])
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float32])
+@pytest.mark.parametrize("nc", [2, 3, 4])
+def test_widening_keeps_every_value(dtype, nc, rng):
+    from hypermc.embed.evaluate import _widened
+    from tests.oracle import components_to_fraction
+
+    x = hm.mc(torch.randn(200, dtype=F64, generator=rng) * torch.exp2(torch.randint(-12, 12, (200,), generator=rng)), nc=nc, dtype=dtype)
+    x = x * hm.mc(torch.tensor(1.0, dtype=F64) / 3, nc=nc, dtype=dtype)  # full tails
+    wide = _widened(x.components)
+    assert wide.dtype == F64 and wide.shape == x.components.shape
+    assert components_to_fraction(wide).tolist() == components_to_fraction(x.components).tolist()

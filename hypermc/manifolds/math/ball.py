@@ -15,6 +15,8 @@ and distances between the stored points are accurate to far beyond that.
 
 from __future__ import annotations
 
+import math
+
 import torch
 
 from ...mcf.eft import all_true
@@ -303,10 +305,28 @@ def transp(x: torch.Tensor, y: torch.Tensor, v: torch.Tensor, *, c: float = 1.0)
     """
     dx, dy = deficit(x, c=c, keepdim=True), deficit(y, c=c, keepdim=True)
     delta = y - x
-    rho = common.norm(delta, keepdim=True)
-    inv = common.safe_reciprocal(rho)
-    w = dx * delta - _scale_c(rho * rho, c) * x  # a positive multiple of (-x) ⊕ y
-    return common.conformal_transp(delta * inv, common.normalize(w), v, dy / dx)
+    # The unit chord d from delta scaled by a power of two to about 1 (exact): for a tiny
+    # step (|y - x| = 1e-306) the tails of |delta| would be subnormal and d would keep
+    # only ~58 bits.
+    up, down = _power_of_two_scale(delta)
+    scaled = delta * up
+    rho_up = common.norm(scaled, keepdim=True)
+    d = scaled * common.safe_reciprocal(rho_up)
+    # ((-x) ⊕ y) / |y - x| up to a positive factor, formed from d: formed from delta,
+    # D_x delta underflowed into the subnormals for tiny steps near the boundary
+    # (1e-306 * 2e-12) and the direction lost ~30 bits.
+    w = dx * d - _scale_c(rho_up * down, c) * x
+    return common.conformal_transp(d, common.normalize(w), v, dy / dx)
+
+
+def _power_of_two_scale(delta: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Powers of two ``(up, down = 1 / up)`` ``(*, 1)`` bringing ``max |delta_i|`` to
+    ``[0.5, 1)`` (not above the reciprocal of the smallest normal, so ``up`` is finite)."""
+    lead = common.lead(delta).abs().amax(dim=-1, keepdim=True)
+    lowest = math.frexp(torch.finfo(lead.dtype).smallest_normal)[1]
+    exponent = torch.frexp(lead).exponent.clamp_min(lowest)
+    one = torch.ones_like(lead)
+    return torch.ldexp(one, -exponent), torch.ldexp(one, exponent)
 
 
 def inner(x: torch.Tensor, u: torch.Tensor, v: torch.Tensor, *, c: float = 1.0, keepdim: bool = False) -> torch.Tensor:
@@ -343,12 +363,24 @@ def egrad2rgrad(x: torch.Tensor, g: torch.Tensor, *, c: float = 1.0) -> torch.Te
 
 
 def edge_deficit(x: torch.Tensor, margin_bits: int) -> float:
-    """The smallest deficit :func:`projx` keeps: ``2^margin_bits u^nc``."""
-    return 2.0**margin_bits * common.unit_roundoff(x)
+    """The smallest deficit :func:`projx` keeps: ``2^margin_bits max(u^nc, s)``.
+
+    ``s`` is the dtype's smallest subnormal, the last bit a coordinate below 1 can hold
+    whatever ``nc`` (``1 - 2^8 u^nc`` rounds to 1 once ``u^nc`` is far below it:
+    float16 ``nc >= 3``, float32 ``nc >= 7``, float64 ``nc >= 21``).
+
+    Example:
+        >>> edge_deficit(torch.zeros(2, dtype=torch.float64), 8) == 2.0**-45
+        True
+        >>> edge_deficit(hm.mc([0.0], nc=3, dtype=torch.float16), 8) == 2.0**-16  # 2^8 * 2^-24, not 2^8 * 2^-33
+        True
+    """
+    tiny = torch.finfo(x.dtype)
+    return 2.0**margin_bits * max(common.unit_roundoff(x), tiny.smallest_normal * tiny.eps)
 
 
 def projx(x: torch.Tensor, *, c: float = 1.0, margin_bits: int = 8) -> torch.Tensor:
-    r"""Pull points whose deficit is below half the edge value ``eps = 2^margin_bits u^nc``
+    r"""Pull points whose deficit is below half the edge value ``eps`` (:func:`edge_deficit`)
     (beyond the MC range, or outside the ball) back to the radius where ``D = eps``;
     others are unchanged, so ``projx`` is idempotent. NaN stays NaN.
 
