@@ -6,6 +6,7 @@ with error-free transformations; :class:`hypermc.MCTensor` is a ``torch.Tensor``
 
 from typing import TYPE_CHECKING
 
+from .doctor import backends
 from .manifolds import ManifoldParameter
 from .mcf import MCTensor, from_mpmath, mc
 
@@ -14,7 +15,7 @@ if TYPE_CHECKING:
 
 __version__ = "0.1.0"
 
-__all__ = ["MCTensor", "mc", "from_mpmath", "__version__"]
+__all__ = ["MCTensor", "mc", "from_mpmath", "backends", "__version__"]
 __all__ += ["ManifoldParameter", "TrainConfig"]
 
 
