@@ -135,16 +135,27 @@ def elementary_module():
 
 
 def random_mc(
-    shape: tuple[int, ...], nc: int, dtype: torch.dtype, gen: torch.Generator, *, low: float, high: float, device: str = "cpu"
+    shape: tuple[int, ...],
+    nc: int,
+    dtype: torch.dtype,
+    gen: torch.Generator,
+    *,
+    low: float,
+    high: float,
+    device: str = "cpu",
+    zero_tails: bool = False,
 ) -> torch.Tensor:
     """Normalised expansions with full tails, leading parts uniform in [low, high).
 
     Component k+1 is component k times a random factor in [0.1, 0.45) * 2^-(p+1), so it
     is below half an ulp of component k; the result is packed planar like kernel output.
+    ``zero_tails``: plain floats instead (the tails zero, as ``hm.mc`` of float values).
     """
     p = float_format(dtype).p
     lead = (torch.rand(shape, generator=gen, dtype=torch.float64) * (high - low) + low).to(dtype)
     comps = [lead]
+    if zero_tails:
+        return pack([c.to(device) for c in comps + [torch.zeros_like(lead)] * (nc - 1)])
     for _ in range(1, nc):
         f = torch.rand(shape, generator=gen, dtype=torch.float64) * 0.35 + 0.1
         sign = torch.where(torch.rand(shape, generator=gen) < 0.5, -1.0, 1.0).to(torch.float64)
@@ -152,11 +163,11 @@ def random_mc(
     return pack([c.to(device) for c in comps])
 
 
-def make_case(op: str, shape, nc, dtype, gen, el, device: str = "cpu"):
+def make_case(op: str, shape, nc, dtype, gen, el, device: str = "cpu", zero_tails: bool = False):
     """(native call, MC call, reference call or ``None``) for one op."""
     low, high = RANGES.get(op, (1.0, 2.0))
-    x = random_mc(shape, nc, dtype, gen, low=low, high=high, device=device)
-    y = random_mc(shape, nc, dtype, gen, low=low, high=high, device=device)
+    x = random_mc(shape, nc, dtype, gen, low=low, high=high, device=device, zero_tails=zero_tails)
+    y = random_mc(shape, nc, dtype, gen, low=low, high=high, device=device, zero_tails=zero_tails)
     a, b = x[..., 0].contiguous(), y[..., 0].contiguous()
     native = {
         "add": lambda: a + b,
@@ -269,6 +280,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--count-ops", action="store_true", help="also print the number of elementwise kernels per MC call")
     parser.add_argument("--quick", action="store_true", help="5 repeats, 1000x1000 only")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--zero-tails", action="store_true", help="MC arguments made from plain floats (zero tails, as hm.mc(x, nc))")
     parser.add_argument(
         "--markdown",
         action="store_true",
@@ -316,7 +328,7 @@ def main(argv: list[str] | None = None) -> None:
         torch.set_num_threads(threads)
         for op, dname, nc, sname in itertools.product(ops, args.dtypes, args.nc, args.sizes):
             dtype = DTYPES[dname]
-            native, mc, ref = make_case(op, parse_size(sname), nc, dtype, gen, el, args.device)
+            native, mc, ref = make_case(op, parse_size(sname), nc, dtype, gen, el, args.device, args.zero_tails)
             r = measure(native, mc, args.repeats, args.warmup, args.budget, None if args.no_ref else ref)
             line = f"{op:<5} {dname:<8} {nc:>2} {sname:<10}{f' {threads:>7}' if several else ''}"
             line += f" {r['native'] * 1e3:>9.3f} {r['mc'] * 1e3:>10.3f} {r['ratio']:>7.1f}x"

@@ -7,6 +7,7 @@ with error-free transformations; :class:`hypermc.MCTensor` is a ``torch.Tensor``
 from typing import TYPE_CHECKING
 
 from ._version import package_version
+from .doctor import backends
 from .manifolds import ManifoldParameter, ManifoldTensor
 from .mcf import MCTensor, from_mpmath, mc
 
@@ -15,7 +16,7 @@ if TYPE_CHECKING:
 
 __version__ = package_version()  # from the package metadata (pyproject.toml's version)
 
-__all__ = ["MCTensor", "mc", "from_mpmath", "__version__"]
+__all__ = ["MCTensor", "mc", "from_mpmath", "backends", "__version__"]
 __all__ += ["ManifoldParameter", "ManifoldTensor", "TrainConfig"]
 
 

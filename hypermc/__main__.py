@@ -8,6 +8,7 @@
     python -m hypermc eval runs/x/checkpoint.pt
     python -m hypermc construct --data mammals --manifold ball --dim 2 --epsilon 1 --nc auto --out runs/c
     python -m hypermc train --data mammals --manifold ball --nc 4 --init-from runs/c --out runs/c2
+    python -m hypermc doctor --build
     torchrun --nproc-per-node 2 -m hypermc train --data nouns --dim 10 --out runs/n
 
 ``train`` starts its standard output with its :class:`~hypermc.embed.TrainConfig` (a few
@@ -23,6 +24,10 @@ loss per epoch, MAP / mean rank every ``--eval-every`` epochs and at the end);
 Under ``torchrun`` (``WORLD_SIZE`` > 1) ``train`` is data-parallel
 (:mod:`hypermc.embed.distributed`): rank 0 writes the checkpoint, ``metrics.json`` and the
 JSON line; the evaluation is split over the ranks.
+
+``doctor`` prints :func:`hypermc.backends` as a table: for each op x dtype x nc x device,
+whether a fused kernel or the torch path runs and why (``--build`` builds the kernel
+libraries first; otherwise nothing is built).
 """
 
 from __future__ import annotations
@@ -35,6 +40,8 @@ import sys
 from pathlib import Path
 
 import torch
+
+from . import doctor
 
 DTYPES = {"float64": torch.float64, "float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
 
@@ -227,6 +234,12 @@ def _parser() -> argparse.ArgumentParser:
     x.add_argument("--format", default="tsv", choices=["tsv", "npy", "pt"], help="output format")
     x.add_argument("--out", required=True, help="output file")
     x.add_argument("--force", action="store_true", help="overwrite existing output files")
+    d = sub.add_parser("doctor", help="which ops run fused kernels here, and why not; last stdout line is a JSON object")
+    d.add_argument("--build", action="store_true", help="build and self-check the kernel libraries first (minutes on a new machine)")
+    d.add_argument("--op", default=None, choices=doctor.OPS, help="only this op (default: all)")
+    d.add_argument("--dtype", default=None, choices=["float32", "float64"], help="only this dtype (default: both)")
+    d.add_argument("--nc", type=int, default=None, choices=[2, 3, 4], help="only this component count (default: all)")
+    d.add_argument("--device", default=None, choices=doctor.DEVICES, help="only this device (default: both)")
     for name, command in sub.choices.items():
         also = "; no TrainConfig block on stdout at the start" if name == "train" else ""
         command.add_argument(
@@ -242,6 +255,7 @@ _EXAMPLES = {
     "construct": "python -m hypermc construct --data mammals --manifold ball --dim 2 --epsilon 1 --nc auto --out runs/c",
     "eval": "python -m hypermc eval runs/m2/checkpoint.pt --sample 1000",
     "export": "python -m hypermc export --ckpt runs/m2 --format tsv --out mammals.tsv",
+    "doctor": "python -m hypermc doctor --device cpu --dtype float64",
 }
 
 
@@ -683,6 +697,13 @@ def _export(args) -> int:
     return 0
 
 
+def _doctor(args) -> int:
+    rows = doctor.backends(args.op, args.dtype, args.nc, args.device, build=args.build)
+    print(doctor.table(rows))
+    _emit({"fused": sum(r.path == "fused" for r in rows), "torch": sum(r.path == "torch" for r in rows)})
+    return 0
+
+
 def _check_out(args, writer: bool, resumable: bool = True) -> None:
     """``--out``: refuse to overwrite a run without ``--resume``/``--force``; must be writable."""
     from .embed.train import CHECKPOINT_NAME
@@ -742,7 +763,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "train" and args.manifold == "euclidean" and args.curvature is not None:
         parser.error(f"--curvature {args.curvature:g} given with --manifold euclidean (which is flat; drop it)")
     try:
-        commands = {"closure": _closure, "train": _train, "eval": _eval, "construct": _construct, "export": _export}
+        commands = {"closure": _closure, "train": _train, "eval": _eval, "construct": _construct, "export": _export, "doctor": _doctor}
         return commands[args.command](args)
     except Exception as exc:
         if os.environ.get("HYPERMC_DEBUG"):

@@ -47,7 +47,7 @@ import math
 
 import torch
 
-from . import fixed, native
+from . import fixed, registry
 from .eft import (
     all_finite,
     all_true,
@@ -343,7 +343,7 @@ def _add_sub(x: torch.Tensor, y: torch.Tensor, *, subtract: bool) -> torch.Tenso
     if nc == 1:
         return x - y if subtract else x + y
     if nc == 2:
-        res = native.add(x, y, subtract)
+        res = registry.call("add", x, y, subtract)
         if res is not None:  # the same algorithm fused (same bits)
             return res.patched(lambda a, b: _add2(*unpack(a), *unpack(b), subtract=subtract), x, y)
         xh, xl = unpack(x)
@@ -357,7 +357,7 @@ def _add_sub(x: torch.Tensor, y: torch.Tensor, *, subtract: bool) -> torch.Tenso
 def _add_fixed(x: torch.Tensor, y: torch.Tensor, subtract: bool) -> torch.Tensor:
     """``x ± y`` for nc = 3, 4 by the fixed network of :mod:`fixed` (checked; the
     elements that fail the check go through :func:`_add_general`)."""
-    res = native.add(x, y, subtract)
+    res = registry.call("add", x, y, subtract)
     if res is not None:
         return res.patched(lambda a, b: _add_general(a, b, subtract), x, y)
     xs, ys = unpack(x), unpack(y)
@@ -535,12 +535,12 @@ def add_float(x: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     if nc == 1:
         return x + b.unsqueeze(-1)
     if nc == 2:
-        res = native.add(x, b.unsqueeze(-1), False)
+        res = registry.call("add", x, b.unsqueeze(-1), False)
         if res is not None:  # the same algorithm fused (same bits)
             return res.patched(lambda a, c: _add_float2(a, c[..., 0]), x, b.unsqueeze(-1))
         return _add_float2(x, b)
     if fixed.applies(x.dtype, nc):
-        res = native.add(x, b.unsqueeze(-1), False)
+        res = registry.call("add", x, b.unsqueeze(-1), False)
         if res is not None:
             return res.patched(_add_float_general, x, b.unsqueeze(-1))
         xs = unpack(x)
@@ -599,7 +599,7 @@ def mul(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     if nc == 1:
         return x * y
     if nc == 2 and _dw_fma(x):
-        res = native.mul(x, y)
+        res = registry.call("mul", x, y)
         if res is not None:  # the same algorithm fused (same bits)
             return res.patched(lambda a, b: _mul2_fma(*unpack(a), *unpack(b)), x, y)
     xs, ys = unpack(x), unpack(y)
@@ -617,7 +617,7 @@ def mul(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         return _finish2(torch.stack([zh, zl]), lambda: ch)
     if _dw_fma(x):
         if fixed.applies(x.dtype, nc):
-            res = native.mul(x, y)
+            res = registry.call("mul", x, y)
             if res is not None:
                 return res.patched(_mul_general, x, y)
             out = fixed.renorm_levels(_product_levels(xs, ys, nc), nc)
@@ -759,7 +759,7 @@ def mul_float(x: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
         return x * b.unsqueeze(-1)
     xs = unpack(x)
     if nc == 2 and _dw_fma(x):
-        res = native.mul(x, b.unsqueeze(-1))
+        res = registry.call("mul", x, b.unsqueeze(-1))
         if res is not None:  # the same algorithm fused (same bits)
             return res.patched(lambda a, c: _mul_float2_fma(a, c[..., 0]), x, b.unsqueeze(-1))
         return _mul_float2_fma(x, b)
@@ -774,7 +774,7 @@ def mul_float(x: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     if _dw_fma(x):
         # the product levels of x and the one-component expansion (b)
         if fixed.applies(x.dtype, nc):
-            res = native.mul(x, b.unsqueeze(-1))
+            res = registry.call("mul", x, b.unsqueeze(-1))
             if res is not None:
                 return res.patched(_mul_general, x, b.unsqueeze(-1))
             out = fixed.renorm_levels(_product_levels(xs, [b], nc), nc)
@@ -866,7 +866,7 @@ def _long_division(x: torch.Tensor, y: torch.Tensor, nc: int, *, use_native: boo
     back here with ``use_native=False``.
     """
     if use_native and (nc == 2 or fixed.applies(x.dtype, nc)) and _dw_fma(x):
-        res = native.div(x, y)
+        res = registry.call("div", x, y)
         if res is not None:
             return res.patched(lambda a, b: _long_division(a, b, nc, use_native=False), x, y)
     x, y = torch.broadcast_tensors(x, y)
@@ -1103,7 +1103,7 @@ def sqrt(x: torch.Tensor) -> torch.Tensor:
     if nc == 2:
         return _sqrt2(x)
     if fixed.applies(x.dtype, nc) and _dw_fma(x) and (bounds := _sqrt_range(x.dtype, nc)) is not None:
-        res = native.sqrt(x, *bounds)
+        res = registry.call("sqrt", x, *bounds)
         if res is not None:
             return res.patched(lambda a: _sqrt_torch(a, nc), x)
     return _sqrt_torch(x, nc)
@@ -1148,7 +1148,7 @@ def _sqrt_rescaled(x: torch.Tensor, nc: int) -> torch.Tensor:
     xs = x * down * down
     exact = regular & (xs * up * up == x).all(-1)
     xs = torch.where(exact.unsqueeze(-1), xs, torch.ones_like(xs))  # 1: in range, result unused
-    res = native.sqrt(xs, *bounds)
+    res = registry.call("sqrt", xs, *bounds)
     s = _sqrt_fixed(xs, nc) if res is None else res.patched(lambda a: _sqrt_fixed(a, nc), xs)
     out = (s.movedim(-1, 0) * up.movedim(-1, 0)).movedim(0, -1)  # planar, as fixed.patch writes it
     exact &= (out * down == s).all(-1)

@@ -25,8 +25,9 @@ vectorised, and picks one of three paths, always in this order:
    bookkeeping: they are the inner loop of every series); three or more call
    :mod:`arith`. Large CPU inputs are processed in blocks of ``2^15`` elements.
    float64 ``exp`` and ``log`` with ``nc = 2, 3, 4`` on the CPU run this algorithm as
-   one fused loop where :mod:`native` applies (:func:`native.exp`, :func:`native.log`:
-   the same roundings, so the same bits; the elements they flag take the torch code),
+   one fused loop where a backend registered one in :mod:`registry` (:func:`native.exp`,
+   :func:`native.log`: the same roundings, so the same bits; the elements they flag take
+   the torch code; this module never imports the backend),
    and so does float32 ``nc = 3, 4`` ``exp`` on its double-word expansion. sin, cos
    and tan run their fast reduction, series and tables as one fused loop too
    (:func:`native.sin`: float64 ``nc = 2, 3, 4`` and the exact float64 expansion of
@@ -88,7 +89,6 @@ from __future__ import annotations
 
 import functools
 import math
-import sys
 from collections.abc import Callable
 from typing import NamedTuple
 
@@ -96,7 +96,7 @@ import mpmath
 import torch
 from torch.utils._python_dispatch import _disable_current_modes
 
-from . import arith, fixed, native, native_source
+from . import arith, fixed, registry
 from .arith import add_float, engine_dtype, from_float
 from .eft import (
     fast_two_sum,
@@ -303,7 +303,7 @@ def _dispatch(
     *,
     prepare: Callable[[torch.Tensor], tuple[torch.Tensor, ...]] | None = None,
     odd: bool = False,
-    fused: Callable[..., native.Result | None] | None = None,
+    fused: str | None = None,
     exact64: Callable[[torch.dtype, int], int] | None = None,
 ) -> torch.Tensor:
     """Pick the path: plain torch (nc = 1), wide engine, or the generic MC algorithm.
@@ -316,9 +316,9 @@ def _dispatch(
     ``±0`` (the engine kernels do both themselves). Large CPU inputs run the generic path
     in blocks of ``_CPU_BLOCK`` elements, so its many temporaries stay in cache.
 
-    ``fused`` (:func:`native.exp`, :func:`native.log`) runs the generic path as one fused
-    loop where :mod:`native` applies (same bits); the elements it flags take this
-    function's torch path.
+    ``fused`` (``"exp"``, ``"log"``, ...) names the :mod:`registry` kernel that runs the
+    generic path as one fused loop where a backend has one (:func:`native.exp`: same
+    bits); the elements it flags take this function's torch path.
 
     ``exact64(dtype, nc)`` (sin, cos, tan): a narrower input enters the generic path as its
     exact float64 expansion (all ``nc`` components: the argument reduction needs the
@@ -335,15 +335,15 @@ def _dispatch(
     engine = engine_dtype(x.dtype, nc)
     if engine is not None:
         return engine_fn(x, engine)
-    res = fused(x) if fused is not None else None
+    res = registry.call(fused, x) if fused is not None else None
     if res is not None:
         return res.patched(lambda rows: _dispatch(rows, plain, engine_fn, generic, prepare=prepare, odd=odd, exact64=exact64), x)
     if exact64 is not None:
         width = exact64(x.dtype, nc)
         if fused is not None and x.dtype != torch.float64:  # the fused kernel of the float64 expansion
-            res = fused(x.to(torch.float64), width)
+            res = registry.call(fused, x.to(torch.float64), width)
             if res is not None:
-                y = native.Result(_from_float64(res.out, x.dtype, nc), res.ok, res.bad)
+                y = res._replace(out=_from_float64(res.out, x.dtype, nc))
                 return y.patched(lambda rows: _dispatch(rows, plain, engine_fn, generic, prepare=prepare, odd=odd, exact64=exact64), x)
         generic = functools.partial(generic, width=width)
     n = x[..., 0].numel()
@@ -375,7 +375,7 @@ def _generic_path(x, plain, generic, prepare, odd, fused=None, exact64=False) ->
     else:
         args64 = [a if a.dtype == torch.bool else _to_float64(a) for a in args]
         x64 = pack(args64[0]) if fused is not None and prepare is None else None
-        res = fused(x64) if x64 is not None else None
+        res = registry.call(fused, x64) if x64 is not None else None
         if res is not None:
             y64 = res.patched(lambda rows: _finish(generic(unpack(rows))), x64)
         else:
@@ -768,7 +768,7 @@ def _residual(e: list[torch.Tensor], t: list[torch.Tensor]) -> list[torch.Tensor
     if n < 3 or not fixed.applies(t[0].dtype, n):
         return _add(e, _lneg(t))
     x, y = _pack_b(_lpad(e, n)), _pack_b(t)
-    res = native.add(x, y, True)
+    res = registry.call("add", x, y, True)
     if res is not None:
         out = res.out
     else:
@@ -1379,7 +1379,7 @@ def exp(x: torch.Tensor) -> torch.Tensor:
         >>> exp(x).tolist()  # gradual underflow to the smallest subnormal (not 0), overflow to inf
         [[5e-324, 0.0], [inf, 0.0], [0.0, 0.0]]
     """
-    return _dispatch(x, torch.exp, _engine_unary("exp"), _exp_generic, fused=native.exp)
+    return _dispatch(x, torch.exp, _engine_unary("exp"), _exp_generic, fused="exp")
 
 
 def expm1(x: torch.Tensor) -> torch.Tensor:
@@ -1407,7 +1407,7 @@ def expm1(x: torch.Tensor) -> torch.Tensor:
         >>> [e < 64 for e in err]  # the bound above
         [True]
     """
-    return _dispatch(x, torch.expm1, _engine_unary("expm1", odd=True), _expm1_generic, odd=True, fused=native.expm1)
+    return _dispatch(x, torch.expm1, _engine_unary("expm1", odd=True), _expm1_generic, odd=True, fused="expm1")
 
 
 def log(x: torch.Tensor) -> torch.Tensor:
@@ -1443,7 +1443,7 @@ def log(x: torch.Tensor) -> torch.Tensor:
         >>> [e < 64 for e in err]  # the bound above
         [True]
     """
-    return _dispatch(x, torch.log, _log_engine, _log1p_masked_generic, prepare=_prepare_log, fused=native.log)
+    return _dispatch(x, torch.log, _log_engine, _log1p_masked_generic, prepare=_prepare_log, fused="log")
 
 
 def log1p(x: torch.Tensor) -> torch.Tensor:
@@ -1472,7 +1472,7 @@ def log1p(x: torch.Tensor) -> torch.Tensor:
         >>> [e < 64 for e in err]  # the bound above
         [True, True]
     """
-    return _dispatch(x, torch.log1p, _log1p_engine, _log1p_masked_generic, prepare=_prepare_log1p, odd=True, fused=native.log1p)
+    return _dispatch(x, torch.log1p, _log1p_engine, _log1p_masked_generic, prepare=_prepare_log1p, odd=True, fused="log1p")
 
 
 def sinh(x: torch.Tensor) -> torch.Tensor:
@@ -1499,7 +1499,7 @@ def sinh(x: torch.Tensor) -> torch.Tensor:
         >>> [e < 64 for e in err]  # the bound above
         [True, True]
     """
-    return _dispatch(x, torch.sinh, _engine_unary("sinh", odd=True), _sinh_generic, odd=True, fused=native.sinh)
+    return _dispatch(x, torch.sinh, _engine_unary("sinh", odd=True), _sinh_generic, odd=True, fused="sinh")
 
 
 def cosh(x: torch.Tensor) -> torch.Tensor:
@@ -1520,7 +1520,7 @@ def cosh(x: torch.Tensor) -> torch.Tensor:
         >>> [e < 64 for e in err]  # the bound above
         [True]
     """
-    return _dispatch(x, torch.cosh, _engine_unary("cosh"), _cosh_generic, fused=native.cosh)
+    return _dispatch(x, torch.cosh, _engine_unary("cosh"), _cosh_generic, fused="cosh")
 
 
 def tanh(x: torch.Tensor) -> torch.Tensor:
@@ -1544,7 +1544,7 @@ def tanh(x: torch.Tensor) -> torch.Tensor:
         >>> [e < 64 for e in err]  # the bound above
         [True]
     """
-    return _dispatch(x, torch.tanh, _engine_unary("tanh", odd=True), _tanh_generic, odd=True, fused=native.tanh)
+    return _dispatch(x, torch.tanh, _engine_unary("tanh", odd=True), _tanh_generic, odd=True, fused="tanh")
 
 
 def asinh(x: torch.Tensor) -> torch.Tensor:
@@ -1569,7 +1569,7 @@ def asinh(x: torch.Tensor) -> torch.Tensor:
         >>> [e < 64 for e in err]  # the bound above
         [True, True]
     """
-    return _dispatch(x, torch.asinh, _engine_unary("asinh", odd=True), _asinh_generic, odd=True, fused=native.asinh)
+    return _dispatch(x, torch.asinh, _engine_unary("asinh", odd=True), _asinh_generic, odd=True, fused="asinh")
 
 
 def acosh(x: torch.Tensor) -> torch.Tensor:
@@ -1599,7 +1599,7 @@ def acosh(x: torch.Tensor) -> torch.Tensor:
         >>> [e < 64 for e in err]  # the bound above
         [True]
     """
-    return _dispatch(x, torch.acosh, _acosh_engine, _acosh_generic, prepare=_prepare_acosh, fused=native.acosh)
+    return _dispatch(x, torch.acosh, _acosh_engine, _acosh_generic, prepare=_prepare_acosh, fused="acosh")
 
 
 def atanh(x: torch.Tensor) -> torch.Tensor:
@@ -1627,7 +1627,7 @@ def atanh(x: torch.Tensor) -> torch.Tensor:
         >>> [e < 64 for e in err]  # the bound above
         [True]
     """
-    return _dispatch(x, torch.atanh, _atanh_engine, _atanh_generic, prepare=_prepare_atanh, odd=True, fused=native.atanh)
+    return _dispatch(x, torch.atanh, _atanh_engine, _atanh_generic, prepare=_prepare_atanh, odd=True, fused="atanh")
 
 
 for _fn in (exp, expm1, log, log1p, sinh, cosh, tanh, asinh, acosh, atanh):
@@ -1680,7 +1680,7 @@ def sin(x: torch.Tensor) -> torch.Tensor:
         ...     print(mpmath.nstr(abs((mpmath.mpf(s[0, 0].item()) + s[0, 1].item()) / exact - 1) * 2**106, 2))
         0.15
     """
-    return _dispatch(x, torch.sin, _engine_trig("sin", _sin_generic), _sin_generic, fused=native.sin, odd=True, exact64=_trig_width)
+    return _dispatch(x, torch.sin, _engine_trig("sin", _sin_generic), _sin_generic, fused="sin", odd=True, exact64=_trig_width)
 
 
 def cos(x: torch.Tensor) -> torch.Tensor:
@@ -1692,7 +1692,7 @@ def cos(x: torch.Tensor) -> torch.Tensor:
         tensor([[ 5.4030e-01, -4.7610e-17],
                 [ 1.0000e+00,  0.0000e+00]], dtype=torch.float64)
     """
-    return _dispatch(x, torch.cos, _engine_trig("cos", _cos_generic), _cos_generic, fused=native.cos, exact64=_trig_width)
+    return _dispatch(x, torch.cos, _engine_trig("cos", _cos_generic), _cos_generic, fused="cos", exact64=_trig_width)
 
 
 def tan(x: torch.Tensor) -> torch.Tensor:
@@ -1704,7 +1704,7 @@ def tan(x: torch.Tensor) -> torch.Tensor:
         >>> tan(torch.tensor([[0.5, 0.0]], dtype=torch.float64))[0, 0].item() == math.tan(0.5)
         True
     """
-    return _dispatch(x, torch.tan, _engine_trig("tan", _tan_generic), _tan_generic, fused=native.tan, odd=True, exact64=_trig_width)
+    return _dispatch(x, torch.tan, _engine_trig("tan", _tan_generic), _tan_generic, fused="tan", odd=True, exact64=_trig_width)
 
 
 for _fn in (sin, cos, tan):  # None under python -OO
@@ -1759,7 +1759,3 @@ def erf(x: torch.Tensor) -> torch.Tensor:
         )
     z = torch.erf(arith.to_engine(x, _ERF_ENGINE))
     return arith.from_engine(z, x.dtype, nc)
-
-
-# the fused exp/log tracer reads this module's tables and constants (native_source)
-native_source.bind_elementary(sys.modules[__name__])

@@ -35,11 +35,15 @@ Elements that fail the fast-path check (zeros, inf/NaN, heavy cancellation, oper
 near the ends of the exponent range, rare ties) are recomputed by the caller's general
 torch kernel, exactly as the torch networks do.
 
+Layers. The kernels are registered in :mod:`hypermc.mcf.registry` (arith and elementary
+call them there, never importing this module), and each library goes through
+:func:`registry.load`'s build / self-check / fall-back state machine.
+
 Control. ``HYPERMC_NATIVE=0`` disables the library; ``HYPERMC_NATIVE_CACHE`` sets the
 build directory (default ``~/.cache/hypermc/native``); ``HYPERMC_CXX`` the compiler
 (default ``$CXX``, then ``c++``, ``g++``, ``clang++``). :func:`status` says whether the
-library is in use and why not. Without a compiler hypermc still works (same results,
-torch speed).
+library is in use and why not; ``python -m hypermc doctor`` which path every op takes.
+Without a compiler hypermc still works (same results, torch speed).
 """
 
 from __future__ import annotations
@@ -55,50 +59,23 @@ import subprocess
 import sys
 import tempfile
 import threading
-import warnings
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 import torch
 
 from .._checks import check_choice
-from . import (
-    arith,  # the self-check's reference kernels (arith imports this module too)
-    native_cuda,
-)
+from . import arith, elementary, native_cuda, registry  # arith, elementary: the self-check's reference
 from .eft import float_format, has_fused_addcmul, renormalize, tracing, unpack
 from .fixed import patch
-from .native_source import TRIG_INPUTS, _el, _trig_op
+from .native_source import TRIG_INPUTS, _trig_op
 from .native_source import source as generate
 
-__all__ = [
-    "available",
-    "status",
-    "library",
-    "library_status",
-    "add",
-    "mul",
-    "div",
-    "sqrt",
-    "exp",
-    "log",
-    "sin",
-    "cos",
-    "tan",
-    "expm1",
-    "sinh",
-    "cosh",
-    "tanh",
-    "log1p",
-    "asinh",
-    "acosh",
-    "atanh",
-    "Result",
-    "NCS",
-    "ELEMENTARY_NCS",
-]
+__all__ = ["available", "status", "library", "library_status", "Result", "NCS", "ELEMENTARY_NCS", "NO_COMPILER"]
+__all__ += ["add", "mul", "div", "sqrt", "exp", "log", "sin", "cos", "tan"]
+__all__ += ["expm1", "sinh", "cosh", "tanh", "log1p", "asinh", "acosh", "atanh"]
 
 #: Component counts with native kernels.
 NCS = (2, 3, 4)
@@ -116,28 +93,20 @@ def _elementary_ncs(device_type: str) -> tuple[int, ...]:
     return CUDA_ELEMENTARY_NCS if device_type == "cuda" else ELEMENTARY_NCS
 
 
-_FLAGS = [
-    "-O3",
-    "-std=c++17",
-    "-shared",
-    "-fPIC",
-    "-ffp-contract=off",
-    "-fno-fast-math",
-    "-fno-math-errno",
-    "-fopenmp-simd",
-    "-march=native",
-]
+_FLAGS = ["-O3", "-std=c++17", "-shared", "-fPIC", "-ffp-contract=off", "-fno-fast-math", "-fno-math-errno", "-fopenmp-simd"]
+_FLAGS += ["-march=native"]
 _NAMES = {torch.float32: "f32", torch.float64: "f64"}
 # Elements per thread below which one call does it all.
 _CHUNK = 1 << 15
+#: The reason there are no C++ kernels where no compiler is found.
+NO_COMPILER = "no C++ compiler found (set HYPERMC_CXX)"
 
 #: The kernels of one configuration: the C++ library (CPU) or the CUDA backend.
 Kernels = ctypes.CDLL | native_cuda.Backend
 
-_lock = threading.RLock()
-# (dtype name, nc) for the arithmetic kernels, (dtype name, nc, "elementary") for exp/log
-# -> loaded library, or the reason there is none
-_libs: dict[tuple, Any] = {}
+# The state of each library (registry.load): (dtype name, nc) for the arithmetic kernels,
+# (dtype name, nc, "elementary") for exp/log/..., ("cuda", ...) on CUDA, ("library", stem)
+_libs = registry._states
 _bypass = threading.local()  # the self-check runs the torch kernels with this set
 _pool: ThreadPoolExecutor | None = None
 
@@ -180,11 +149,6 @@ def _atomic_write(path: Path, data: bytes) -> None:
 def _key(name: str, nc: int, part: str, device_type: str = "cpu") -> tuple:
     key = (name, nc) if part == "arith" else (name, nc, part)
     return key if device_type == "cpu" else (device_type, *key)
-
-
-def _build(cxx: str, name: str, nc: int, part: str = "arith") -> Path:
-    """Generate, compile and cache the library of one configuration; its path."""
-    return _compile(cxx, generate(name, nc, part), f"hypermc_{name}_nc{nc}{'' if part == 'arith' else '_' + part}")
 
 
 def _compile(cxx: str, source: str, stem: str, flags: tuple[str, ...] = ()) -> Path:
@@ -244,72 +208,50 @@ def _declare(lib: ctypes.CDLL, name: str, nc: int, part: str = "arith") -> None:
         fn.restype = i64  # elements that failed the check
 
 
-def _disabled() -> bool:
-    return os.environ.get("HYPERMC_NATIVE", "1").strip().lower() in ("0", "false", "no", "off")
-
-
 def _load(dtype: torch.dtype, nc: int, part: str = "arith", device_type: str = "cpu") -> Kernels | None:
     """The kernels of ``(dtype, nc, part)`` on ``device_type`` ("cpu": the C++ library,
-    "cuda": :class:`native_cuda.Backend`): built, loaded and self-checked once per process."""
+    "cuda": :class:`native_cuda.Backend`): built, loaded and self-checked once per process
+    (:func:`registry.load`)."""
     name = _NAMES[dtype]
     key = _key(name, nc, part, device_type)
-    lib = _libs.get(key)
-    if lib is None:
-        with _lock:
-            lib = _libs.get(key)
-            if lib is None:
-                lib = _libs[key] = _open_cuda(dtype, name, nc, part) if device_type == "cuda" else _open(dtype, name, nc, part)
-    return None if isinstance(lib, str) else lib
+    lib = registry.current(key)
+    if lib is not None:
+        return None if isinstance(lib, str) else lib
+    opener: Callable[[], Kernels | str]
+    if device_type == "cuda":
+        opener = lambda: native_cuda.available() or native_cuda.Backend(name, nc, part)  # noqa: E731 (compiled by the check)
+        warning = f"hypermc native cuda kernels for {name} nc={nc} ({part}) disabled: {{}}; using the torch kernels"
+    else:
+        stem = f"hypermc_{name}_nc{nc}{'' if part == 'arith' else '_' + part}"
+        declare = functools.partial(_declare, name=name, nc=nc, part=part)
+        opener = functools.partial(_build_and_load, lambda cxx: _compile(cxx, generate(name, nc, part), stem), declare)
+        label = "" if part == "arith" else part + " "
+        warning = f"hypermc native {label}kernels for {name} nc={nc} disabled: {{}} differs from the torch kernels {registry.HINT}"
+        warning += "; using the torch kernels"
+    return registry.load(key, opener, functools.partial(_checked, dtype=dtype, nc=nc, part=part, device_type=device_type), warning.format)
 
 
-def _open(dtype: torch.dtype, name: str, nc: int, part: str = "arith") -> Kernels | str:
-    lib = _build_and_load(lambda cxx: _build(cxx, name, nc, part), lambda lib: _declare(lib, name, nc, part))
-    return lib if isinstance(lib, str) else _checked(lib, dtype, name, nc, part)
+def _checked(lib: Kernels, dtype: torch.dtype, nc: int, part: str, device_type: str) -> str | None:
+    """:func:`_self_check`; on CUDA a kernel NVRTC rejects (at its first launch) fails it too."""
+    try:
+        return _self_check(lib, dtype, nc, part, device_type)
+    except RuntimeError as exc:
+        if device_type == "cpu":
+            raise
+        return f"compile failed: {str(exc)[-500:]}"
 
 
 def _build_and_load(build: Callable[[str], Path], declare: Callable[[ctypes.CDLL], None]) -> ctypes.CDLL | str:
     """``build(compiler)`` then load and ``declare`` the shared library; or why not."""
-    if _disabled():
-        return "disabled by HYPERMC_NATIVE"
     cxx = _compiler()
     if cxx is None:
-        return "no C++ compiler found (set HYPERMC_CXX)"
+        return NO_COMPILER
     try:
         lib = ctypes.CDLL(str(build(cxx)))
         declare(lib)
     except (OSError, RuntimeError, subprocess.SubprocessError, AttributeError) as exc:
         return f"build or load failed: {exc}"
     return lib
-
-
-def _checked(lib: Kernels, dtype: torch.dtype, name: str, nc: int, part: str, device_type: str = "cpu") -> Kernels | str:
-    """``lib`` if its self-check passes; else one warning and the reason."""
-    bad = _self_check(lib, dtype, nc, part, device_type)
-    if bad:
-        label = "" if part == "arith" else part + " "
-        where = "" if device_type == "cpu" else f"{device_type} "
-        warnings.warn(
-            f"hypermc native {where}{label}kernels for {name} nc={nc} disabled: {bad} differs from the torch "
-            "kernels (a compiler that contracts or reassociates?); using the torch kernels",
-            RuntimeWarning,
-            stacklevel=5,
-        )
-        return f"self-check failed: {bad}"
-    return lib
-
-
-def _open_cuda(dtype: torch.dtype, name: str, nc: int, part: str = "arith") -> Kernels | str:
-    """The CUDA kernels (:mod:`native_cuda`): compiled by the self-check's first launches."""
-    if _disabled():
-        return "disabled by HYPERMC_NATIVE"
-    reason = native_cuda.available()
-    if reason is not None:
-        return reason
-    try:
-        return _checked(native_cuda.Backend(name, nc, part), dtype, name, nc, part, "cuda")
-    except RuntimeError as exc:  # NVRTC rejected a kernel: a bug of the translation, say so once
-        warnings.warn(f"hypermc native cuda kernels for {name} nc={nc} ({part}) disabled: {str(exc)[-2000:]}", RuntimeWarning, stacklevel=4)
-        return f"compile failed: {str(exc)[-500:]}"
 
 
 def _self_check_inputs(dtype: torch.dtype, nc: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -357,7 +299,6 @@ def _self_check(lib: Kernels, dtype: torch.dtype, nc: int, part: str = "arith", 
         "sqrt": lambda x, y: arith.sqrt(x[(x[:, 0] > 2.0**-30) & (x[:, 0] < 2.0**30)]),
     }
     if part == "elementary":
-        elementary = _el()
         # exp: moderate arguments (and some that over- or underflow); log: |x|, and 1 + x
         ops = {
             "exp": lambda x, y: elementary.exp(x * 2.0**-14),
@@ -384,9 +325,8 @@ def _self_check(lib: Kernels, dtype: torch.dtype, nc: int, part: str = "arith", 
         if isinstance(lib, native_cuda.Backend):  # C++ only (no CUDA translation yet)
             ops = {op: f for op, f in ops.items() if op.startswith(("exp", "log"))}
     ints = {torch.float32: torch.int32, torch.float64: torch.int64}
-    key = _key(_NAMES[dtype], nc, part, device_type)
-    _libs[key] = lib  # the ops below reach it through _load
-    try:
+    # the ops below reach the kernels through _load
+    with registry.trial(_key(_NAMES[dtype], nc, part, device_type), lib):
         with _disable_current_modes(), torch._C._DisableTorchDispatch(), torch.no_grad():
             x, y = (t.to(device_type) for t in _self_check_inputs(dtype, nc))
             for op, f in ops.items():
@@ -400,8 +340,6 @@ def _self_check(lib: Kernels, dtype: torch.dtype, nc: int, part: str = "arith", 
                     _bypass.on = False
                 if not torch.equal(fast.view(ints[fast.dtype]), ref.view(ints[ref.dtype])):
                     return op
-    finally:
-        del _libs[key]
     return None
 
 
@@ -456,7 +394,7 @@ def status(dtype: torch.dtype = torch.float64, nc: int = 3, part: str = "arith",
         return f"no native elementary kernels for nc={nc} on {device_type} (nc in {_elementary_ncs(device_type)})"
     if available(dtype, nc, part, device_type):
         return "in use"
-    return str(_libs[_key(_NAMES[dtype], nc, part, device_type)])
+    return registry.state(_key(_NAMES[dtype], nc, part, device_type))
 
 
 def _eligible(*ts: torch.Tensor, part: str = "arith", nc: int | None = None) -> Kernels | None:
@@ -542,46 +480,20 @@ def library(
         >>> lib is None or lib.twice(4.0) == 8.0  # None without a C++ compiler
         True
     """
-    key = ("library", stem)
-    lib = _libs.get(key)
-    if lib is None:
-        with _lock:
-            lib = _libs.get(key)
-            if lib is None:
-                lib = _libs[key] = _open_library(stem, source, declare, self_check, flags)
-    return None if isinstance(lib, str) else lib
+    warning = f"hypermc native library {stem} disabled: {{}} disagrees with the torch path {registry.HINT}; using the torch path"
+    opener = functools.partial(_build_and_load, lambda cxx: _compile(cxx, source, stem, flags), declare)
+    return registry.load(("library", stem), opener, self_check, warning.format)
 
 
 def library_status(stem: str) -> str:
-    """``"in use"``, ``"not loaded"`` (not asked for yet in this process) or the reason the
+    """``"in use"``, ``"not built yet"`` (not asked for yet in this process) or the reason the
     :func:`library` ``stem`` is not used.
 
     Example:
         >>> library_status("hypermc_doctest_never_built")
-        'not loaded'
+        'not built yet'
     """
-    lib = _libs.get(("library", stem))
-    if lib is None:
-        return "not loaded"
-    return lib if isinstance(lib, str) else "in use"
-
-
-def _open_library(
-    stem: str, source: str, declare: Callable[[ctypes.CDLL], None], self_check: Callable[[ctypes.CDLL], str | None], flags: tuple[str, ...]
-) -> ctypes.CDLL | str:
-    lib = _build_and_load(lambda cxx: _compile(cxx, source, stem, flags), declare)
-    if isinstance(lib, str):
-        return lib
-    bad = self_check(lib)
-    if bad:
-        warnings.warn(
-            f"hypermc native library {stem} disabled: {bad} disagrees with the torch path (a compiler that "
-            "contracts or reassociates?); using the torch path",
-            RuntimeWarning,
-            stacklevel=4,
-        )
-        return f"self-check failed: {bad}"
-    return lib
+    return registry.state(("library", stem))
 
 
 def _call(lib: Kernels, op: str, operands: list[torch.Tensor], extra: tuple, nc: int, nout: int | None = None) -> Result:
@@ -829,7 +741,7 @@ def tan(x: torch.Tensor, width: int | None = None) -> Result | None:
     res = _sin_cos(x, width)
     if res is None:
         return None
-    el, nc = _el(), res.out.shape[-1] // 2
+    el, nc = elementary, res.out.shape[-1] // 2
     quotient = el._finish(el._div(unpack(res.out[..., :nc]), unpack(res.out[..., nc:])))
     return Result(quotient, res.ok, res.bad)
 
@@ -900,7 +812,7 @@ def _odd_finish(res: Result | None, x: torch.Tensor, scale: float | None = None)
     ``scale``, the sign of ``x``, and ``x`` itself below the odd functions' tiny threshold."""
     if res is None:
         return None
-    el = _el()
+    el = elementary
     y = res.out if scale is None else res.out * scale
     x0 = x[..., :1]
     y = torch.where(torch.signbit(x0), -y, y)
@@ -958,3 +870,6 @@ def atanh(x: torch.Tensor) -> Result | None:
         True
     """
     return _odd_finish(_cpu_log_chain(x, "atanh"), x, 0.5)
+
+
+registry.register(add, mul, div, sqrt, exp, log, sin, cos, tan, expm1, sinh, cosh, tanh, log1p, asinh, acosh, atanh)

@@ -27,16 +27,14 @@ kernels these loops transcribe). :func:`supports` says which steps have a transc
 from __future__ import annotations
 
 import ctypes
+import functools
 import hashlib
 import math
-import threading
-import warnings
 from collections.abc import Callable, Sequence
-from typing import Any
 
 import torch
 
-from . import arith, native
+from . import arith, native, registry
 from .eft import _probe_fused_addcmul, renormalize
 from .native_source import fused_source
 
@@ -54,10 +52,6 @@ _FLAGS = ("-mprefer-vector-width=512",)
 _CHUNK = 1 << 15
 # Operands of the check at load.
 _CHECK_ELEMENTS = 1024
-
-_lock = threading.RLock()
-# (dtype, nc, leaves, steps) -> the kernel, or the reason there is none
-_kernels: dict[tuple, Any] = {}
 
 
 def supports(dtype: torch.dtype, nc: int, kind: str, terms: Sequence[int]) -> bool:
@@ -102,39 +96,27 @@ def _symbol(key: tuple) -> str:
 def _kernel(
     dtype: torch.dtype, nc: int, leaves: tuple[Leaf, ...], steps: tuple[Step, ...], reference: Callable, operands: list[torch.Tensor]
 ):
-    """The loaded, checked kernel of a program, or None (built once per process)."""
-    key = (native._NAMES[dtype], nc, leaves, steps)
-    fn = _kernels.get(key)
-    if fn is None:
-        with _lock:
-            fn = _kernels.get(key)
-            if fn is None:
-                fn = _kernels[key] = _open(dtype, nc, leaves, steps, key, reference, operands)
-    return None if isinstance(fn, str) else fn
+    """The loaded, checked kernel of a program, or None (:func:`registry.load`: once per
+    process, key ``("fused", dtype name, nc, leaves, steps)``)."""
+    key = ("fused", native._NAMES[dtype], nc, leaves, steps)
+    warning = f"hypermc fused kernel for {native._NAMES[dtype]} nc={nc} {steps} disabled: {{}}; using the eager kernels"
+    check = functools.partial(_self_check, dtype=dtype, nc=nc, leaves=leaves, reference=reference, operands=operands)
+    return registry.load(key, functools.partial(_open, dtype, nc, key), check, warning.format)
 
 
-def _open(dtype, nc, leaves, steps, key, reference, operands):
-    cxx = native._compiler()
-    if cxx is None:
-        return "no C++ compiler found (set HYPERMC_CXX)"
-    symbol = _symbol(key)
-    src = fused_source(native._NAMES[dtype], nc, leaves, steps, symbol, arith._sqrt_range(dtype, nc))
-    try:
-        lib = ctypes.CDLL(str(native._compile(cxx, src, f"hypermc_fused_{native._NAMES[dtype]}_nc{nc}", _FLAGS)))
-        fn = getattr(lib, symbol)
-    except (OSError, RuntimeError, AttributeError) as exc:
-        return f"build or load failed: {exc}"
+def _open(dtype: torch.dtype, nc: int, key: tuple):
+    """The program's kernel, compiled and loaded, or why not."""
+    symbol, name = _symbol(key[1:]), native._NAMES[dtype]
+    src = fused_source(name, nc, key[3], key[4], symbol, arith._sqrt_range(dtype, nc))
+    lib = native._build_and_load(
+        lambda cxx: native._compile(cxx, src, f"hypermc_fused_{name}_nc{nc}", _FLAGS), lambda lib: getattr(lib, symbol)
+    )
+    if isinstance(lib, str):
+        return lib
+    fn = getattr(lib, symbol)
     fn.argtypes = [ctypes.c_int64, ctypes.c_int64, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64, ctypes.c_void_p]
     fn.restype = ctypes.c_int64
     fn._hypermc_lib = lib  # keep the library loaded with the function
-    bad = _self_check(fn, dtype, nc, leaves, reference, operands)
-    if bad:
-        warnings.warn(
-            f"hypermc fused kernel for {native._NAMES[dtype]} nc={nc} {steps} disabled: {bad}; using the eager kernels",
-            RuntimeWarning,
-            stacklevel=6,
-        )
-        return f"self-check failed: {bad}"
     return fn
 
 

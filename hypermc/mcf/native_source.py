@@ -18,36 +18,11 @@ from __future__ import annotations
 
 import math
 import re
-from types import ModuleType
 
 import torch
 
+from . import arith, elementary
 from .eft import _merge_network
-
-#: :mod:`hypermc.mcf.elementary`, bound by that module when it is imported (it dispatches
-#: to the fused kernels, so it cannot be imported from here: the tracer of its float64
-#: path reads its tables and constants through this reference at build time).
-_elementary: ModuleType | None = None
-
-
-def bind_elementary(module: ModuleType) -> None:
-    """Give the exp/log tracer :mod:`~hypermc.mcf.elementary`'s constants (called by it at import).
-
-    Example:
-        >>> import hypermc.mcf.elementary as el
-        >>> bind_elementary(el)
-        >>> _el() is el
-        True
-    """
-    global _elementary
-    _elementary = module
-
-
-def _el() -> ModuleType:
-    if _elementary is None:
-        raise RuntimeError("native_source: the exp/log tracer needs hypermc.mcf.elementary imported first")
-    return _elementary
-
 
 __all__ = ["source", "fused_source", "NCS", "DTYPES", "FUSED_TILE"]
 
@@ -574,6 +549,21 @@ def _l_add(net: _Net, a: list[str], b: list[str]) -> list[str]:
     return _fixed_add(net, a, b)
 
 
+def _l_add_general(net: _Net, a: list[str], b: list[str]) -> list[str]:
+    """elementary._add of finite operands, never flagged: at three or more components
+    the fixed network where its check passes, else arith's general kernel
+    (:func:`_t_add_general`, the torch path's recomputation of those elements) inline."""
+    n = max(len(a), len(b))
+    if n < 3:
+        return _l_add(net, a, b)
+    a, b = _lpad(a, n), _lpad(b, n)
+    mark = len(net.oks)
+    fixed = _fixed_add(net, a, b)
+    (fine,) = net.oks[mark:]
+    del net.oks[mark:]
+    return [net.select(fine, c, g) for c, g in zip(fixed, _t_add_general(net, a, b))]
+
+
 def _l_add_nc(net: _Net, a: list[str], b: list[str]) -> list[str]:
     """elementary._add_nc."""
     if max(len(a), len(b)) != 2:
@@ -605,6 +595,20 @@ def _l_mul(net: _Net, a: list[str], b: list[str]) -> list[str]:
         cl2 = net.fma(a[1], b[0], net.fma(a[0], b[1], net.mul(a[1], b[1])))
         return list(net.fast_two_sum(ch, net.add(cl1, cl2)))
     return _fixed_mul(net, a, b)
+
+
+def _l_mul_general(net: _Net, a: list[str], b: list[str]) -> list[str]:
+    """elementary._mul of finite operands, never flagged: at three or more components the
+    fixed network where its check passes, else arith's general kernel (``_mul_general``:
+    the same product levels renormalised, the sign of a zero product ``a_0 b_0``)."""
+    n = max(len(a), len(b))
+    if n < 3:
+        return _l_mul(net, a, b)
+    a, b = _lpad(a, n), _lpad(b, n)
+    levels = net.product_levels(a, b, n)
+    fixed = net.renorm_levels(levels, n)
+    fine = net.normalised(fixed, None)
+    return [net.select(fine, c, g) for c, g in zip(fixed, _t_renormalize(net, levels, net.mul(a[0], b[0]), n))]
 
 
 def _l_mul_f(net: _Net, a: list[str], b: str) -> list[str]:
@@ -652,7 +656,7 @@ class _Tables:
         self.done: set[int] = set()
 
     def constants(self, nc: int):
-        cst = _el()._constants(torch.float64, nc, torch.device("cpu"))
+        cst = elementary._constants(torch.float64, nc, torch.device("cpu"))
         if nc not in self.done:
             self.done.add(nc)
             for name, table in (("D", cst.d_table), ("E", cst.t_table)):
@@ -664,7 +668,7 @@ class _Tables:
     def trig(self, nc: int):
         """The constants of sin/cos (:func:`elementary._trig_constants`), their tables
         emitted as ``TRIG_S{nc}_{c}``, ``TRIG_C{nc}_{c}`` (rows padded to :data:`_TRIG_PAD`)."""
-        cst = _el()._trig_constants(torch.float64, nc, torch.device("cpu"))
+        cst = elementary._trig_constants(torch.float64, nc, torch.device("cpu"))
         if -nc not in self.done:
             self.done.add(-nc)
             for name, table in (("S", cst.sin_table), ("C", cst.cos_table)):
@@ -674,8 +678,9 @@ class _Tables:
         return cst
 
 
-def _t_series(net: _Net, r: list[str], cst) -> list[str]:
-    """elementary._expm1_series."""
+def _t_series(net: _Net, r: list[str], cst, general: bool = False) -> list[str]:
+    """elementary._expm1_series (``general``: its last product as :func:`_l_mul_general`)."""
+    mul = _l_mul_general if general else _l_mul
     plan, lead = cst.plan, cst.coeff_lead
     n = len(plan) - 1
     q = _lit(lead[n])
@@ -693,13 +698,14 @@ def _t_series(net: _Net, r: list[str], cst) -> list[str]:
             q_list = _l_add_nc(net, prod, [_lit(v) for v in cst.coeffs[k].tolist()[:level]])
     if q_list is None:
         return _l_mul_f(net, r, q)
-    return _l_mul(net, r, q_list)
+    return mul(net, r, q_list)
 
 
-def _t_exp_parts(net: _Net, tables: _Tables, x: list[str]) -> tuple[str, list[str]]:
+def _t_exp_parts(net: _Net, tables: _Tables, x: list[str], general: bool = False) -> tuple[str, list[str]]:
     """elementary._exp_parts for finite ``x`` with ``|x_0| <= bound`` (the caller flags
-    the others)."""
-    _TABLE_HALF, _TABLE_STEPS = _el()._TABLE_HALF, _el()._TABLE_STEPS
+    the others); ``general``: the series' last product and the last sum never flagged
+    (:func:`_l_mul_general`, :func:`_l_add_general`)."""
+    _TABLE_HALF, _TABLE_STEPS = elementary._TABLE_HALF, elementary._TABLE_STEPS
     nc = len(x)
     cst = tables.constants(nc)
     n = net.let(f"std::rint({x[0]} * {_lit(cst.inv_step)})")
@@ -709,18 +715,18 @@ def _t_exp_parts(net: _Net, tables: _Tables, x: list[str]) -> tuple[str, list[st
     r = _l_add_f(net, x, net.mul(nn, _lit(cst.cw0)))
     r = _l_add_f(net, r, net.mul(nn, _lit(cst.cw1)))
     r = _l_add(net, r, _l_mul_f_zero(net, [_lit(v) for v in cst.cw_rest.tolist()], nn))
-    er = _t_series(net, r, cst)
+    er = _t_series(net, r, cst, general)
     # in [0, 2 * _TABLE_HALF] for finite x; the mask keeps any other lane inside the
     # padded tables (a clamp here stops GCC's vectoriser)
     idx = net.let(f"toint<T>({j} + {_lit(_TABLE_HALF)}) & {_TABLE_PAD - 1}", "I<T>")
     d = [net.let(f"EXP_D{nc}_{c}[{idx}]") for c in range(nc)]
     t = [net.let(f"EXP_E{nc}_{c}[{idx}]") for c in range(nc)]
-    return k, _l_add(net, d, _l_mul(net, t, er))
+    return k, (_l_add_general if general else _l_add)(net, d, _l_mul(net, t, er))
 
 
 def _t_ldexp_factors(net: _Net, k: str) -> tuple[str, str]:
     """elementary._ldexp_factors: two clamped powers of two with product ``2^k``."""
-    emin, emax = _el()._exponent_range(torch.float64)
+    emin, emax = elementary._exponent_range(torch.float64)
     # trunc(k / 2) and the clamps on integers (exact; GCC does not vectorise std::trunc)
     ki = net.let(f"toint<T>({k})", "I<T>")
     k1 = net.let(f"std::min<I<T>>(std::max<I<T>>({ki} / 2, {emin}), {emax})", "I<T>")
@@ -775,7 +781,7 @@ def _t_log_reduce(net: _Net, s: list[str], plus_one: str | None, shift: str | No
     elsewhere), ``w = 2^e m``, ``t = m - 1`` (or ``t = s`` near 1); returns ``(t, e +
     shift, regular)``, ``regular`` false for ``w_0`` not a positive normal number (the
     torch path takes ``log(w_0)`` there)."""
-    el = _el()
+    el = elementary
     if plus_one is None:
         w, small = s, "false"
     else:
@@ -819,7 +825,7 @@ def _log_reduce_body(nc: int, fn: str = "log") -> list[str]:
     * atanh: ``log1p(2 a / (1 - a))``, ``a = |x|``; the caller halves it, applies the
       sign and the tiny case.
     """
-    el = _el()
+    el = elementary
     p = DTYPES["f64"][2]
     net = _Net()
     xs = [net.let(f"X({k})") for k in range(nc)]
@@ -934,13 +940,21 @@ def _t_distill(net: _Net, t: list[str], nc: int) -> list[str]:
     return out  # type: ignore[return-value]
 
 
-def _t_sub_general(net: _Net, x: list[str], y: list[str]) -> list[str]:
-    """arith._add_general(x, y, subtract=True) for finite operands: merge by magnitude,
-    renormalise (``eft.renormalize`` with ``presorted``: two distillations)."""
-    nc = len(x)
-    terms = _t_merge(net, x, [net.neg(c) for c in y])
-    first = _t_distill(net, terms, min(nc + 1, len(terms)))
-    return _t_distill(net, first, nc)
+def _t_add_general(net: _Net, x: list[str], y: list[str], subtract: bool = False) -> list[str]:
+    """arith._add_general(x, y, subtract) for finite operands: merge by magnitude,
+    renormalise (``eft.renormalize`` with ``presorted``: two distillations), and the
+    sign of a zero sum (``arith._signed_zero``: ``x_0 ± y_0`` where that is zero too)."""
+    ys = [net.neg(c) for c in y] if subtract else y
+    return _t_renormalize(net, _t_merge(net, x, ys), net.add(x[0], ys[0]), len(x))
+
+
+def _t_renormalize(net: _Net, terms: list[str], naive: str, nc: int) -> list[str]:
+    """``eft.renormalize(terms, nc, presorted=True)`` of finite terms (two distillations),
+    then ``arith._signed_zero``: a zero result takes the sign of ``naive`` where that is
+    zero too."""
+    out = _t_distill(net, _t_distill(net, terms, min(nc + 1, len(terms))), nc)
+    zero = net.test(f"({out[0]} == T(0)) & ({naive} == T(0))")
+    return [net.select(zero, naive, out[0]), *out[1:]]
 
 
 def _log_core_body(nc: int, tables: _Tables) -> list[str]:
@@ -954,7 +968,7 @@ def _log_core_body(nc: int, tables: _Tables) -> list[str]:
     y = [net.let("Y(0)")]
     for level in range(2, nc + 1):
         y = _lpad(y, level)
-        _, ee = _t_exp_parts(net, tables, y)  # |y| <= ln2/2: k = 0, ee = expm1(y)
+        _, ee = _t_exp_parts(net, tables, y, general=True)  # |y| <= ln2/2: k = 0, ee = expm1(y)
         if level < 3:  # elementary._residual
             d = _l_add(net, ee, [net.neg(c) for c in t[:level]])
         else:
@@ -962,7 +976,7 @@ def _log_core_body(nc: int, tables: _Tables) -> list[str]:
             # branch rejects these elements too (its check adds the cancellation bound)
             d = net.renorm_levels(net.add_levels(ee, [net.neg(c) for c in t[:level]], level), level)
             fine = net.normalised(d, None)
-            d = [net.select(fine, a, b) for a, b in zip(d, _t_sub_general(net, ee, t[:level]))]
+            d = [net.select(fine, a, b) for a, b in zip(d, _t_add_general(net, ee, t[:level], subtract=True))]
         c = _l_div2(net, d[:2], _l_add_f(net, ee[:2], "T(1)"))
         y = _l_add_nc(net, y, [net.neg(ci) for ci in c])
     ln2 = [_lit(v) for v in tables.constants(nc).ln2.tolist()]
@@ -1033,7 +1047,7 @@ def _t_trig_horner(net: _Net, u: list[str], coeffs, lead, plan) -> list[str]:
 def _t_sin_cos(net: _Net, tables: _Tables, x: list[str], nc: int) -> tuple[list[str], list[str], str]:
     """elementary._sin_cos_generic for finite ``x`` on the fast reduction, ``width=nc``:
     ``(sin x, cos x, good)``, ``good`` as :func:`_t_trig_reduce`."""
-    _TRIG_STEPS, _TRIG_HALF = _el()._TRIG_STEPS, _el()._TRIG_HALF
+    _TRIG_STEPS, _TRIG_HALF = elementary._TRIG_STEPS, elementary._TRIG_HALF
     cst = tables.trig(nc)
     q, r, good = _t_trig_reduce(net, x, cst, nc)
     # elementary._sin_cos_reduced
@@ -1094,8 +1108,8 @@ def _l_sqrt(net: _Net, a: list[str]) -> list[str]:
         rho = net.add(net.sub(net.sub(a[0], ph), pl), a[1])
         sl = net.select(net.test(f"{sh} > T(0)"), net.div(rho, net.mul("T(2)", sh)), "T(0)")
         return list(net.fast_two_sum(sh, sl))
-    # arith's range, through elementary (arith imports native, which imports this module)
-    lo, hi = _el().arith._sqrt_range(torch.float64, len(a)) or (math.inf, -math.inf)
+    # arith's range
+    lo, hi = arith._sqrt_range(torch.float64, len(a)) or (math.inf, -math.inf)
     c, oks = _emit_sqrt(net, a, _lit(lo), _lit(hi))
     net.oks.extend(oks)
     return c
@@ -1165,7 +1179,7 @@ def _expm1_body(nc: int, tables: _Tables) -> list[str]:
     net = _Net()
     xs, regular = _unary_head(net, nc, tables, zero_ok=False)
     k, e = _t_exp_parts(net, tables, xs)
-    y = _t_keep_tiny(net, xs, _t_expm1_from_parts(net, k, e), _el()._tiny_threshold(DTYPES["f64"][2], nc))
+    y = _t_keep_tiny(net, xs, _t_expm1_from_parts(net, k, e), elementary._tiny_threshold(DTYPES["f64"][2], nc))
     return _outputs(net, _t_finish(net, y), regular)
 
 
@@ -1185,7 +1199,7 @@ def _sinh_cosh_body(nc: int, tables: _Tables) -> list[str]:
     large = _gated(net, k0, lambda: _l_add(net, m, [net.neg(c) for c in tail]))
     km1 = net.sub(k, "T(1)")
     sinh = _t_apply_sign(net, _t_lscale(net, [net.select(k0, a, b) for a, b in zip(small, large)], km1), neg)
-    sinh = _t_keep_tiny(net, xs, sinh, _el()._tiny_odd_threshold(DTYPES["f64"][2], nc))
+    sinh = _t_keep_tiny(net, xs, sinh, elementary._tiny_odd_threshold(DTYPES["f64"][2], nc))
     cosh = _t_lscale(net, _l_add_nc(net, m, tail), km1)
     return _outputs(net, _t_finish(net, sinh) + _t_finish(net, cosh), regular)
 
@@ -1196,7 +1210,7 @@ def _tanh_body(nc: int, tables: _Tables) -> list[str]:
     net = _Net()
     xs, regular = _unary_head(net, nc, tables, zero_ok=False)
     a, neg = _t_abs_sign(net, xs)
-    saturated = net.test(f"{a[0]} > {_lit((nc * p + _el()._GUARD_BITS + 2) * math.log(2.0) / 2)}")
+    saturated = net.test(f"{a[0]} > {_lit((nc * p + elementary._GUARD_BITS + 2) * math.log(2.0) / 2)}")
 
     def unsaturated() -> list[str]:
         # 2|x| can pass exp's bound only where saturated (the result is 1 there): zeroed
@@ -1207,7 +1221,7 @@ def _tanh_body(nc: int, tables: _Tables) -> list[str]:
 
     d = _gated(net, saturated, unsaturated)
     y = [net.select(saturated, one, c) for one, c in zip(_lpad(["T(1)"], nc), d)]
-    y = _t_keep_tiny(net, xs, _t_apply_sign(net, y, neg), _el()._tiny_odd_threshold(p, nc))
+    y = _t_keep_tiny(net, xs, _t_apply_sign(net, y, neg), elementary._tiny_odd_threshold(p, nc))
     return _outputs(net, _t_finish(net, y), regular)
 
 

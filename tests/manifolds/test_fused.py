@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 
 import hypermc as hm
 from hypermc.manifolds.math import batch, fused
-from hypermc.mcf import native
+from hypermc.mcf import registry
 
 DTYPES = [torch.float32, torch.float64]
 INTS = {torch.float32: torch.int32, torch.float64: torch.int64}
@@ -130,10 +130,9 @@ def test_unfused_cases_are_the_torch_path():
 
 def test_disabled_runs_the_torch_path(monkeypatch):
     monkeypatch.setenv("HYPERMC_NATIVE", "0")
-    monkeypatch.setattr(native, "_libs", {})
-    monkeypatch.setattr(fused, "_checked", {})
+    monkeypatch.setattr(registry, "_states", {})
     assert not fused.available(torch.float64, 2)
-    assert fused.status(torch.float64, 2) == "disabled by HYPERMC_NATIVE"
+    assert fused.status(torch.float64, 2) == "disabled by HYPERMC_NATIVE=0"
     gen = torch.Generator().manual_seed(1)
     rows = _table(gen, 5, 3, 2, torch.float64, 1)
     ia, ib = torch.tensor([[0]]), torch.tensor([[1, 2, 3, 4]])
@@ -144,11 +143,11 @@ def test_disabled_runs_the_torch_path(monkeypatch):
 
 @needs_fused
 def test_a_failed_check_warns_and_falls_back(monkeypatch):
-    monkeypatch.setattr(fused, "_checked", {})
+    monkeypatch.setattr(registry, "_states", {})
     monkeypatch.setattr(fused, "_check", lambda lib, dtype, nc: "halfspace f64 nc=2 (values 99.0 ulps, gradients 0.0 ulps)")
     with pytest.warns(RuntimeWarning, match=r"fused halfspace kernels disabled for torch.float64 nc=2: halfspace f64 nc=2 \(values 99"):
         assert not fused.available(torch.float64, 2)
-    assert fused.status(torch.float64, 2).startswith("check failed: halfspace f64 nc=2")
+    assert fused.status(torch.float64, 2).startswith("self-check failed: halfspace f64 nc=2")
 
 
 # ------------------------------------------------------------------ retraction

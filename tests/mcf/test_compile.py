@@ -20,7 +20,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import hypermc as hm
-from hypermc.mcf import arith, eft, native, native_fused
+from hypermc.mcf import arith, eft, native, native_fused, registry
 from hypermc.mcf import compile as mc_compile
 from tests.conftest import BOUNDS
 from tests.mcf.test_native import needs_compiler
@@ -361,8 +361,8 @@ def test_benchmark_expression_is_one_fused_kernel(dtype, nc, monkeypatch):
     assert [[n["op"] for n in c["nodes"]] for c in calls] == [
         ["aten.mul.Tensor", "aten.mul.Tensor", "aten.add.Tensor", "aten.div.Tensor", "aten.add.Tensor"]
     ]
-    kernels = [k for k, v in native_fused._kernels.items() if k[:2] == (native._NAMES[dtype], nc) and len(k[3]) == 5]
-    assert kernels and all(callable(native_fused._kernels[k]) for k in kernels)
+    kernels = [k for k in registry._states if k[:3] == ("fused", native._NAMES[dtype], nc) and len(k[4]) == 5]
+    assert kernels and all(callable(registry._states[k]) for k in kernels)
 
 
 @needs_compiler

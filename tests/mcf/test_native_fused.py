@@ -18,7 +18,7 @@ import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
-from hypermc.mcf import arith, native, native_fused, native_source
+from hypermc.mcf import arith, native, native_fused, native_source, registry
 from tests.mcf.test_arith import _cap
 from tests.mcf.test_native import INTS, needs_compiler
 from tests.oracle import expansions
@@ -159,7 +159,7 @@ def test_self_check_catches_a_wrong_kernel(monkeypatch):
         return real(net, name, nc, kind, args, sqrt_range)
 
     monkeypatch.setattr(native_source, "_fused_step", wrong)
-    monkeypatch.setattr(native_fused, "_kernels", {})
+    monkeypatch.setattr(registry, "_states", {})
     monkeypatch.setenv("HYPERMC_NATIVE_CACHE", str(native._cache_dir() / "test-wrong"))
     x = torch.tensor([[1.5, 2.0**-60, 0.0]] * 4, dtype=torch.float64)
     ops = [x, x, torch.tensor([1.0], dtype=torch.float64)]
@@ -171,7 +171,7 @@ def test_self_check_catches_a_wrong_kernel(monkeypatch):
 def test_not_used_without_the_per_op_kernels(monkeypatch):
     """``HYPERMC_NATIVE=0`` (or no compiler, a failed build or check of the per-op
     library) turns the fused kernels off too: eager mode would not run fused code."""
-    monkeypatch.setattr(native, "_libs", {})
+    monkeypatch.setattr(registry, "_states", {})
     monkeypatch.setenv("HYPERMC_NATIVE", "0")
     assert not native_fused.usable(torch.float64, 3)
     x = torch.ones(4, 3, dtype=torch.float64)

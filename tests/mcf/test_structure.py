@@ -21,10 +21,11 @@ SOURCES = sorted(MCF.glob("*.py"))
 # The class, its op table and the package: everything else is a kernel module.
 CLASS_MODULES = {"__init__", "tensor", "ops"}
 KERNELS = sorted(p.stem for p in SOURCES if p.stem not in CLASS_MODULES)
-# native's self-check compares the fused kernels with arith's torch kernels, and arith
-# calls native: the one module-level cycle, resolved by Python (neither module uses the
-# other at import time).
-KNOWN_CYCLES = [{"arith", "native"}]
+# The algorithms call the fused kernels through the registry; the backend imports them
+# (its self-check) and registers itself: no cycle.
+KNOWN_CYCLES: list[set[str]] = []
+ALGORITHMS = ("arith", "elementary", "fixed", "eft", "reduce", "matmul", "exact")
+BACKEND = {"native", "native_cuda", "native_fused", "native_source", "compile"}
 
 
 def _tree(path: Path) -> ast.Module:
@@ -115,6 +116,16 @@ def test_tensor_imports_the_kernels_and_ops_imports_tensor():
     assert "ops" not in _reachable(graph, "tensor")
     assert {"tensor", "arith", "elementary", "reduce", "matmul"} <= graph["ops"]
     assert {"tensor", "ops"} <= graph["__init__"]
+
+
+@pytest.mark.parametrize("name", ALGORITHMS)
+def test_the_algorithms_never_reach_the_backend(name):
+    reached = _reachable(_graph(), name)
+    assert not reached & BACKEND, f"{name} imports {sorted(reached & BACKEND)}"
+
+
+def test_the_package_imports_the_backend_which_registers_itself():
+    assert "native" in _graph()["__init__"] and "registry" in _graph()["native"]
 
 
 def test_the_only_import_cycle_is_the_known_one():

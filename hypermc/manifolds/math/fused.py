@@ -40,13 +40,12 @@ from __future__ import annotations
 
 import ctypes
 import math
-import warnings
 from collections.abc import Callable
 from typing import Any
 
 import torch
 
-from ...mcf import arith, native
+from ...mcf import arith, native, registry
 from ...mcf.eft import has_fused_addcmul, tracing
 from ...mcf.native_source import _PRELUDE, _add2_body, _add_body, _mul2_body, _mul_body
 from . import batch
@@ -367,38 +366,18 @@ def _check(lib: ctypes.CDLL, dtype: torch.dtype, nc: int) -> str | None:
     return None
 
 
-# (dtype, nc) -> None (checked: in use), the reason it is not used, or "checking"
-_checked: dict[tuple[torch.dtype, int], str | None] = {}
-_CHECKING = "checking"
-
-
 def _kernels(dtype: torch.dtype, nc: int) -> ctypes.CDLL | None:
     """The library, for a (dtype, nc) whose kernels passed their check in this process
     (checked on first use: a fraction of a second; a failure warns once and the torch
-    path runs)."""
-    lib = native.library(_STEM, source(), _declare, lambda lib: None, flags=("-fopenmp",))
-    if lib is None:
-        return None
-    key = (dtype, nc)
-    if key not in _checked:
-        with native._lock:  # one thread checks; the check itself reaches here re-entrantly
-            if key not in _checked:
-                _checked[key] = _CHECKING
-                try:
-                    bad = _check(lib, dtype, nc)
-                except BaseException:
-                    del _checked[key]
-                    raise
-                _checked[key] = bad
-                if bad is not None:
-                    warnings.warn(
-                        f"hypermc fused halfspace kernels disabled for {dtype} nc={nc}: {bad} (a compiler that "
-                        "contracts or reassociates?); using the torch path",
-                        RuntimeWarning,
-                        stacklevel=3,
-                    )
-    state = _checked[key]
-    return lib if state is None or state == _CHECKING else None
+    path runs). One state per (dtype, nc) in :mod:`hypermc.mcf.registry`, above the
+    library's own."""
+
+    def open_() -> ctypes.CDLL | str:
+        lib = native.library(_STEM, source(), _declare, lambda lib: None, flags=("-fopenmp",))
+        return native.library_status(_STEM) if lib is None else lib
+
+    warning = f"hypermc fused halfspace kernels disabled for {dtype} nc={nc}: {{}} {registry.HINT}; using the torch path"
+    return registry.load(("halfspace", dtype, nc), open_, lambda lib: _check(lib, dtype, nc), warning.format)
 
 
 def available(dtype: torch.dtype = torch.float64, nc: int = 2) -> bool:
@@ -426,10 +405,8 @@ def status(dtype: torch.dtype = torch.float64, nc: int = 2) -> str:
     """
     if dtype not in _TYPES or nc not in NCS:
         return f"no fused kernels for {dtype} nc={nc} (float32/float64, nc in {NCS})"
-    if _kernels(dtype, nc) is not None:
-        return "in use"
-    reason = _checked.get((dtype, nc))
-    return f"check failed: {reason}" if reason else native.library_status(_STEM)
+    _kernels(dtype, nc)
+    return registry.state(("halfspace", dtype, nc))
 
 
 def applies(rows: torch.Tensor) -> bool:
