@@ -222,7 +222,8 @@ def train(
 
     * distance ``scale = dim / 4`` (2-D: 0.5; 10-D: 2.5);
     * ``dim <= 2``: 1000 epochs, burn-in 20, ``lr`` 10 rising linearly to 80, exact update;
-    * ``dim >= 3``: 200 epochs, burn-in 5, ``lr`` 5 rising linearly to 50, ``fast=True``;
+    * ``dim >= 3``: 200 epochs, burn-in 5, ``lr`` 5 rising linearly to 50, ``fast=True``
+      (the exact update with ``parallel=``: the fast one runs in one process);
     * the rest: :class:`TrainConfig`'s defaults (batch 512, 50 negatives, ...).
 
     Measured on mammals (docs/training.md, "Defaults from the data"): 10-D MAP 0.979
@@ -291,7 +292,7 @@ def train(
         >>> TrainConfig.from_dict(r.config) == cfg
         True
     """
-    config = _config_of(config, hyperparameters)
+    config = _config_of(config, hyperparameters, parallel)
     _check_run(graph, manifold, config, checkpoint_dir, callback, parallel)
     run = _Trainer(graph, manifold, config, parallel=parallel, init=init)
     if resume is not None:
@@ -302,14 +303,18 @@ def train(
     return run.fit(checkpoint_dir=checkpoint_dir, progress=progress, callback=callback)
 
 
-def _config_of(config: TrainConfig | None, hyperparameters: dict) -> TrainConfig:
-    """``config``, or the :class:`TrainConfig` built from ``train``'s hyperparameter keywords."""
+def _config_of(config: TrainConfig | None, hyperparameters: dict, parallel: Any | None = None) -> TrainConfig:
+    """``config``, or the :class:`TrainConfig` built from ``train``'s hyperparameter keywords
+    (the rule's ``fast`` update runs in one process, so a ``parallel`` run that does not ask
+    for it gets the exact update)."""
     unknown = [name for name in hyperparameters if name not in HYPERPARAMETERS]
     if unknown:
         raise TypeError(
             f"train: unexpected keyword arguments {unknown}; the hyperparameters are the TrainConfig fields ({', '.join(HYPERPARAMETERS)})"
         )
     if config is None:
+        if parallel is not None:
+            hyperparameters = {"fast": False, **hyperparameters}
         return auto_config(**hyperparameters)
     check_instance("train", "config", config, TrainConfig, "a TrainConfig or None")
     if hyperparameters:

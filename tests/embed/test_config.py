@@ -299,3 +299,14 @@ def test_cli_flags_not_given_follow_the_rule(tmp_path):
     cfg = _train_config(_parser().parse_args([*base, "--scale", "3", "--no-fast", "--epochs", "9", "--lr", "2", "--burnin", "0"]))
     assert (cfg.scale, cfg.fast, cfg.epochs, cfg.lr, cfg.burnin, cfg.lr_end_mult) == (3.0, False, 9, 2.0, 0, 10.0)
     assert _train_config(_parser().parse_args(["train", "--out", str(tmp_path)])) == TrainConfig()
+
+
+def test_a_parallel_run_gets_the_exact_update_unless_it_asks():
+    from hypermc.embed.train import _config_of
+
+    class Parallel:  # stands for a DataParallel; _config_of reads only whether one is given
+        pass
+
+    assert _config_of(None, {"dim": 10}).fast is True
+    assert _config_of(None, {"dim": 10}, Parallel()).fast is False
+    assert _config_of(None, {"dim": 10, "fast": True}, Parallel()).fast is True  # then train refuses it, naming fast
