@@ -27,7 +27,9 @@ from tests.embed.helpers import tree_closure
 
 F64 = torch.float64
 #: Mammals, 3 epochs (the first in burn-in), 10-D halfspace in MC nc=2.
-KW = dict(dim=10, nc=2, dtype=F64, batch_size=256, negatives=20, burnin=1, lr=5.0, lr_schedule="constant", fast=False, seed=7, progress=False)
+KW = dict(
+    dim=10, nc=2, dtype=F64, batch_size=256, negatives=20, burnin=1, lr=5.0, lr_schedule="constant", fast=False, seed=7, progress=False
+)
 #: Process-group timeout of the test ranks (seconds): the rendezvous and every collective
 #: before a stall. Generous, so that a rank that starts or runs late on a busy machine
 #: (pytest-xdist, other jobs) never times out by accident; a dead rank is noticed at once
