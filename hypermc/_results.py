@@ -35,7 +35,14 @@ SOURCE_DIRS = ("hypermc", "benchmarks", "examples")
 
 
 def add_argument(parser: argparse.ArgumentParser) -> None:
-    """Add ``--write-results PATH`` to a script's parser (read again by :func:`run`)."""
+    """Add ``--write-results PATH`` to a script's parser (read again by :func:`run`).
+
+    Example:
+        >>> parser = argparse.ArgumentParser()
+        >>> add_argument(parser)
+        >>> parser.parse_args(["--write-results", "docs/results/x.md"]).write_results
+        PosixPath('docs/results/x.md')
+    """
     parser.add_argument(
         OPTION,
         metavar="PATH",
@@ -50,6 +57,12 @@ def run(main: Callable[[], Any], argv: list[str] | None = None) -> None:
     """Run ``main()``; with ``--write-results PATH`` in ``argv`` (default ``sys.argv``) record its output to PATH.
 
     The fragment is written only when ``main`` returns normally.
+
+    Example:
+        >>> run(lambda: print("| a |\\n|---|\\n| 1 |"), ["script.py"])  # no option: main() alone
+        | a |
+        |---|
+        | 1 |
     """
     argv = list(sys.argv if argv is None else argv)
     pre = argparse.ArgumentParser(add_help=False)
@@ -91,7 +104,12 @@ class _Tee(io.TextIOBase):
 
 
 def command(argv: list[str]) -> str:
-    """The command line that reproduces the run: ``python <script relative to the repo> <args>``, without the results option."""
+    """The command line that reproduces the run: ``python <script relative to the repo> <args>``, without the results option.
+
+    Example:
+        >>> command([str(ROOT / "benchmarks" / "bench_ops.py"), "--quick", "--write-results", "x.md"])
+        'python benchmarks/bench_ops.py --quick'
+    """
     script = Path(argv[0]).resolve()
     name = str(script.relative_to(ROOT)) if script.is_relative_to(ROOT) else argv[0]
     args: list[str] = []
@@ -105,7 +123,12 @@ def command(argv: list[str]) -> str:
 
 
 def commit() -> str:
-    """``commit <short hash>`` of the repository (noting uncommitted source changes), or ``commit not recorded``."""
+    """``commit <short hash>`` of the repository (noting uncommitted source changes), or ``commit not recorded``.
+
+    Example:
+        >>> commit().startswith("commit ")
+        True
+    """
     git = ["git", "-C", str(ROOT)]
     try:
         head = subprocess.run([*git, "rev-parse", "--short=7", "HEAD"], capture_output=True, text=True, check=True).stdout.strip()
@@ -118,7 +141,12 @@ def commit() -> str:
 
 
 def machine() -> str:
-    """``N-core <arch> (<CPU model>), torch <version>, <threads> thread(s), device <device>``."""
+    """``N-core <arch> (<CPU model>), torch <version>, <threads> thread(s), device <device>``.
+
+    Example:
+        >>> "torch " in machine()
+        True
+    """
     import torch  # the scripts import it anyway; kept out of module import time
 
     arch = {"x86_64": "x86-64", "AMD64": "x86-64", "arm64": "aarch64"}.get(platform.machine(), platform.machine())
@@ -136,7 +164,12 @@ def machine() -> str:
 
 
 def tables(output: str) -> list[str]:
-    """The Markdown tables in ``output`` (runs of lines starting with ``|`` whose second line is a ``|---`` row)."""
+    """The Markdown tables in ``output`` (runs of lines starting with ``|`` whose second line is a ``|---`` row).
+
+    Example:
+        >>> tables("text\\n| a |\\n|---|\\n| 1 |\\nmore")
+        ['| a |\\n|---|\\n| 1 |']
+    """
     found: list[str] = []
     block: list[str] = []
     for line in [*output.splitlines(), ""]:
@@ -150,7 +183,12 @@ def tables(output: str) -> list[str]:
 
 
 def fragment(output: str, cmd: str, wall_s: float) -> str:
-    """The Markdown fragment of one run: the marker, the provenance line, then the tables (or the fenced output)."""
+    """The Markdown fragment of one run: the marker, the provenance line, then the tables (or the fenced output).
+
+    Example:
+        >>> fragment("| a |\\n|---|\\n| 1 |", "python x.py", 1.5).splitlines()[-3:]
+        ['| a |', '|---|', '| 1 |']
+    """
     date = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     header = f"`{cmd}` printed this at {commit()} on a {machine()}, wall time {wall_s:.1f} s, {date}:"
     found = tables(output)

@@ -38,7 +38,12 @@ _CUDA_ELEMENTARY = ("exp", "log")
 
 class Backend(NamedTuple):
     """One row of :func:`backends`: ``path`` is ``"fused"`` or ``"torch"``; ``reason`` says
-    why the torch path runs (empty for ``"fused"``)."""
+    why the torch path runs (empty for ``"fused"``).
+
+    Example:
+        >>> Backend("add", "float64", 3, "cpu", "torch", "no C++ compiler").path
+        'torch'
+    """
 
     op: str
     dtype: str

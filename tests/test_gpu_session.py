@@ -52,10 +52,10 @@ def test_dry_run_runs_every_step_and_leaves_its_files(tmp_path):
 @needs_bash
 def test_steps_past_the_budget_are_not_started(tmp_path):
     out = tmp_path / "out"
-    proc = _run(out, "--dry-run", GPU_SESSION_BUDGET="25")
+    proc = _run(out, "--dry-run", GPU_SESSION_BUDGET="20")
     assert proc.returncode == 1, proc.stderr[-2000:]  # not every step ran
     steps = (out / "steps.log").read_text().splitlines()
-    assert steps[0].startswith("facts rc=0") and "(limit 25s)" in steps[0]
+    assert steps[0].startswith("facts rc=0") and "(limit 20s)" in steps[0]
     assert [line.split()[0] for line in steps[1:4]] == ["native_cuda", "bench_ops", "cuda_rest"]
     assert all("not started" in line for line in steps[1:4])
 

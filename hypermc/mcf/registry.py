@@ -39,7 +39,15 @@ _states: dict[Hashable, Any] = {}  # key -> the loaded object (in use) or the re
 
 def register(*kernels: Callable[..., Any]) -> None:
     """Make each of ``kernels`` the fused kernel of the op of its name (it returns None
-    where it does not apply)."""
+    where it does not apply).
+
+    Example:
+        >>> def doctest_negate(x):
+        ...     return -x
+        >>> register(doctest_negate)
+        >>> call("doctest_negate", 2.0)
+        -2.0
+    """
     for kernel in kernels:
         _kernels[kernel.__name__] = kernel
 
@@ -57,7 +65,12 @@ def call(op: str, *args: Any) -> Any | None:
 
 
 def disabled() -> bool:
-    """Whether ``HYPERMC_NATIVE`` turns every compiled kernel off."""
+    """Whether ``HYPERMC_NATIVE`` turns every compiled kernel off.
+
+    Example:
+        >>> disabled() == (os.environ.get("HYPERMC_NATIVE", "1").strip().lower() in ("0", "false", "no", "off"))
+        True
+    """
     return os.environ.get("HYPERMC_NATIVE", "1").strip().lower() in ("0", "false", "no", "off")
 
 
@@ -104,7 +117,15 @@ def _open(key: Hashable, open_: Callable[[], Any], check: Callable[[Any], str | 
 
 @contextlib.contextmanager
 def trial(key: Hashable, obj: Any) -> Iterator[None]:
-    """``obj`` stands for ``key`` inside the block (its self-check); the state before is restored."""
+    """``obj`` stands for ``key`` inside the block (its self-check); the state before is restored.
+
+    Example:
+        >>> with trial(("doctest", "trial"), "stand-in"):
+        ...     current(("doctest", "trial"))
+        'stand-in'
+        >>> current(("doctest", "trial")) is None
+        True
+    """
     before = _states.get(key)
     _states[key] = obj
     try:
@@ -117,17 +138,36 @@ def trial(key: Hashable, obj: Any) -> Iterator[None]:
 
 
 def current(key: Hashable) -> Any | None:
-    """The object of ``key`` in use, the reason it is not, or None before its first :func:`load`."""
+    """The object of ``key`` in use, the reason it is not, or None before its first :func:`load`.
+
+    Example:
+        >>> current(("doctest", "never loaded")) is None
+        True
+    """
     return _states.get(key)
 
 
 def state(key: Hashable) -> str:
-    """``"in use"``, ``"not built yet"`` or the reason ``key`` is not used; builds nothing."""
+    """``"in use"``, ``"not built yet"`` or the reason ``key`` is not used; builds nothing.
+
+    Example:
+        >>> state(("doctest", "never loaded"))
+        'not built yet'
+    """
     obj = _states.get(key)
     return NOT_BUILT if obj is None else obj if isinstance(obj, str) else IN_USE
 
 
 def reset() -> None:
-    """Forget every outcome (the next use opens and checks again)."""
+    """Forget every outcome (the next use opens and checks again).
+
+    Example:
+        >>> _ = load(("doctest", "reset"), lambda: "no compiler here")
+        >>> state(("doctest", "reset"))
+        'no compiler here'
+        >>> reset()
+        >>> state(("doctest", "reset"))
+        'not built yet'
+    """
     with lock:
         _states.clear()
