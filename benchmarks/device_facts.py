@@ -15,7 +15,8 @@ import platform
 
 import torch
 
-from hypermc.mcf import arith, native, native_cuda
+from hypermc.mcf import arith, native
+from hypermc.mcf.native import cuda as native_cuda
 
 INTS = {torch.float32: torch.int32, torch.float64: torch.int64}
 

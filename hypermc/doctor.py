@@ -15,9 +15,10 @@ import torch
 
 from ._checks import check_choice
 from .manifolds.math import fused as manifold_kernels
-from .mcf import native, native_cuda, registry
+from .mcf import native, registry
 from .mcf.arith import engine_dtype
 from .mcf.eft import has_fused_addcmul
+from .mcf.native import cuda as native_cuda
 
 __all__ = ["Backend", "backends", "table", "OPS", "DEVICES"]
 

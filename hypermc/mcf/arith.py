@@ -363,10 +363,23 @@ def _add_fixed(x: torch.Tensor, y: torch.Tensor, subtract: bool) -> torch.Tensor
     xs, ys = unpack(x), unpack(y)
     if subtract:
         ys = [-t for t in ys]
-    nc = len(xs)
-    out = fixed.renorm_levels(fixed.add_levels(xs, ys, nc), nc)
-    ok = fixed.normalised(out, torch.maximum(xs[0].abs(), ys[0].abs()))
+    out, ok = _add_fixed_network(xs, ys, len(xs))
     return fixed.patch(out, ok, lambda a, b: _add_general(a, b, subtract), x, y)
+
+
+def _add_fixed_network(xs: list[torch.Tensor], ys: list[torch.Tensor], nc: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """``x + y`` by the fixed network (``ys``: ``nc`` terms, or one for ``add_float``):
+    the renormalised levels (planar buffer view) and the fast-path check
+    (:func:`fixed.normalised` with the operands' magnitude as the cancellation bound)."""
+    out = fixed.renorm_levels(fixed.add_levels(xs, ys, nc), nc)
+    return out, fixed.normalised(out, torch.maximum(xs[0].abs(), ys[0].abs()))
+
+
+def _mul_fixed_network(xs: list[torch.Tensor], ys: list[torch.Tensor], nc: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """``x * y`` by the fixed network with FMAs (``ys``: ``nc`` terms, or one for
+    ``mul_float``): the renormalised product levels and the fast-path check."""
+    out = fixed.renorm_levels(_product_levels(xs, ys, nc), nc)
+    return out, fixed.normalised(out)
 
 
 def _add_general(x: torch.Tensor, y: torch.Tensor, subtract: bool) -> torch.Tensor:
@@ -415,6 +428,12 @@ def _add2(xh, xl, yh, yl, *, subtract: bool = False) -> torch.Tensor:
     (error terms are carried negated so that every step can overwrite a temporary). Five
     temporaries and the planar output buffer; ``y`` enters negated with ``subtract``.
     """
+    return _finish2(_add2_network(xh, xl, yh, yl, subtract=subtract), lambda: xh - yh if subtract else xh + yh)
+
+
+def _add2_network(xh, xl, yh, yl, *, subtract: bool = False) -> torch.Tensor:
+    """:func:`_add2`'s roundings, into a planar ``(2, *shape)`` buffer (no finiteness
+    repair: that is :func:`_finish2`'s)."""
     sh, n_sl, scratch = _negated_two_sum(xh, yh, subtract)
     th = torch.sub(xl, yl) if subtract else torch.add(xl, yl)
     torch.sub(th, xl, out=scratch)
@@ -434,7 +453,7 @@ def _add2(xh, xl, yh, yl, *, subtract: bool = False) -> torch.Tensor:
     zh = torch.sub(vh, n_w, out=buf[0])
     torch.sub(vh, zh, out=scratch)
     torch.sub(scratch, n_w, out=buf[1])  # w - (zh - vh)
-    return _finish2(buf, lambda: xh - yh if subtract else xh + yh)
+    return buf
 
 
 def _merge(a: list[torch.Tensor], b: list[torch.Tensor]) -> list[torch.Tensor]:
@@ -543,9 +562,7 @@ def add_float(x: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
         res = registry.call("add", x, b.unsqueeze(-1), False)
         if res is not None:
             return res.patched(_add_float_general, x, b.unsqueeze(-1))
-        xs = unpack(x)
-        out = fixed.renorm_levels(fixed.add_levels(xs, [b], nc), nc)
-        ok = fixed.normalised(out, torch.maximum(xs[0].abs(), b.abs()))
+        out, ok = _add_fixed_network(unpack(x), [b], nc)
         return fixed.patch(out, ok, _add_float_general, x, b.unsqueeze(-1))
     return _add_float_general(x, b.unsqueeze(-1))
 
@@ -554,13 +571,18 @@ def _add_float2(x: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     """DWPlusFP (JMP 2017, Algorithm 4): ``(sh, sl) = TwoSum(xh, b)``, ``v = xl + sl``,
     ``(zh, zl) = FastTwoSum(sh, v)``; errors carried negated as in :func:`_add2`."""
     xh, xl = unpack(x)
+    return _finish2(_add_float2_network(xh, xl, b), lambda: xh + b)
+
+
+def _add_float2_network(xh, xl, b) -> torch.Tensor:
+    """:func:`_add_float2`'s roundings, into a planar ``(2, *shape)`` buffer."""
     sh, n_v, scratch = _negated_two_sum(xh, b)
     n_v.sub_(xl)  # -(sl + xl)
     buf = torch.empty((2, *sh.shape), dtype=sh.dtype, device=sh.device)
     zh = torch.sub(sh, n_v, out=buf[0])
     torch.sub(sh, zh, out=scratch)
     torch.sub(scratch, n_v, out=buf[1])
-    return _finish2(buf, lambda: xh + b)
+    return buf
 
 
 def _add_float_general(x: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
@@ -620,8 +642,8 @@ def mul(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
             res = registry.call("mul", x, y)
             if res is not None:
                 return res.patched(_mul_general, x, y)
-            out = fixed.renorm_levels(_product_levels(xs, ys, nc), nc)
-            return fixed.patch(out, fixed.normalised(out), _mul_general, x, y)
+            out, ok = _mul_fixed_network(xs, ys, nc)
+            return fixed.patch(out, ok, _mul_general, x, y)
         return _mul_general(x, y)
     return _guard(renormalize(_product_terms(xs, ys, nc), nc), xs[0] * ys[0])
 
@@ -700,6 +722,11 @@ def _mul2_fma(xh, xl, yh, yl) -> torch.Tensor:
     xl yl))``, ``zh = ch - (-cl1 - cl2)``, ``zl`` by FastTwoSum. For an exact zero
     product ``-cl1`` is ``+0``, so ``zh`` keeps the sign of ``ch`` (``-0 * 1 = -0``).
     """
+    return _finish2(_mul2_fma_network(xh, xl, yh, yl), lambda: xh * yh)
+
+
+def _mul2_fma_network(xh, xl, yh, yl) -> torch.Tensor:
+    """:func:`_mul2_fma`'s roundings, into a planar ``(2, *shape)`` buffer."""
     cl2 = xl * yl
     fused_addcmul_(cl2, xh, yl)
     fused_addcmul_(cl2, xl, yh)
@@ -710,7 +737,7 @@ def _mul2_fma(xh, xl, yh, yl) -> torch.Tensor:
     zh = torch.sub(ch, n_cl3, out=buf[0])
     torch.sub(ch, zh, out=ch)  # -(zh - ch), exact
     torch.sub(ch, n_cl3, out=buf[1])
-    return _finish2(buf, lambda: xh * yh)
+    return buf
 
 
 def _product_terms(xs: list[torch.Tensor], ys: list[torch.Tensor], nc: int) -> list[torch.Tensor]:
@@ -777,8 +804,8 @@ def mul_float(x: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
             res = registry.call("mul", x, b.unsqueeze(-1))
             if res is not None:
                 return res.patched(_mul_general, x, b.unsqueeze(-1))
-            out = fixed.renorm_levels(_product_levels(xs, [b], nc), nc)
-            return fixed.patch(out, fixed.normalised(out), _mul_general, x, b.unsqueeze(-1))
+            out, ok = _mul_fixed_network(xs, [b], nc)
+            return fixed.patch(out, ok, _mul_general, x, b.unsqueeze(-1))
         return _mul_general(x, b.unsqueeze(-1))
     terms: list[torch.Tensor] = []
     for xi in xs[:-1]:
@@ -792,6 +819,11 @@ def _mul_float2_fma(x: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     """DWTimesFP3 (JMP 2017, Algorithm 9): ``ch = xh b``, ``cl3 = fma(xl, b, fma(xh, b, -ch))``,
     ``(zh, zl) = FastTwoSum(ch, cl3)``; ``cl3`` carried negated."""
     xh, xl = unpack(x)
+    return _finish2(_mul_float2_fma_network(xh, xl, b), lambda: xh * b)
+
+
+def _mul_float2_fma_network(xh, xl, b) -> torch.Tensor:
+    """:func:`_mul_float2_fma`'s roundings, into a planar ``(2, *shape)`` buffer."""
     ch = xh * b
     n_cl3 = fused_addcmul(ch, xh, b, value=-1)
     fused_addcmul_(n_cl3, xl, b, value=-1)
@@ -799,7 +831,7 @@ def _mul_float2_fma(x: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     zh = torch.sub(ch, n_cl3, out=buf[0])
     torch.sub(ch, zh, out=ch)
     torch.sub(ch, n_cl3, out=buf[1])
-    return _finish2(buf, lambda: xh * b)
+    return buf
 
 
 def square(x: torch.Tensor) -> torch.Tensor:
@@ -953,7 +985,13 @@ def _div_fixed(x: torch.Tensor, y: torch.Tensor, nc: int) -> torch.Tensor:
     :func:`_long_division_general`.
     """
     xb, yb = torch.broadcast_tensors(x, y)
-    r, ys = unpack(xb), unpack(yb)
+    out = _div_digits(unpack(xb), unpack(yb), nc)
+    return fixed.patch(out, fixed.normalised(out), lambda a, b: _long_division_general(a, b, nc), x, y)
+
+
+def _div_digits(r: list[torch.Tensor], ys: list[torch.Tensor], nc: int) -> torch.Tensor:
+    """:func:`_div_fixed`'s network: the ``nc + 1`` digits of ``r / y`` renormalised
+    (planar buffer view, no check)."""
     y0 = ys[0]
     digits = []
     for k in range(nc):
@@ -963,8 +1001,7 @@ def _div_fixed(x: torch.Tensor, y: torch.Tensor, nc: int) -> torch.Tensor:
             r = _remainder_step(r, ys, q, nc, width=nc - k)
     lead = _remainder_step(r, ys, q, nc, renormalise=False, width=1)  # the last remainder's leading value
     digits.append(lead / y0)
-    out = fixed.renorm_levels(digits, nc)
-    return fixed.patch(out, fixed.normalised(out), lambda a, b: _long_division_general(a, b, nc), x, y)
+    return fixed.renorm_levels(digits, nc)
 
 
 def _long_division_general(x: torch.Tensor, y: torch.Tensor, nc: int) -> torch.Tensor:
@@ -1170,7 +1207,13 @@ def _sqrt_fixed(x: torch.Tensor, nc: int) -> torch.Tensor:
     component positive and far from both ends of the range. Elements failing
     :func:`fixed.normalised` go through :func:`_sqrt_general`.
     """
-    xs = unpack(x)
+    out = _sqrt_digits(unpack(x), nc)
+    return fixed.patch(out, fixed.normalised(out), lambda a: _sqrt_general(a, nc), x)
+
+
+def _sqrt_digits(xs: list[torch.Tensor], nc: int) -> torch.Tensor:
+    """:func:`_sqrt_fixed`'s network: the ``nc + 1`` digits of ``sqrt(x)`` renormalised
+    (planar buffer view, no check)."""
     s0 = sqrt_rn(xs[0])
     h = torch.reciprocal(s0).mul_(0.5)
     twice = [s0 * 2]  # 2 S_(k-1) digit by digit (exact doubling)
@@ -1182,8 +1225,7 @@ def _sqrt_fixed(x: torch.Tensor, nc: int) -> torch.Tensor:
         if k < nc:
             r = _remainder_step(r, twice + [d], d, nc, renormalise=k < nc - 1, width=nc - k)
             twice.append(d * 2)
-    out = fixed.renorm_levels(digits, nc)
-    return fixed.patch(out, fixed.normalised(out), lambda a: _sqrt_general(a, nc), x)
+    return fixed.renorm_levels(digits, nc)
 
 
 def _sqrt_general(x: torch.Tensor, nc: int) -> torch.Tensor:

@@ -60,7 +60,7 @@ traced differently (:func:`fuse_op`):
   node's output, which holds the value before the write.
 
 At run time the CPU body of ``mc_fused`` (:func:`run_fused`) runs one generated C++ loop
-for the whole expression (:mod:`hypermc.mcf.native_fused`, built on its first use and
+for the whole expression (:mod:`hypermc.mcf.native.fused`, built on its first use and
 cached on disk like the per-op kernels of :mod:`hypermc.mcf.native`): every step is the
 fast path of the kernel eager mode runs for that op (the same generated statements), and
 an element's ``ok`` flag is the conjunction of every step's check. The elements that
@@ -129,8 +129,8 @@ from torch._subclasses.functional_tensor import FunctionalTensor
 from torch.utils._pytree import tree_flatten, tree_unflatten
 from torch.utils.weak import WeakIdKeyDictionary
 
-from . import native_fused
 from .eft import is_traced
+from .native import fused as native_fused
 
 if TYPE_CHECKING:
     from .tensor import MCTensor
@@ -283,7 +283,7 @@ def code_version() -> str:
         (16, True, True)
     """
     h = hashlib.sha256()
-    for path in sorted(Path(__file__).parent.glob("*.py")):
+    for path in sorted(Path(__file__).parent.rglob("*.py")):
         h.update(path.read_bytes())
     return h.hexdigest()[:16]
 
@@ -562,7 +562,7 @@ class _Leaf:
 
 @dataclasses.dataclass(eq=False)
 class _Step:
-    """One kernel step of a fused expression (see :func:`~hypermc.mcf.native_source.fused_source`)."""
+    """One kernel step of a fused expression (see :func:`~hypermc.mcf.native.source.fused_source`)."""
 
     seq: int
     kind: str
@@ -828,7 +828,7 @@ def run_fused(spec: str, tensors: list[torch.Tensor], mc_type: type[MCTensor], d
     """The body of ``hypermc::mc_fused``: the fused expression of ``spec`` on ``tensors``
     (its leaves), as one list holding the planar components of its value.
 
-    With a fused kernel (:func:`hypermc.mcf.native_fused.run`: CPU, two ops or more) the
+    With a fused kernel (:func:`hypermc.mcf.native.fused.run`: CPU, two ops or more) the
     elements whose checks fail in any op are recomputed by eager mode's ops on those
     elements; without one, eager mode's ops run on all of them. Either way the bits are
     eager mode's.

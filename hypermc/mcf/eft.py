@@ -630,6 +630,8 @@ def is_traced(t: torch.Tensor) -> bool:
     """
     if torch.compiler.is_compiling():
         return True
+    if not isinstance(t, torch.Tensor):  # a symbolic element of a kernel generator's trace
+        return bool(getattr(t, "symbolic", False))
     return is_fake(t)
 
 

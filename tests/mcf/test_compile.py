@@ -20,8 +20,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import hypermc as hm
-from hypermc.mcf import arith, eft, native, native_fused, registry
+from hypermc.mcf import arith, eft, native, registry
 from hypermc.mcf import compile as mc_compile
+from hypermc.mcf.native import fused as native_fused
 from tests.conftest import BOUNDS
 from tests.mcf.test_native import needs_compiler
 from tests.oracle import assert_within, components_to_mpf, expansions, working_prec

@@ -632,3 +632,45 @@ def test_mc_numbers_made_from_plain_floats_run_fused(op, dtype, nc, monkeypatch)
     fast = f(*args).components
     assert seen and all(bad == 0 for _, bad in seen), seen
     assert _same_bits(fast, _torch_kernels(lambda: f(*args).components))
+
+
+@needs_compiler
+@pytest.mark.parametrize("nc", [n for n in native.ELEMENTARY_NCS if n >= 3])
+@pytest.mark.parametrize("op", ["log", "log1p", "asinh", "acosh", "atanh"])
+def test_log_family_second_pass_over_short_expansions(op, nc, monkeypatch):
+    """Full expansions with a minority of short ones (zero tails) among them: the plain
+    log core runs on all and flags short ones, the general core recomputes just those in
+    a second fused call; nothing reaches the torch path and the bits are the torch
+    path's. With a majority of short ones the general core runs at once (one call)."""
+    gen = torch.Generator().manual_seed(nc)
+    lo, hi = _PLAIN_RANGES[op]
+    vals = torch.rand(4096, generator=gen, dtype=torch.float64) * (hi - lo) + lo
+    terms = [vals] + [vals * torch.rand(4096, generator=gen, dtype=torch.float64) * 2.0 ** (-55 * k) for k in range(1, nc + 1)]
+    comps = renormalize(terms, nc)
+    assert bool((comps[..., -1] != 0).all())  # full expansions
+    short = torch.arange(4096) % 4 == 0
+    comps[short, 1:] = 0
+    x = hm.MCTensor(comps)
+    f = _PLAIN_CALLS[op]
+    f(x)  # builds and self-checks first
+    calls = []
+    real = native._call
+
+    def spy(lib, kernel, operands, extra, n, nout=None):
+        res = real(lib, kernel, operands, extra, n, nout)
+        calls.append((kernel, operands[0].shape[0] if operands[0].dim() == 2 else None, res.bad))
+        return res
+
+    monkeypatch.setattr(native, "_call", spy)
+    fast = f(x).components
+    cores = [c for c in calls if c[0].startswith("log_core")]
+    assert [c[0] for c in cores][:1] == ["log_core"] and all(bad == 0 for k, _, bad in cores if k == "log_core_general"), calls
+    if len(cores) == 2:
+        assert cores[1][0] == "log_core_general" and cores[1][1] < 4096 // 2, calls
+    assert _same_bits(fast, _torch_kernels(lambda: f(x).components))
+    calls.clear()
+    lead_only = comps * torch.tensor([1.0] + [0.0] * (nc - 1), dtype=torch.float64)
+    mostly_short = hm.MCTensor(torch.where((torch.arange(4096) % 4 != 0).unsqueeze(-1), lead_only, comps))
+    fast = f(mostly_short).components
+    assert [c[0] for c in calls if c[0].startswith("log_core")] == ["log_core_general"], calls
+    assert _same_bits(fast, _torch_kernels(lambda: f(mostly_short).components))

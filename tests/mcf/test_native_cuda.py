@@ -1,4 +1,4 @@
-"""The CUDA kernels (:mod:`hypermc.mcf.native_cuda`): translation, host build, device.
+"""The CUDA kernels (:mod:`hypermc.mcf.native.cuda`): translation, host build, device.
 
 Without a GPU the kernels' CUDA code is still tested: it is compiled as C++ against a
 host shim of the CUDA intrinsics (``__dmul_rn`` as a plain product under
@@ -23,8 +23,10 @@ import torch
 from hypothesis import Phase, given, settings
 from hypothesis import strategies as st
 
-from hypermc.mcf import arith, elementary, native, native_cuda, native_source
+from hypermc.mcf import arith, elementary, native
 from hypermc.mcf.eft import float_format, renormalize, sqrt_rn
+from hypermc.mcf.native import cuda as native_cuda
+from hypermc.mcf.native import source as native_source
 from tests.mcf.test_arith import _cap
 from tests.mcf.test_native import INTS, OPS, _same_bits, _torch_kernels, needs_compiler
 from tests.oracle import expansions
@@ -385,7 +387,7 @@ def _kernel_calls(config: tuple, cpp, x: torch.Tensor, y: torch.Tensor) -> list[
             calls.append((op, [x], (), nc))
         elif op == "log_reduce":
             calls.append((op, [ax], (), nc + 2))
-        elif op == "log_core":
+        elif op in ("log_core", "log_core_general"):
             t = native._call(cpp, "log_reduce", [ax], (), nc, nc + 2).out
             calls.append((op, [t, torch.log1p(t[..., :1])], (), nc))
         else:

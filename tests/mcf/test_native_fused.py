@@ -1,4 +1,4 @@
-"""The fused expression kernels of :mod:`hypermc.mcf.native_fused` (``torch.compile``'s
+"""The fused expression kernels of :mod:`hypermc.mcf.native.fused` (``torch.compile``'s
 ``hypermc::mc_fused`` nodes on the CPU).
 
 What makes them exact is that every element they report ``ok`` has the bits of eager
@@ -18,7 +18,9 @@ import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
-from hypermc.mcf import arith, native, native_fused, native_source, registry
+from hypermc.mcf import arith, native, registry
+from hypermc.mcf.native import fused as native_fused
+from hypermc.mcf.native import source as native_source
 from tests.mcf.test_arith import _cap
 from tests.mcf.test_native import INTS, needs_compiler
 from tests.oracle import expansions

@@ -17,32 +17,58 @@ from pathlib import Path
 import pytest
 
 MCF = Path(__file__).resolve().parents[2] / "hypermc" / "mcf"
-SOURCES = sorted(MCF.glob("*.py"))
+SOURCES = sorted(MCF.rglob("*.py"))
+
+
+def _module(path: Path) -> str:
+    """Dotted name of a source below ``hypermc/mcf`` (``native/cuda.py`` -> ``native.cuda``,
+    a package's ``__init__.py`` -> the package; ``hypermc/mcf/__init__.py`` -> ``__init__``)."""
+    parts = list(path.relative_to(MCF).with_suffix("").parts)
+    if parts[-1] == "__init__" and len(parts) > 1:
+        parts.pop()
+    return ".".join(parts)
+
+
+def _package(path: Path) -> list[str]:
+    """The package a source's relative imports start from (as a list of names below mcf)."""
+    parts = list(path.relative_to(MCF).parent.parts)
+    return parts
+
+
 # The class, its op table and the package: everything else is a kernel module.
 CLASS_MODULES = {"__init__", "tensor", "ops"}
-KERNELS = sorted(p.stem for p in SOURCES if p.stem not in CLASS_MODULES)
+KERNELS = sorted(_module(p) for p in SOURCES if _module(p) not in CLASS_MODULES)
 # The algorithms call the fused kernels through the registry; the backend imports them
 # (its self-check) and registers itself: no cycle.
 KNOWN_CYCLES: list[set[str]] = []
 ALGORITHMS = ("arith", "elementary", "fixed", "eft", "reduce", "matmul", "exact")
-BACKEND = {"native", "native_cuda", "native_fused", "native_source", "compile"}
+BACKEND = {"native", "native.cuda", "native.fused", "native.source", "native.trace", "compile"}
 
 
 def _tree(path: Path) -> ast.Module:
     return ast.parse(path.read_text(), filename=str(path))
 
 
-def _mcf_targets(node: ast.Import | ast.ImportFrom) -> list[str]:
-    """Modules of ``hypermc.mcf`` that an import statement (in hypermc/mcf/) imports."""
+def _mcf_targets(node: ast.Import | ast.ImportFrom, path: Path) -> list[str]:
+    """Modules of ``hypermc.mcf`` (dotted names below it) that an import statement of the
+    source ``path`` imports."""
     if isinstance(node, ast.Import):
         names = [a.name for a in node.names]
-        return [n.split(".")[2] for n in names if n.startswith("hypermc.mcf.")]
-    if node.level == 1:  # from . import x / from .x import y
-        if node.module is None:
-            return [a.name for a in node.names]
-        return [node.module.split(".")[0]]
+        return [n.removeprefix("hypermc.mcf.") for n in names if n.startswith("hypermc.mcf.")]
+    if node.level > 0:
+        base = _package(path)
+        if node.level - 1 > len(base):
+            return []  # above hypermc.mcf (hypermc._checks, ...)
+        base = base[: len(base) - (node.level - 1)]
+        if node.module is None:  # from . import x: x is a module of that package
+            return [".".join([*base, a.name]) for a in node.names]
+        target = [*base, *node.module.split(".")]
+        mods = {_module(p) for p in SOURCES}
+        # from .x import y: y may itself be a module of package x
+        subs = [".".join([*target, a.name]) for a in node.names if ".".join([*target, a.name]) in mods]
+        return subs or [".".join(target)]
     if node.level == 0 and node.module and node.module.startswith("hypermc.mcf."):
-        return [node.module.split(".")[2]]
+        return [node.module.removeprefix("hypermc.mcf.")]
     return []
 
 
@@ -60,8 +86,8 @@ def _graph() -> dict[str, set[str]]:
         edges = set()
         for node in _tree(path).body:
             if isinstance(node, (ast.Import, ast.ImportFrom)):
-                edges.update(_mcf_targets(node))
-        graph[path.stem] = edges - {path.stem}
+                edges.update(_mcf_targets(node, path))
+        graph[_module(path)] = edges - {_module(path)}
     return graph
 
 
@@ -76,11 +102,13 @@ def _reachable(graph: dict[str, set[str]], start: str) -> set[str]:
 
 
 def test_the_sources_are_found():
-    assert {"arith", "eft", "elementary", "reduce", "matmul", "compile", "tensor", "ops"} <= {p.stem for p in SOURCES}
+    assert {"arith", "eft", "elementary", "reduce", "matmul", "compile", "tensor", "ops", "native", "native.source"} <= {
+        _module(p) for p in SOURCES
+    }
     assert "tensor" not in KERNELS and "arith" in KERNELS
 
 
-@pytest.mark.parametrize("path", SOURCES, ids=lambda p: p.name)
+@pytest.mark.parametrize("path", SOURCES, ids=lambda p: str(p.relative_to(MCF)))
 def test_no_importlib(path):
     for node in ast.walk(_tree(path)):
         if isinstance(node, ast.Import):
@@ -91,7 +119,7 @@ def test_no_importlib(path):
             assert node.func.id != "__import__", f"{path.name}:{node.lineno}"
 
 
-@pytest.mark.parametrize("path", SOURCES, ids=lambda p: p.name)
+@pytest.mark.parametrize("path", SOURCES, ids=lambda p: str(p.relative_to(MCF)))
 def test_no_function_level_imports_of_hypermc_modules(path):
     """Imports of hypermc modules sit at the top of the module, never in a function or
     class body (where they would hide an import cycle)."""

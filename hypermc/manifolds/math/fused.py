@@ -47,7 +47,7 @@ import torch
 
 from ...mcf import arith, native, registry
 from ...mcf.eft import has_fused_addcmul, tracing
-from ...mcf.native_source import _PRELUDE, _add2_body, _add_body, _mul2_body, _mul_body
+from ...mcf.native.source import _PRELUDE, _add2_body, _add_body, _mul2_body, _mul_body
 from . import batch
 
 __all__ = ["halfspace", "halfspace_retr", "halfspace_retr_reference", "available", "applies", "status", "NCS"]
@@ -215,7 +215,7 @@ def source() -> str:
     """The C++ source of the library (every dtype and nc of :data:`NCS`).
 
     The retraction's MC steps are the straight-line networks that
-    :mod:`hypermc.mcf.native_source` generates for ``add_float`` and ``mul_float`` (the
+    :mod:`hypermc.mcf.native.source` generates for ``add_float`` and ``mul_float`` (the
     rounding-for-rounding transcriptions of :mod:`hypermc.mcf.arith`), so they give the
     torch kernels' bits; the load-time check compares them bit for bit.
 

@@ -3,7 +3,7 @@
 What. While ``torch.compile`` traces, :mod:`hypermc.mcf.compile` gathers connected
 elementwise MC ops (add, sub, mul, div, neg on MC, plain-tensor and scalar operands) into
 one ``hypermc::mc_fused`` node. Its CPU body lands here: the expression, as a *program*
-(operand streams and steps, see :func:`hypermc.mcf.native_source.fused_source`), becomes
+(operand streams and steps, see :func:`hypermc.mcf.native.source.fused_source`), becomes
 one straight-line C++ loop, compiled by the system compiler on its first use (a few
 seconds; cached on disk like :mod:`hypermc.mcf.native`'s libraries, keyed by the source),
 checked against eager mode and called through :mod:`ctypes` on the operands' memory.
@@ -34,9 +34,9 @@ from collections.abc import Callable, Sequence
 
 import torch
 
-from . import arith, native, registry
-from .eft import _probe_fused_addcmul, renormalize
-from .native_source import fused_source
+from .. import arith, native, registry
+from ..eft import _probe_fused_addcmul, renormalize
+from .source import fused_source
 
 __all__ = ["supports", "usable", "run", "Step", "Leaf"]
 

@@ -1,13 +1,25 @@
-"""C++ source of the fused nc = 3/4 kernels, generated as straight-line code.
+"""C++ source of the fused kernels, generated as straight-line code.
 
-The networks of :mod:`hypermc.mcf.fixed` and :mod:`hypermc.mcf.arith`
-(``add_levels``, ``_product_levels``, ``renorm_levels``, ``normalised``,
-``_remainder_step``, ``_div_fixed``, ``_sqrt_fixed``, ``_scale2``) are re-traced here on
-symbolic values: every torch rounding of those functions becomes one C++ statement, in
-the same order and with the same negations, so the list handling (levels, sorted terms,
-chains) happens at generation time and the compiler sees one branch-free expression DAG
-per element, which it vectorises. :mod:`hypermc.mcf.native` compiles the result and
-checks it against the torch kernels bit for bit before using it.
+Arithmetic. The kernels of add/sub/add_float, mul/mul_float, div and sqrt are the torch
+networks of :mod:`hypermc.mcf.fixed` and :mod:`hypermc.mcf.arith` themselves
+(``two_sum``, ``add_levels``, ``renorm_levels``, ``normalised``, ``_product_levels``,
+``_remainder_step``, ``_add_fixed_network``, ``_mul_fixed_network``, ``_div_digits``,
+``_sqrt_digits`` and the double-word ``_add2_network``, ``_mul2_fma_network``, ...),
+run on symbolic elements by :mod:`hypermc.mcf.native.trace`: every torch rounding
+becomes one C++ statement, in the same order and with the same negations, so the list
+handling (levels, sorted terms, chains) happens at generation time and the compiler
+sees one branch-free expression DAG per element, which it vectorises. What this module
+adds around a traced network is its kernel frame: the operands, the scaling of division
+to leading exponent 0 (``_scaled``), the range test of the square root, the outputs
+and the ``ok`` flag. :mod:`hypermc.mcf.native` compiles the result and checks it against
+the torch kernels bit for bit before using it; ``tests/mcf/test_trace.py`` interprets
+the traced statements and compares them with the torch networks without a compiler.
+
+Elementary functions. The float64 exp/log/sin/cos/tan/hyperbolic kernels are composed
+here (the ``_t_*`` and ``_l_*`` functions follow :mod:`hypermc.mcf.elementary` step by
+step) from the traced arithmetic networks above; their own glue (table lookups,
+reductions, series plans) is still written a second time in this module and kept equal
+to the torch path by the load-time self-check and ``tests/mcf/test_native.py``.
 
 Why generated rather than hand-written: a hand-written C++ version of these networks with
 small term lists (tried first) kept the lists in memory and ran 35-50 ns per element;
@@ -21,8 +33,9 @@ import re
 
 import torch
 
-from . import arith, elementary
-from .eft import _merge_network
+from .. import arith, eft, elementary, fixed
+from ..eft import _merge_network
+from .trace import trace
 
 __all__ = ["source", "fused_source", "NCS", "DTYPES", "FUSED_TILE"]
 
@@ -71,11 +84,6 @@ class _Net:
     def test(self, expr: str) -> str:
         return self.let(expr, "bool")
 
-    # eft.fast_two_sum: s = a + b, e = b - (s - a)
-    def fast_two_sum(self, a: str, b: str) -> tuple[str, str]:
-        s = self.add(a, b)
-        return s, self.sub(b, self.sub(s, a))
-
     def gate(self, mark: int, skip: str) -> None:
         """The checks added since ``mark`` only matter where ``skip`` is false (their
         results are discarded there by a ``where``)."""
@@ -87,127 +95,34 @@ class _Net:
     def all_ok(self) -> str:
         return " & ".join(f"({o})" for o in self.oks) if self.oks else "true"
 
-    # fixed.two_sum: s = a + b, bb = s - a, e = (a - (s - bb)) + (b - bb)
+    # The networks below are the torch functions themselves, traced (hypermc.mcf.native.trace).
+
+    def fast_two_sum(self, a: str, b: str) -> tuple[str, str]:
+        return trace(self, eft.fast_two_sum, a, b)
+
     def two_sum(self, a: str, b: str) -> tuple[str, str]:
-        s = self.add(a, b)
-        bb = self.sub(s, a)
-        t = self.sub(s, bb)
-        t = self.sub(a, t)
-        bb = self.sub(b, bb)
-        return s, self.add(t, bb)
+        return trace(self, fixed.two_sum, a, b)
 
-    # arith._negated_two_sum: (s, -e)
     def negated_two_sum(self, a: str, b: str, subtract: bool) -> tuple[str, str]:
-        s = self.sub(a, b) if subtract else self.add(a, b)
-        bb = self.sub(s, a)
-        ne = self.sub(s, bb)
-        ne = self.sub(ne, a)
-        bb = self.add(bb, b) if subtract else self.sub(bb, b)
-        return s, self.add(ne, bb)
+        """``(s, -e)`` of arith._negated_two_sum."""
+        s, ne, _ = trace(self, arith._negated_two_sum, a, b, subtract)
+        return s, ne
 
-    # fixed.add_levels
     def add_levels(self, xs: list[str], ys: list[str], nc: int, exact_first: bool = False) -> list[str]:
-        levels: list[list[str]] = [[] for _ in range(nc + 1)]
-        for k in range(nc):
-            if k == 0 and exact_first:
-                levels[0].append(self.add(xs[0], ys[0]))
-            elif k < len(ys):
-                s, e = self.two_sum(xs[k], ys[k])
-                levels[k].append(s)
-                levels[k + 1].append(e)
-            else:
-                levels[k].append(xs[k])
-        levels[nc].extend(ys[nc:])
-        out = []
-        for k in range(nc + 1):
-            s = levels[k][0]
-            for t in levels[k][1:]:
-                if k == nc:
-                    s = self.add(s, t)
-                else:
-                    s, e = self.two_sum(s, t)
-                    levels[k + 1].append(e)
-            out.append(s)
-        return out
+        return trace(self, fixed.add_levels, xs, ys, nc, exact_first=exact_first)
 
-    # fixed.renorm_levels
     def renorm_levels(self, t: list[str], nc: int) -> list[str]:
-        n = len(t) - 1
-        v = t[n]
-        w: list[str] = [""] * (n + 1)
-        for k in range(n - 1, -1, -1):
-            v, w[k + 1] = self.two_sum(t[k], v)
-        c = [v]
-        r = w[1]
-        for k in range(1, nc - 1):
-            ck, r = self.two_sum(r, w[k + 1])
-            c.append(ck)
-        rest = r
-        for j in range(nc, n + 1):
-            rest = self.add(rest, w[j])
-        c.append(rest)
-        return c
+        return trace(self, fixed.renorm_levels, t, nc)
 
-    # fixed.normalised (``bound``: the operand magnitude of a sum)
     def normalised(self, c: list[str], bound: str | None) -> str:
-        lead = self.let(f"std::fabs({c[0]})")
-        terms = [f"({lead} <= std::numeric_limits<T>::max())", f"({lead} != T(0))"]
-        terms += [f"(({c[k]} + {c[k + 1]}) == {c[k]})" for k in range(len(c) - 1)]
-        if bound is not None:
-            terms.append(f"({lead} * CANCEL > {bound})")
-        return self.let(" & ".join(terms), "bool")
+        """fixed.normalised (``bound``: the operand magnitude of a sum)."""
+        return trace(self, _normalised, c, bound)
 
-    # arith._product_levels (FMA form)
     def product_levels(self, xs: list[str], ys: list[str], nc: int) -> list[str]:
-        levels: list[list[tuple[str, bool]]] = [[] for _ in range(nc + 1)]
-        for k in range(nc):
-            for i in range(k + 1):
-                j = k - i
-                if i < len(xs) and j < len(ys):
-                    p = self.mul(xs[i], ys[j])
-                    levels[k].append((p, False))
-                    levels[k + 1].append((self.let(f"std::fma(-{xs[i]}, {ys[j]}, {p})"), True))
-        last = None
-        for i in range(1, nc):
-            j = nc - i
-            if i < len(xs) and j < len(ys):
-                last = self.mul(xs[i], ys[j]) if last is None else self.let(f"std::fma({xs[i]}, {ys[j]}, {last})")
-        out = [levels[0][0][0]]
-        for k in range(1, nc):
-            terms = sorted(levels[k], key=lambda term: term[1])
-            if not terms:
-                out.append("T(0)")
-                continue
-            s = self.neg(terms[0][0]) if terms[0][1] else terms[0][0]
-            for t, negated in terms[1:]:
-                s, ne = self.negated_two_sum(s, t, negated)
-                levels[k + 1].append((ne, True))
-            out.append(s)
-        for t, negated in levels[nc]:
-            if last is None:
-                last = self.neg(t) if negated else t
-            elif negated:
-                last = self.sub(last, t)
-            else:
-                last = self.add(last, t)
-        out.append(last if last is not None else "T(0)")
-        return out
+        return trace(self, arith._product_levels, xs, ys, nc)
 
-    # arith._remainder_step
     def remainder_step(self, r: list[str], ys: list[str], q: str, nc: int, renormalise: bool, width: int | None = None):
-        w = nc if width is None else width
-        nq = self.neg(q)
-        levels = self.add_levels(r[:w], self.product_levels(ys[:w], [nq], w), w, exact_first=True)
-        if len(ys) > w:
-            levels[w] = self.add(levels[w], self.mul(ys[w], nq))
-        if len(r) > w:
-            levels[w] = self.add(levels[w], r[w])
-        if not renormalise:
-            lead = levels[-1]
-            for t in reversed(levels[:-1]):
-                lead = self.add(t, lead)
-            return lead
-        return self.renorm_levels(levels, w)
+        return trace(self, arith._remainder_step, r, ys, q, nc, renormalise=renormalise, width=width)
 
     # arith._scale2 on every component (k an int expression)
     def scale_once(self, xs: list[str], k: str) -> list[str]:
@@ -230,8 +145,13 @@ class _Net:
 # One arith kernel's fast path on named operands: each returns the names of the result's
 # components and of its checks (the element's ``ok`` is their conjunction). The bodies of
 # the per-op kernels below and the fused expression kernels of
-# :mod:`hypermc.mcf.native_fused` (:func:`fused_source`) are built from them, so both
+# :mod:`hypermc.mcf.native.fused` (:func:`fused_source`) are built from them, so both
 # compute the same roundings.
+
+
+def _normalised(c: list[torch.Tensor], bound: torch.Tensor | None) -> torch.Tensor:
+    """fixed.normalised on a list of components (traced by :meth:`_Net.normalised`)."""
+    return fixed.normalised(torch.stack(c, dim=-1), bound)
 
 
 def _body(net: _Net, c: list[str], oks: list[str]) -> list[str]:
@@ -242,18 +162,14 @@ def _body(net: _Net, c: list[str], oks: list[str]) -> list[str]:
 def _emit_add(net: _Net, xs: list[str], ys: list[str]) -> tuple[list[str], list[str]]:
     """arith._add_fixed (``ys``: ``nc`` terms) or add_float's fixed branch (one term),
     nc >= 3; ``ys`` enters as it is (a subtraction negates it first)."""
-    nc = len(xs)
-    c = net.renorm_levels(net.add_levels(xs, ys, nc), nc)
-    # torch.maximum propagates NaN (std::fmax would not)
-    bound = net.let(f"(std::fabs({xs[0]}) >= std::fabs({ys[0]}) || {xs[0]} != {xs[0]}) ? std::fabs({xs[0]}) : std::fabs({ys[0]})")
-    return c, [net.normalised(c, bound)]
+    c, ok = trace(net, arith._add_fixed_network, xs, ys, len(xs))
+    return c, [ok]
 
 
 def _emit_mul(net: _Net, xs: list[str], ys: list[str]) -> tuple[list[str], list[str]]:
     """arith.mul / mul_float, nc >= 3 with FMAs, fixed branch (``ys``: ``nc`` terms or one)."""
-    nc = len(xs)
-    c = net.renorm_levels(net.product_levels(xs, ys, nc), nc)
-    return c, [net.normalised(c, None)]
+    c, ok = trace(net, arith._mul_fixed_network, xs, ys, len(xs))
+    return c, [ok]
 
 
 def _add_body(nc: int, ny: int) -> list[str]:
@@ -315,16 +231,8 @@ def _emit_div(net: _Net, x: list[str], y: list[str], *, one_step: bool = False) 
     false). Where one step is enough the other two are products by ``2^0 = 1``, which
     change no value, so the results are the same bits (for the fused expressions: 18
     products and their integer bookkeeping fewer at ``nc = 3``)."""
-    nc = len(x)
     r, ys, ex, ey, regular = _scaled(net, x, y, one_step)
-    y0 = ys[0]
-    digits = []
-    for k in range(nc + 1):
-        q = net.let(f"{r[0] if k < nc else r} / {y0}")
-        digits.append(q)
-        if k < nc:
-            r = net.remainder_step(r, ys, q, nc, renormalise=k < nc - 1, width=nc - k)
-    c = net.renorm_levels(digits, nc)
+    c = trace(net, arith._div_digits, r, ys, len(x))
     ok = net.normalised(c, None)
     c = _scaled_back(net, c, ex, ey, one_step)
     return c, [ok, regular, _one_step_range(net, ex, ey)] if one_step else [ok, regular]
@@ -342,18 +250,7 @@ def _emit_sqrt(net: _Net, xs: list[str], lo: str, hi: str) -> tuple[list[str], l
     """arith._sqrt_fixed (nc >= 3) where ``lo <= x_0 <= hi`` (``ok`` false elsewhere)."""
     nc = len(xs)
     inside = net.let(f"((double){xs[0]} >= {lo}) & ((double){xs[0]} <= {hi})", "bool")
-    s0 = net.let(f"std::sqrt({xs[0]})")
-    h = net.mul(net.let(f"T(1) / {s0}"), "T(0.5)")
-    twice = [net.mul(s0, "T(2)")]
-    digits = [s0]
-    r = net.remainder_step(xs, [s0], s0, nc, renormalise=True)
-    for k in range(1, nc + 1):
-        d = net.mul(r[0] if k < nc else r, h)
-        digits.append(d)
-        if k < nc:
-            r = net.remainder_step(r, twice + [d], d, nc, renormalise=k < nc - 1, width=nc - k)
-            twice.append(net.mul(d, "T(2)"))
-    c = net.renorm_levels(digits, nc)
+    c = trace(net, arith._sqrt_digits, xs, nc)
     ok = net.normalised(c, None)
     return c, [ok, inside]
 
@@ -370,47 +267,23 @@ def _finite(net: _Net, z: str) -> str:
 
 
 def _dw_add_float(net: _Net, xs: list[str], b: str) -> list[str]:
-    """arith._add_float2 (DWPlusFP, errors carried negated) on names."""
-    sh, n_v = net.negated_two_sum(xs[0], b, False)
-    n_v = net.sub(n_v, xs[1])
-    zh = net.sub(sh, n_v)
-    return [zh, net.sub(net.sub(sh, zh), n_v)]
+    """arith._add_float2 (DWPlusFP, errors carried negated), traced."""
+    return trace(net, arith._add_float2_network, xs[0], xs[1], b)
 
 
 def _dw_add(net: _Net, xs: list[str], ys: list[str]) -> list[str]:
-    """arith._add2 (AccurateDWPlusDW, errors carried negated) on names; ``ys`` signed."""
-    sh, n_sl = net.negated_two_sum(xs[0], ys[0], False)
-    th, n_tl = net.negated_two_sum(xs[1], ys[1], False)  # _add2's in-place steps are this TwoSum
-    n_c = net.sub(n_sl, th)
-    vh = net.sub(sh, n_c)
-    scratch = net.sub(vh, sh)
-    n_vl = net.add(n_c, scratch)
-    n_w = net.add(n_tl, n_vl)
-    zh = net.sub(vh, n_w)
-    return [zh, net.sub(net.sub(vh, zh), n_w)]
+    """arith._add2 (AccurateDWPlusDW, errors carried negated), traced; ``ys`` signed."""
+    return trace(net, arith._add2_network, *xs, *ys)
 
 
 def _dw_mul_float(net: _Net, xs: list[str], b: str) -> list[str]:
-    """arith._mul_float2_fma (DWTimesFP3, ``cl3`` carried negated) on names."""
-    ch = net.mul(xs[0], b)
-    n_cl3 = net.let(f"std::fma(-{xs[0]}, {b}, {ch})")
-    n_cl3 = net.let(f"std::fma(-{xs[1]}, {b}, {n_cl3})")
-    zh = net.sub(ch, n_cl3)
-    return [zh, net.sub(net.sub(ch, zh), n_cl3)]
+    """arith._mul_float2_fma (DWTimesFP3, ``cl3`` carried negated), traced."""
+    return trace(net, arith._mul_float2_fma_network, xs[0], xs[1], b)
 
 
 def _dw_mul(net: _Net, xs: list[str], ys: list[str]) -> list[str]:
-    """arith._mul2_fma (DWTimesDW3, ``cl3`` carried negated) on names."""
-    xh, xl = xs
-    yh, yl = ys
-    cl2 = net.mul(xl, yl)
-    cl2 = net.let(f"std::fma({xh}, {yl}, {cl2})")
-    cl2 = net.let(f"std::fma({xl}, {yh}, {cl2})")
-    ch = net.mul(xh, yh)
-    n_cl3 = net.let(f"std::fma(-{xh}, {yh}, {ch})")
-    n_cl3 = net.sub(n_cl3, cl2)
-    zh = net.sub(ch, n_cl3)
-    return [zh, net.sub(net.sub(ch, zh), n_cl3)]
+    """arith._mul2_fma (DWTimesDW3, ``cl3`` carried negated), traced."""
+    return trace(net, arith._mul2_fma_network, *xs, *ys)
 
 
 def _emit_add2(net: _Net, xs: list[str], ys: list[str]) -> tuple[list[str], list[str]]:
@@ -957,10 +830,16 @@ def _t_renormalize(net: _Net, terms: list[str], naive: str, nc: int) -> list[str
     return [net.select(zero, naive, out[0]), *out[1:]]
 
 
-def _log_core_body(nc: int, tables: _Tables) -> list[str]:
+def _log_core_body(nc: int, tables: _Tables, general: bool = False) -> list[str]:
     """elementary._log1p_core from ``y_0 = log1p(t_0)`` (torch's, the operand y), then
     ``e ln2 + y`` and the tiny case of ``_log1p_masked_generic``; operand x holds
-    ``(t, e, tiny)`` from :func:`_log_reduce_body`."""
+    ``(t, e, tiny)`` from :func:`_log_reduce_body`.
+
+    ``general``: the series' last product computes arith's general kernel inline where the
+    fixed network's check rejects an element (:func:`_l_mul_general`), so short expansions
+    (MC numbers made from plain floats) are not flagged; it costs 8-13 % more per
+    element, so :func:`hypermc.mcf.native.log` runs it only on what the plain core
+    flags (``mc_log_core_general``; nc >= 3, where the two differ)."""
     net = _Net()
     t = [net.let(f"X({k})") for k in range(nc)]
     e = net.let(f"X({nc})")
@@ -968,7 +847,7 @@ def _log_core_body(nc: int, tables: _Tables) -> list[str]:
     y = [net.let("Y(0)")]
     for level in range(2, nc + 1):
         y = _lpad(y, level)
-        _, ee = _t_exp_parts(net, tables, y, general=True)  # |y| <= ln2/2: k = 0, ee = expm1(y)
+        _, ee = _t_exp_parts(net, tables, y, general=general)  # |y| <= ln2/2: k = 0, ee = expm1(y)
         if level < 3:  # elementary._residual
             d = _l_add(net, ee, [net.neg(c) for c in t[:level]])
         else:
@@ -1241,7 +1120,7 @@ def _sin_cos_body(nc: int, tables: _Tables, nx: int | None = None, tan: bool = F
     return net.lines + outs + [f"OK = {regular} & {good} & {net.all_ok()};"]
 
 
-_PRELUDE = r"""// Generated by hypermc/mcf/native_source.py: do not edit.
+_PRELUDE = r"""// Generated by hypermc/mcf/native/source.py: do not edit.
 #include <algorithm>
 #include <memory>
 #include <cmath>
@@ -1537,6 +1416,22 @@ def source(name: str, nc: int, part: str = "arith") -> str:
         unary = f"int64_t n, const {ctype} *x, int64_t xse, int64_t xsc, {ctype} *out, int64_t os, uint8_t *ok"
         exp_body, reduce_body, core_body = _exp_body(nc, tables), _log_reduce_body(nc), _log_core_body(nc, tables)
         kernels: list[str] = []
+        if nc >= 3:  # the second pass over what mc_log_core flags (see _log_core_body)
+            body = _log_core_body(nc, tables, general=True)
+            kernels.append(
+                _kernel(
+                    f"mc_log_core_general_{name}_{nc}",
+                    ctype,
+                    f"{common}, {ctype} *out, int64_t os, uint8_t *ok",
+                    "log(x), second part for short expansions: mc_log_core with arith's general product inline",
+                    [("true", body)],
+                    ["x", "y"],
+                    {"x": nc + 2, "y": 1},
+                    nc,
+                    broadcast=False,
+                    stages=_stage_count(body),
+                )
+            )
         for fn in ("log1p", "asinh", "acosh", "atanh"):
             body = _log_reduce_body(nc, fn)
             kernels.append(
@@ -1771,7 +1666,7 @@ def fused_source(
     ``("s", earlier step)``; the last step is the result. Each step is the fast path of
     the arith kernel eager mode runs (:func:`_fused_step`), and ``ok[i]`` is the
     conjunction of all their checks, so an element with ``ok[i]`` has eager mode's bits
-    (:mod:`hypermc.mcf.native_fused` recomputes the others).
+    (:mod:`hypermc.mcf.native.fused` recomputes the others).
 
     The whole expression is one loop body (every intermediate stays in registers). Its
     checks go to an ``int16_t`` tile first and are narrowed to the ``uint8_t`` output in

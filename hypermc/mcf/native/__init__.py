@@ -2,7 +2,7 @@
 
 Why. The fixed networks of :mod:`hypermc.mcf.fixed` cost 80-700 elementwise torch
 kernels per op (one memory pass each; fp64 nc=3 add was ~60x a native add, div ~400x) and
-the double-word add 20. :mod:`hypermc.mcf.native_source` generates straight-line C++ for
+the double-word add 20. :mod:`hypermc.mcf.native.source` generates straight-line C++ for
 the same networks (add/sub/add_float/mul/mul_float/div for nc = 2, 3, 4; sqrt for
 nc = 3, 4), one library per (dtype, nc), compiled here by the system C++ compiler (10-15 s,
 once per machine: cached) and called through :mod:`ctypes` on the tensors' memory. A
@@ -18,8 +18,8 @@ in ``docs/numerics.md``.
 Exactness. The library is built with ``-ffp-contract=off`` (no compiler-made FMAs) and
 without ``-ffast-math`` (no reassociation), so every TwoSum and TwoProd is the exact
 transformation the bounds assume; products' errors use ``std::fma``, exact by the C
-standard. Each kernel is a rounding-for-rounding transcription of the torch network, so
-the results are the torch kernels' bits. That is *checked* when the library loads: every
+standard. Each arithmetic kernel is the torch network traced rounding for rounding
+(:mod:`hypermc.mcf.native.trace`), so the results are the torch kernels' bits. That is *checked* when the library loads: every
 kernel runs on a fixed batch of inputs (random, cancelling, huge and tiny exponents) and
 must match the torch kernels bit for bit; otherwise the library is not used (one warning
 names the kernel) and the torch kernels run. A compiler that contracts or reassociates
@@ -66,12 +66,13 @@ from typing import NamedTuple
 
 import torch
 
-from .._checks import check_choice
-from . import arith, elementary, native_cuda, registry  # arith, elementary: the self-check's reference
-from .eft import float_format, has_fused_addcmul, renormalize, tracing, unpack
-from .fixed import patch
-from .native_source import TRIG_INPUTS, _trig_op
-from .native_source import source as generate
+from ..._checks import check_choice
+from .. import arith, elementary, registry  # arith, elementary: the self-check's reference
+from ..eft import float_format, has_fused_addcmul, renormalize, tracing, unpack
+from ..fixed import patch
+from . import cuda as native_cuda
+from .source import TRIG_INPUTS, _trig_op
+from .source import source as generate
 
 __all__ = ["available", "status", "library", "library_status", "Result", "NCS", "ELEMENTARY_NCS", "NO_COMPILER"]
 __all__ += ["add", "mul", "div", "sqrt", "exp", "log", "sin", "cos", "tan"]
@@ -195,6 +196,8 @@ def _declare(lib: ctypes.CDLL, name: str, nc: int, part: str = "arith") -> None:
             "log_reduce": [i64, vp, i64, i64, vp, i64, vp],
             "log_core": pair + [vp, i64, vp],
         }
+        if nc >= 3:
+            signatures["log_core_general"] = pair + [vp, i64, vp]
         for fn in ("expm1", "sinh_cosh", "tanh", "log1p_reduce", "asinh_reduce", "acosh_reduce", "atanh_reduce"):
             signatures[fn] = [i64, vp, i64, i64, vp, i64, vp]
         for nx in TRIG_INPUTS[nc]:
@@ -304,6 +307,16 @@ def _self_check(lib: Kernels, dtype: torch.dtype, nc: int, part: str = "arith", 
             "exp": lambda x, y: elementary.exp(x * 2.0**-14),
             "log": lambda x, y: elementary.log(torch.where(x[:, :1] < 0, -x, x)),
             "log near 1": lambda x, y: elementary.log(arith.add_float(x * 2.0**-30, torch.ones_like(x[:, 0]))),
+            # MC numbers made from plain floats (zero tails; the general core), and half of
+            # them among full expansions (the plain core, its flags through the general one)
+            "log of plain floats": lambda x, y: elementary.log(arith.from_float(x[:, 0].abs() + 0.25, nc)),
+            "log, half plain floats": lambda x, y: elementary.log(
+                torch.where(
+                    (torch.arange(x.shape[0], device=x.device) % 2 == 0).unsqueeze(-1),
+                    arith.from_float(x[:, 0].abs() + 0.25, nc),
+                    x.abs(),
+                )
+            ),
             "expm1": lambda x, y: elementary.expm1(x * 2.0**-14),
             "sinh": lambda x, y: elementary.sinh(x * 2.0**-14),
             "cosh": lambda x, y: elementary.cosh(x * 2.0**-14),
@@ -372,7 +385,7 @@ def available(dtype: torch.dtype = torch.float64, nc: int = 3, part: str = "arit
 def status(dtype: torch.dtype = torch.float64, nc: int = 3, part: str = "arith", device: str | torch.device = "cpu") -> str:
     """``"in use"`` or the reason the native kernels of ``(dtype, nc)`` (``part``:
     ``"arith"`` or ``"elementary"``) are not used on ``device`` (``"cpu"``: the C++
-    library; ``"cuda"``: :mod:`hypermc.mcf.native_cuda`).
+    library; ``"cuda"``: :mod:`hypermc.mcf.native.cuda`).
 
     Example:
         >>> status(torch.float32, 7)
@@ -648,11 +661,33 @@ def _log_chain(lib: Kernels, op: str, x: torch.Tensor) -> Result:
     nc = x.shape[-1]
     first = _call(lib, op, [x], (), nc, nc + 2)
     start = torch.log1p(first.out[..., 0]).unsqueeze(-1)
-    second = _call(lib, "log_core", [first.out, start], (), nc)
+    short = nc >= 3 and _mostly_short(x)
+    second = _call(lib, "log_core_general" if short else "log_core", [first.out, start], (), nc)
+    if second.bad and nc >= 3 and not short:
+        # second pass: the elements the plain core flags, through the core that computes
+        # arith's general product inline (the same bits the torch path gives them)
+        redo = (first.ok & ~second.ok).reshape(-1)
+        idx = torch.nonzero(redo).squeeze(1)
+        if idx.numel():
+            rows = [t.reshape(-1, t.shape[-1])[idx] for t in (first.out, start)]
+            third = _call(lib, "log_core_general", rows, (), nc)
+            out = second.out.movedim(-1, 0).reshape(nc, -1)  # the planar buffer (a view)
+            out[:, idx] = third.out.movedim(-1, 0)
+            ok = second.ok.reshape(-1).clone()
+            ok[idx] = third.ok
+            second = Result(second.out, ok.view(second.ok.shape), int((~ok).sum()))
     if not first.bad and not second.bad:
         return second
     ok = first.ok & second.ok
     return Result(second.out, ok, int((~ok).sum()))
+
+
+def _mostly_short(x: torch.Tensor) -> bool:
+    """Whether most elements of ``x`` have a zero last component (MC numbers made from
+    plain floats): the plain log core would flag nearly all of them at nc = 4, so the
+    general core runs at once instead of after it. One read of one component."""
+    last = x[..., -1]
+    return last.numel() > 0 and int((last == 0).sum()) * 2 > last.numel()
 
 
 def log(x: torch.Tensor) -> Result | None:

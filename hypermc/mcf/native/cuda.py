@@ -7,7 +7,7 @@ module) add 286x, mul 684x, div 1,901x, exp 12,585x the native op. The element-l
 work of one MC op is a few hundred flops, which a GPU does at memory speed when it is
 one kernel.
 
-How. :mod:`hypermc.mcf.native_source` traces those networks into straight-line
+How. :mod:`hypermc.mcf.native.source` traces those networks into straight-line
 statements, one per torch rounding; the CPU library compiles them as C++. Here the same
 statement lists are translated to CUDA device code and compiled at first use by
 PyTorch's jiterator (NVRTC, an elementwise kernel over ``TensorIterator``: broadcasting
@@ -54,13 +54,13 @@ from typing import NamedTuple
 
 import torch
 
-from . import native_source as ns
+from . import source as ns
 
 __all__ = ["available", "source", "Kernel", "Backend", "KERNELS", "jiterator_launch"]
 
 #: CUDA device helpers, the counterparts of native_source's C++ prelude (same names with
 #: an ``mc_`` prefix, so nothing collides with jiterator's own definitions).
-_PRELUDE = r"""// hypermc/mcf/native_cuda.py: the CUDA form of hypermc/mcf/native_source.py's kernels
+_PRELUDE = r"""// hypermc/mcf/native/cuda.py: the CUDA form of hypermc/mcf/native/source.py's kernels
 template <class T> struct mc_bits;
 template <> struct mc_bits<float> { typedef unsigned int U; typedef int I; static constexpr int P = 24, BIAS = 127, MAXEXP = 128; };
 template <> struct mc_bits<double> {
@@ -233,6 +233,11 @@ def _spec(name: str, nc: int) -> dict[tuple[str, int], tuple[list[str], dict[str
             ("exp", 0): (exp, {"x": nc}, [], nc, decls),
             ("log_reduce", 0): (reduce, {"x": nc}, [], nc + 2, []),
             ("log_core", 0): (core, {"x": nc + 2, "y": 1}, [], nc, decls),
+            **(
+                {("log_core_general", 0): (ns._log_core_body(nc, tables, general=True), {"x": nc + 2, "y": 1}, [], nc, decls)}
+                if nc >= 3
+                else {}
+            ),
         }
     if nc == 2:
         return {

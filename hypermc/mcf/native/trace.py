@@ -1,0 +1,561 @@
+"""Symbolic tracing: the torch networks of :mod:`hypermc.mcf.fixed` and
+:mod:`hypermc.mcf.arith` run on one symbolic element and become straight-line statements.
+
+Why. A C++ or CUDA kernel must perform the roundings of the torch network it replaces,
+in the same order and with the same negations, or the bits differ. Writing the kernel a
+second time by hand (an emitter that mirrors the network function by function) keeps
+two copies of every algorithm in step by review only. Here the network function itself
+is called with :class:`Sym` values in place of tensors: every arithmetic operator, every
+``torch.*`` call (through a :class:`~torch.overrides.TorchFunctionMode`) and every
+in-place tensor method (``add_``, ``sub_``, ``addcmul_``, ``copy_``, ``out=``) appends one
+statement ``T vN = a + b;`` to the emitter. Python control flow over lists (levels,
+chains, digits) runs at generation time, so the kernel is one branch-free expression
+DAG per element. Chosen over a separate IR in which the networks would be rewritten:
+the torch path stays the reference and the fallback, unchanged and as fast as before
+(it keeps its in-place steps and planar buffers, which a backend-neutral rewrite would
+have to model anyway), and a change to a network changes every kernel generated from it.
+
+What a traced function may do: elementwise arithmetic (``+ - * /``, unary minus,
+``abs``, ``sqrt``, ``reciprocal``, ``addcmul`` with ``value=±1`` as a fused multiply-add),
+comparisons and boolean ``& | ~`` (as ``bool`` statements), ``torch.where``,
+``torch.maximum``, ``torch.isfinite``, ``zeros_like``, and planar buffers
+(``torch.empty((n, *shape))``, ``torch.stack``, indexing by an int, ``movedim``,
+``unbind``). Anything else raises :class:`TraceError` naming the call: a traced function
+that branches on data (``if tensor:``) or calls an op without a rule is refused, never
+approximated.
+
+Constants. The generated bodies are generic in the component type ``T`` (one body serves
+float32 and float64), so a literal that depends on the dtype is written symbolically:
+``finfo.max`` as ``std::numeric_limits<T>::max()`` and the cancellation factor
+``1 / (64 u)`` of :func:`hypermc.mcf.fixed.normalised` as ``CANCEL``. Any other literal
+must be exactly representable in float32 (so it is the same value in both types); a
+network traced at float32 and at float64 gives the same statements
+(``tests/mcf/test_trace.py``).
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol
+
+import numpy as np
+import torch
+from torch.overrides import TorchFunctionMode
+
+from ..fixed import CANCEL_FACTOR
+
+__all__ = ["Sym", "SymVec", "TraceError", "trace", "literal"]
+
+
+class TraceError(RuntimeError):
+    """A traced network did something that has no straight-line form.
+
+    Example:
+        >>> def branching(a):
+        ...     return a if a > 0 else -a  # a data-dependent branch
+        >>> try:
+        ...     trace(_Lines(), branching, "a")
+        ... except TraceError as exc:
+        ...     print(str(exc)[:43])
+        a traced network branched on a symbolic val
+    """
+
+
+class _Lines:
+    """A minimal emitter (for the examples): numbered ``T vN = expr;`` lines."""
+
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+
+    def let(self, expr: str, ctype: str = "T") -> str:
+        self.lines.append(f"{ctype} v{len(self.lines)} = {expr};")
+        return f"v{len(self.lines) - 1}"
+
+
+class _Emitter(Protocol):
+    """What :func:`trace` writes into: anything with ``let(expr, ctype) -> name``."""
+
+    def let(self, expr: str, ctype: str = ...) -> str: ...
+
+
+_STATE = threading.local()
+_CPU = torch.device("cpu")
+
+
+def _current() -> _Trace:
+    tr = getattr(_STATE, "trace", None)
+    if tr is None:
+        raise TraceError("a symbolic value was used outside hypermc.mcf.native.trace.trace()")
+    return tr
+
+
+def literal(v: float) -> str:
+    """The C++ literal of a float constant of a traced network (``T(hex)``), or its
+    symbolic name where the value depends on the component type.
+
+    Example:
+        >>> literal(0.5), literal(-2.0)  # doctest: +ELLIPSIS
+        ('T(0x1.0000000000000p-1)', 'T(-0x1.0000000000000p+1)')
+        >>> literal(torch.finfo(torch.float64).max), literal(torch.finfo(torch.float32).max)
+        ('std::numeric_limits<T>::max()', 'std::numeric_limits<T>::max()')
+        >>> literal(0.1)
+        Traceback (most recent call last):
+        ...
+        hypermc.mcf.native.trace.TraceError: literal 0.1 of a traced network is not exactly a float32 value ...
+    """
+    v = float(v)
+    for dtype in (torch.float32, torch.float64):
+        fi = torch.finfo(dtype)
+        if v == fi.max:
+            return "std::numeric_limits<T>::max()"
+        if v == 1.0 / (CANCEL_FACTOR * fi.eps / 2):
+            return "CANCEL"
+    if math.isfinite(v) and float(np.float32(v)) != v:
+        raise TraceError(
+            f"literal {v!r} of a traced network is not exactly a float32 value (the generated body serves "
+            "float32 and float64); give it a symbolic name in hypermc.mcf.native.trace"
+        )
+    if not math.isfinite(v):
+        raise TraceError(f"literal {v!r} of a traced network is not finite")
+    return f"T({v.hex()})"
+
+
+class Sym:
+    """One element's value while a network is traced: a name (or literal) of the emitted
+    code and its kind (``"T"``, the component type, or ``"bool"``).
+
+    A mutable box, like a tensor: an in-place op (``add_``, ``out=``, ``copy_``) rebinds
+    the box to the new statement, so aliases created by the network (a view handed back
+    by ``unbind``, a buffer slot) see the update as they would on tensors.
+
+    Example:
+        >>> net = _Lines()
+        >>> def f(a, b):
+        ...     s = a * b
+        ...     s.add_(a)  # in place: s names the new statement
+        ...     return s, s > 0
+        >>> trace(net, f, "a", "b"), net.lines
+        (('v1', 'v2'), ['T v0 = a * b;', 'T v1 = v0 + a;', 'bool v2 = v1 > T(0x0.0p+0);'])
+    """
+
+    __slots__ = ("name", "kind")
+    __hash__ = object.__hash__
+    #: what :func:`hypermc.mcf.eft.is_traced` asks: a symbolic value takes the traced paths
+    symbolic = True
+
+    def __init__(self, name: str | None, kind: str = "T") -> None:
+        self.name = name
+        self.kind = kind
+
+    def __repr__(self) -> str:
+        return f"Sym({self.name!r}, {self.kind!r})"
+
+    # tensor metadata the networks read
+    shape = torch.Size([])
+    ndim = 0
+
+    @property
+    def dtype(self) -> torch.dtype:
+        return _current().dtype if self.kind == "T" else torch.bool
+
+    @property
+    def device(self) -> torch.device:
+        return _CPU
+
+    @property
+    def requires_grad(self) -> bool:
+        return False
+
+    def numel(self) -> int:
+        return 1
+
+    def dim(self) -> int:
+        return 0
+
+    @classmethod
+    def __torch_function__(cls, func: Callable, types: Any, args: tuple = (), kwargs: dict | None = None) -> Any:
+        return _current().call(func, args, kwargs or {})
+
+    def __bool__(self) -> bool:
+        raise TraceError("a traced network branched on a symbolic value (a data-dependent `if`); it has no straight-line form")
+
+    def __index__(self) -> int:
+        raise TraceError("a traced network used a symbolic value as an index")
+
+    # --- out-of-place arithmetic
+    def __add__(self, o: Any) -> Sym:
+        return _current().binary("+", self, o)
+
+    def __radd__(self, o: Any) -> Sym:
+        return _current().binary("+", o, self)
+
+    def __sub__(self, o: Any) -> Sym:
+        return _current().binary("-", self, o)
+
+    def __rsub__(self, o: Any) -> Sym:
+        return _current().binary("-", o, self)
+
+    def __mul__(self, o: Any) -> Sym:
+        return _current().binary("*", self, o)
+
+    def __rmul__(self, o: Any) -> Sym:
+        return _current().binary("*", o, self)
+
+    def __truediv__(self, o: Any) -> Sym:
+        return _current().binary("/", self, o)
+
+    def __rtruediv__(self, o: Any) -> Sym:
+        return _current().binary("/", o, self)
+
+    def __neg__(self) -> Sym:
+        return _current().unary("-{}", self)
+
+    def __abs__(self) -> Sym:
+        return _current().unary("std::fabs({})", self)
+
+    # --- comparisons and boolean ops (bool statements)
+    def __eq__(self, o: Any) -> Sym:  # type: ignore[override]
+        return _current().compare("==", self, o)
+
+    def __ne__(self, o: Any) -> Sym:  # type: ignore[override]
+        return _current().compare("!=", self, o)
+
+    def __lt__(self, o: Any) -> Sym:
+        return _current().compare("<", self, o)
+
+    def __le__(self, o: Any) -> Sym:
+        return _current().compare("<=", self, o)
+
+    def __gt__(self, o: Any) -> Sym:
+        return _current().compare(">", self, o)
+
+    def __ge__(self, o: Any) -> Sym:
+        return _current().compare(">=", self, o)
+
+    def __and__(self, o: Any) -> Sym:
+        return _current().logical("&", self, o)
+
+    __rand__ = __and__
+
+    def __or__(self, o: Any) -> Sym:
+        return _current().logical("|", self, o)
+
+    __ror__ = __or__
+
+    def __invert__(self) -> Sym:
+        return _current().unary("!{}", self, kind="bool")
+
+    def __iand__(self, o: Any) -> Sym:
+        return self._rebind(self & o)
+
+    def __ior__(self, o: Any) -> Sym:
+        return self._rebind(self | o)
+
+    # --- tensor methods the networks call
+    def _rebind(self, value: Sym) -> Sym:
+        if value.kind != self.kind:
+            raise TraceError(f"in-place op writes a {value.kind} value into a {self.kind} value")
+        self.name = value.name
+        return self
+
+    def add(self, o: Any, *, alpha: float = 1) -> Sym:
+        return _current().call(torch.add, (self, o), {"alpha": alpha})
+
+    def sub(self, o: Any, *, alpha: float = 1) -> Sym:
+        return _current().call(torch.sub, (self, o), {"alpha": alpha})
+
+    def mul(self, o: Any) -> Sym:
+        return self * o
+
+    def div(self, o: Any) -> Sym:
+        return self / o
+
+    def neg(self) -> Sym:
+        return -self
+
+    def abs(self) -> Sym:
+        return abs(self)
+
+    def sqrt(self) -> Sym:
+        return _current().call(torch.sqrt, (self,), {})
+
+    def reciprocal(self) -> Sym:
+        return _current().call(torch.reciprocal, (self,), {})
+
+    def clone(self) -> Sym:
+        return Sym(_current().read(self), self.kind)
+
+    def add_(self, o: Any, *, alpha: float = 1) -> Sym:
+        return self._rebind(self.add(o, alpha=alpha))
+
+    def sub_(self, o: Any, *, alpha: float = 1) -> Sym:
+        return self._rebind(self.sub(o, alpha=alpha))
+
+    def mul_(self, o: Any) -> Sym:
+        return self._rebind(self * o)
+
+    def div_(self, o: Any) -> Sym:
+        return self._rebind(self / o)
+
+    def neg_(self) -> Sym:
+        return self._rebind(-self)
+
+    def addcmul_(self, a: Any, b: Any, *, value: float = 1) -> Sym:
+        return self._rebind(_current().call(torch.addcmul, (self, a, b), {"value": value}))
+
+    def copy_(self, src: Any) -> Sym:
+        tr = _current()
+        self.name = tr.read(tr.sym(src, self.kind))
+        return self
+
+    def expand(self, *shape: Any) -> Sym:
+        return self
+
+    def expand_as(self, other: Any) -> Sym:
+        return self
+
+    def contiguous(self) -> Sym:
+        return self
+
+
+class SymVec:
+    """A planar buffer or stacked component tensor of one traced element: a list of
+    :class:`Sym` boxes, one per component (indexing returns the box itself, as a view).
+
+    Example:
+        >>> net = _Lines()
+        >>> def f(a, b):
+        ...     buf = torch.empty((2,), dtype=a.dtype, device=a.device)
+        ...     torch.add(a, b, out=buf[0])
+        ...     torch.sub(a, b, out=buf[1])
+        ...     return buf.movedim(0, -1)
+        >>> trace(net, f, "a", "b")  # a SymVec comes back as its components' names
+        ['v0', 'v1']
+    """
+
+    __slots__ = ("items",)
+
+    def __init__(self, items: Sequence[Sym]) -> None:
+        self.items = list(items)
+
+    def __repr__(self) -> str:
+        return f"SymVec({self.items!r})"
+
+    @property
+    def shape(self) -> torch.Size:
+        return torch.Size([len(self.items)])
+
+    @property
+    def dtype(self) -> torch.dtype:
+        return _current().dtype
+
+    @property
+    def device(self) -> torch.device:
+        return _CPU
+
+    def __len__(self) -> int:
+        return len(self.items)
+
+    def __getitem__(self, k: Any) -> Sym:
+        if isinstance(k, int):
+            return self.items[k]
+        if k == (Ellipsis, 0) or k == (..., 0):
+            return self.items[0]
+        raise TraceError(f"a traced network indexed a component buffer with {k!r}; only an int is supported")
+
+    def movedim(self, src: int, dst: int) -> SymVec:
+        return self  # (n,) planar <-> (n,) component-last: the same list for one element
+
+    def unbind(self, dim: int = 0) -> tuple[Sym, ...]:
+        return tuple(self.items)
+
+    def contiguous(self) -> SymVec:
+        return self
+
+
+_BINARY_FUNCS = {torch.add: "+", torch.sub: "-", torch.mul: "*", torch.div: "/"}
+
+
+class _Trace(TorchFunctionMode):
+    def __init__(self, net: _Emitter, dtype: torch.dtype) -> None:
+        super().__init__()
+        self.net = net
+        self.dtype = dtype
+
+    # --- values
+    def read(self, s: Sym) -> str:
+        if s.name is None:
+            raise TraceError("a traced network read an element of an uninitialised buffer (torch.empty)")
+        return s.name
+
+    def sym(self, v: Any, kind: str = "T") -> Sym:
+        if isinstance(v, Sym):
+            return v
+        if isinstance(v, bool):
+            return Sym("true" if v else "false", "bool")
+        if isinstance(v, (int, float)):
+            return Sym(literal(v), kind)
+        if isinstance(v, torch.Tensor) and v.numel() == 1 and v.dim() == 0:
+            return Sym(literal(v.item()), kind)
+        raise TraceError(f"a traced network mixed a symbolic value with {type(v).__name__} {v!r}")
+
+    def let(self, expr: str, kind: str = "T") -> Sym:
+        return Sym(self.net.let(expr, "bool" if kind == "bool" else "T"), kind)
+
+    # --- statements
+    def binary(self, op: str, a: Any, b: Any) -> Sym:
+        a, b = self.sym(a), self.sym(b)
+        if a.kind != "T" or b.kind != "T":
+            raise TraceError(f"arithmetic {op!r} on a bool value")
+        return self.let(f"{self.read(a)} {op} {self.read(b)}")
+
+    def unary(self, form: str, a: Any, kind: str = "T") -> Sym:
+        a = self.sym(a, kind)
+        if a.kind != kind:
+            raise TraceError(f"{form.format('x')!r} on a {a.kind} value")
+        return self.let(form.format(self.read(a)), kind)
+
+    def compare(self, op: str, a: Any, b: Any) -> Sym:
+        a, b = self.sym(a), self.sym(b)
+        return self.let(f"{self.read(a)} {op} {self.read(b)}", "bool")
+
+    def logical(self, op: str, a: Any, b: Any) -> Sym:
+        a, b = self.sym(a, "bool"), self.sym(b, "bool")
+        if a.kind != "bool" or b.kind != "bool":
+            raise TraceError(f"boolean {op!r} on a component value")
+        return self.let(f"{self.read(a)} {op} {self.read(b)}", "bool")
+
+    # --- torch functions
+    def call(self, func: Callable, args: tuple, kwargs: dict) -> Any:
+        out = kwargs.pop("out", None)
+        result = self._call(func, args, kwargs)
+        if out is not None:
+            if not isinstance(out, Sym):
+                raise TraceError(f"{_name(func)}(out=...) into {type(out).__name__}")
+            return out._rebind(result)
+        return result
+
+    def _call(self, func: Callable, args: tuple, kwargs: dict) -> Any:
+        name = _name(func)
+        if func in _BINARY_FUNCS:
+            if kwargs.get("alpha", 1) != 1 or kwargs.get("rounding_mode") is not None:
+                raise TraceError(f"torch.{name} with {kwargs!r} has no traced form")
+            return self.binary(_BINARY_FUNCS[func], *args)
+        if func is torch.neg:
+            return self.unary("-{}", args[0])
+        if func is torch.abs:
+            return self.unary("std::fabs({})", args[0])
+        if func is torch.sqrt:
+            return self.unary("std::sqrt({})", args[0])
+        if func is torch.reciprocal:
+            return self.binary("/", 1.0, args[0])
+        if func is torch.addcmul:
+            c, a, b = (self.sym(t) for t in args)
+            value = kwargs.get("value", 1)
+            if value not in (1, -1):
+                raise TraceError(f"torch.addcmul with value={value!r} is not a fused multiply-add")
+            sign = "-" if value == -1 else ""
+            return self.let(f"std::fma({sign}{self.read(a)}, {self.read(b)}, {self.read(c)})")
+        if func is torch.where:
+            cond, a, b = self.sym(args[0], "bool"), self.sym(args[1]), self.sym(args[2])
+            return self.let(f"select<T>({self.read(cond)}, {self.read(a)}, {self.read(b)})")
+        if func is torch.maximum:
+            # NaN from either operand propagates, as torch.maximum does (std::fmax would not)
+            a, b = self.sym(args[0]), self.sym(args[1])
+            x, y = self.read(a), self.read(b)
+            return self.let(f"({x} >= {y} || {x} != {x}) ? {x} : {y}")
+        if func is torch.isfinite:
+            a = self.sym(args[0])
+            return self.let(f"std::fabs({self.read(a)}) <= std::numeric_limits<T>::max()", "bool")
+        if func is torch.zeros_like:
+            return Sym(literal(0.0))
+        if func is torch.empty:
+            size = args[0] if len(args) == 1 and isinstance(args[0], (tuple, list, torch.Size)) else args
+            if len(size) != 1 or not isinstance(size[0], int):
+                raise TraceError(f"torch.empty{tuple(size)!r}: a traced buffer is (n,) for one element")
+            return SymVec([Sym(None) for _ in range(size[0])])
+        if func is torch.stack:
+            items = args[0]
+            if kwargs.get("dim", args[1] if len(args) > 1 else 0) not in (0, -1):
+                raise TraceError("torch.stack of traced values along an inner dimension")
+            return SymVec([Sym(self.read(self.sym(t)), "T") for t in items])
+        if func in (torch.broadcast_tensors,):
+            return tuple(args)
+        if func in (torch.Tensor.unbind, torch.unbind) and isinstance(args[0], SymVec):
+            return args[0].unbind()
+        if not _has_sym((args, kwargs)):
+            return func(*args, **kwargs)  # no symbolic operand (metadata, constants): run it
+        raise TraceError(f"torch.{name} has no traced form (hypermc.mcf.native.trace supports elementwise arithmetic only)")
+
+    def __torch_function__(self, func: Callable, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        return self.call(func, tuple(args), dict(kwargs or {}))
+
+
+def _has_sym(v: Any) -> bool:
+    if isinstance(v, (Sym, SymVec)):
+        return True
+    if isinstance(v, (list, tuple)):
+        return any(_has_sym(t) for t in v)
+    if isinstance(v, dict):
+        return any(_has_sym(t) for t in v.values())
+    return False
+
+
+def _name(func: Callable) -> str:
+    return getattr(func, "__name__", repr(func))
+
+
+def _to_sym(v: Any) -> Any:
+    if isinstance(v, str):
+        return Sym(v)
+    if isinstance(v, (list, tuple)):
+        return type(v)(_to_sym(t) for t in v)
+    return v
+
+
+def _to_names(v: Any) -> Any:
+    if isinstance(v, Sym):
+        return _current().read(v)
+    if isinstance(v, SymVec):
+        return [_current().read(s) for s in v.items]
+    if isinstance(v, (list, tuple)):
+        return type(v)(_to_names(t) for t in v)
+    if isinstance(v, (int, float)) and not isinstance(v, bool):
+        return literal(v)
+    return v
+
+
+def trace(net: _Emitter, fn: Callable, *args: Any, dtype: torch.dtype = torch.float64, **kwargs: Any) -> Any:
+    """Run the torch network ``fn`` on symbolic values; its statements go to ``net``.
+
+    ``args``: operand names (``str``) or nested lists/tuples of them become :class:`Sym`
+    values; other arguments (ints, flags) pass as they are. Returns ``fn``'s result with
+    every :class:`Sym` replaced by its name and every :class:`SymVec` by the list of its
+    components' names. ``dtype`` is what the network sees as the component dtype (the
+    statements are the same for float32 and float64, see the module docstring).
+
+    Example:
+        >>> from hypermc.mcf import fixed
+        >>> class Lines:
+        ...     def __init__(self) -> Sym:
+        ...         self.lines = []
+        ...     def let(self, expr, ctype="T"):
+        ...         self.lines.append(f"{ctype} v{len(self.lines)} = {expr};")
+        ...         return f"v{len(self.lines) - 1}"
+        >>> net = Lines()
+        >>> trace(net, fixed.two_sum, "a", "b")
+        ('v0', 'v5')
+        >>> net.lines  # Knuth's TwoSum, as fixed.two_sum rounds it
+        ['T v0 = a + b;', 'T v1 = v0 - a;', 'T v2 = v0 - v1;', 'T v3 = a - v2;', 'T v4 = b - v1;', 'T v5 = v3 + v4;']
+    """
+    if getattr(_STATE, "trace", None) is not None:
+        raise TraceError("trace() is not reentrant")
+    tr = _Trace(net, dtype)
+    _STATE.trace = tr
+    try:
+        with tr:
+            return _to_names(fn(*_to_sym(list(args)), **kwargs))
+    finally:
+        _STATE.trace = None

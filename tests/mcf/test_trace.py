@@ -1,0 +1,214 @@
+"""The kernel generator's tracer: torch networks run on symbolic elements.
+
+The statements a traced network emits are interpreted here element by element in
+float64 (IEEE operations of numpy scalars, fused multiply-adds rounded once from the
+exact rational value) and compared bit for bit with the torch network on the same
+operands, so the generated code is checked without a C++ compiler; the compiled kernels
+are compared with the torch networks in ``test_native.py``.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from fractions import Fraction
+
+import numpy as np
+import pytest
+import torch
+
+from hypermc.mcf import arith, eft, fixed
+from hypermc.mcf.native import source as native_source
+from hypermc.mcf.native.trace import Sym, TraceError, literal, trace
+
+
+class Lines:
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+
+    def let(self, expr: str, ctype: str = "T") -> str:
+        name = f"v{len(self.lines)}"
+        self.lines.append(f"{ctype} {name} = {expr};")
+        return name
+
+
+_STMT = re.compile(r"^(T|bool) (v\d+) = (.*);$")
+_HEX = re.compile(r"T\((-?0x[0-9a-fA-F.]+p[+-]\d+)\)")
+
+
+def _fma(a: float, b: float, c: float) -> float:
+    """IEEE fused multiply-add: the exact value rounded once (signed zeros as IEEE 754)."""
+    a, b, c = float(a), float(b), float(c)
+    if not all(math.isfinite(v) for v in (a, b, c)):
+        return float(np.float64(a) * np.float64(b) + np.float64(c))
+    r = Fraction(a) * Fraction(b) + Fraction(c)
+    if r == 0:
+        product_negative = math.copysign(1.0, a) * math.copysign(1.0, b) < 0
+        if a * b == 0 and c == 0 and product_negative and math.copysign(1.0, c) < 0:
+            return -0.0
+        return 0.0
+    return float(r)
+
+
+def _select(cond: bool, a: float, b: float) -> float:
+    return a if cond else b
+
+
+def _interpret(lines: list[str], env: dict[str, float]) -> dict[str, float]:
+    """Run float64 statements of the generator's C++ subset in Python."""
+    env = dict(env)
+    ns = {
+        "fma": _fma,
+        "fabs": lambda v: np.float64(abs(v)),
+        "sqrt": lambda v: np.sqrt(np.float64(v)),
+        "select": _select,
+        "MAX": np.float64(np.finfo(np.float64).max),
+        "CANCEL": np.float64(1.0 / (64 * np.finfo(np.float64).eps / 2)),
+    }
+    for line in lines:
+        m = _STMT.match(line)
+        assert m, line
+        kind, name, expr = m.groups()
+        expr = _HEX.sub(lambda h: f"np.float64(float.fromhex('{h.group(1)}'))", expr)
+        expr = expr.replace("std::numeric_limits<T>::max()", "MAX").replace("std::fma", "fma").replace("std::fabs", "fabs")
+        expr = expr.replace("std::sqrt", "sqrt").replace("select<T>", "select").replace("||", "or")
+        expr = re.sub(r"\((.+) >= (.+) or (.+) != (.+)\) \? (\w+) : (\w+)", r"(\5 if (\1 >= \2 or \3 != \4) else \6)", expr)
+        expr = expr.replace("!", "not ").replace("not =", "!=")
+        with np.errstate(all="ignore"):
+            val = eval(expr, {"np": np, **ns}, env)  # noqa: S307 - the generator's own statements
+        env[name] = np.float64(val) if kind == "T" else bool(val)
+    return env
+
+
+def _operands(n: int, nc: int, seed: int) -> list[torch.Tensor]:
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(n, dtype=torch.float64, generator=g) * torch.exp2(torch.randint(-30, 30, (n,), generator=g).double())
+    comps = [x]
+    for _ in range(nc - 1):
+        comps.append(comps[-1] * torch.rand(n, dtype=torch.float64, generator=g) * 2.0**-53)
+    out = eft.renormalize(comps, nc)
+    # pinned edges: zero tails, exact zeros, cancellation partners
+    out[0] = torch.tensor([1.0] + [0.0] * (nc - 1), dtype=torch.float64)
+    out[1] = torch.zeros(nc, dtype=torch.float64)
+    return list(out.unbind(-1))
+
+
+def _bits(v) -> int:
+    return int(np.float64(v).view(np.int64))
+
+
+NETWORKS = {
+    "two_sum": (lambda a, b: fixed.two_sum(a[0], b[0]), 1),
+    "add_fixed_3": (lambda a, b: arith._add_fixed_network(a, b, 3), 3),
+    "add_fixed_4": (lambda a, b: arith._add_fixed_network(a, b, 4), 4),
+    "mul_fixed_3": (lambda a, b: arith._mul_fixed_network(a, b, 3), 3),
+    "mul_fixed_4": (lambda a, b: arith._mul_fixed_network(a, b, 4), 4),
+    "div_digits_3": (lambda a, b: arith._div_digits(a, b, 3), 3),
+    "add2": (lambda a, b: arith._add2_network(a[0], a[1], b[0], b[1]), 2),
+    "mul2": (lambda a, b: arith._mul2_fma_network(a[0], a[1], b[0], b[1]), 2),
+    "add_float2": (lambda a, b: arith._add_float2_network(a[0], a[1], b[0]), 2),
+    "mul_float2": (lambda a, b: arith._mul_float2_fma_network(a[0], a[1], b[0]), 2),
+}
+
+
+def _flatten(v) -> list:
+    if isinstance(v, (list, tuple)):
+        return [t for x in v for t in _flatten(x)]
+    if isinstance(v, torch.Tensor) and v.dim() == 2:  # planar buffer (nc, n) or (n, nc)
+        return list(v.unbind(0 if v.shape[0] <= 4 and v.shape[1] > 4 else -1))
+    return [v]
+
+
+@pytest.mark.parametrize("name", sorted(NETWORKS))
+def test_traced_statements_compute_the_torch_networks_bits(name):
+    fn, nc = NETWORKS[name]
+    if not eft.has_fused_addcmul("cpu", torch.float64) and ("mul" in name or "div" in name):
+        pytest.skip("this CPU build's addcmul is not a fused multiply-add: the FMA networks do not run here")
+    xs, ys = _operands(64, nc, 1), _operands(64, nc, 2)
+    if name.startswith("div"):
+        ys = [t for t in ys]
+        ys[0] = torch.where(ys[0] == 0, torch.ones_like(ys[0]), ys[0])
+    want = [t.reshape(-1) for t in _flatten(fn(xs, ys))]
+    net = Lines()
+    xn = [f"x{k}" for k in range(nc)]
+    yn = [f"y{k}" for k in range(nc)]
+    outs = _flatten(trace(net, fn, xn, yn))
+    assert len(outs) == len(want)
+    for i in range(xs[0].numel()):
+        env = {f"x{k}": np.float64(xs[k][i].item()) for k in range(nc)} | {f"y{k}": np.float64(ys[k][i].item()) for k in range(nc)}
+        env = _interpret(net.lines, env)
+        got = [env[o] if o in env else np.float64(float.fromhex(_HEX.match(o).group(1))) for o in outs]
+        for g, w in zip(got, want):
+            wv = w[i].item()
+            if isinstance(g, bool):
+                assert g == bool(wv), (name, i)
+            else:
+                assert _bits(g) == _bits(wv) or (np.isnan(g) and np.isnan(wv)), (name, i, float(g), wv)
+
+
+@pytest.mark.parametrize("name", sorted(NETWORKS))
+def test_a_traced_body_is_the_same_for_float32_and_float64(name):
+    fn, nc = NETWORKS[name]
+    a, b = Lines(), Lines()
+    ra = trace(a, fn, [f"x{k}" for k in range(nc)], [f"y{k}" for k in range(nc)], dtype=torch.float32)
+    rb = trace(b, fn, [f"x{k}" for k in range(nc)], [f"y{k}" for k in range(nc)], dtype=torch.float64)
+    assert a.lines == b.lines and ra == rb
+
+
+def test_the_fast_path_check_uses_symbolic_constants():
+    net = Lines()
+    trace(net, arith._add_fixed_network, ["x0", "x1", "x2"], ["y0", "y1", "y2"], 3)
+    text = "\n".join(net.lines)
+    assert "std::numeric_limits<T>::max()" in text and "CANCEL" in text
+    assert "0x1.fffff" not in text  # no dtype-specific constant
+
+
+def test_a_data_dependent_branch_is_refused():
+    def branching(a, b):
+        s = a + b
+        if s > 0:
+            return s
+        return -s
+
+    with pytest.raises(TraceError, match="branched on a symbolic value"):
+        trace(Lines(), branching, "a", "b")
+
+
+def test_an_op_without_a_traced_form_is_refused():
+    with pytest.raises(TraceError, match=r"torch\.exp has no traced form"):
+        trace(Lines(), torch.exp, "a")
+    with pytest.raises(TraceError, match="not a fused multiply-add"):
+        trace(Lines(), lambda c, a, b: torch.addcmul(c, a, b, value=2), "c", "a", "b")
+
+
+def test_a_literal_that_depends_on_the_dtype_is_refused():
+    with pytest.raises(TraceError, match=r"literal 0\.1 .* not exactly a float32 value"):
+        trace(Lines(), lambda a: a * 0.1, "a")
+    assert literal(2.0**-20) == "T(0x1.0000000000000p-20)"
+
+
+def test_symbolic_values_outside_a_trace_are_refused():
+    with pytest.raises(TraceError, match=r"outside hypermc\.mcf\.native\.trace\.trace\(\)"):
+        Sym("a") + Sym("b")
+
+
+def test_an_uninitialised_buffer_element_is_refused():
+    def reads_empty(a):
+        buf = torch.empty((2,), dtype=torch.float64, device="cpu")
+        return buf[1] + a
+
+    with pytest.raises(TraceError, match="uninitialised buffer"):
+        trace(Lines(), reads_empty, "a")
+
+
+def test_the_arith_kernels_are_generated_from_the_traced_networks():
+    """The C++ of the arith kernels contains the traced statements of the torch networks
+    (the add kernel's body is the traced ``_add_fixed_network`` plus its inputs)."""
+    net = native_source._Net()
+    xs = [net.let(f"X({k})") for k in range(3)]
+    ys = [net.let(f"Y({k}) * (T)sign") for k in range(3)]
+    c, oks = native_source._emit_add(net, xs, ys)
+    ref = Lines()
+    ref.lines = [f"T v{k} = X({k});" for k in range(3)] + [f"T v{k + 3} = Y({k}) * (T)sign;" for k in range(3)]
+    trace(ref, arith._add_fixed_network, ["v0", "v1", "v2"], ["v3", "v4", "v5"], 3)
+    assert net.lines == ref.lines
