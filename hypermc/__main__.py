@@ -98,6 +98,7 @@ def _mib(value: int | None) -> int | None:
 def _parser() -> argparse.ArgumentParser:
     from .embed.distributed import DEFAULT_TIMEOUT
     from .embed.train import DEFAULTS
+    from .manifolds.registry import ball_models, registered_manifolds
 
     p = argparse.ArgumentParser(prog="python -m hypermc", description="hypermc command line")
     sub = p.add_subparsers(dest="command", required=True)
@@ -110,7 +111,7 @@ def _parser() -> argparse.ArgumentParser:
 
     t = sub.add_parser("train", help="train an embedding; last stdout line is a JSON object")
     t.add_argument("--data", default="mammals", help="mammals, mammals-legacy, nouns, or a CSV/TSV edge list")
-    t.add_argument("--manifold", default="halfspace", choices=["halfspace", "ball", "lorentz", "euclidean"])
+    t.add_argument("--manifold", default="halfspace", choices=list(registered_manifolds()))
     t.add_argument("--curvature", type=float, default=None, help="K < 0 (default -1); not for euclidean")
     t.add_argument("--dim", type=int, default=2)
     t.add_argument("--nc", type=_nc, default=2, help="components per coordinate, or 'plain'")
@@ -181,7 +182,7 @@ def _parser() -> argparse.ArgumentParser:
         help="tree: edge lengths tau (embed_tree, needs --epsilon or --tau); closure: nested shadows, "
         "every ancestor nearest (embed_closure, reconstruction MAP)",
     )
-    k.add_argument("--manifold", default=None, choices=["ball", "halfspace", "lorentz"], help="default: ball (tree), halfspace (closure)")
+    k.add_argument("--manifold", default=None, choices=list(ball_models()), help="default: ball (tree), halfspace (closure)")
     k.add_argument("--dim", type=int, default=2)
     scale = k.add_mutually_exclusive_group()
     scale.add_argument("--epsilon", type=_positive_float, help="tree: target worst-case distortion 1 + epsilon")
@@ -378,13 +379,12 @@ def _train_config(args):
 
 def _train_run(args, parallel) -> int:
     from .embed import evaluate, train
-    from .embed.train import MANIFOLDS
+    from .manifolds.registry import manifold_from_name
 
     config = _train_config(args)
     graph = _load_graph(args.data)
     _check_out(args, parallel is None or parallel.is_writer)
-    cls = MANIFOLDS[args.manifold]
-    manifold = cls() if args.manifold == "euclidean" else cls(curvature=-1.0 if args.curvature is None else args.curvature)
+    manifold = manifold_from_name(args.manifold, **({} if args.curvature is None else {"curvature": args.curvature}))
     writer = parallel is None or parallel.is_writer
     init = None if args.init_from is None else _init_components(args, graph, manifold)
     progress = _progress(args, writer)
@@ -501,7 +501,8 @@ def _construct(args) -> int:
 
     from .embed import distortion, embed_tree
     from .embed.construct import save_construction
-    from .embed.train import CHECKPOINT_NAME, MANIFOLDS
+    from .embed.train import CHECKPOINT_NAME
+    from .manifolds.registry import manifold_from_name
 
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -518,7 +519,7 @@ def _construct(args) -> int:
     args.manifold = args.manifold or "ball"
     graph = _load_graph(args.data)
     _check_out(args, True, resumable=False)
-    manifold = MANIFOLDS[args.manifold]()
+    manifold = manifold_from_name(args.manifold)
     progress = _progress(args)
     start = time.perf_counter()
     result = embed_tree(
@@ -576,14 +577,15 @@ def _construct_closure(args) -> int:
     from .embed import embed_closure, evaluate
     from .embed.construct import save_construction
     from .embed.nested import DEFAULT_ALPHA
-    from .embed.train import CHECKPOINT_NAME, MANIFOLDS
+    from .embed.train import CHECKPOINT_NAME
+    from .manifolds.registry import manifold_from_name
 
     for flag in ("epsilon", "tau", "pairs"):
         if getattr(args, flag) is not None:
             raise ValueError(f"--{flag} belongs to --method tree; got --{flag} {getattr(args, flag)} with --method closure")
     args.manifold = args.manifold or "halfspace"
     graph = _load_graph(args.data)
-    manifold = MANIFOLDS[args.manifold]()
+    manifold = manifold_from_name(args.manifold)
     alpha = DEFAULT_ALPHA if args.alpha is None else args.alpha
     start = time.perf_counter()
     result = embed_closure(graph, manifold, dim=args.dim, nc=args.nc, dtype=DTYPES[args.dtype], alpha=alpha, progress=_progress(args))
@@ -758,10 +760,12 @@ def main(argv: list[str] | None = None) -> int:
         >>> main(["eval", "missing.pt"])
         2
     """
+    from .manifolds.registry import manifold_class
+
     parser = _parser()
     args = parser.parse_args(argv)
-    if args.command == "train" and args.manifold == "euclidean" and args.curvature is not None:
-        parser.error(f"--curvature {args.curvature:g} given with --manifold euclidean (which is flat; drop it)")
+    if args.command == "train" and args.curvature is not None and "curvature" not in manifold_class(args.manifold).config_args:
+        parser.error(f"--curvature {args.curvature:g} given with --manifold {args.manifold} (which takes no curvature; drop it)")
     try:
         commands = {"closure": _closure, "train": _train, "eval": _eval, "construct": _construct, "export": _export, "doctor": _doctor}
         return commands[args.command](args)

@@ -490,8 +490,9 @@ def embed_tree(
         graph: :class:`hypermc.data.Graph` (a DAG, e.g. a transitive closure), or a
             ``networkx.DiGraph`` with edges child -> parent (converted by
             ``Graph.from_networkx``: node ids follow sorted names).
-        manifold: ``PoincareBall`` (default), ``PoincareHalfspace`` or ``Lorentz``; the
-            construction runs in the ball and is converted by :mod:`hypermc.manifolds.convert`.
+        manifold: ``PoincareBall`` (default), ``PoincareHalfspace``, ``Lorentz`` or any
+            model with a map to the ball (``converts_to_ball``, :mod:`hypermc.manifolds.registry`);
+            the construction runs in the ball and is converted by the model's ``from_ball``.
         dim: ball / halfspace dimension (>= 2).
         nc: components, or ``"auto"`` for :func:`components_needed`.
         dtype: component dtype.
@@ -502,7 +503,8 @@ def embed_tree(
         progress: show a tqdm bar over the tree levels (on stderr).
 
     Returns:
-        dict with ``embeddings`` (MCTensor ``(N, dim)`` or ``(N, dim + 1)`` for Lorentz),
+        dict with ``embeddings`` (MCTensor ``(N, manifold.point_size(dim))``: ``(N, dim)``,
+        or ``(N, dim + 1)`` for Lorentz),
         ``tau``, ``nc``, ``bits_needed``, ``depth``, ``parent``, ``tree_edges``,
         ``min_angle`` and ``distortion_bound`` (the proven bound on ``D_wc`` at this
         ``tau``; ``inf`` when a small explicit ``tau`` bounds nothing).
@@ -522,12 +524,9 @@ def embed_tree(
         >>> round(PoincareBall().dist(r["embeddings"][0], r["embeddings"][3]).approx().item(), 9)  # root to d: 2 tau
         10.0
     """
-    from ..manifolds import Lorentz, PoincareBall, PoincareHalfspace, convert
+    from ..manifolds.registry import check_ball_model
 
-    if manifold is None:
-        manifold = PoincareBall()
-    if not isinstance(manifold, (PoincareBall, PoincareHalfspace, Lorentz)):
-        raise TypeError(f"manifold: expected PoincareBall, PoincareHalfspace or Lorentz, got {type(manifold).__name__}")
+    manifold = check_ball_model(_manifold_or_ball(manifold))
     if float(manifold.curvature) != -1.0:
         raise ValueError(f"manifold: the construction is for curvature -1, got {float(manifold.curvature)!r}")
     if isinstance(dim, bool) or not isinstance(dim, int) or dim < 2:
@@ -625,11 +624,7 @@ def embed_tree(
             g = _gyration(xv, w, w).approx().to(torch.float64)
             back[kids] = -g / g.norm(dim=-1, keepdim=True)
             bar.update(1)
-    emb: torch.Tensor = MCTensor(comps)
-    if isinstance(manifold, PoincareHalfspace):
-        emb = convert.ball_to_halfspace(emb)
-    elif isinstance(manifold, Lorentz):
-        emb = convert.ball_to_lorentz(emb)
+    emb = manifold.from_ball(MCTensor(comps))
     kids = torch.nonzero(parent >= 0).flatten()
     return {
         "embeddings": emb,
@@ -727,15 +722,14 @@ def fit_tau(
 
 
 def _ball_of(emb: torch.Tensor, manifold: Any) -> MCTensor:
-    from ..manifolds import Lorentz, PoincareHalfspace, convert
+    """``emb`` in the unit ball (curvature -1, the scale of ``_pair_dist``), as an MCTensor."""
+    from ..manifolds.math import common
+    from ..manifolds.registry import check_ball_model
 
     if not isinstance(emb, MCTensor):
         emb = mc(emb, nc=1)
-    if isinstance(manifold, PoincareHalfspace):
-        emb = convert.halfspace_to_ball(emb)
-    elif isinstance(manifold, Lorentz):
-        emb = convert.lorentz_to_ball(emb)
-    return cast(MCTensor, emb)  # MC in, MC out
+    ball = check_ball_model(manifold).to_ball(emb)  # radius 1/sqrt(c), scaled to the unit ball
+    return cast(MCTensor, common.scale_c(ball, c=manifold.c, power=0.5))  # MC in, MC out
 
 
 def _pair_dist(comps: torch.Tensor, a: torch.Tensor, i: torch.Tensor, j: torch.Tensor) -> torch.Tensor:
@@ -838,7 +832,7 @@ def distortion(
         sources = np.sort(rng.choice(n, size=int(pairs), replace=False))
         sampled = f"{pairs} of {n}"
     dt = shortest_path(adj, directed=False, unweighted=True, indices=sources)
-    x = _ball_of(emb, manifold)
+    x = _ball_of(emb, _manifold_or_ball(manifold))
     comps = x.components
     a = (1 - (x * x).sum(-1)).approx().to(torch.float64)
     si, sj = np.nonzero(dt > 0)
@@ -939,7 +933,7 @@ def save_construction(
         "method": "construct",
         "manifold": manifold_name(manifold),
         "curvature": float(manifold.curvature),
-        "dim": int(comps.shape[1]) - (1 if manifold_name(manifold) == "lorentz" else 0),
+        "dim": manifold.manifold_dim(int(comps.shape[1])),
         "nc": int(comps.shape[-1]),
         "dtype": str(comps.dtype).removeprefix("torch."),
         "epochs": 0,

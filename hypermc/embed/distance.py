@@ -8,26 +8,48 @@ embedding code imported before the move.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Mapping
 from functools import partial
 
 import torch
 
 from .._checks import check_instance
-from ..manifolds import Euclidean, Lorentz, PoincareBall, PoincareHalfspace
+from ..manifolds import PoincareHalfspace  # noqa: F401  (the docstring examples use it)
 from ..manifolds.base import Manifold
-from ..manifolds.math import fused
 from ..manifolds.math.batch import components_of, rounded_difference
+from ..manifolds.registry import MANIFOLDS
 
 __all__ = ["components_of", "rounded_difference", "batch_distance", "distance_function", "SUPPORTED", "FUSED"]
 
-#: The models with a specialised batched distance (class -> its ``dist_batch``); any
-#: other :class:`Manifold` uses the generic (full MC) one.
-SUPPORTED: dict[type, Callable[..., torch.Tensor]] = {cls: cls.dist_batch for cls in (PoincareHalfspace, PoincareBall, Lorentz, Euclidean)}
-#: The models with fused CPU distance kernels (:mod:`hypermc.manifolds.math.fused`),
-#: used by ``train(fast=True)`` and ``evaluate(fast=True)``: values within
-#: ``fused.VALUE_ULPS`` ulps of ``dist_batch``, not bit for bit.
-FUSED: dict[type, Callable[..., torch.Tensor]] = {PoincareHalfspace: fused.halfspace}
+
+class _RegisteredKernels(Mapping[type, Callable[..., torch.Tensor]]):
+    """A read-only view ``{class: kernel}`` of the registered models that have the kernel
+    (class attribute ``attr``), current at each access."""
+
+    def __init__(self, attr: str) -> None:
+        self.attr = attr
+
+    def _table(self) -> dict[type, Callable[..., torch.Tensor]]:
+        return {cls: k for cls in MANIFOLDS.values() if (k := getattr(cls, self.attr)) is not None}
+
+    def __getitem__(self, cls: type) -> Callable[..., torch.Tensor]:
+        return self._table()[cls]
+
+    def __iter__(self) -> Iterator[type]:
+        return iter(self._table())
+
+    def __len__(self) -> int:
+        return len(self._table())
+
+
+#: The registered models' batched distances (class -> its ``dist_batch``); a model
+#: without a specialised one uses the generic (full MC) one of the base class.
+SUPPORTED: Mapping[type, Callable[..., torch.Tensor]] = _RegisteredKernels("dist_batch")
+#: The registered models with fused CPU distance kernels (class -> its
+#: ``fused_dist_batch``, :mod:`hypermc.manifolds.math.fused`), used by
+#: ``train(fast=True)`` and ``evaluate(fast=True)``: values within ``fused.VALUE_ULPS``
+#: ulps of ``dist_batch``, not bit for bit.
+FUSED: Mapping[type, Callable[..., torch.Tensor]] = _RegisteredKernels("fused_dist_batch")
 
 
 def batch_distance(
@@ -58,7 +80,8 @@ def batch_distance(
 def distance_function(manifold: Manifold, fast: bool = False) -> Callable[..., torch.Tensor]:
     """``f(rows, ia, ib, leaf=..., cache=...)``: the batched distance of ``manifold``.
 
-    With ``fast`` the fused CPU kernels where the model has them (:data:`FUSED`; they run
+    With ``fast`` the fused CPU kernels where the model has them (its ``fused_dist_batch``,
+    :data:`FUSED`; they run
     the torch path themselves where they do not apply: CUDA, nc = 1, plain tables, no
     compiler), else :func:`batch_distance`.
 
@@ -69,5 +92,5 @@ def distance_function(manifold: Manifold, fast: bool = False) -> Callable[..., t
         0.693147
     """
     check_instance("distance_function", "manifold", manifold, Manifold, "a hypermc manifold (e.g. PoincareBall())")
-    kernel = FUSED.get(type(manifold)) if fast else None
+    kernel = manifold.fused_dist_batch if fast else None
     return partial(batch_distance, manifold) if kernel is None else partial(kernel, c=manifold.c)

@@ -53,7 +53,7 @@ from .._progress import progress_bar
 from ..manifolds.base import Manifold
 from ..manifolds.math import fused
 from ..mcf.eft import renormalize
-from .distance import FUSED, components_of, distance_function
+from .distance import components_of, distance_function
 
 __all__ = ["evaluate", "DEFAULT_MEMORY_BUDGET", "BYTES_PER_CANDIDATE", "TILE_ELEMENTS", "FUSED_TILE_PAIRS"]
 
@@ -294,7 +294,7 @@ class _Distance(NamedTuple):
 
 def _fused_applies(manifold: Manifold, rows: torch.Tensor) -> bool:
     """Whether ``evaluate(fast=True)`` computes these rows' distances by a fused kernel."""
-    return type(manifold) in FUSED and fused.applies(rows)
+    return manifold.fused_dist_batch is not None and fused.applies(rows)
 
 
 def _distances(distance: _Distance, rows: torch.Tensor, src: torch.Tensor, cache: dict[str, torch.Tensor]) -> torch.Tensor:

@@ -155,20 +155,33 @@ def closure_bits_needed(log2_min_radius: float, dtype: torch.dtype = torch.float
     Args:
         log2_min_radius: ``log2`` of the smallest shadow radius (``< log2 R_root = -2``).
         dtype: component dtype.
-        model: ``"halfspace"``, ``"ball"`` or ``"lorentz"``.
+        model: the registered name of a model with a map to the ball (``"halfspace"``,
+            ``"ball"``, ``"lorentz"``, :func:`hypermc.manifolds.registry.ball_models`).
 
     Returns:
         ``ceil(log2(R_root) - log2_min_radius) + 10`` (half-space) or
-        ``ceil(-2 log2_min_radius) + 10`` (ball, Lorentz).
+        ``ceil(-2 log2_min_radius) + 10`` (ball, Lorentz: the models whose
+        ``boundary_cancellation`` is true).
 
     Raises:
         ValueError: heights ``R^2`` this small would leave the normal range of ``dtype``
-            in products of two heights (the distance formula).
+            in products of two heights (the distance formula); ``model`` not such a name.
 
     Example:
         >>> closure_bits_needed(-37.05), closure_bits_needed(-150.0), closure_bits_needed(-37.05, model="ball")
         (46, 158, 85)
     """
+    from ..manifolds.registry import ball_models
+
+    models = ball_models()
+    if model not in models:
+        raise ValueError(f"model: expected one of {', '.join(map(repr, models))}, got {model!r}")
+    return _closure_bits(log2_min_radius, dtype, models[model].boundary_cancellation)
+
+
+def _closure_bits(log2_min_radius: float, dtype: torch.dtype, cancellation: bool) -> int:
+    """:func:`closure_bits_needed` for a model whose coordinates hold a point near the
+    boundary by a cancellation (``cancellation``) or by a small height."""
     p = _precision(dtype)
     floor = (math.log2(torch.finfo(dtype).tiny) + p) / 4
     if not log2_min_radius >= floor:
@@ -177,11 +190,9 @@ def closure_bits_needed(log2_min_radius: float, dtype: torch.dtype = torch.float
             f"2^{4 * log2_min_radius:.0f} leave the normal range of {dtype} (radius >= 2^{floor:.1f} "
             f"needed); use a larger dim (more room per level) or float64"
         )
-    if model == "halfspace":
-        return math.ceil(math.log2(_ROOT_RADIUS) - log2_min_radius) + _GUARD_BITS
-    if model in ("ball", "lorentz"):
+    if cancellation:
         return math.ceil(-2 * log2_min_radius) + _GUARD_BITS
-    raise ValueError(f"model: expected 'halfspace', 'ball' or 'lorentz', got {model!r}")
+    return math.ceil(math.log2(_ROOT_RADIUS) - log2_min_radius) + _GUARD_BITS
 
 
 def embed_closure(
@@ -204,7 +215,8 @@ def embed_closure(
     Args:
         graph: :class:`hypermc.data.Graph` of ``(child, parent)`` edges (a transitive
             closure or a tree), or a ``networkx.DiGraph`` with edges child -> parent.
-        manifold: ``PoincareHalfspace`` (default), ``PoincareBall`` or ``Lorentz``.
+        manifold: ``PoincareHalfspace`` (default), ``PoincareBall``, ``Lorentz`` or any
+            model with a map to the ball (``converts_to_ball``, :mod:`hypermc.manifolds.registry`).
         dim: half-space / ball dimension (>= 2); there are ``dim - 1`` horizontal axes.
         nc: components, or ``"auto"`` for the fewest that hold :func:`closure_bits_needed`.
         dtype: component dtype (float64 or float32).
@@ -213,7 +225,8 @@ def embed_closure(
         progress: show a tqdm bar over the tree levels (on stderr).
 
     Returns:
-        dict with ``embeddings`` (MCTensor ``(N, dim)``, ``(N, dim + 1)`` for Lorentz),
+        dict with ``embeddings`` (MCTensor ``(N, manifold.point_size(dim))``: ``(N, dim)``,
+        ``(N, dim + 1)`` for Lorentz),
         ``nc``, ``bits_needed``, ``depth``, ``parent``, ``tree_edges``, ``alpha`` and
         ``log2_min_radius``.
 
@@ -235,12 +248,10 @@ def embed_closure(
         >>> m["map"], m["mean_rank"]
         (1.0, 1.0)
     """
-    from ..manifolds import Lorentz, PoincareBall, PoincareHalfspace, convert
+    from ..manifolds import PoincareHalfspace
+    from ..manifolds.registry import check_ball_model
 
-    if manifold is None:
-        manifold = PoincareHalfspace()
-    if not isinstance(manifold, (PoincareBall, PoincareHalfspace, Lorentz)):
-        raise TypeError(f"manifold: expected PoincareHalfspace, PoincareBall or Lorentz, got {type(manifold).__name__}")
+    manifold = check_ball_model(PoincareHalfspace() if manifold is None else manifold)
     if isinstance(dim, bool) or not isinstance(dim, int) or dim < 2:
         raise ValueError(f"dim: expected an int >= 2, got {dim!r}")
     if isinstance(alpha, bool) or not isinstance(alpha, (int, float)) or not 0 < alpha <= _MAX_ALPHA:
@@ -254,14 +265,13 @@ def embed_closure(
     parent, _ = spanning_tree(graph)
     offset, log2r, depth = _layout(parent, m, float(alpha))
     log2_min = float(log2r[:n].min())
-    model = "ball" if isinstance(manifold, PoincareBall) else "lorentz" if isinstance(manifold, Lorentz) else "halfspace"
-    bits = closure_bits_needed(log2_min, dtype, model=model)
+    bits = _closure_bits(log2_min, dtype, manifold.boundary_cancellation)
     nc = resolve_nc(
         nc,
         bits,
         dtype,
         what=f"the smallest shadow (radius 2^{log2_min:.1f})",
-        why=f"{model} coordinates",
+        why=f"{manifold.name} coordinates",
         fix="use a larger dim",
     )
 
@@ -279,11 +289,7 @@ def embed_closure(
             bar.update(1)
     heights = torch.zeros(n, 1, nc, dtype=dtype)
     heights[:, 0, 0] = (radius[:n] * radius[:n]).to(dtype)
-    emb: torch.Tensor = MCTensor(torch.cat([comps[:n], heights], dim=1))
-    if isinstance(manifold, PoincareBall):
-        emb = convert.halfspace_to_ball(emb, curvature=manifold.curvature)
-    elif isinstance(manifold, Lorentz):
-        emb = convert.halfspace_to_lorentz(emb, curvature=manifold.curvature)
+    emb = manifold.from_halfspace(MCTensor(torch.cat([comps[:n], heights], dim=1)))
     kids = torch.nonzero(parent >= 0).flatten()
     return {
         "embeddings": emb,

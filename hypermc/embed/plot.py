@@ -34,7 +34,7 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Circle
 
 from ..data import Graph
-from ..manifolds import Lorentz, PoincareBall, PoincareHalfspace, convert
+from ..manifolds.registry import check_ball_model
 from ..mcf import MCTensor, arith
 from .construct import spanning_tree
 from .distance import components_of
@@ -143,9 +143,10 @@ def plot_embedding(
     coordinate everything below the first levels lies on a few rays.
 
     Args:
-        manifold: a :class:`PoincareBall`, :class:`PoincareHalfspace` or :class:`Lorentz`
-            (any curvature) holding ``embeddings``.
-        embeddings: ``(N, 2)`` points (``(N, 3)`` for Lorentz), row ``i`` = node
+        manifold: a :class:`PoincareBall`, :class:`PoincareHalfspace`, :class:`Lorentz` or
+            any model with a map to the ball (``converts_to_ball``,
+            :mod:`hypermc.manifolds.registry`), any curvature, holding ``embeddings``.
+        embeddings: ``(N, manifold.point_size(2))`` points (``(N, 2)``; ``(N, 3)`` for Lorentz), row ``i`` = node
             ``graph.names[i]``; MCTensor or plain Tensor.
         graph: the hierarchy (:class:`hypermc.data.Graph`, e.g. a transitive closure).
         path: the PNG file to write (name ending in ``.png``).
@@ -161,7 +162,7 @@ def plot_embedding(
         nodes (a scatter labelled ``"nodes"``, point ``i`` = node ``i``).
 
     Raises:
-        TypeError: ``manifold`` is not a hyperbolic model, ``embeddings`` is not a
+        TypeError: ``manifold`` has no map to the ball, ``embeddings`` is not a
             Tensor, ``graph`` is not a Graph, ``order`` is not a bool.
         ValueError: ``embeddings`` is not ``(graph.num_nodes, 2)`` (``(N, 3)`` Lorentz)
             or holds points off the manifold, ``path`` does not end in ``.png``, a label
@@ -350,12 +351,12 @@ def plot_losses(
 
 
 def _models(manifold: Any, embeddings: Any) -> tuple[torch.Tensor, torch.Tensor, int]:
-    """Ball and half-space coordinates (float64, converted in the embeddings' arithmetic)."""
-    if not isinstance(manifold, (PoincareBall, PoincareHalfspace, Lorentz)):
-        raise TypeError(f"manifold: expected a PoincareBall, PoincareHalfspace or Lorentz, got {type(manifold).__name__}")
+    """Ball and half-space coordinates (converted in the embeddings' arithmetic by the model's
+    ``to_ball`` / ``to_halfspace``)."""
+    check_ball_model(manifold)
     if not isinstance(embeddings, torch.Tensor):
         raise TypeError(f"embeddings: expected a Tensor or MCTensor, got {type(embeddings).__name__}")
-    width = 3 if isinstance(manifold, Lorentz) else 2
+    width = manifold.point_size(2)
     if embeddings.dim() != 2 or embeddings.shape[1] != width:
         raise ValueError(
             f"embeddings: expected shape (N, {width}) (2-D {type(manifold).__name__} points), got "
@@ -364,14 +365,7 @@ def _models(manifold: Any, embeddings: Any) -> tuple[torch.Tensor, torch.Tensor,
     ok, reason = manifold.check_point(embeddings)
     if not ok:
         raise ValueError(f"embeddings: not points of {manifold!r}: {reason}")
-    k = float(manifold.curvature)
-    if isinstance(manifold, PoincareBall):
-        ball, half = embeddings, convert.ball_to_halfspace(embeddings, curvature=k)
-    elif isinstance(manifold, PoincareHalfspace):
-        ball, half = convert.halfspace_to_ball(embeddings, curvature=k), embeddings
-    else:
-        ball, half = convert.lorentz_to_ball(embeddings, curvature=k), convert.lorentz_to_halfspace(embeddings, curvature=k)
-
+    ball, half = manifold.to_ball(embeddings), manifold.to_halfspace(embeddings)
     return ball.detach().to("cpu"), half.detach().to("cpu"), int(embeddings.shape[0])
 
 

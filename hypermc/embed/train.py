@@ -65,14 +65,15 @@ import torch
 from .._checks import check_callable, check_instance
 from .._progress import progress_bar, show_progress
 from ..data.graph import Graph
-from ..manifolds import Euclidean, Lorentz, PoincareBall, PoincareHalfspace
+from ..manifolds import Euclidean, PoincareHalfspace  # noqa: F401  (the docstring examples use them)
+from ..manifolds import registry as _registry
 from ..manifolds.base import Manifold
-from ..manifolds.math import fused
 from ..manifolds.parameter import ManifoldParameter
+from ..manifolds.registry import MANIFOLDS, manifold_from_config  # noqa: F401  (MANIFOLDS: re-exported)
 from ..mcf.tensor import MCTensor
 from ..optim.riemannian import RiemannianSGD
 from .config import DEFAULT_INIT_STD, DEFAULTS, TrainConfig, auto_config, device_name
-from .distance import SUPPORTED, components_of, distance_function
+from .distance import components_of, distance_function
 from .sampler import NegativeSampler
 
 __all__ = [
@@ -98,13 +99,6 @@ CHECKPOINT_NAME = "checkpoint.pt"
 CHECKPOINT_FORMAT = "hypermc.embed.checkpoint/2"
 #: format 1 had no content hash; it is still read (unchecked: there is nothing to check)
 _UNHASHED_FORMATS = ("hypermc.embed.checkpoint/1",)
-#: Manifold names used in configs and on the command line.
-MANIFOLDS: dict[str, type] = {
-    "halfspace": PoincareHalfspace,
-    "ball": PoincareBall,
-    "lorentz": Lorentz,
-    "euclidean": Euclidean,
-}
 #: Configuration keys that define the trajectory: a resumed run must match them.
 TRAJECTORY_KEYS = (
     "manifold",
@@ -174,29 +168,15 @@ class TrainResult:
 
 
 def manifold_name(manifold: Manifold) -> str:
-    """The config name of a manifold instance (``halfspace``, ``ball``, ...).
+    """The config name of a manifold instance (``halfspace``, ``ball``, ...): its registered
+    name (:func:`hypermc.manifolds.registry.manifold_name`).
 
     Example:
+        >>> from hypermc.manifolds import Lorentz
         >>> manifold_name(PoincareHalfspace()), manifold_name(Lorentz())
         ('halfspace', 'lorentz')
     """
-    for name, cls in MANIFOLDS.items():
-        if type(manifold) is cls:
-            return name
-    raise TypeError(f"train: manifold must be one of {', '.join(c.__name__ for c in SUPPORTED)}; got {type(manifold).__name__}")
-
-
-def manifold_from_config(config: dict) -> Manifold:
-    """Rebuild the manifold named in a config (``manifold``, ``curvature``).
-
-    Example:
-        >>> manifold_from_config({"manifold": "ball", "curvature": -2.0})
-        PoincareBall(curvature=-2)
-        >>> manifold_from_config({"manifold": "euclidean", "curvature": 0.0})
-        Euclidean()
-    """
-    cls = MANIFOLDS[config["manifold"]]
-    return cls() if cls is Euclidean else cls(curvature=config["curvature"])
+    return _registry.manifold_name(manifold, where="train")
 
 
 def train(
@@ -231,8 +211,9 @@ def train(
 
     Args:
         graph: the hierarchy; edges ``(child, parent)``.
-        manifold: a :class:`PoincareHalfspace`, :class:`PoincareBall`, :class:`Lorentz`
-            or :class:`Euclidean` instance.
+        manifold: an instance of a registered model (:mod:`hypermc.manifolds.registry`:
+            :class:`PoincareHalfspace`, :class:`PoincareBall`, :class:`Lorentz`,
+            :class:`Euclidean`, or one registered with ``register_manifold``).
         config: the hyperparameters (default: ``auto_config(**hyperparameters)``).
         checkpoint_dir: where ``checkpoint.pt`` is written (overwritten): every
             ``config.checkpoint_every`` epochs and after the last epoch.
@@ -378,7 +359,8 @@ def fast_retr_rows(manifold: Manifold, x: torch.Tensor, u: torch.Tensor) -> torc
     """Move MC points ``x`` by a plain step ``u`` with the manifold's retraction.
 
     Precondition: ``x`` an ``(R, n)`` MCTensor (or plain Tensor) of points, ``u`` a plain
-    ``(R, n)`` tangent step in the component dtype. The halfspace retraction
+    ``(R, n)`` tangent step in the component dtype. The model's
+    :meth:`~hypermc.manifolds.base.Manifold.fast_retr`: the halfspace retraction
     ``(x_bar + u_bar, x_n exp(u_n / x_n))`` takes the factor ``exp(u_n / x_n)`` rounded in
     the component dtype from the leading component of ``x_n`` (a relative perturbation
     of the step of ``O(u)``, not of the point); the other models use their retraction
@@ -395,15 +377,7 @@ def fast_retr_rows(manifold: Manifold, x: torch.Tensor, u: torch.Tensor) -> torc
         >>> y.nc, y.approx()
         (2, tensor([[0.5000, 2.7183]], dtype=torch.float64))
     """
-    if isinstance(manifold, PoincareHalfspace):
-        if isinstance(x, MCTensor):  # the same MC ops on the components: no per-op dispatch
-            return MCTensor(fused.halfspace_retr(x.components, u))
-        t0 = components_of(x)[..., -1:, 0]
-        factor = torch.exp(u[..., -1:] / t0)
-        head = x[..., :-1] + u[..., :-1]
-        tail = x[..., -1:] * factor
-        return manifold.projx(torch.cat([head, tail], dim=-1))
-    return manifold.retr(x, u)
+    return manifold.fast_retr(x, u)
 
 
 def unique_ids(nodes: torch.Tensor, num_nodes: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -576,7 +550,7 @@ class _Trainer:
     def _initial_table(self, init: torch.Tensor | None) -> ManifoldParameter:
         """Random points around the origin (drawn from the run's generator), or ``init``."""
         c = self.config
-        n_coord = c.dim + 1 if isinstance(self.manifold, Lorentz) else c.dim
+        n_coord = self.manifold.point_size(c.dim)
         table = self.manifold.random(
             self.graph.num_nodes, n_coord, std=c.init_std, nc=c.nc, dtype=c.dtype, device=self.device, generator=self.gen
         )

@@ -5,7 +5,9 @@ kappa-stereographic model (learnable curvature), the sphere, Euclidean space and
 One curvature convention for all models (``curvature = K < 0``, default ``-1``; see
 :mod:`hypermc.manifolds.base`); geoopt's method names; every formula is computed in MC
 arithmetic on :class:`~hypermc.MCTensor` s and chosen to keep its precision far from the
-origin. :mod:`hypermc.manifolds.convert` holds the isometries between the models.
+origin. :mod:`hypermc.manifolds.convert` holds the isometries between the models;
+:mod:`hypermc.manifolds.registry` names the models the trainer, the CLI, the
+constructions and the plots build (:func:`manifold_from_name`).
 """
 
 from . import convert
@@ -16,6 +18,7 @@ from .halfspace import PoincareHalfspace
 from .lorentz import Lorentz
 from .parameter import ManifoldParameter, ManifoldTensor, manifold_of
 from .product import ProductManifold
+from .registry import manifold_from_name, register_manifold, registered_manifolds
 from .scaled import Scaled
 from .sphere import Sphere
 from .stereographic import SphereProjection, Stereographic
@@ -35,4 +38,7 @@ __all__ = [
     "ManifoldParameter",
     "manifold_of",
     "convert",
+    "register_manifold",
+    "registered_manifolds",
+    "manifold_from_name",
 ]

@@ -10,6 +10,7 @@ from .base import Device, Manifold, _reason, geoopt_curvature
 from .gyrovector import GyrovectorMixin
 from .math import ball as B
 from .math import batch, common
+from .registry import register_manifold
 
 __all__ = ["PoincareBall"]
 
@@ -21,6 +22,7 @@ __all__ = ["PoincareBall"]
 EDGE_MARGIN_BITS = 8
 
 
+@register_manifold
 class PoincareBall(GyrovectorMixin, Manifold):
     r"""Poincaré ball ``{x : |x| < 1/sqrt(c)}``, metric ``(2 / (1 - c|x|^2))^2 |dx|^2``.
 
@@ -71,6 +73,7 @@ class PoincareBall(GyrovectorMixin, Manifold):
 
     name = "ball"
     min_dim = 1
+    converts_to_ball = True
 
     def __init__(
         self, *, curvature: float | torch.Tensor | None = None, c: float | torch.Tensor | None = None, learnable: bool = False
@@ -86,6 +89,26 @@ class PoincareBall(GyrovectorMixin, Manifold):
             (PoincareBall(curvature=-2), True, -2.0)
         """
         super().__init__(curvature=geoopt_curvature("PoincareBall", curvature, "c", c, lambda v: -v, learnable))
+
+    def to_ball(self, x: torch.Tensor) -> torch.Tensor:
+        """``x`` itself.
+
+        Example:
+            >>> x = torch.tensor([0.5, 0.0])
+            >>> PoincareBall().to_ball(x) is x
+            True
+        """
+        return x
+
+    def from_ball(self, b: torch.Tensor) -> torch.Tensor:
+        """``b`` itself.
+
+        Example:
+            >>> b = torch.tensor([0.5, 0.0])
+            >>> PoincareBall().from_ball(b) is b
+            True
+        """
+        return b
 
     @property
     def k(self) -> float:

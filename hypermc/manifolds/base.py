@@ -98,7 +98,7 @@ from __future__ import annotations
 import abc
 import functools
 import inspect
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
@@ -285,7 +285,9 @@ class Manifold(abc.ABC):
     :mod:`hypermc.manifolds.math` after :meth:`_check`. It follows the projection rule
     of the module docstring. ``origin``, ``random``, ``check_point`` and ``dist_batch``
     come from here; a model may override them (``_check_values`` adds its membership
-    conditions to ``check_point``; ``dist_batch`` has a generic fallback).
+    conditions to ``check_point``; ``dist_batch`` has a generic fallback). The class
+    attributes and methods after ``ndim`` are what the embedding code asks a model
+    registered with :func:`~hypermc.manifolds.registry.register_manifold`.
 
     Example:
         Every model answers the same calls; a point at hyperbolic radius 40 needs MC
@@ -319,6 +321,34 @@ class Manifold(abc.ABC):
     min_dim: int = 1
     #: geoopt's number of point dimensions (always one here).
     ndim: int = 1
+
+    # What the trainer, the CLI, the optimizers, the constructions and the plots ask a
+    # model (:mod:`hypermc.manifolds.registry`); a model overrides the ones that differ.
+
+    #: Constructor keywords that a config or the command line supplies
+    #: (:func:`~hypermc.manifolds.registry.manifold_from_config`): ``()`` for a model
+    #: built without arguments.
+    config_args: tuple[str, ...] = ("curvature",)
+    #: Coordinates a point stores beyond the manifold's dimension (the hyperboloid's time
+    #: coordinate: 1); see :meth:`point_size`.
+    extra_coordinates: int = 0
+    #: Whether :meth:`to_ball` / :meth:`from_ball` are an isometry onto the Poincaré ball
+    #: of the same curvature (the hyperbolic models): the tree and closure constructions
+    #: and the 2-D plots need it.
+    converts_to_ball: bool = False
+    #: Whether a point near the ideal boundary is held by a cancellation of the
+    #: coordinates (the ball's ``1 - c|x|^2``, the hyperboloid's Lorentzian product) rather
+    #: than by a small coordinate (the half-space's height): such coordinates need twice
+    #: the exponent's bits (:func:`hypermc.embed.nested.closure_bits_needed`).
+    boundary_cancellation: bool = True
+    #: Whether the metric is the identity in the stored coordinates (Euclidean space): the
+    #: optimizers may then adapt each coordinate separately (Adam's elementwise second
+    #: moment) instead of each point.
+    identity_metric: bool = False
+    #: A fused CPU kernel of :meth:`dist_batch`, ``f(rows, ia, ib, *, c, leaf=None,
+    #: cache=None)`` (set as a ``staticmethod``), used by ``train(fast=True)`` and
+    #: ``evaluate(fast=True)`` (:mod:`hypermc.manifolds.math.fused`), or ``None``.
+    fused_dist_batch: Callable[..., torch.Tensor] | None = None
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -541,6 +571,111 @@ class Manifold(abc.ABC):
     @abc.abstractmethod
     def _origin_values(self, size: tuple[int, ...], dtype: torch.dtype, device: Device) -> torch.Tensor:
         """The origin as a plain tensor of shape ``size`` (``origin`` projects it)."""
+
+    # ------------------------------------------- what the embedding code asks
+
+    def point_size(self, dim: int) -> int:
+        """Size of the point dimension of a ``dim``-dimensional model (``dim`` plus
+        :attr:`extra_coordinates`).
+
+        Example:
+            >>> from hypermc.manifolds import Lorentz, PoincareBall
+            >>> PoincareBall().point_size(2), Lorentz().point_size(2)  # the hyperboloid's time coordinate
+            (2, 3)
+        """
+        return dim + self.extra_coordinates
+
+    def manifold_dim(self, point_size: int) -> int:
+        """The model's dimension for points with ``point_size`` coordinates (the inverse of
+        :meth:`point_size`).
+
+        Example:
+            >>> from hypermc.manifolds import Lorentz
+            >>> Lorentz().manifold_dim(3)
+            2
+        """
+        return point_size - self.extra_coordinates
+
+    def to_ball(self, x: torch.Tensor) -> torch.Tensor:
+        """The points ``x`` in the Poincaré ball of the same curvature (an isometry; ``x``
+        itself in the ball), in the arithmetic of ``x``.
+
+        Raises:
+            TypeError: the model has no such map (:attr:`converts_to_ball` is false).
+
+        Example:
+            >>> from hypermc.manifolds import Euclidean, PoincareHalfspace
+            >>> PoincareHalfspace().to_ball(torch.tensor([0.0, 1.0]))  # the origins correspond
+            tensor([0., 0.])
+            >>> Euclidean().to_ball(torch.zeros(2))
+            Traceback (most recent call last):
+                ...
+            TypeError: Euclidean.to_ball: Euclidean has no map to the Poincaré ball (converts_to_ball is false); ...
+        """
+        raise TypeError(self._no_ball("to_ball"))
+
+    def from_ball(self, b: torch.Tensor) -> torch.Tensor:
+        """The ball points ``b`` (same curvature) as points of this model: the inverse of
+        :meth:`to_ball`.
+
+        Raises:
+            TypeError: the model has no such map (:attr:`converts_to_ball` is false).
+
+        Example:
+            >>> from hypermc.manifolds import Lorentz
+            >>> Lorentz().from_ball(torch.tensor([0.5, 0.0], dtype=torch.float64))  # 1 - |b|^2 = 3/4
+            tensor([1.6667, 1.3333, 0.0000], dtype=torch.float64)
+        """
+        raise TypeError(self._no_ball("from_ball"))
+
+    def to_halfspace(self, x: torch.Tensor) -> torch.Tensor:
+        """The points ``x`` in the Poincaré half-space of the same curvature (an isometry;
+        through :meth:`to_ball` unless the model maps there directly).
+
+        Example:
+            >>> from hypermc.manifolds import PoincareBall
+            >>> PoincareBall().to_halfspace(torch.zeros(2, dtype=torch.float64))
+            tensor([0., 1.], dtype=torch.float64)
+        """
+        from . import convert
+
+        return convert.ball_to_halfspace(self.to_ball(x), curvature=self.curvature)
+
+    def from_halfspace(self, x: torch.Tensor) -> torch.Tensor:
+        """The half-space points ``x`` (same curvature) as points of this model: the
+        inverse of :meth:`to_halfspace`.
+
+        Example:
+            >>> from hypermc.manifolds import PoincareBall
+            >>> PoincareBall().from_halfspace(torch.tensor([0.0, 1.0], dtype=torch.float64))
+            tensor([0., 0.], dtype=torch.float64)
+        """
+        from . import convert
+
+        return self.from_ball(convert.halfspace_to_ball(x, curvature=self.curvature))
+
+    def fast_retr(self, x: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
+        """Move the points ``x`` by a plain step ``u`` in the component dtype: the
+        trainer's fast update (:func:`hypermc.embed.train.fast_retr_rows`).
+
+        :meth:`retr` here; a model may round a factor of its retraction to the component
+        dtype where that perturbs the step, not the point (the half-space's height factor).
+
+        Example:
+            >>> from hypermc.manifolds import PoincareBall
+            >>> M, x = PoincareBall(), hm.mc([[0.5, 0.0]], nc=2, dtype=torch.float64)
+            >>> u = torch.tensor([[0.1, 0.0]], dtype=torch.float64)
+            >>> torch.equal(M.fast_retr(x, u).components, M.retr(x, u).components)
+            True
+        """
+        return self.retr(x, u)
+
+    def _no_ball(self, fname: str) -> str:
+        from .registry import ball_models
+
+        name = type(self).__name__
+        models = ", ".join(cls.__name__ for cls in ball_models().values())
+        return f"{name}.{fname}: {name} has no map to the Poincaré ball (converts_to_ball is false); the models with one: {models}"
 
     # ----------------------------------------------------------------- checks
 

@@ -7,10 +7,12 @@ import torch
 from .._checks import check_bool
 from .base import Device, Manifold
 from .math import batch, common
+from .registry import register_manifold
 
 __all__ = ["Euclidean"]
 
 
+@register_manifold
 class Euclidean(Manifold):
     """``R^n`` with the Euclidean metric (curvature 0): ``expmap(x, u) = x + u``,
     ``logmap(x, y) = y - x``, ``dist = |x - y|``, transport is the identity. MC inputs
@@ -34,6 +36,8 @@ class Euclidean(Manifold):
 
     name = "euclidean"
     min_dim = 1
+    config_args = ()  # no curvature
+    identity_metric = True
 
     def __init__(self) -> None:
         """Takes no arguments (the curvature is 0)."""

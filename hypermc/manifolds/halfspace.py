@@ -5,13 +5,17 @@ from __future__ import annotations
 import torch
 
 from .._checks import check_bool
+from ..mcf.tensor import MCTensor
+from . import convert
 from .base import Device, Manifold, _reason
-from .math import batch, common
+from .math import batch, common, fused
 from .math import halfspace as H
+from .registry import register_manifold
 
 __all__ = ["PoincareHalfspace"]
 
 
+@register_manifold
 class PoincareHalfspace(Manifold):
     r"""Upper halfspace ``{x in R^n : x_n > 0}`` with metric ``|dx|^2 / (c x_n^2)``.
 
@@ -52,10 +56,71 @@ class PoincareHalfspace(Manifold):
 
     name = "halfspace"
     min_dim = 1
+    converts_to_ball = True
+    boundary_cancellation = False  # a height near 0 is a small float, not a cancellation
+    fused_dist_batch = staticmethod(fused.halfspace)
 
     def __init__(self, *, curvature: float | torch.Tensor = -1.0) -> None:
         """Args: curvature: ``K < 0`` (keyword-only; see :mod:`hypermc.manifolds.base`)."""
         super().__init__(curvature=curvature)
+
+    def to_ball(self, x: torch.Tensor) -> torch.Tensor:
+        """:func:`.convert.halfspace_to_ball` at this curvature.
+
+        Example:
+            >>> PoincareHalfspace(curvature=-4.0).to_ball(torch.tensor([0.0, 3.0], dtype=torch.float64))  # radius 1/2
+            tensor([0.0000, 0.2500], dtype=torch.float64)
+        """
+        return convert.halfspace_to_ball(x, curvature=self.curvature)
+
+    def from_ball(self, b: torch.Tensor) -> torch.Tensor:
+        """:func:`.convert.ball_to_halfspace` at this curvature.
+
+        Example:
+            >>> PoincareHalfspace().from_ball(torch.zeros(2, dtype=torch.float64))
+            tensor([0., 1.], dtype=torch.float64)
+        """
+        return convert.ball_to_halfspace(b, curvature=self.curvature)
+
+    def to_halfspace(self, x: torch.Tensor) -> torch.Tensor:
+        """``x`` itself.
+
+        Example:
+            >>> x = torch.tensor([0.5, 2.0])
+            >>> PoincareHalfspace().to_halfspace(x) is x
+            True
+        """
+        return x
+
+    def from_halfspace(self, x: torch.Tensor) -> torch.Tensor:
+        """``x`` itself.
+
+        Example:
+            >>> x = torch.tensor([0.5, 2.0])
+            >>> PoincareHalfspace().from_halfspace(x) is x
+            True
+        """
+        return x
+
+    def fast_retr(self, x: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
+        """The retraction ``(x_bar + u_bar, x_n exp(u_n / x_n))`` with the factor
+        ``exp(u_n / x_n)`` rounded in the component dtype from the leading component of
+        ``x_n`` (a relative perturbation of the step of ``O(u)``, not of the point), then
+        :meth:`projx`; an MCTensor ``x`` by :func:`.math.fused.halfspace_retr` (the bits of
+        the same MCTensor expression).
+
+        Example:
+            >>> x = hm.mc(torch.tensor([[0.0, 1.0]], dtype=torch.float64), nc=2)
+            >>> PoincareHalfspace().fast_retr(x, torch.tensor([[0.5, 1.0]], dtype=torch.float64)).approx()
+            tensor([[0.5000, 2.7183]], dtype=torch.float64)
+        """
+        if isinstance(x, MCTensor):  # the same MC ops on the components: no per-op dispatch
+            return MCTensor(fused.halfspace_retr(x.components, u))
+        t0 = batch.components_of(x)[..., -1:, 0]
+        factor = torch.exp(u[..., -1:] / t0)
+        head = x[..., :-1] + u[..., :-1]
+        tail = x[..., -1:] * factor
+        return self.projx(torch.cat([head, tail], dim=-1))
 
     def dist(self, x: torch.Tensor, y: torch.Tensor, *, keepdim: bool = False, check: bool = True) -> torch.Tensor:
         """Distance; see :func:`.math.halfspace.dist` (formula, laws, accuracy). ``check``: see :mod:`.base`.

@@ -6,10 +6,12 @@ import torch
 
 from .._checks import check_bool
 from ..mcf.eft import float_format
+from . import convert
 from .base import Device, Manifold, _reason, geoopt_curvature
 from .math import batch, common
 from .math import lorentz as L
 from .math.batch import components_of
+from .registry import register_manifold
 
 __all__ = ["Lorentz"]
 
@@ -36,6 +38,7 @@ def _constraint_tolerance(x: torch.Tensor) -> torch.Tensor:
     return torch.exp2(CONSTRAINT_MARGIN_BITS - float_format(x.dtype).p * k).clamp_min(floor)
 
 
+@register_manifold
 class Lorentz(Manifold):
     r"""Hyperboloid ``{x in R^(n+1) : -x_0^2 + |x_bar|^2 = -1/c, x_0 > 0}``.
 
@@ -76,6 +79,8 @@ class Lorentz(Manifold):
 
     name = "lorentz"
     min_dim = 2
+    extra_coordinates = 1  # the time coordinate x_0
+    converts_to_ball = True
 
     def __init__(
         self, *, curvature: float | torch.Tensor | None = None, k: float | torch.Tensor | None = None, learnable: bool = False
@@ -90,6 +95,42 @@ class Lorentz(Manifold):
             (Lorentz(curvature=-0.25), 4.0, [2.0, 0.0, 0.0])
         """
         super().__init__(curvature=geoopt_curvature("Lorentz", curvature, "k", k, lambda v: -1.0 / v, learnable))
+
+    def to_ball(self, x: torch.Tensor) -> torch.Tensor:
+        """:func:`.convert.lorentz_to_ball` at this curvature.
+
+        Example:
+            >>> Lorentz().to_ball(torch.tensor([5 / 3, 4 / 3, 0.0], dtype=torch.float64))
+            tensor([0.5000, 0.0000], dtype=torch.float64)
+        """
+        return convert.lorentz_to_ball(x, curvature=self.curvature)
+
+    def from_ball(self, b: torch.Tensor) -> torch.Tensor:
+        """:func:`.convert.ball_to_lorentz` at this curvature.
+
+        Example:
+            >>> Lorentz(curvature=-4.0).from_ball(torch.zeros(2, dtype=torch.float64))  # the origin (1/sqrt c, 0, 0)
+            tensor([0.5000, 0.0000, 0.0000], dtype=torch.float64)
+        """
+        return convert.ball_to_lorentz(b, curvature=self.curvature)
+
+    def to_halfspace(self, x: torch.Tensor) -> torch.Tensor:
+        """:func:`.convert.lorentz_to_halfspace` at this curvature (directly, not through the ball).
+
+        Example:
+            >>> Lorentz().to_halfspace(torch.tensor([1.0, 0.0, 0.0], dtype=torch.float64))
+            tensor([0., 1.], dtype=torch.float64)
+        """
+        return convert.lorentz_to_halfspace(x, curvature=self.curvature)
+
+    def from_halfspace(self, x: torch.Tensor) -> torch.Tensor:
+        """:func:`.convert.halfspace_to_lorentz` at this curvature (directly, not through the ball).
+
+        Example:
+            >>> Lorentz().from_halfspace(torch.tensor([0.0, 1.0], dtype=torch.float64))
+            tensor([1., 0., 0.], dtype=torch.float64)
+        """
+        return convert.halfspace_to_lorentz(x, curvature=self.curvature)
 
     @property
     def k(self) -> float:

@@ -56,9 +56,10 @@ def _move(manifold: Manifold, x: torch.Tensor, u: torch.Tensor, retraction: bool
 
 
 def _second_moment(manifold: Manifold, x: torch.Tensor, g: torch.Tensor) -> torch.Tensor:
-    """Adam's second-moment increment: ``|g|_x^2`` per point (elementwise ``g^2`` on
-    Euclidean parameters, i.e. the ordinary Adam)."""
-    if isinstance(manifold, Euclidean):
+    """Adam's second-moment increment: ``|g|_x^2`` per point (elementwise ``g^2`` where the
+    metric is the identity -- ``manifold.identity_metric``, Euclidean parameters --, i.e.
+    the ordinary Adam)."""
+    if manifold.identity_metric:
         return g * g
     # clamped: the Minkowski square of a Lorentz tangent vector can round below 0
     return torch.clamp_min(manifold.inner(x, g, g, keepdim=True), 0.0)
@@ -484,7 +485,7 @@ class RiemannianAdam(_RiemannianOptimizer):
             data = p.detach()
             state["step"] = torch.tensor(0.0)
             state["exp_avg"] = torch.zeros_like(data)
-            sq = data if isinstance(manifold, Euclidean) else data[..., :1]
+            sq = data if manifold.identity_metric else data[..., :1]
             state["exp_avg_sq"] = torch.zeros_like(sq)
             if group["amsgrad"]:
                 state["max_exp_avg_sq"] = torch.zeros_like(sq)

@@ -21,7 +21,7 @@ from hypermc.embed.construct import (
     spanning_tree,
     tau_for_epsilon,
 )
-from hypermc.manifolds import Lorentz, PoincareBall, PoincareHalfspace
+from hypermc.manifolds import Lorentz, PoincareBall, PoincareHalfspace, convert
 
 
 def _path(k):
@@ -122,6 +122,18 @@ def test_other_models_give_the_same_distortion(manifold):
     r = embed_tree(g, manifold, tau=5.0)
     d = distortion(r["embeddings"], g, manifold, tau=5.0)
     assert d["d_avg"] == pytest.approx(ref["d_avg"], abs=1e-9)
+
+
+@pytest.mark.parametrize("manifold", [PoincareBall(curvature=-4.0), PoincareHalfspace(curvature=-4.0), Lorentz(curvature=-4.0)])
+def test_distortion_at_another_curvature(manifold):
+    """The points of a model of curvature -4 are the unit-ball construction moved by the
+    isometries; distortion reads them at curvature -1 in every model."""
+    g = _star(5)
+    r = embed_tree(g, tau=5.0)
+    ref = distortion(r["embeddings"], g, tau=5.0, maps=False)
+    emb = manifold.from_ball(convert.halfspace_to_ball(convert.ball_to_halfspace(r["embeddings"]), curvature=-4.0))
+    d = distortion(emb, g, manifold, tau=5.0, maps=False)
+    assert d["d_avg"] == pytest.approx(ref["d_avg"], abs=1e-9) and d["d_wc"] == pytest.approx(ref["d_wc"], rel=1e-9)
 
 
 def test_high_dim_directions_are_spread():

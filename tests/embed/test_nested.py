@@ -167,7 +167,7 @@ def test_deep_closure_in_the_ball_and_lorentz_models(manifold):
     with pytest.raises(ValueError, match=r"nc=2 gives 106 bits but the smallest shadow .* pass nc=4"):
         embed_closure(g, manifold, dim=2, nc=2)
     r = embed_closure(g, manifold, dim=2)
-    model = "ball" if isinstance(manifold, PoincareBall) else "lorentz"
+    model = manifold.name
     assert r["log2_min_radius"] == half["log2_min_radius"] < -80
     assert r["bits_needed"] == closure_bits_needed(r["log2_min_radius"], model=model) > 2 * 80
     assert r["nc"] == 4
@@ -181,7 +181,7 @@ def test_range_is_refused_not_underflowed():
     with pytest.raises(ValueError, match=r"normal range of torch.float32 .* use a larger dim .* or float64"):
         embed_closure(_closure(_caterpillar(60)), dim=2, dtype=torch.float32)
     assert closure_bits_needed(-40.0) == 48
-    with pytest.raises(ValueError, match=r"model: expected 'halfspace', 'ball' or 'lorentz', got 'euclidean'"):
+    with pytest.raises(ValueError, match=r"model: expected one of 'ball', 'halfspace', 'lorentz', got 'euclidean'"):
         closure_bits_needed(-40.0, model="euclidean")
 
 
@@ -218,7 +218,7 @@ def test_checkpoint_round_trip(tmp_path):
         ({"alpha": 0.0}, ValueError, r"alpha: expected a float in \(0, 0.95\], got 0.0"),
         ({"alpha": 0.97}, ValueError, r"alpha: expected a float in \(0, 0.95\], got 0.97"),
         ({"nc": 0}, ValueError, r"nc: expected an int in 1..18 \(torch.float64\) or 'auto', got 0"),
-        ({"manifold": "ball"}, TypeError, r"manifold: expected PoincareHalfspace, PoincareBall or Lorentz, got str"),
+        ({"manifold": "ball"}, TypeError, r"manifold: expected PoincareBall, PoincareHalfspace or Lorentz \(a model .*\), got str"),
         ({"dtype": torch.float16}, TypeError, r"dtype: expected torch.float64 or torch.float32, got torch.float16"),
     ],
 )

@@ -185,7 +185,7 @@ def test_bad_arguments(tmp_path):
         plot_embedding(PoincareBall(), x, g, tmp_path / "x.jpg")
     with pytest.raises(TypeError, match="path: expected a str or os.PathLike, got int"):
         plot_embedding(PoincareBall(), x, g, 3)
-    with pytest.raises(TypeError, match="manifold: expected a PoincareBall, PoincareHalfspace or Lorentz, got Euclidean"):
+    with pytest.raises(TypeError, match=r"manifold: expected PoincareBall, PoincareHalfspace or Lorentz \(a model .*\), got Euclidean"):
         plot_embedding(Euclidean(), x, g, png)
     with pytest.raises(TypeError, match="embeddings: expected a Tensor or MCTensor, got list"):
         plot_embedding(PoincareBall(), [[0.0, 0.0]], g, png)
