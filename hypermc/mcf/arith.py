@@ -472,6 +472,10 @@ def _finish2(buf: torch.Tensor, naive) -> torch.Tensor:
     non-finite leading components get a zero tail, as :func:`_guard` does.
     """
     hi, lo = buf[0], buf[1]
+    if getattr(hi, "symbolic", False):
+        # a kernel generator traces this network: the kernel flags a non-finite result
+        torch.isfinite(hi).flag()
+        return buf.movedim(0, -1)
     if _all_finite(hi):
         return buf.movedim(0, -1)
     naive = naive()

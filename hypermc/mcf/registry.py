@@ -61,7 +61,9 @@ def call(op: str, *args: Any) -> Any | None:
         True
     """
     kernel = _kernels.get(op)
-    return None if kernel is None else kernel(*args)
+    if kernel is None or (args and getattr(args[0], "symbolic", False)):
+        return None  # none registered, or a kernel generator tracing the torch network itself
+    return kernel(*args)
 
 
 def disabled() -> bool:

@@ -34,7 +34,7 @@ import re
 import torch
 
 from .. import arith, eft, elementary, fixed
-from ..eft import _merge_network
+from ..eft import _merge_network, unpack
 from .trace import trace
 
 __all__ = ["source", "fused_source", "NCS", "DTYPES", "FUSED_TILE"]
@@ -392,34 +392,23 @@ def _lpad(a: list[str], n: int) -> list[str]:
 
 
 def _fixed_add(net: _Net, xs: list[str], ys: list[str]) -> list[str]:
-    """arith.add / add_float (nc >= 3, fixed branch): ``ys`` has nc terms or one."""
-    nc = len(xs)
-    c = net.renorm_levels(net.add_levels(xs, ys, nc), nc)
-    bound = net.let(f"std::max(std::fabs({xs[0]}), std::fabs({ys[0]}))")  # finite operands
-    net.oks.append(net.normalised(c, bound))
-    return c
+    """arith.add / add_float (nc >= 3, fixed branch, traced; its check added to ``net``):
+    ``ys`` has nc terms or one."""
+    if len(ys) == 1:
+        return trace(net, lambda x, b: unpack(arith.add_float(torch.stack(x, -1), b)), xs, ys[0])
+    return trace(net, lambda x, y: unpack(arith.add(torch.stack(x, -1), torch.stack(y, -1))), xs, ys)
 
 
 def _fixed_mul(net: _Net, xs: list[str], ys: list[str]) -> list[str]:
-    """arith.mul / mul_float (nc >= 3, FMA, fixed branch)."""
-    nc = len(xs)
-    c = net.renorm_levels(net.product_levels(xs, ys, nc), nc)
-    net.oks.append(net.normalised(c, None))
-    return c
+    """arith.mul / mul_float (nc >= 3, FMA, fixed branch, traced; its check added to ``net``)."""
+    if len(ys) == 1:
+        return trace(net, lambda x, b: unpack(arith.mul_float(torch.stack(x, -1), b)), xs, ys[0])
+    return trace(net, lambda x, y: unpack(arith.mul(torch.stack(x, -1), torch.stack(y, -1))), xs, ys)
 
 
 def _l_add(net: _Net, a: list[str], b: list[str]) -> list[str]:
-    """elementary._add."""
-    n = max(len(a), len(b))
-    a, b = _lpad(a, n), _lpad(b, n)
-    if n == 1:
-        return [net.add(a[0], b[0])]
-    if n == 2:
-        sh, sl = net.two_sum(a[0], b[0])
-        th, tl = net.two_sum(a[1], b[1])
-        vh, vl = net.fast_two_sum(sh, net.add(sl, th))
-        return list(net.fast_two_sum(vh, net.add(tl, vl)))
-    return _fixed_add(net, a, b)
+    """elementary._add, traced (nc >= 3: arith.add's fixed branch, its check added to ``net``)."""
+    return trace(net, elementary._add, a, b)
 
 
 def _l_add_general(net: _Net, a: list[str], b: list[str]) -> list[str]:
@@ -438,36 +427,18 @@ def _l_add_general(net: _Net, a: list[str], b: list[str]) -> list[str]:
 
 
 def _l_add_nc(net: _Net, a: list[str], b: list[str]) -> list[str]:
-    """elementary._add_nc."""
-    if max(len(a), len(b)) != 2:
-        return _l_add(net, a, b)
-    a, b = _lpad(a, 2), _lpad(b, 2)
-    sh, sl = net.two_sum(a[0], b[0])
-    return list(net.fast_two_sum(sh, net.add(sl, net.add(a[1], b[1]))))
+    """elementary._add_nc, traced."""
+    return trace(net, elementary._add_nc, a, b)
 
 
 def _l_add_f(net: _Net, a: list[str], b: str) -> list[str]:
-    """elementary._add_f."""
-    if len(a) == 1:
-        return [net.add(a[0], b)]
-    if len(a) == 2:
-        sh, sl = net.two_sum(a[0], b)
-        return list(net.fast_two_sum(sh, net.add(a[1], sl)))
-    return _fixed_add(net, a, [b])
+    """elementary._add_f, traced."""
+    return trace(net, elementary._add_f, a, b)
 
 
 def _l_mul(net: _Net, a: list[str], b: list[str]) -> list[str]:
-    """elementary._mul (with a fused multiply-add)."""
-    n = max(len(a), len(b))
-    a, b = _lpad(a, n), _lpad(b, n)
-    if n == 1:
-        return [net.mul(a[0], b[0])]
-    if n == 2:
-        ch = net.mul(a[0], b[0])
-        cl1 = net.fma(a[0], b[0], net.neg(ch))
-        cl2 = net.fma(a[1], b[0], net.fma(a[0], b[1], net.mul(a[1], b[1])))
-        return list(net.fast_two_sum(ch, net.add(cl1, cl2)))
-    return _fixed_mul(net, a, b)
+    """elementary._mul (with a fused multiply-add), traced."""
+    return trace(net, elementary._mul, a, b)
 
 
 def _l_mul_general(net: _Net, a: list[str], b: list[str]) -> list[str]:
@@ -485,22 +456,13 @@ def _l_mul_general(net: _Net, a: list[str], b: list[str]) -> list[str]:
 
 
 def _l_mul_f(net: _Net, a: list[str], b: str) -> list[str]:
-    """elementary._mul_f."""
-    if len(a) == 1:
-        return [net.mul(a[0], b)]
-    if len(a) == 2:
-        ch = net.mul(a[0], b)
-        cl1 = net.fma(a[0], b, net.neg(ch))
-        return list(net.fast_two_sum(ch, net.add(cl1, net.mul(a[1], b))))
-    return _fixed_mul(net, a, [b])
+    """elementary._mul_f, traced."""
+    return trace(net, elementary._mul_f, a, b)
 
 
 def _l_div2(net: _Net, a: list[str], b: list[str]) -> list[str]:
-    """elementary._div for two components (DWDivDW2)."""
-    th = net.div(a[0], b[0])
-    rh, rl = _l_mul_f(net, b, th)
-    delta = net.add(net.sub(a[0], rh), net.sub(a[1], rl))
-    return list(net.fast_two_sum(th, net.div(delta, b[0])))
+    """elementary._div for two components (DWDivDW2), traced."""
+    return trace(net, elementary._div, a, b)
 
 
 def _l_mul_f_zero(net: _Net, a: list[str], b: str) -> list[str]:
@@ -641,12 +603,7 @@ def _exp_body(nc: int, tables: _Tables) -> list[str]:
 def _t_add_float(net: _Net, xs: list[str], b: str) -> list[str]:
     """arith.add_float (nc = 2: ``_add_float2``, DWPlusFP with the errors carried
     negated; nc >= 3: the fixed branch, its check added to ``net``)."""
-    if len(xs) == 2:
-        sh, n_v = net.negated_two_sum(xs[0], b, False)
-        n_v = net.sub(n_v, xs[1])
-        zh = net.sub(sh, n_v)
-        return [zh, net.sub(net.sub(sh, zh), n_v)]
-    return _fixed_add(net, xs, [b])
+    return trace(net, lambda x, c: unpack(arith.add_float(torch.stack(x, -1), c)), xs, b)
 
 
 def _t_log_reduce(net: _Net, s: list[str], plus_one: str | None, shift: str | None = None) -> tuple[list[str], str, str]:

@@ -178,6 +178,15 @@ class Sym:
     def __torch_function__(cls, func: Callable, types: Any, args: tuple = (), kwargs: dict | None = None) -> Any:
         return _current().call(func, args, kwargs or {})
 
+    def flag(self) -> None:
+        """Report this check as the element's fast-path condition: the generated kernel
+        sets ``ok`` false where it fails (what :func:`hypermc.mcf.fixed.patch` does with
+        a check while a kernel generator traces it)."""
+        tr = _current()
+        if self.kind != "bool":
+            raise TraceError("flag() of a component value; only a check (bool) can be an element's flag")
+        tr.flags.append(tr.read(self))
+
     def __bool__(self) -> bool:
         raise TraceError("a traced network branched on a symbolic value (a data-dependent `if`); it has no straight-line form")
 
@@ -310,6 +319,11 @@ class Sym:
         self.name = tr.read(tr.sym(src, self.kind))
         return self
 
+    def unsqueeze(self, dim: int) -> SymVec:
+        if dim not in (0, -1):
+            raise TraceError(f"unsqueeze({dim}) of a traced element; only a component axis (0 or -1)")
+        return SymVec([self])
+
     def expand(self, *shape: Any) -> Sym:
         return self
 
@@ -336,6 +350,7 @@ class SymVec:
     """
 
     __slots__ = ("items",)
+    symbolic = True
 
     def __init__(self, items: Sequence[Sym]) -> None:
         self.items = list(items)
@@ -383,6 +398,7 @@ class _Trace(TorchFunctionMode):
         super().__init__()
         self.net = net
         self.dtype = dtype
+        self.flags: list[str] = []
 
     # --- values
     def read(self, s: Sym) -> str:
@@ -469,6 +485,8 @@ class _Trace(TorchFunctionMode):
         if func is torch.isfinite:
             a = self.sym(args[0])
             return self.let(f"std::fabs({self.read(a)}) <= std::numeric_limits<T>::max()", "bool")
+        if func in (torch.tensor, torch.as_tensor) and isinstance(args[0], Sym):
+            return args[0]  # a value already symbolic (dtype and device are the trace's)
         if func is torch.zeros_like:
             return Sym(literal(0.0))
         if func is torch.empty:
@@ -536,6 +554,12 @@ def trace(net: _Emitter, fn: Callable, *args: Any, dtype: torch.dtype = torch.fl
     components' names. ``dtype`` is what the network sees as the component dtype (the
     statements are the same for float32 and float64, see the module docstring).
 
+    A checked fast path inside ``fn`` (:func:`hypermc.mcf.fixed.patch`) does not trace
+    its general kernel: its check goes to ``net.oks``, the conditions under which the
+    generated kernel's element is good (elsewhere its caller recomputes the element), and
+    :mod:`hypermc.mcf.registry` answers no fused kernel for symbolic operands, so ``fn``
+    is traced down to the torch networks.
+
     Example:
         >>> from hypermc.mcf import fixed
         >>> class Lines:
@@ -556,6 +580,12 @@ def trace(net: _Emitter, fn: Callable, *args: Any, dtype: torch.dtype = torch.fl
     _STATE.trace = tr
     try:
         with tr:
-            return _to_names(fn(*_to_sym(list(args)), **kwargs))
+            result = _to_names(fn(*_to_sym(list(args)), **kwargs))
     finally:
         _STATE.trace = None
+    if tr.flags:
+        oks = getattr(net, "oks", None)
+        if oks is None:
+            raise TraceError(f"{_name(fn)} flags elements (a checked fast path), and the emitter keeps no flags (no `oks` list)")
+        oks.extend(tr.flags)
+    return result
