@@ -16,10 +16,13 @@ from fractions import Fraction
 import numpy as np
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from hypermc.mcf import arith, eft, fixed
 from hypermc.mcf.native import source as native_source
 from hypermc.mcf.native.trace import Sym, TraceError, literal, trace
+from tests.oracle import edge_values, expansions
 
 
 class Lines:
@@ -39,15 +42,20 @@ _HEX = re.compile(r"T\((-?0x[0-9a-fA-F.]+p[+-]\d+)\)")
 def _fma(a: float, b: float, c: float) -> float:
     """IEEE fused multiply-add: the exact value rounded once (signed zeros as IEEE 754)."""
     a, b, c = float(a), float(b), float(c)
-    if not all(math.isfinite(v) for v in (a, b, c)):
-        return float(np.float64(a) * np.float64(b) + np.float64(c))
+    if not (math.isfinite(a) and math.isfinite(b)):
+        return float(np.float64(a) * np.float64(b) + np.float64(c))  # the product is inf or NaN
+    if not math.isfinite(c):
+        return c  # a finite exact product does not overflow
     r = Fraction(a) * Fraction(b) + Fraction(c)
     if r == 0:
         product_negative = math.copysign(1.0, a) * math.copysign(1.0, b) < 0
         if a * b == 0 and c == 0 and product_negative and math.copysign(1.0, c) < 0:
             return -0.0
         return 0.0
-    return float(r)
+    try:
+        return float(r)  # correctly rounded, subnormals included
+    except OverflowError:
+        return math.inf if r > 0 else -math.inf
 
 
 def _select(cond: bool, a: float, b: float) -> float:
@@ -212,3 +220,173 @@ def test_the_arith_kernels_are_generated_from_the_traced_networks():
     ref.lines = [f"T v{k} = X({k});" for k in range(3)] + [f"T v{k + 3} = Y({k}) * (T)sign;" for k in range(3)]
     trace(ref, arith._add_fixed_network, ["v0", "v1", "v2"], ["v3", "v4", "v5"], 3)
     assert net.lines == ref.lines
+
+
+def _traced_bits_match(fn, operands: list[torch.Tensor], dtype: torch.dtype = torch.float64) -> None:
+    """Trace ``fn`` (float64 operands named a, b, ...) and compare the interpreted
+    statements with ``fn`` on the tensors, element by element."""
+    names = [chr(ord("a") + k) for k in range(len(operands))]
+    net = Lines()
+    outs = _flatten(trace(net, fn, *names, dtype=dtype))
+    want = [t.reshape(-1) for t in _flatten(fn(*operands))]
+    for i in range(operands[0].numel()):
+        env = _interpret(net.lines, {n: np.float64(t[i].item()) for n, t in zip(names, operands)})
+        for o, w in zip(outs, want):
+            g = env[o] if o in env else np.float64(float.fromhex(_HEX.match(o).group(1)))
+            wv = w[i].item()
+            assert _bits(g) == _bits(wv) or (np.isnan(g) and np.isnan(wv)), (net.lines, i, float(g), wv)
+
+
+def test_a_number_divided_by_a_tensor_rounds_the_reciprocal_first():
+    """``3.0 / a`` on a tensor is ``a.reciprocal() * 3.0`` in torch (two roundings), not
+    one correctly rounded quotient; the traced statements do the same."""
+    g = torch.Generator().manual_seed(3)
+    a = torch.rand(200, dtype=torch.float64, generator=g) + 1
+    a = torch.cat([a, torch.tensor([1.5 * 2.0**1023, 3.0, -0.0, 0.0, math.inf], dtype=torch.float64)])
+    _traced_bits_match(lambda a: 3.0 / a, [a])
+    _traced_bits_match(lambda a: 0.5 / a, [a])  # 1 / a subnormal for the largest a
+
+
+def test_augmented_assignments_run_in_place():
+    """``c += b`` writes into ``c`` as ``c.add_(b)`` does, so an alias of ``c`` sees it."""
+
+    def updated(a, b):
+        c = a * 2.0
+        alias = c
+        c += b
+        c -= a
+        c *= b
+        c /= a
+        return alias
+
+    g = torch.Generator().manual_seed(4)
+    a, b = torch.randn(64, dtype=torch.float64, generator=g), torch.randn(64, dtype=torch.float64, generator=g)
+    _traced_bits_match(updated, [a, b])
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_a_literal_is_named_symbolically_only_for_the_traced_dtype(dtype):
+    """2^18 and 2^47 are ``1 / (64 u)`` of float32 and float64, and a float32 range
+    check in float64 compares with float32's ``max``: as plain numbers of the other
+    dtype they stay literals (``CANCEL`` would be the traced dtype's constant)."""
+    other = torch.float64 if dtype == torch.float32 else torch.float32
+    fi, fo = torch.finfo(dtype), torch.finfo(other)
+    assert literal(fi.max, dtype) == "std::numeric_limits<T>::max()"
+    assert literal(1 / (64 * fi.eps / 2), dtype) == "CANCEL"
+    assert literal(1 / (64 * fo.eps / 2), dtype) == f"T({float(1 / (64 * fo.eps / 2)).hex()})"
+    if other == torch.float32:
+        assert literal(fo.max, dtype) == f"T({float(fo.max).hex()})"
+    net = Lines()
+    trace(net, lambda a: (a * 2.0**18, a * 2.0**47), "a", dtype=dtype)
+    assert net.lines[0 if dtype == torch.float64 else 1].endswith("* T(" + (2.0**18 if dtype == torch.float64 else 2.0**47).hex() + ");")
+    a = torch.tensor([1.0, -3.0, 2.0**100], dtype=torch.float64)
+    _traced_bits_match(lambda a: a * 2.0**18, [a])
+    _traced_bits_match(lambda a: torch.where(a.abs() <= torch.finfo(torch.float32).max, a, 0.0), [torch.tensor([1e39, 1.0, 3e38])])
+
+
+def test_a_literal_beyond_the_float32_range_is_refused():
+    with pytest.raises(TraceError, match=r"literal 1e\+300 of a traced network is not exactly a float32 value"):
+        trace(Lines(), lambda a: a * 1e300, "a")
+    with pytest.raises(TraceError, match=r"literal 1e-300 .* not exactly a float32 value"):
+        trace(Lines(), lambda a: a * 1e-300, "a")
+    with pytest.raises(TraceError, match=r"literal inf of a traced network is not finite"):
+        trace(Lines(), lambda a: a * math.inf, "a")
+    with pytest.raises(TraceError, match=r"literal nan of a traced network is not finite"):
+        trace(Lines(), lambda a: a + math.nan, "a")
+
+
+def test_an_in_place_write_into_an_argument_is_refused():
+    """On tensors it would change the caller's operand (and, where the caller passes one
+    tensor twice, the other argument too: ``a.add_(b); a * b`` is ``4 x^2`` for
+    ``a = b = x``); the generated code cannot mirror either."""
+
+    def grows(a, b):
+        a.add_(b)
+        return a * b
+
+    x = torch.tensor([3.0], dtype=torch.float64)
+    assert grows(x, x).item() == 36.0
+    with pytest.raises(TraceError, match=r"wrote in place into its argument 'a' \(add_\)"):
+        trace(Lines(), grows, "a", "b")
+    with pytest.raises(TraceError, match=r"wrote in place into its argument 'b' \(out=\)"):
+        trace(Lines(), lambda a, b: torch.sub(a, b, out=b), "a", "b")
+    with pytest.raises(TraceError, match=r"wrote in place into its argument 'b' \(copy_\)"):
+        trace(Lines(), lambda a, b: b.copy_(a), "a", "b")
+    with pytest.raises(TraceError, match=r"wrote in place into its argument 'x1' \(\+=\)"):
+
+        def accumulates(xs):
+            xs[1] += xs[0]
+            return xs
+
+        trace(Lines(), accumulates, ["x0", "x1"])
+    with pytest.raises(TraceError, match=r"wrote in place into its argument 'a' \(mul_\)"):
+        trace(Lines(), lambda a: a.expand(3).mul_(2.0), "a")  # a view of the argument
+    net = Lines()
+    assert trace(net, lambda a, b: a.clone().add_(b), "a", "b") == "v0"  # a copy may change
+
+
+def test_where_and_copy_refuse_a_value_of_the_wrong_kind():
+    with pytest.raises(TraceError, match=r"torch\.where with a T condition 'c'"):
+        trace(Lines(), lambda c, a, b: torch.where(c, a, b), "c", "a", "b")
+    with pytest.raises(TraceError, match=r"torch\.where on bool values"):
+        trace(Lines(), lambda a, b: torch.where(a > b, a > 0, b > 0), "a", "b")
+    with pytest.raises(TraceError, match="copy_ writes a bool value into a T value"):
+        trace(Lines(), lambda a, b: (a * 1.0).copy_(a > b), "a", "b")
+    net = Lines()
+    assert trace(net, lambda a: torch.zeros_like(a > 0) | (a > 1), "a") == "v2"
+    assert net.lines[1] == "bool v1 = a > T(0x1.0000000000000p+0);" and net.lines[2] == "bool v2 = false | v1;"
+
+
+def test_a_refused_call_is_named_as_torch_names_it():
+    with pytest.raises(TraceError, match=r"torch\.Tensor\.mul has no traced form"):
+        trace(Lines(), lambda a: torch.tensor(2.0, dtype=torch.float64) * a, "a")
+    with pytest.raises(TraceError, match=r"torch\.nextafter has no traced form"):
+        trace(Lines(), lambda a, b: torch.nextafter(a, b), "a", "b")
+
+
+def test_maximum_matches_torch_on_the_magnitudes_it_is_traced_for():
+    """``torch.maximum`` is traced for operand magnitudes (``_add_fixed_network``'s
+    cancellation bound): on those the lowering gives torch's bits, NaN from either side
+    included. (On ``-0`` against ``+0`` torch itself answers differently in its vectorised
+    loop and its scalar tail.)"""
+    edges = [0.0, 5e-324, 2.0**-1022, 1.0, 1.5, 2.0**1000, np.finfo(np.float64).max, math.inf, math.nan]
+    a = torch.tensor([x for x in edges for _ in edges], dtype=torch.float64)
+    b = torch.tensor([y for _ in edges for y in edges], dtype=torch.float64)
+    _traced_bits_match(lambda a, b: torch.maximum(a.abs(), b.abs()), [a, -b])
+
+
+@st.composite
+def _operand_pairs(draw: st.DrawFn, nc: int, n: int = 12) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
+    """Two batches of normalised ``nc``-component float64 operands, related element by
+    element: independent, exactly cancelling (``y = -x``), cancelling down to the last
+    component, or ``x`` scaled by ``2^k`` (``|k| <= 1100``, so sums and products reach
+    overflow and the subnormal range); some leading components are the pinned edges
+    (±0, subnormals, the smallest normal, ``±2^±1013``, ``max``) with zero tails."""
+    x = draw(expansions(torch.float64, nc, shape=(n,), allow_zero=True))
+    y = draw(expansions(torch.float64, nc, shape=(n,), allow_zero=True))
+    g = torch.Generator().manual_seed(draw(st.integers(0, 2**32 - 1)))
+    how = torch.randint(0, 4, (n,), generator=g)
+    k = torch.randint(-1100, 1101, (n,), generator=g).double()
+    near = torch.cat([-x[:, :-1], y[:, -1:] * 2.0**-60], -1)
+    y = torch.where((how == 1)[:, None], -x, torch.where((how == 2)[:, None], near, y))
+    scaled = x * torch.exp2(k / 2)[:, None] * torch.exp2(k - k / 2)[:, None]
+    y = torch.where((how == 3)[:, None], scaled, y)
+    edges = edge_values(torch.float64)
+    for t in (x, y):
+        for i in draw(st.lists(st.integers(0, n - 1), max_size=3)):
+            t[i] = 0.0
+            t[i, 0] = draw(st.sampled_from(edges))
+    return list(x.unbind(-1)), list(y.unbind(-1))
+
+
+@pytest.mark.parametrize("name", sorted(NETWORKS))
+@settings(max_examples=40)
+@given(data=st.data())
+def test_traced_statements_compute_the_torch_networks_bits_on_edge_operands(name, data):
+    fn, nc = NETWORKS[name]
+    if not eft.has_fused_addcmul("cpu", torch.float64) and ("mul" in name or "div" in name):
+        pytest.skip("this CPU build's addcmul is not a fused multiply-add: the FMA networks do not run here")
+    xs, ys = data.draw(_operand_pairs(max(nc, 2)))
+    assert xs[0].dtype == torch.float64
+    with np.errstate(all="ignore"):
+        _traced_bits_match(lambda *t: fn(list(t[:nc]), list(t[nc:])), [*xs[:nc], *ys[:nc]])

@@ -7,8 +7,9 @@ second time by hand (an emitter that mirrors the network function by function) k
 two copies of every algorithm in step by review only. Here the network function itself
 is called with :class:`Sym` values in place of tensors: every arithmetic operator, every
 ``torch.*`` call (through a :class:`~torch.overrides.TorchFunctionMode`) and every
-in-place tensor method (``add_``, ``sub_``, ``addcmul_``, ``copy_``, ``out=``) appends one
-statement ``T vN = a + b;`` to the emitter. Python control flow over lists (levels,
+in-place tensor method (``add_``, ``sub_``, ``addcmul_``, ``copy_``, ``out=``, ``+=``)
+appends one statement ``T vN = a + b;`` to the emitter, rounding for rounding as torch
+computes it (``2.0 / t`` is ``t.reciprocal() * 2.0`` in torch, so it is two statements). Python control flow over lists (levels,
 chains, digits) runs at generation time, so the kernel is one branch-free expression
 DAG per element. Chosen over a separate IR in which the networks would be rewritten:
 the torch path stays the reference and the fallback, unchanged and as fast as before
@@ -18,16 +19,19 @@ have to model anyway), and a change to a network changes every kernel generated 
 What a traced function may do: elementwise arithmetic (``+ - * /``, unary minus,
 ``abs``, ``sqrt``, ``reciprocal``, ``addcmul`` with ``value=±1`` as a fused multiply-add),
 comparisons and boolean ``& | ~`` (as ``bool`` statements), ``torch.where``,
-``torch.maximum``, ``torch.isfinite``, ``zeros_like``, and planar buffers
-(``torch.empty((n, *shape))``, ``torch.stack``, indexing by an int, ``movedim``,
-``unbind``). Anything else raises :class:`TraceError` naming the call: a traced function
-that branches on data (``if tensor:``) or calls an op without a rule is refused, never
-approximated.
+``torch.maximum`` (on magnitudes or other operands that are not both zeros of opposite
+signs: there torch's vectorised and scalar loops disagree), ``torch.isfinite``,
+``zeros_like``, and planar buffers (``torch.empty((n, *shape))``, ``torch.stack``,
+indexing by an int, ``movedim``, ``unbind``). Anything else raises :class:`TraceError`
+naming the call: a traced function that branches on data (``if tensor:``), calls an op
+without a rule or writes in place into one of its arguments (the caller's tensor, which
+may also be passed as another argument) is refused, never approximated.
 
 Constants. The generated bodies are generic in the component type ``T`` (one body serves
 float32 and float64), so a literal that depends on the dtype is written symbolically:
 ``finfo.max`` as ``std::numeric_limits<T>::max()`` and the cancellation factor
-``1 / (64 u)`` of :func:`hypermc.mcf.fixed.normalised` as ``CANCEL``. Any other literal
+``1 / (64 u)`` of :func:`hypermc.mcf.fixed.normalised` as ``CANCEL`` (the values of the
+traced dtype only). Any other literal
 must be exactly representable in float32 (so it is the same value in both types); a
 network traced at float32 and at float64 gives the same statements
 (``tests/mcf/test_trace.py``).
@@ -91,28 +95,31 @@ def _current() -> _Trace:
     return tr
 
 
-def literal(v: float) -> str:
-    """The C++ literal of a float constant of a traced network (``T(hex)``), or its
-    symbolic name where the value depends on the component type.
+def literal(v: float, dtype: torch.dtype = torch.float64) -> str:
+    """The C++ literal of a float constant of a network traced at ``dtype``
+    (``T(hex)``), or its symbolic name where the value is ``dtype``'s ``finfo.max`` or
+    cancellation factor (the same number in another dtype is a plain literal: float32's
+    ``1 / (64 u)`` is ``2^18``, an ordinary constant in a float64 network).
 
     Example:
-        >>> literal(0.5), literal(-2.0)  # doctest: +ELLIPSIS
-        ('T(0x1.0000000000000p-1)', 'T(-0x1.0000000000000p+1)')
-        >>> literal(torch.finfo(torch.float64).max), literal(torch.finfo(torch.float32).max)
+        >>> literal(0.5), literal(-2.0), literal(-0.0)
+        ('T(0x1.0000000000000p-1)', 'T(-0x1.0000000000000p+1)', 'T(-0x0.0p+0)')
+        >>> literal(torch.finfo(torch.float64).max), literal(torch.finfo(torch.float32).max, torch.float32)
         ('std::numeric_limits<T>::max()', 'std::numeric_limits<T>::max()')
+        >>> literal(torch.finfo(torch.float32).max)  # a float32 range check in float64
+        'T(0x1.fffffe0000000p+127)'
         >>> literal(0.1)
         Traceback (most recent call last):
         ...
         hypermc.mcf.native.trace.TraceError: literal 0.1 of a traced network is not exactly a float32 value ...
     """
     v = float(v)
-    for dtype in (torch.float32, torch.float64):
-        fi = torch.finfo(dtype)
-        if v == fi.max:
-            return "std::numeric_limits<T>::max()"
-        if v == 1.0 / (CANCEL_FACTOR * fi.eps / 2):
-            return "CANCEL"
-    if math.isfinite(v) and float(np.float32(v)) != v:
+    fi = torch.finfo(dtype)
+    if v == fi.max:
+        return "std::numeric_limits<T>::max()"
+    if v == 1.0 / (CANCEL_FACTOR * fi.eps / 2):
+        return "CANCEL"
+    if math.isfinite(v) and (abs(v) > torch.finfo(torch.float32).max or float(np.float32(v)) != v):
         raise TraceError(
             f"literal {v!r} of a traced network is not exactly a float32 value (the generated body serves "
             "float32 and float64); give it a symbolic name in hypermc.mcf.native.trace"
@@ -126,9 +133,10 @@ class Sym:
     """One element's value while a network is traced: a name (or literal) of the emitted
     code and its kind (``"T"``, the component type, or ``"bool"``).
 
-    A mutable box, like a tensor: an in-place op (``add_``, ``out=``, ``copy_``) rebinds
-    the box to the new statement, so aliases created by the network (a view handed back
-    by ``unbind``, a buffer slot) see the update as they would on tensors.
+    A mutable box, like a tensor: an in-place op (``add_``, ``+=``, ``out=``, ``copy_``)
+    rebinds the box to the new statement, so aliases created by the network (a view
+    handed back by ``unbind``, a buffer slot) see the update as they would on tensors.
+    The boxes of the traced function's arguments refuse in-place ops.
 
     Example:
         >>> net = _Lines()
@@ -140,14 +148,16 @@ class Sym:
         (('v1', 'v2'), ['T v0 = a * b;', 'T v1 = v0 + a;', 'bool v2 = v1 > T(0x0.0p+0);'])
     """
 
-    __slots__ = ("name", "kind")
+    __slots__ = ("name", "kind", "argument")
     __hash__ = object.__hash__
     #: what :func:`hypermc.mcf.eft.is_traced` asks: a symbolic value takes the traced paths
     symbolic = True
 
-    def __init__(self, name: str | None, kind: str = "T") -> None:
+    def __init__(self, name: str | None, kind: str = "T", *, argument: bool = False) -> None:
         self.name = name
         self.kind = kind
+        #: an operand of the traced function: writing into it would change the caller's tensor
+        self.argument = argument
 
     def __repr__(self) -> str:
         return f"Sym({self.name!r}, {self.kind!r})"
@@ -216,7 +226,8 @@ class Sym:
         return _current().binary("/", self, o)
 
     def __rtruediv__(self, o: Any) -> Sym:
-        return _current().binary("/", o, self)
+        # torch's Tensor.__rtruediv__ is ``self.reciprocal() * other``: two roundings
+        return self.reciprocal() * o
 
     def __neg__(self) -> Sym:
         return _current().unary("-{}", self)
@@ -257,15 +268,33 @@ class Sym:
         return _current().unary("!{}", self, kind="bool")
 
     def __iand__(self, o: Any) -> Sym:
-        return self._rebind(self & o)
+        return self._rebind(self & o, "&=")
 
     def __ior__(self, o: Any) -> Sym:
-        return self._rebind(self | o)
+        return self._rebind(self | o, "|=")
+
+    # augmented assignments run in place, as on tensors (an alias sees the update)
+    def __iadd__(self, o: Any) -> Sym:
+        return self._rebind(self + o, "+=")
+
+    def __isub__(self, o: Any) -> Sym:
+        return self._rebind(self - o, "-=")
+
+    def __imul__(self, o: Any) -> Sym:
+        return self._rebind(self * o, "*=")
+
+    def __itruediv__(self, o: Any) -> Sym:
+        return self._rebind(self / o, "/=")
 
     # --- tensor methods the networks call
-    def _rebind(self, value: Sym) -> Sym:
+    def _rebind(self, value: Sym, op: str) -> Sym:
+        if self.argument:
+            raise TraceError(
+                f"a traced network wrote in place into its argument {self.name!r} ({op}); on tensors that "
+                "changes the caller's operand: write into a clone or a fresh result"
+            )
         if value.kind != self.kind:
-            raise TraceError(f"in-place op writes a {value.kind} value into a {self.kind} value")
+            raise TraceError(f"{op} writes a {value.kind} value into a {self.kind} value")
         self.name = value.name
         return self
 
@@ -297,27 +326,27 @@ class Sym:
         return Sym(_current().read(self), self.kind)
 
     def add_(self, o: Any, *, alpha: float = 1) -> Sym:
-        return self._rebind(self.add(o, alpha=alpha))
+        return self._rebind(self.add(o, alpha=alpha), "add_")
 
     def sub_(self, o: Any, *, alpha: float = 1) -> Sym:
-        return self._rebind(self.sub(o, alpha=alpha))
+        return self._rebind(self.sub(o, alpha=alpha), "sub_")
 
     def mul_(self, o: Any) -> Sym:
-        return self._rebind(self * o)
+        return self._rebind(self * o, "mul_")
 
     def div_(self, o: Any) -> Sym:
-        return self._rebind(self / o)
+        return self._rebind(self / o, "div_")
 
     def neg_(self) -> Sym:
-        return self._rebind(-self)
+        return self._rebind(-self, "neg_")
 
     def addcmul_(self, a: Any, b: Any, *, value: float = 1) -> Sym:
-        return self._rebind(_current().call(torch.addcmul, (self, a, b), {"value": value}))
+        return self._rebind(_current().call(torch.addcmul, (self, a, b), {"value": value}), "addcmul_")
 
     def copy_(self, src: Any) -> Sym:
         tr = _current()
-        self.name = tr.read(tr.sym(src, self.kind))
-        return self
+        src = tr.sym(src, self.kind)
+        return self._rebind(Sym(tr.read(src), src.kind), "copy_")
 
     def unsqueeze(self, dim: int) -> SymVec:
         if dim not in (0, -1):
@@ -412,9 +441,9 @@ class _Trace(TorchFunctionMode):
         if isinstance(v, bool):
             return Sym("true" if v else "false", "bool")
         if isinstance(v, (int, float)):
-            return Sym(literal(v), kind)
+            return Sym(literal(v, self.dtype), kind)
         if isinstance(v, torch.Tensor) and v.numel() == 1 and v.dim() == 0:
-            return Sym(literal(v.item()), kind)
+            return Sym(literal(v.item(), self.dtype), kind)
         raise TraceError(f"a traced network mixed a symbolic value with {type(v).__name__} {v!r}")
 
     def let(self, expr: str, kind: str = "T") -> Sym:
@@ -450,7 +479,7 @@ class _Trace(TorchFunctionMode):
         if out is not None:
             if not isinstance(out, Sym):
                 raise TraceError(f"{_name(func)}(out=...) into {type(out).__name__}")
-            return out._rebind(result)
+            return out._rebind(result, "out=")
         return result
 
     def _call(self, func: Callable, args: tuple, kwargs: dict) -> Any:
@@ -476,6 +505,10 @@ class _Trace(TorchFunctionMode):
             return self.let(f"std::fma({sign}{self.read(a)}, {self.read(b)}, {self.read(c)})")
         if func is torch.where:
             cond, a, b = self.sym(args[0], "bool"), self.sym(args[1]), self.sym(args[2])
+            if cond.kind != "bool":
+                raise TraceError(f"torch.where with a {cond.kind} condition {cond.name!r}; torch takes a bool condition")
+            if a.kind != "T" or b.kind != "T":
+                raise TraceError(f"torch.where on bool values ({a.name!r}, {b.name!r}) has no traced form; use & | ~")
             return self.let(f"select<T>({self.read(cond)}, {self.read(a)}, {self.read(b)})")
         if func is torch.maximum:
             # NaN from either operand propagates, as torch.maximum does (std::fmax would not)
@@ -488,6 +521,8 @@ class _Trace(TorchFunctionMode):
         if func in (torch.tensor, torch.as_tensor) and isinstance(args[0], Sym):
             return args[0]  # a value already symbolic (dtype and device are the trace's)
         if func is torch.zeros_like:
+            if isinstance(args[0], Sym) and args[0].kind == "bool":
+                return Sym("false", "bool")
             return Sym(literal(0.0))
         if func is torch.empty:
             size = args[0] if len(args) == 1 and isinstance(args[0], (tuple, list, torch.Size)) else args
@@ -522,12 +557,14 @@ def _has_sym(v: Any) -> bool:
 
 
 def _name(func: Callable) -> str:
-    return getattr(func, "__name__", repr(func))
+    """What torch calls ``func`` (``torch.exp``, ``torch.Tensor.__mul__``), without ``torch.``."""
+    full = torch.overrides.resolve_name(func) or getattr(func, "__name__", repr(func))
+    return full.removeprefix("torch.")
 
 
 def _to_sym(v: Any) -> Any:
     if isinstance(v, str):
-        return Sym(v)
+        return Sym(v, argument=True)
     if isinstance(v, (list, tuple)):
         return type(v)(_to_sym(t) for t in v)
     return v
@@ -541,7 +578,7 @@ def _to_names(v: Any) -> Any:
     if isinstance(v, (list, tuple)):
         return type(v)(_to_names(t) for t in v)
     if isinstance(v, (int, float)) and not isinstance(v, bool):
-        return literal(v)
+        return literal(v, _current().dtype)
     return v
 
 
