@@ -241,7 +241,7 @@ def patch(out: torch.Tensor, ok: torch.Tensor, general: Callable[..., torch.Tens
     if getattr(ok, "symbolic", False):
         # a kernel generator traces this network: the generated kernel reports the elements
         # that fail the check, and its caller recomputes them with ``general``
-        ok.flag()
+        ok.flag()  # type: ignore[attr-defined]
         return out
     if all_true(ok):
         return out
