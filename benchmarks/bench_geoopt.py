@@ -27,6 +27,7 @@ Usage::
     python benchmarks/bench_geoopt.py                      # both tables
     python benchmarks/bench_geoopt.py --only step --points 100 10000 --cpu-time
     python benchmarks/bench_geoopt.py --only ops --size 1000000 --repeats 7
+    python benchmarks/bench_geoopt.py --cpu-time --markdown --write-results docs/results/geoopt_speed.md
 """
 
 from __future__ import annotations
@@ -45,6 +46,7 @@ from typing import Any
 import torch
 
 import hypermc as hm
+from hypermc import _results
 from hypermc.manifolds import Lorentz, PoincareBall
 from hypermc.optim import RiemannianSGD
 
@@ -153,6 +155,8 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--threads", type=int, default=1, help="torch intra-op threads")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--cpu-time", action="store_true", help="add the ratio of process CPU times")
+    p.add_argument("--markdown", action="store_true", help="also print the tables in Markdown (docs/geoopt.md)")
+    _results.add_argument(p)
     args = p.parse_args(argv)
     import geoopt
 
@@ -164,18 +168,45 @@ def main(argv: list[str] | None = None) -> None:
         f"{platform.processor() or platform.machine()}, threads {args.threads}, load average {load}"
     )
     start = time.perf_counter()
+    tables = []
     if args.only in (None, "step"):
-        print(f"{'case':<22} {'geoopt f64':>12}  {'hypermc f64':>28}  {'hypermc f64 check=False':>28}  {'hypermc nc=2':>28}")
-        for name, ts in step_rows(args.points, args.repeats, gen):
+        heads = ["hypermc f64", "hypermc f64 check=False", "hypermc nc=2"]
+        print(f"{'case':<22} {'geoopt f64':>12}  " + "  ".join(f"{h:>28}" for h in heads))
+        rows = step_rows(args.points, args.repeats, gen)
+        for name, ts in rows:
             ref = ts[0]
             print(f"{name:<22} {ref[0] * 1e3:9.3f} ms  " + "  ".join(_cell(t, ref, args.cpu_time) for t in ts[1:]))
+        tables.append(_markdown("case", heads, rows, args.cpu_time))
     if args.only in (None, "ops"):
-        print(f"{'op':<32} {'geoopt f64':>12}  {'hypermc f64':>28}  {'hypermc f64 check=False':>28}")
-        for name, ts in op_rows(args.size, max(3, args.repeats // 3), gen):
+        heads = ["hypermc f64", "hypermc f64 check=False"]
+        print(f"{'op':<32} {'geoopt f64':>12}  " + "  ".join(f"{h:>28}" for h in heads))
+        rows = op_rows(args.size, max(3, args.repeats // 3), gen)
+        for name, ts in rows:
             ref = ts[0]
             print(f"{name:<32} {ref[0] * 1e3:9.3f} ms  " + "  ".join(_cell(t, ref, args.cpu_time) for t in ts[1:]))
+        tables.append(_markdown("op", heads, rows, args.cpu_time))
     print(f"# wall time {time.perf_counter() - start:.1f} s")
+    if args.markdown:
+        for table in tables:
+            print()
+            print(table)
+
+
+def _markdown(first: str, heads: list[str], rows: list[tuple[str, list[Timing]]], cpu: bool) -> str:
+    """One table: geoopt's time, then each hypermc column as time and ratio to geoopt
+    (wall; with ``cpu``, the CPU-time ratio in parentheses)."""
+    lines = [f"| {first} | geoopt float64 | " + " | ".join(heads) + " |", "|---|" + "---:|" * (1 + len(heads))]
+    for name, ts in rows:
+        ref = ts[0]
+        cells = []
+        for t in ts[1:]:
+            cell = f"{t[0] * 1e3:.2f} ms, {t[0] / ref[0]:.2f}x"
+            if cpu:
+                cell += f" (cpu {t[1] / ref[1]:.2f}x)"
+            cells.append(cell)
+        lines.append(f"| {name} | {ref[0] * 1e3:.2f} ms | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
 
 
 if __name__ == "__main__":
-    main()
+    _results.run(main)
