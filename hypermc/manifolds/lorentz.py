@@ -6,6 +6,7 @@ import torch
 
 from .._checks import check_bool
 from ..mcf.eft import float_format
+from ..mcf.tensor import MCTensor
 from . import convert
 from .base import Device, Manifold, _reason, geoopt_curvature
 from .math import batch, common
@@ -403,6 +404,28 @@ class Lorentz(Manifold):
         if bool(bad.any()):
             return False, _reason(f"|<x, u>_L| exceeds {tol:.3g} x_0 |u| (not tangent)", bad)
         return True, None
+
+    def _points_ok(self, *points: torch.Tensor) -> bool:
+        # plain points: check_point's test (x_0 > 0 and the constraint within its
+        # tolerance, which a plain point carries to one component) in one norm pass per
+        # argument and one host sync; a non-finite coordinate makes the residual inf or
+        # NaN, which fails here (an inf residual would pass `<= inf` where x_0^2
+        # overflows). Anything that fails here goes through check_point.
+        if any(isinstance(p, MCTensor) for p in points):
+            return False
+        ok = torch.ones((), dtype=torch.bool, device=points[0].device)
+        for p in points:
+            p = p.detach()
+            x0 = p[..., 0]
+            xb = common.norm(p[..., 1:])
+            one_c = common.c_power(c=self.c, power=-1.0, like=xb)
+            resid = torch.abs((x0 - xb) * (x0 + xb) - one_c).to(torch.float64)
+            info = torch.finfo(p.dtype)
+            floor = 2.0**CONSTRAINT_MARGIN_BITS * info.smallest_normal * info.eps
+            tol = max(2.0 ** (CONSTRAINT_MARGIN_BITS - float_format(p.dtype).p), floor)
+            scale = (x0 * x0).abs().clamp_min(1.0).to(torch.float64)
+            ok = ok & ((x0 > 0) & torch.isfinite(resid) & (resid <= tol * scale)).all()
+        return bool(ok)
 
     def _check_values(self, x: torch.Tensor, atol: float | None) -> tuple[bool, str | None]:
         x0 = x[..., 0]

@@ -9,7 +9,7 @@ from fractions import Fraction
 import pytest
 import torch
 
-from hypermc.manifolds import PoincareBall
+from hypermc.manifolds import Lorentz, PoincareBall
 from hypermc.manifolds.math import _plain, common
 from hypermc.mcf.eft import float_format
 
@@ -107,3 +107,32 @@ def test_ball_check_one_pass_and_its_messages() -> None:
     with pytest.raises(ValueError, match=r"PoincareBall.logmap: x is not a point .*contains inf or NaN"):
         M.logmap(torch.tensor([float("nan"), 0.0], dtype=torch.float64), x)
     assert M.dist(torch.tensor([1.0, 0.0], dtype=torch.float64), x[0], check=False).isinf()  # on the boundary
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=str)
+def test_lorentz_one_pass_check_accepts_exactly_what_check_point_accepts(dtype) -> None:
+    """The one-pass membership test of plain hyperboloid points never accepts a point
+    that check_point rejects (and here agrees on every case): points on the sheet at
+    radii up to 30, points nudged off it by relative 1e-18..1e-6, the lower sheet,
+    inf and NaN coordinates; the errors still name the argument and the reason."""
+    M = Lorentz()
+    gen = torch.Generator().manual_seed(3)
+    for trial in range(60):
+        v = torch.randn(40, 4, dtype=torch.float64, generator=gen) * float(torch.rand((), generator=gen) * 30)
+        v[:, 0] = 0
+        x = M.expmap0(v.to(dtype))
+        y = x.clone()
+        i, j = int(torch.randint(0, 40, (), generator=gen)), int(torch.randint(0, 4, (), generator=gen))
+        y[i, j] = y[i, j] * (1 + 10.0 ** float(torch.randint(-18, -6, (), generator=gen)))
+        for z in (x, y):
+            assert M._points_ok(z) == M.check_point(z)[0], trial
+    inf, nan = float("inf"), float("nan")
+    edges = [[-2.0, 0.0, 0.0, 3.0**0.5], [inf, 1.0, 0.0, 0.0], [1.0, nan, 0.0, 0.0], [inf, inf, 0.0, 0.0]]
+    for row in edges:
+        z = torch.tensor([row], dtype=dtype)
+        assert not M._points_ok(z) and not M.check_point(z)[0]
+    o = M.origin(2, 4, dtype=dtype)
+    with pytest.raises(ValueError, match=r"Lorentz.dist: y is not a point .*time coordinate x_0 <= 0"):
+        M.dist(o, torch.tensor([[1.0, 0.0, 0.0, 0.0], [-1.0, 0.0, 0.0, 0.0]], dtype=dtype))
+    with pytest.raises(ValueError, match=r"Lorentz.dist: x is not a point .*inf or NaN"):
+        M.dist(torch.tensor([[1.0, float("nan"), 0.0, 0.0]], dtype=dtype), o[:1])
