@@ -1373,20 +1373,21 @@ def source(name: str, nc: int, part: str = "arith") -> str:
         unary = f"int64_t n, const {ctype} *x, int64_t xse, int64_t xsc, {ctype} *out, int64_t os, uint8_t *ok"
         exp_body, reduce_body, core_body = _exp_body(nc, tables), _log_reduce_body(nc), _log_core_body(nc, tables)
         kernels: list[str] = []
+
+        def log_core(kname: str, doc: str, body: list[str]) -> str:
+            """A Newton-core kernel: operand x holds ``(t, e, tiny)``, y the start."""
+            out_params = f"{common}, {ctype} *out, int64_t os, uint8_t *ok"
+            return _kernel(
+                kname, ctype, out_params, doc, [("true", body)], ["x", "y"], {"x": nc + 2, "y": 1}, nc,
+                broadcast=False, stages=_stage_count(body),
+            )  # fmt: skip
+
         if nc >= 3:  # the second pass over what mc_log_core flags (see _log_core_body)
-            body = _log_core_body(nc, tables, general=True)
             kernels.append(
-                _kernel(
+                log_core(
                     f"mc_log_core_general_{name}_{nc}",
-                    ctype,
-                    f"{common}, {ctype} *out, int64_t os, uint8_t *ok",
                     "log(x), second part for short expansions: mc_log_core with arith's general product inline",
-                    [("true", body)],
-                    ["x", "y"],
-                    {"x": nc + 2, "y": 1},
-                    nc,
-                    broadcast=False,
-                    stages=_stage_count(body),
+                    _log_core_body(nc, tables, general=True),
                 )
             )
         for fn in ("log1p", "asinh", "acosh", "atanh"):
@@ -1427,18 +1428,7 @@ def source(name: str, nc: int, part: str = "arith") -> str:
                 nc + 2,
                 stages=_stage_count(reduce_body),
             ),
-            _kernel(
-                f"mc_log_core_{name}_{nc}",
-                ctype,
-                f"{common}, {ctype} *out, int64_t os, uint8_t *ok",
-                "log(x), second part: Newton core from y = log1p(t_0), e ln2 + y",
-                [("true", core_body)],
-                ["x", "y"],
-                {"x": nc + 2, "y": 1},
-                nc,
-                broadcast=False,
-                stages=_stage_count(core_body),
-            ),
+            log_core(f"mc_log_core_{name}_{nc}", "log(x), second part: Newton core from y = log1p(t_0), e ln2 + y", core_body),
         ]
         for fn, body, nout in (
             ("expm1", _expm1_body(nc, tables), nc),
