@@ -27,7 +27,8 @@ Usage::
     python benchmarks/bench_geoopt.py                      # both tables
     python benchmarks/bench_geoopt.py --only step --points 100 10000 --cpu-time
     python benchmarks/bench_geoopt.py --only ops --size 1000000 --repeats 7
-    python benchmarks/bench_geoopt.py --cpu-time --markdown --write-results docs/results/geoopt_speed.md
+    python benchmarks/bench_geoopt.py --only step --cpu-time --markdown --write-results docs/results/geoopt_step.md
+    python benchmarks/bench_geoopt.py --only ops --cpu-time --markdown --write-results docs/results/geoopt_ops.md
 """
 
 from __future__ import annotations

@@ -55,7 +55,10 @@ def test_steps_past_the_budget_are_not_started(tmp_path):
     proc = _run(out, "--dry-run", GPU_SESSION_BUDGET="20")
     assert proc.returncode == 1, proc.stderr[-2000:]  # not every step ran
     steps = (out / "steps.log").read_text().splitlines()
-    assert steps[0].startswith("facts rc=0") and "(limit 20s)" in steps[0]
+    # the first step gets the whole budget when the script starts within the second it
+    # was launched; on a loaded machine that second is gone and it is not started either
+    ran = steps[0].startswith("facts rc=0") and "(limit 20s)" in steps[0]
+    assert ran or steps[0] == "facts not started: 19s of the 20s budget left", steps[0]
     assert [line.split()[0] for line in steps[1:4]] == ["native_cuda", "bench_ops", "cuda_rest"]
     assert all("not started" in line for line in steps[1:4])
 
