@@ -205,6 +205,7 @@ def _markdown(first: str, heads: list[str], rows: list[tuple[str, list[Timing]]]
             if cpu:
                 cell += f" (cpu {t[1] / ref[1]:.2f}x)"
             cells.append(cell)
+        cells += ["-"] * (len(heads) - len(cells))  # a method without a check has no check=False column
         lines.append(f"| {name} | {ref[0] * 1e3:.2f} ms | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
