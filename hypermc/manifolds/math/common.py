@@ -28,7 +28,7 @@ from typing import Any
 import mpmath
 import torch
 
-from ...mcf import arith, fixed
+from ...mcf import arith, fixed, reduce
 from ...mcf.eft import all_true, float_format, renormalize, unpack
 from ...mcf.tensor import MCTensor, from_mpmath, implements
 from . import _plain
@@ -453,43 +453,24 @@ Example:
 # ------------------------------------------------------------------- the deficit
 
 
-def _sumsq_pairwise(t: torch.Tensor) -> torch.Tensor:
-    """``sum_i t_i^2`` over the coordinate axis of a component tensor ``(*, n, m)`` ->
-    ``(*, m)``, in ``m``-component arithmetic: the squares (:func:`arith.square`), then a
-    pairwise tree (the first half of the axis plus the second, an odd last element carried
-    to the next level), one MC add per level over all pairs at once, so a row of ``n``
-    coordinates costs ``1 + ceil(log2 n)`` kernel calls (the fused ones where they apply).
-
-    The terms are non-negative, so nothing cancels: each add is relatively accurate to
-    ``~1.4 u^m``, each square to ``~u^m``, and the sum to ``(1 + 1.4 ceil(log2 n)) u^m``.
-    """
-    n = t.shape[-2]
-    if n == 0:
-        return torch.zeros((*t.shape[:-2], t.shape[-1]), dtype=t.dtype, device=t.device)
-    t = arith.square(t)
-    while n > 1:
-        h = n // 2
-        pair = arith.add(t[..., :h, :], t[..., h : 2 * h, :])
-        t = torch.cat([pair, t[..., 2 * h :, :]], dim=-2) if n % 2 else pair
-        n = h + n % 2
-    return t[..., 0, :]
-
-
 def _deficit_components(x: torch.Tensor, c: float) -> torch.Tensor:
     """``1 - c |x|^2`` of a component tensor ``(*, n, nc)`` -> ``(*, nc)``.
 
-    Squares and sum at ``nc + 1`` components (:func:`_sumsq_pairwise`), the product with
-    ``c`` and the subtraction from 1 there too; one rounding to ``nc`` at the end.
-    Absolute error ``<~ (2 + 1.4 ceil(log2 n)) u^(nc+1) max(1, c|x|^2)`` before that
-    rounding (``~6 u^(nc+1)`` for ``n <= 4``, ``~12 u^(nc+1)`` for ``n <= 64``), so the
-    result is relatively accurate to ``u^nc`` as long as it exceeds that divided by ``u^nc``
-    (``~12 u c|x|^2``).
+    Squares and sum at ``nc + 1`` components (exact products, accurate tree sum), the
+    product with ``c`` and the subtraction from 1 there too; one rounding to ``nc`` at
+    the end (:func:`_round_to`). Absolute error ``<~ 3 u^(nc+1) max(1, c|x|^2)`` before
+    that rounding, so the result is relatively accurate to ``u^nc`` as long as it exceeds
+    ``~3 u |x|^2 c``.
+
+    (A pairwise sum by the MC add kernels was 2.6x faster on dense points but slower
+    where coordinates are zero: a sum of two zero squares fails the add kernel's
+    fast-path check and takes its general kernel.)
     """
     nc = x.shape[-1]
     if nc == 1:  # plain points: the compensated row pass of ._plain (same accuracy, one pass)
         return _plain.deficit(x[..., 0], c).unsqueeze(-1)
     wide = arith.pad(x, nc + 1)
-    s = _sumsq_pairwise(wide)
+    s = reduce.sumsq(wide, dim=-1)
     if c != 1.0:
         s = arith.mul(s, arith.from_engine(torch.tensor(c, dtype=torch.float64, device=x.device).expand(s.shape[:-1]), x.dtype, nc + 1))
     one = arith.from_float(torch.ones_like(s[..., 0]), nc + 1)
