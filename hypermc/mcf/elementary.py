@@ -325,7 +325,7 @@ def _dispatch(
     absolute precision of a large ``x``, which the rounded :func:`_to_float64` would lose),
     and ``generic`` receives ``width=exact64(dtype, nc)``, the components its result needs.
     ``fused(expansion, width)`` runs that expansion in one fused loop where :mod:`native`
-    has a kernel for it (float32 nc = 3, 4: :data:`native_source.TRIG_INPUTS`), same bits.
+    has a kernel for it (float32 nc = 3, 4: :data:`hypermc.mcf.native.source.TRIG_INPUTS`), same bits.
     """
     if x.dim() == 0:
         raise ValueError("x: expected a component tensor of shape (*shape, nc); got a 0-d tensor (an MCTensor's components have nc last)")
@@ -1200,7 +1200,7 @@ def _trig_width(dtype: torch.dtype, nc: int) -> int:
 def _sin_cos_generic(x: list[torch.Tensor], width: int | None) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
     """``(sin x, cos x)`` of the finite ``x`` (non-finite elements computed as 0) at
     ``width`` components (default ``len(x)``): the quadrant ``q`` applied to ``(sin r,
-    cos r)``. :func:`native_source._t_sin_cos` is this function's C++ transcription."""
+    cos r)``. :func:`hypermc.mcf.native.source._t_sin_cos` composes its C++ kernel step by step after this function."""
     q, r = _trig_reduce(_sanitize(x), width or len(x))
     s, c = _sin_cos_reduced(r)
     # sin: q = 0: sin r, 1: cos r, 2: -sin r, 3: -cos r; cos x = sin(x + pi/2): q + 1

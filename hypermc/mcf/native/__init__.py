@@ -81,7 +81,7 @@ __all__ += ["expm1", "sinh", "cosh", "tanh", "log1p", "asinh", "acosh", "atanh"]
 #: Component counts with native kernels.
 NCS = (2, 3, 4)
 #: Component counts with fused float64 exp/log (and sin/cos, CPU only) on the CPU. Their loops are split into
-#: stages (:func:`native_source._staged_loop`): before that GCC -O3 took 66 s (idle CI
+#: stages (:func:`hypermc.mcf.native.source._staged_loop`): before that GCC -O3 took 66 s (idle CI
 #: machine) to over 5 minutes per library at nc = 3 and did not finish nc = 4 in 20
 #: minutes; staged, nc = 3 builds in ~8 s and nc = 4 in ~21 s on the 2-core VM.
 ELEMENTARY_NCS = (2, 3, 4)

@@ -58,7 +58,7 @@ from . import source as ns
 
 __all__ = ["available", "source", "Kernel", "Backend", "KERNELS", "jiterator_launch"]
 
-#: CUDA device helpers, the counterparts of native_source's C++ prelude (same names with
+#: CUDA device helpers, the counterparts of native.source's C++ prelude (same names with
 #: an ``mc_`` prefix, so nothing collides with jiterator's own definitions).
 _PRELUDE = r"""// hypermc/mcf/native/cuda.py: the CUDA form of hypermc/mcf/native/source.py's kernels
 template <class T> struct mc_bits;
@@ -148,7 +148,7 @@ template <class T> __device__ inline T mc_pow2(mc_int<T> k) {
 }
 """
 
-# an operand of a product or quotient in native_source's statements: a name, a literal
+# an operand of a product or quotient in native.source's statements: a name, a literal
 # T(...), (T)sign, X(k)/Y(k), or a negated name
 _OPERAND = r"(?:T\([^()]*\)|\(T\)\w+|[XY]\(\d+\)|-?\w+)"
 _PRODUCT = re.compile(rf"({_OPERAND}) \* ({_OPERAND})")
@@ -169,7 +169,7 @@ _HELPERS = re.compile(r"\b(normal|expo|keep_if|clampi|select|toint|tofloat|mant|
 
 
 def _translate(line: str) -> str:
-    """One statement of native_source's C++ as CUDA device code (see the module docstring)."""
+    """One statement of native.source's C++ as CUDA device code (see the module docstring)."""
     if line.startswith("OK = "):
         return f"ok = ({line[5:-1]}) ? T(1) : T(0);"
     line = re.sub(r"\bOUT\((\d+)\)", r"out\1", line)
@@ -182,7 +182,7 @@ def _translate(line: str) -> str:
     if line.startswith("T "):  # a quotient of the component type (integer ones stay)
         line = _QUOTIENT.sub(r"mc_div(\1, \2)", line)
     if "*" in line or "std::" in line or (line.startswith("T ") and "/" in line):
-        raise AssertionError(f"native_cuda: untranslated statement {line!r}")
+        raise AssertionError(f"hypermc.mcf.native.cuda: untranslated statement {line!r}")
     return line
 
 
@@ -223,7 +223,7 @@ def _function(name: str, inputs: dict[str, int], extras: list[str], nout: int, b
 def _spec(name: str, nc: int) -> dict[tuple[str, int], tuple[list[str], dict[str, int], list[str], int, list[str]]]:
     """``(op, variant) -> (body, inputs, extras, nout, table declarations)`` of ``(name, nc)``;
     the variant is the number of components of the second operand (0: none or fixed)."""
-    if name == "f64e":  # the float64 exp/log kernels (native_source's "elementary" part)
+    if name == "f64e":  # the float64 exp/log kernels (native.source's "elementary" part)
         tables = ns._Tables()
         exp = ns._exp_body(nc, tables)
         reduce = ns._log_reduce_body(nc)
