@@ -3,7 +3,9 @@ torch and the device, whether each fused CUDA kernel configuration is in use, an
 bits of the NaN that 0/0 gives on each device (x86's default NaN has its sign bit set;
 the float32 canonical NaN that NVIDIA documents, 0x7FFFFFFF, has not), also through
 ``arith.div`` at float32 nc = 3, whose division by zero reaches the torch path on both
-devices. Prints plain lines; takes no arguments but --help.
+devices. Also builds the CPU elementary libraries (the device tests compare with them).
+Prints plain lines; --part limits the CUDA configurations to one part (and builds no
+CPU library); --jobs sets how many configurations build at once.
 
     python benchmarks/device_facts.py
 """
@@ -11,7 +13,11 @@ devices. Prints plain lines; takes no arguments but --help.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import multiprocessing
 import platform
+import time
+from concurrent.futures import ProcessPoolExecutor
 
 import torch
 
@@ -27,7 +33,15 @@ def _bits(t: torch.Tensor) -> str:
 
 
 def main() -> None:
-    argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter).parse_args()
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--part", choices=["arith", "elementary"], help="only this part's CUDA configurations (default: all)")
+    parser.add_argument(
+        "--jobs",
+        type=int,
+        default=8,
+        help="configurations built at once with CUDA, each in a process (default 8; 1: here)",
+    )
+    args = parser.parse_args()
     print(f"torch {torch.__version__}, python {platform.python_version()}, {platform.machine()}")
     cuda = torch.cuda.is_available()
     print("cuda:", torch.cuda.get_device_name() if cuda else "not available (CPU only: a dry run or no GPU)")
@@ -38,9 +52,29 @@ def main() -> None:
             print(f"{device} {dtype}: 0/0 bits {_bits((z / z)[:1])}, 0*inf bits {_bits((z * torch.inf)[:1])}")
         x = torch.zeros(2, 3, dtype=torch.float32, device=device)
         print(f"{device} arith.div float32 nc=3 of 0/0: {_bits(arith.div(x, x)[0])}")
-    for name, nc, part in native_cuda.KERNELS:
-        dtype = torch.float32 if name == "f32" else torch.float64
-        print(f"native cuda {name} nc={nc} {part}: {native.status(dtype, nc, part, device='cuda')}")
+    # the CPU libraries that the device tests compare with, then the CUDA configurations:
+    # each built and self-checked in a process of its own, in parallel (NVRTC and the C++
+    # compiler each use one core); the later processes find the kernels in the caches on
+    # disk (torch's ~/.cache/torch/kernels, hypermc's native cache)
+    configs = [] if args.part else [("cpu", "f64", nc, "elementary") for nc in native.ELEMENTARY_NCS]
+    configs += [("cuda", name, nc, part) for name, nc, part in native_cuda.KERNELS if not args.part or part == args.part]
+    with contextlib.ExitStack() as stack:
+        if cuda and args.jobs > 1:
+            context = multiprocessing.get_context("spawn")  # CUDA does not survive a fork
+            pool = stack.enter_context(ProcessPoolExecutor(max_workers=min(args.jobs, len(configs)), mp_context=context))
+            states = pool.map(_status, configs)  # in order, each as soon as it and those before it are done
+        else:  # without CUDA (a dry run) the CUDA configurations answer at once
+            states = map(_status, configs)
+        for (device, name, nc, part), (state, seconds) in zip(configs, states):
+            print(f"native {device} {name} nc={nc} {part}: {state} ({seconds:.1f} s to build and check)", flush=True)
+
+
+def _status(config: tuple[str, str, int, str]) -> tuple[str, float]:
+    """``native.status`` of one configuration (builds it and runs its self-check) and the seconds it took."""
+    device, name, nc, part = config
+    t0 = time.perf_counter()
+    state = native.status(torch.float32 if name == "f32" else torch.float64, nc, part, device=device)
+    return state, time.perf_counter() - t0
 
 
 if __name__ == "__main__":

@@ -8,8 +8,9 @@
 # Steps, in order of what is still unknown (each bounded by `timeout`, its limit cut to the
 # budget left; a step with under 20 s left is not started and says so):
 #   facts        benchmarks/device_facts.py: torch, device, NaN bits of 0/0 on each device,
-#                the status of every fused CUDA configuration (compiles the kernels once,
-#                so the tests below find them in torch's kernel cache)
+#                the status of every fused CUDA configuration and CPU elementary library
+#                (builds them in parallel processes, so the tests below find the kernels
+#                in torch's kernel cache and hypermc's native cache)
 #   native_cuda  the cuda tests of tests/mcf/test_native_cuda.py (pytest-xdist where present)
 #   bench_ops    bench_ops --device cuda --sizes 4096x4096: the ops of the GPU table
 #   cuda_rest    every other cuda test
@@ -54,7 +55,7 @@ if [ $dry = 1 ]; then
     bench=(--device cpu --sizes 64x64 --ops add --dtypes float64 --nc 2 --repeats 3 --warmup 1 --budget 1)
 else
     bench=(--device cuda --sizes 4096x4096 --ops add mul div sqrt exp log atanh acosh --dtypes float64 float32 --nc 2 3 4
-        --no-ref --repeats 5 --warmup 1 --budget 1)
+        --no-ref --repeats 3 --warmup 1 --budget 0.5)
 fi
 workers=${GPU_SESSION_WORKERS:-$([ $dry = 1 ] && echo 0 || echo 4)}
 xdist=()
@@ -110,7 +111,7 @@ pytest_step() {  # pytest_step NAME LIMIT_S PYTEST_ARGS...
         --junitxml "$junit_dir/$name.xml" "$@"
 }
 
-step facts 100 "$out/machine.txt" "$py" benchmarks/device_facts.py
+step facts 200 "$out/machine.txt" "$py" benchmarks/device_facts.py
 pytest_step native_cuda 180 "${xdist[@]}" tests/mcf/test_native_cuda.py
 step bench_ops 130 "$out/bench_ops.txt" "$py" benchmarks/bench_ops.py "${bench[@]}" --markdown
 # shellcheck disable=SC2086  # GPU_SESSION_REST is a list of paths

@@ -554,8 +554,8 @@ def test_float32_trig_uses_the_float64_kernel(monkeypatch):
 def test_elementary_status():
     assert native.status(torch.float32, 3, "elementary") == "no native elementary kernels for torch.float32 (float64 only)"
     assert not native.available(torch.float32, 3, "elementary")
-    # nc = 4 on the CPU since the staged kernels (stop 29); on CUDA not yet verified
-    assert native._elementary_ncs("cpu") == (2, 3, 4) and native._elementary_ncs("cuda") == (2, 3)
+    # nc = 2, 3, 4 on both devices (staged loops on the CPU)
+    assert native._elementary_ncs("cpu") == (2, 3, 4) and native._elementary_ncs("cuda") == (2, 3, 4)
     assert native.status(torch.float64, 4, "elementary") == "in use" or native._compiler() is None
     r = native.exp(torch.tensor([[1.0, 0.0, 0.0, 0.0]] * 3, dtype=torch.float64))
     assert r is None or bool(r.ok.all())

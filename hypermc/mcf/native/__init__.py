@@ -1,4 +1,4 @@
-"""Fused CPU kernels for nc = 2, 3, 4 (float32, float64), built on first use.
+"""Fused kernels for nc = 2, 3, 4 (float32, float64) on the CPU and CUDA, built on first use.
 
 Why. The fixed networks of :mod:`hypermc.mcf.fixed` cost 80-700 elementwise torch
 kernels per op (one memory pass each; fp64 nc=3 add was ~60x a native add, div ~400x) and
@@ -6,12 +6,14 @@ the double-word add 20. :mod:`hypermc.mcf.native.source` generates straight-line
 the same networks (add/sub/add_float/mul/mul_float/div for nc = 2, 3, 4; sqrt for
 nc = 3, 4), one library per (dtype, nc), compiled here by the system C++ compiler (10-15 s,
 once per machine: cached) and called through :mod:`ctypes` on the tensors' memory. A
-second library per nc (``part="elementary"``, built on first use of exp/log/sin/cos/tan:
-3-45 s, its straight-line code is large and split into stages) holds
-:mod:`hypermc.mcf.elementary`'s float64 exp, log and sin/cos (Tang's reduction, the
-Taylor series, Newton's iteration for log, the fast ``pi/2`` reduction and the sin/cos
-tables; every arith step inlined), which otherwise run as ~20-200 fused calls per block
-plus torch glue; the sin/cos kernel also takes float32 nc = 3, 4 expansions. ctypes
+second library per nc (``part="elementary"``, built on first use of an elementary
+function: 3-45 s, its straight-line code is large and split into stages) holds
+:mod:`hypermc.mcf.elementary`'s float64 exp, log, expm1, log1p, the (inverse) hyperbolic
+functions and sin/cos/tan (Tang's reduction, the Taylor series, Newton's iteration for
+log, the fast ``pi/2`` reduction and the sin/cos tables; every arith step inlined), which
+otherwise run as ~20-200 fused calls per block plus torch glue; the sin/cos kernel also
+takes float32 nc = 3, 4 expansions. On CUDA tensors the same kernels run as CUDA code
+(:mod:`hypermc.mcf.native.cuda`). ctypes
 releases the GIL, so large tensors are split over torch's intra-op thread count. Numbers
 in ``docs/numerics.md``.
 
@@ -28,7 +30,7 @@ not part of the contract (the torch path's own depends on the batch: renormalize
 another branch when a batch holds a non-finite value); the elementary kernels flag any
 non-finite component, so such elements take the torch path.
 
-Scope. CPU tensors, float32/float64, nc = 2/3/4, outside ``torch.compile`` tracing (the
+Scope. CPU and CUDA tensors, float32/float64, nc = 2/3/4, outside ``torch.compile`` tracing (the
 traced path is :mod:`hypermc.mcf.compile`'s opaque op, whose eager body lands here) and
 without autograd on the component tensors (MC autograd runs above ``__torch_dispatch__``).
 Elements that fail the fast-path check (zeros, inf/NaN, heavy cancellation, operands
@@ -71,7 +73,7 @@ from .. import arith, elementary, registry  # arith, elementary: the self-check'
 from ..eft import float_format, has_fused_addcmul, renormalize, tracing, unpack
 from ..fixed import patch
 from . import cuda as native_cuda
-from .source import TRIG_INPUTS, _trig_op
+from .source import TRIG_INPUTS, _Tables, _trig_op, elementary_kernels
 from .source import source as generate
 
 __all__ = ["available", "status", "library", "library_status", "Result", "NCS", "ELEMENTARY_NCS", "NO_COMPILER"]
@@ -80,14 +82,13 @@ __all__ += ["expm1", "sinh", "cosh", "tanh", "log1p", "asinh", "acosh", "atanh"]
 
 #: Component counts with native kernels.
 NCS = (2, 3, 4)
-#: Component counts with fused float64 exp/log (and sin/cos, CPU only) on the CPU. Their loops are split into
+#: Component counts with the fused float64 elementary library on the CPU. Its loops are split into
 #: stages (:func:`hypermc.mcf.native.source._staged_loop`): before that GCC -O3 took 66 s (idle CI
 #: machine) to over 5 minutes per library at nc = 3 and did not finish nc = 4 in 20
 #: minutes; staged, nc = 3 builds in ~8 s and nc = 4 in ~21 s on the 2-core VM.
 ELEMENTARY_NCS = (2, 3, 4)
-#: The same on CUDA (NVRTC translations of the bodies, not staged): nc = 4 has not run
-#: on a GPU yet, so it keeps the torch path there.
-CUDA_ELEMENTARY_NCS = (2, 3)
+#: The same on CUDA (NVRTC translations of the bodies, not staged).
+CUDA_ELEMENTARY_NCS = (2, 3, 4)
 
 
 def _elementary_ncs(device_type: str) -> tuple[int, ...]:
@@ -190,19 +191,11 @@ def _declare(lib: ctypes.CDLL, name: str, nc: int, part: str = "arith") -> None:
         "div": pair + [vp, i64, vp],
         "sqrt": [i64, vp, i64, i64, dbl, dbl, vp, i64, vp],
     }
+    if nc >= 3:  # the second passes of add and mul
+        signatures["add_general"], signatures["mul_general"] = signatures["add"], signatures["mul"]
     if part == "elementary":  # elementary's float64 path
-        signatures = {
-            "exp": [i64, vp, i64, i64, vp, i64, vp],
-            "log_reduce": [i64, vp, i64, i64, vp, i64, vp],
-            "log_core": pair + [vp, i64, vp],
-        }
-        if nc >= 3:
-            signatures["log_core_general"] = pair + [vp, i64, vp]
-        for fn in ("expm1", "sinh_cosh", "tanh", "log1p_reduce", "asinh_reduce", "acosh_reduce", "atanh_reduce"):
-            signatures[fn] = [i64, vp, i64, i64, vp, i64, vp]
-        for nx in TRIG_INPUTS[nc]:
-            for fn in ("sin_cos", "tan") if nc == 2 else ("sin_cos",):
-                signatures[_trig_op(nx, nc, fn)] = [i64, vp, i64, i64, vp, i64, vp]
+        unary, binary = [i64, vp, i64, i64, vp, i64, vp], pair + [vp, i64, vp]
+        signatures = {k.op: binary if len(k.inputs) == 2 else unary for k in elementary_kernels(nc, _Tables())}
     for op, args in signatures.items():
         if nc == 2 and op == "sqrt":
             continue  # double-word add, mul and div only
@@ -335,8 +328,6 @@ def _self_check(lib: Kernels, dtype: torch.dtype, nc: int, part: str = "arith", 
                 x32 = _self_check_inputs(torch.float32, n32)[0].to(device_type) * 2.0**-10
                 for op in ("sin", "cos", "tan"):
                     ops[f"float32 nc={n32} {op}"] = functools.partial(_on_fixed, getattr(elementary, op), x32)
-        if isinstance(lib, native_cuda.Backend):  # C++ only (no CUDA translation yet)
-            ops = {op: f for op, f in ops.items() if op.startswith(("exp", "log"))}
     ints = {torch.float32: torch.int32, torch.float64: torch.int64}
     # the ops below reach the kernels through _load
     with registry.trial(_key(_NAMES[dtype], nc, part, device_type), lib):
@@ -529,18 +520,24 @@ class Result(NamedTuple):
     the fast-path mask ``ok`` and the number ``bad`` of elements where it is false.
 
     Example:
-        The cancelling second sum fails the fast-path check; :meth:`patched` recomputes it
-        with a general kernel (the caller's torch kernel; here a plain renormalisation):
+        The cancelling second sum fails the fixed network's check, and :func:`add`'s second
+        pass (the general algorithm, fused) recomputes it. Next to a sum with an infinite
+        operand, which the second pass rejects too, both stay rejected (all or nothing),
+        and :meth:`patched` recomputes them with the caller's general kernel (here a plain
+        renormalisation):
 
-        >>> x = torch.tensor([[1.0, 2.0**-60, 2.0**-120], [1.0, 2.0**-60, 0.0]], dtype=torch.float64)
-        >>> y = torch.tensor([[0.5, 2.0**-61, 2.0**-121], [-1.0, 0.0, 0.0]], dtype=torch.float64)
+        >>> x = torch.tensor([[1.0, 2.0**-60, 2.0**-120], [1.0, 2.0**-60, 0.0], [1.0, 0.0, 0.0]], dtype=torch.float64)
+        >>> y = torch.tensor([[0.5, 2.0**-61, 2.0**-121], [-1.0, 0.0, 0.0], [math.inf, 0.0, 0.0]], dtype=torch.float64)
         >>> def general(a, b):
         ...     return renormalize(torch.cat([a, b], -1), 3)
-        >>> r = add(x, y, subtract=False)  # None without a C++ compiler
-        >>> r is None or (r.ok.tolist(), r.bad) == ([True, False], 1)
+        >>> r = add(x[:2], y[:2], subtract=False)  # None without a C++ compiler
+        >>> r is None or (r.ok.tolist(), r.bad) == ([True, True], 0)
+        True
+        >>> r = add(x, y, subtract=False)
+        >>> r is None or (r.ok.tolist(), r.bad) == ([True, False, False], 2)  # all or nothing: see _second_pass
         True
         >>> out = general(x, y) if r is None else r.patched(general, x, y)
-        >>> out.tolist() == [[1.5, 1.5 * 2**-60, 1.5 * 2**-120], [2.0**-60, 0.0, 0.0]]
+        >>> out.tolist() == [[1.5, 1.5 * 2**-60, 1.5 * 2**-120], [2.0**-60, 0.0, 0.0], [math.inf, 0.0, 0.0]]
         True
     """
 
@@ -553,6 +550,28 @@ class Result(NamedTuple):
         if not self.bad:
             return self.out
         return patch(self.out, self.ok, general, *operands)
+
+
+def _second_pass(lib: Kernels, op: str, res: Result, operands: list[torch.Tensor], extra: tuple) -> Result:
+    """``res`` with the elements it rejects recomputed by the kernel ``op`` (arith's general
+    algorithm for them, traced like the fixed one), on their rows only. Without this the
+    rejected elements take the torch kernel: on a GPU hundreds of launches, for a handful
+    of elements in millions.
+
+    All or nothing: where ``op`` rejects any of them (a non-finite operand or result),
+    ``res`` comes back as it was and the caller's torch kernel recomputes them all. That
+    kernel takes one branch for the batch it gets (its finite branch only when every
+    element is finite, and the other branch gives zero tails another sign), so the kernel
+    may only stand in for it on a batch that is finite throughout."""
+    if not res.bad:
+        return res
+    bad = ~res.ok
+    rows = [o.expand(*bad.shape, o.shape[-1])[bad] for o in operands]
+    again = _call(lib, op, rows, extra, res.out.shape[-1])
+    if again.bad:
+        return res
+    res.out[bad] = again.out  # into the kernel's output buffer (a view)
+    return Result(res.out, torch.ones_like(res.ok), 0)
 
 
 def add(x: torch.Tensor, y: torch.Tensor, subtract: bool) -> Result | None:
@@ -571,7 +590,10 @@ def add(x: torch.Tensor, y: torch.Tensor, subtract: bool) -> Result | None:
     lib = _eligible(x, y)
     if lib is None:
         return None
-    return _call(lib, "add", [x, y], (y.shape[-1], -1.0 if subtract else 1.0), x.shape[-1])
+    nc, extra = x.shape[-1], (y.shape[-1], -1.0 if subtract else 1.0)
+    res = _call(lib, "add", [x, y], extra, nc)
+    # x + b (add_float) recomputes its rejected elements with a sort of its own: torch only
+    return _second_pass(lib, "add_general", res, [x, y], extra) if nc >= 3 and y.shape[-1] == nc else res
 
 
 def mul(x: torch.Tensor, y: torch.Tensor) -> Result | None:
@@ -589,7 +611,8 @@ def mul(x: torch.Tensor, y: torch.Tensor) -> Result | None:
     lib = _eligible(x, y)
     if lib is None:
         return None
-    return _call(lib, "mul", [x, y], (y.shape[-1],), x.shape[-1])
+    res = _call(lib, "mul", [x, y], (y.shape[-1],), x.shape[-1])
+    return _second_pass(lib, "mul_general", res, [x, y], (y.shape[-1],)) if x.shape[-1] >= 3 else res
 
 
 def div(x: torch.Tensor, y: torch.Tensor) -> Result | None:
@@ -637,7 +660,7 @@ def _elementary_eligible(x: torch.Tensor, nc: int | None = None) -> Kernels | No
 
 
 def exp(x: torch.Tensor) -> Result | None:
-    """``exp(x)`` by ``elementary._exp_generic`` (float64, nc = 2, 3, 4; CUDA 2, 3): ``ok`` false for
+    """``exp(x)`` by ``elementary._exp_generic`` (float64, nc = 2, 3, 4): ``ok`` false for
     non-finite ``x_0``, complete over/underflow and where a fixed network's check fails.
 
     Example:
@@ -691,7 +714,7 @@ def _mostly_short(x: torch.Tensor) -> bool:
 
 
 def log(x: torch.Tensor) -> Result | None:
-    """``log(x)`` by ``elementary``'s float64 path (nc = 2, 3, 4; CUDA 2, 3) in two fused calls: the
+    """``log(x)`` by ``elementary``'s float64 path (nc = 2, 3, 4) in two fused calls: the
     reduction to ``t`` (with ``e`` and a flag), torch's ``log1p`` of ``t_0`` (the Newton
     start; the same function the torch path calls), the Newton core and ``e ln2 + y``.
     ``ok`` false for ``x_0`` not a positive normal number and where a check fails.
@@ -714,15 +737,8 @@ def _sin_cos(x: torch.Tensor, width: int | None, fn: str = "sin_cos") -> Result 
     nc = x.shape[-1] if width is None else width
     if nc not in TRIG_INPUTS or x.shape[-1] not in TRIG_INPUTS[nc]:
         return None
-    lib = _cpu_library(x, nc)
+    lib = _elementary_eligible(x, nc)
     return None if lib is None else _call(lib, _trig_op(x.shape[-1], nc, fn), [x], (), nc, nc if fn == "tan" else 2 * nc)
-
-
-def _cpu_library(x: torch.Tensor, nc: int | None = None) -> ctypes.CDLL | None:
-    """:func:`_elementary_eligible`'s C++ library for the kernels that have no CUDA
-    translation yet (sin/cos, expm1, the (inverse) hyperbolic functions, log1p), or None."""
-    lib = _elementary_eligible(x, nc) if x.device.type == "cpu" else None
-    return lib if isinstance(lib, ctypes.CDLL) else None  # not the CUDA kernels of a host build (tests)
 
 
 def _half(res: Result | None, second: bool) -> Result | None:
@@ -734,7 +750,7 @@ def _half(res: Result | None, second: bool) -> Result | None:
 
 
 def sin(x: torch.Tensor, width: int | None = None) -> Result | None:
-    """``sin(x)`` by ``elementary._sin_cos_generic`` (float64, CPU; result at ``width``
+    """``sin(x)`` by ``elementary._sin_cos_generic`` (float64, CPU and CUDA; result at ``width``
     components, default ``x``'s: nc = 2, 3, 4, and the float32 nc = 3, 4 expansions at
     2): the fast reduction ``x = n pi/2 + r``, the series and the tables in one fused loop
     (the kernel computes cos as well). ``ok`` false for non-finite or zero ``x_0``, where
@@ -781,15 +797,14 @@ def tan(x: torch.Tensor, width: int | None = None) -> Result | None:
     return Result(quotient, res.ok, res.bad)
 
 
-def _cpu_unary(x: torch.Tensor, op: str, nout: int) -> Result | None:
-    """``mc_{op}`` of the C++ elementary library on ``x`` (CPU only: these kernels have no
-    CUDA translation yet), or None."""
-    lib = _cpu_library(x)
+def _unary(x: torch.Tensor, op: str, nout: int) -> Result | None:
+    """The elementary library's kernel ``op`` on ``x`` (C++ or CUDA), or None."""
+    lib = _elementary_eligible(x)
     return None if lib is None else _call(lib, op, [x], (), x.shape[-1], nout)
 
 
 def expm1(x: torch.Tensor) -> Result | None:
-    """``expm1(x)`` by ``elementary._expm1_generic`` (float64, nc = 2, 3, 4, CPU); ``ok``
+    """``expm1(x)`` by ``elementary._expm1_generic`` (float64, nc = 2, 3, 4; CPU and CUDA); ``ok``
     false for zero or non-finite ``x_0``, ``|x_0|`` beyond exp's bound and where a fixed
     network's check fails.
 
@@ -798,11 +813,11 @@ def expm1(x: torch.Tensor) -> Result | None:
         >>> r is None or (r.ok.tolist() == [True, False] and abs(r.out[0, 0].item() - math.expm1(1)) < 1e-15)
         True
     """
-    return _cpu_unary(x, "expm1", x.shape[-1])
+    return _unary(x, "expm1", x.shape[-1])
 
 
 def sinh(x: torch.Tensor) -> Result | None:
-    """``sinh(x)`` by ``elementary._sinh_generic`` (float64, nc = 2, 3, 4, CPU; the kernel
+    """``sinh(x)`` by ``elementary._sinh_generic`` (float64, nc = 2, 3, 4, CPU and CUDA; the kernel
     computes cosh as well); ``ok`` as :func:`expm1`.
 
     Example:
@@ -810,7 +825,7 @@ def sinh(x: torch.Tensor) -> Result | None:
         >>> r is None or (r.ok.tolist() == [True] and r.out[0, 0].item() == math.sinh(1))
         True
     """
-    return _half(_cpu_unary(x, "sinh_cosh", 2 * x.shape[-1]), second=False)
+    return _half(_unary(x, "sinh_cosh", 2 * x.shape[-1]), second=False)
 
 
 def cosh(x: torch.Tensor) -> Result | None:
@@ -821,11 +836,11 @@ def cosh(x: torch.Tensor) -> Result | None:
         >>> r is None or (r.ok.tolist() == [True] and r.out[0, 0].item() == math.cosh(1))
         True
     """
-    return _half(_cpu_unary(x, "sinh_cosh", 2 * x.shape[-1]), second=True)
+    return _half(_unary(x, "sinh_cosh", 2 * x.shape[-1]), second=True)
 
 
 def tanh(x: torch.Tensor) -> Result | None:
-    """``tanh(x)`` by ``elementary._tanh_generic`` (float64, nc = 2, 3, 4, CPU); ``ok`` as
+    """``tanh(x)`` by ``elementary._tanh_generic`` (float64, nc = 2, 3, 4; CPU and CUDA); ``ok`` as
     :func:`expm1`.
 
     Example:
@@ -833,12 +848,12 @@ def tanh(x: torch.Tensor) -> Result | None:
         >>> r is None or (r.ok.tolist() == [True] and r.out[0, 0].item() == math.tanh(0.5))
         True
     """
-    return _cpu_unary(x, "tanh", x.shape[-1])
+    return _unary(x, "tanh", x.shape[-1])
 
 
-def _cpu_log_chain(x: torch.Tensor, fn: str) -> Result | None:
-    """:func:`_log_chain` of ``mc_{fn}_reduce`` on the C++ library (CPU only), or None."""
-    lib = _cpu_library(x)
+def _reduced_log(x: torch.Tensor, fn: str) -> Result | None:
+    """:func:`_log_chain` with the elementary library's reduction ``{fn}_reduce``, or None."""
+    lib = _elementary_eligible(x)
     return None if lib is None else _log_chain(lib, f"{fn}_reduce", x)
 
 
@@ -857,7 +872,7 @@ def _odd_finish(res: Result | None, x: torch.Tensor, scale: float | None = None)
 
 def log1p(x: torch.Tensor) -> Result | None:
     """``log1p(x)`` by ``elementary._log1p_masked_generic`` after ``_prepare_log1p``
-    (float64, nc = 2, 3, 4, CPU), two fused calls as :func:`log`. ``ok`` false for zero
+    (float64, nc = 2, 3, 4; CPU and CUDA), two fused calls as :func:`log`. ``ok`` false for zero
     or non-finite ``x_0``, ``1 + x`` not a positive normal number and where a check fails.
 
     Example:
@@ -865,11 +880,11 @@ def log1p(x: torch.Tensor) -> Result | None:
         >>> r is None or (r.ok.tolist() == [True, False] and abs(r.out[0, 0].item() - math.log(2)) < 1e-15)
         True
     """
-    return _cpu_log_chain(x, "log1p")
+    return _reduced_log(x, "log1p")
 
 
 def asinh(x: torch.Tensor) -> Result | None:
-    """``asinh(x)`` by ``elementary._asinh_generic`` (float64, nc = 2, 3, 4, CPU): the
+    """``asinh(x)`` by ``elementary._asinh_generic`` (float64, nc = 2, 3, 4; CPU and CUDA): the
     argument of ``log1p`` and the reduction fused, the Newton core of :func:`log`, the
     sign and the tiny case in torch. ``ok`` as :func:`log1p`.
 
@@ -878,12 +893,12 @@ def asinh(x: torch.Tensor) -> Result | None:
         >>> r is None or (r.ok.tolist() == [True] and abs(r.out[0, 0].item() - math.asinh(-1)) < 1e-15)
         True
     """
-    return _odd_finish(_cpu_log_chain(x, "asinh"), x)
+    return _odd_finish(_reduced_log(x, "asinh"), x)
 
 
 def acosh(x: torch.Tensor) -> Result | None:
     """``acosh(x)`` by ``elementary._acosh_generic`` after ``_prepare_acosh`` (float64,
-    nc = 2, 3, 4, CPU), as :func:`asinh`. ``ok`` false for ``x <= 1`` or not finite and
+    nc = 2, 3, 4; CPU and CUDA), as :func:`asinh`. ``ok`` false for ``x <= 1`` or not finite and
     where a check fails.
 
     Example:
@@ -891,12 +906,12 @@ def acosh(x: torch.Tensor) -> Result | None:
         >>> r is None or (r.ok.tolist() == [True, False] and abs(r.out[0, 0].item() - math.acosh(2)) < 1e-15)
         True
     """
-    return _cpu_log_chain(x, "acosh")
+    return _reduced_log(x, "acosh")
 
 
 def atanh(x: torch.Tensor) -> Result | None:
     """``atanh(x)`` by ``elementary._atanh_generic`` after ``_prepare_atanh`` (float64,
-    nc = 2, 3, 4, CPU): ``log1p(2|x| / (1 - |x|)) / 2`` as :func:`asinh`. ``ok`` false for
+    nc = 2, 3, 4; CPU and CUDA): ``log1p(2|x| / (1 - |x|)) / 2`` as :func:`asinh`. ``ok`` false for
     zero or non-finite ``x_0``, ``|x| >= 1`` and where a check fails.
 
     Example:
@@ -904,7 +919,7 @@ def atanh(x: torch.Tensor) -> Result | None:
         >>> r is None or (r.ok.tolist() == [True, False] and abs(r.out[0, 0].item() - math.atanh(0.5)) < 1e-15)
         True
     """
-    return _odd_finish(_cpu_log_chain(x, "atanh"), x, 0.5)
+    return _odd_finish(_reduced_log(x, "atanh"), x, 0.5)
 
 
 registry.register(add, mul, div, sqrt, exp, log, sin, cos, tan, expm1, sinh, cosh, tanh, log1p, asinh, acosh, atanh)

@@ -35,7 +35,10 @@ CPU library before any kernel is used; a mismatch disables the kernels with one 
 naming the kernel.
 
 Scope. CUDA tensors, float32/float64, nc = 2, 3, 4 (add, sub, add_float, mul,
-mul_float; div and sqrt for nc = 3, 4), float64 exp and log for nc = 2, 3; the same
+mul_float; div and sqrt for nc = 3, 4, and at nc = 3, 4 the general add and mul that
+recompute what the fixed networks' checks reject), and the float64 elementary library of the CPU
+(:func:`hypermc.mcf.native.source.elementary_kernels`: exp, log, expm1, log1p, sinh/cosh,
+tanh, asinh, acosh, atanh, sin/cos, tan) for nc = 2, 3, 4; the same
 eligibility as the CPU library otherwise (no autograd on the component tensors, not
 while ``torch.compile`` traces). :func:`source` gives the code of a kernel, so it can be
 read, and compiled on a machine without a GPU (the tests build it as C++ against a
@@ -107,6 +110,8 @@ template <> __device__ inline double mc_magic<double>() { return 0x1.8p+52; }
 template <class T> __device__ inline mc_int<T> mc_field(T x) {
   return (mc_int<T>)((mc_to_bits(x) >> (mc_bits<T>::P - 1)) & (mc_uint<T>)(2 * mc_bits<T>::BIAS + 1));
 }
+// The sign bit of x.
+template <class T> __device__ inline bool mc_sign_bit(T x) { return (mc_to_bits(x) >> (8 * sizeof(T) - 1)) != 0; }
 // Whether x is a normal number (not zero, subnormal, inf or NaN).
 template <class T> __device__ inline bool mc_normal(T x) {
   mc_int<T> e = mc_field(x);
@@ -149,8 +154,8 @@ template <class T> __device__ inline T mc_pow2(mc_int<T> k) {
 """
 
 # an operand of a product or quotient in native.source's statements: a name, a literal
-# T(...), (T)sign, X(k)/Y(k), or a negated name
-_OPERAND = r"(?:T\([^()]*\)|\(T\)\w+|[XY]\(\d+\)|-?\w+)"
+# T(...), (T)sign, X(k)/Y(k), a helper of one name (mc_fabs(v3)), or a negated name
+_OPERAND = r"(?:T\([^()]*\)|\(T\)\w+|[XY]\(\d+\)|mc_\w+\(\w+\)|-?\w+)"
 _PRODUCT = re.compile(rf"({_OPERAND}) \* ({_OPERAND})")
 _QUOTIENT = re.compile(rf"({_OPERAND}) / ({_OPERAND})")
 _CALLS = [
@@ -165,7 +170,7 @@ _CALLS = [
     ("std::sqrt(", "mc_sqrt("),
     ("std::rint(", "mc_rint("),
 ]
-_HELPERS = re.compile(r"\b(normal|expo|keep_if|clampi|select|toint|tofloat|mant|pow2)<T>\(")
+_HELPERS = re.compile(r"\b(field|sign_bit|normal|expo|keep_if|clampi|select|toint|tofloat|mant|pow2)<T>\(")
 
 
 def _translate(line: str) -> str:
@@ -188,12 +193,18 @@ def _translate(line: str) -> str:
 
 class Kernel(NamedTuple):
     """One jiterator kernel: its name, code, inputs per operand, extra scalar parameters
-    and number of outputs (the components and ``ok``).
+    and number of outputs (components and ``ok``). An op with more outputs than
+    jiterator takes (:data:`MAX_OUTPUTS`) is several kernels over the same inputs, each
+    computing the whole body and writing a slice of the components and ``ok``: the first
+    kernel, and the others in ``rest``.
 
     Example:
         >>> k = source("f64", 2)[("mul", 1)]  # double-word times a plain float
-        >>> k.name, k.inputs, k.extras, k.outputs
-        ('hypermc_mul_f64_2_y1', (2, 1), (), 3)
+        >>> k.name, k.inputs, k.extras, k.outputs, k.rest
+        ('hypermc_mul_f64_2_y1', (2, 1), (), 3, ())
+        >>> k = source("f64", 4, "elementary")[("sin_cos", 0)]  # 8 components and ok
+        >>> [(p.name, p.outputs) for p in (k, *k.rest)]
+        [('hypermc_sin_cos_f64_4', 8), ('hypermc_sin_cos_f64_4_o7', 2)]
     """
 
     name: str
@@ -201,6 +212,17 @@ class Kernel(NamedTuple):
     inputs: tuple[int, ...]
     extras: tuple[str, ...]
     outputs: int
+    rest: tuple[Kernel, ...] = ()
+
+    @property
+    def components(self) -> int:
+        """The op's result components, over all its kernels (``ok`` not counted)."""
+        return sum(p.outputs - 1 for p in (self, *self.rest))
+
+
+#: Outputs (components and ``ok``) of one jiterator kernel at most: "This API only
+#: supports up to 8 inputs and 8 outputs" (``torch.cuda.jiterator``).
+MAX_OUTPUTS = 8
 
 
 #: Statements above which an entry function is not inlined: jiterator's kernel calls it
@@ -209,13 +231,17 @@ class Kernel(NamedTuple):
 INLINE_LIMIT = 400
 
 
-def _function(name: str, inputs: dict[str, int], extras: list[str], nout: int, body: list[str]) -> str:
+def _function(name: str, inputs: dict[str, int], extras: list[str], nout: int, body: list[str], outs: range | None = None) -> str:
+    """The entry function; ``outs``: the components it writes (default all; the others
+    are locals that the compiler drops)."""
+    outs = range(nout) if outs is None else outs
     params = [f"T {o}{k}" for o, n in inputs.items() for k in range(n)]
     params += [f"double {e}" for e in extras]
-    params += [f"T& out{k}" for k in range(nout)] + ["T& ok"]
+    params += [f"T& out{k}" for k in outs] + ["T& ok"]
     inline = "" if len(body) <= INLINE_LIMIT else "__noinline__ "
     head = f"template <typename T> __device__ {inline}void {name}({', '.join(params)}) {{"
     lines = [head, "  const T CANCEL = mc_cancel<T>();", "  (void)CANCEL;"]
+    lines += [f"  T out{k};" for k in range(nout) if k not in outs]
     lines += ["  " + _translate(s) for s in body]
     return "\n".join(lines + ["}"]) + "\n"
 
@@ -223,22 +249,16 @@ def _function(name: str, inputs: dict[str, int], extras: list[str], nout: int, b
 def _spec(name: str, nc: int) -> dict[tuple[str, int], tuple[list[str], dict[str, int], list[str], int, list[str]]]:
     """``(op, variant) -> (body, inputs, extras, nout, table declarations)`` of ``(name, nc)``;
     the variant is the number of components of the second operand (0: none or fixed)."""
-    if name == "f64e":  # the float64 exp/log kernels (native.source's "elementary" part)
+    if name == "f64e":  # the float64 elementary library: native.source's one list of its kernels
         tables = ns._Tables()
-        exp = ns._exp_body(nc, tables)
-        reduce = ns._log_reduce_body(nc)
-        core = ns._log_core_body(nc, tables)
-        decls = ["__device__ " + d for d in tables.decls]
-        return {
-            ("exp", 0): (exp, {"x": nc}, [], nc, decls),
-            ("log_reduce", 0): (reduce, {"x": nc}, [], nc + 2, []),
-            ("log_core", 0): (core, {"x": nc + 2, "y": 1}, [], nc, decls),
-            **(
-                {("log_core_general", 0): (ns._log_core_body(nc, tables, general=True), {"x": nc + 2, "y": 1}, [], nc, decls)}
-                if nc >= 3
-                else {}
-            ),
-        }
+        kernels = [(k, k.body) for k in ns.elementary_kernels(nc, tables)]  # traced before the tables are read
+        decls = {d.split("[")[0].split()[-1]: "__device__ " + d for d in tables.decls}  # table name -> declaration
+
+        def used(body: list[str]) -> list[str]:  # the tables a kernel reads (each kernel compiles alone)
+            text = "\n".join(body)
+            return [d for t, d in decls.items() if re.search(rf"\b{t}\b", text)]
+
+        return {(k.op, 0): (body, k.inputs, [], k.nout, used(body)) for k, body in kernels}
     if nc == 2:
         return {
             ("add", 1): (ns._add2_body(1), {"x": 2, "y": 1}, ["sign"], 2, []),
@@ -254,6 +274,10 @@ def _spec(name: str, nc: int) -> dict[tuple[str, int], tuple[list[str], dict[str
         ("mul", nc): (ns._mul_body(nc, nc), {"x": nc, "y": nc}, [], nc, []),
         ("div", 0): (ns._div_body(nc), {"x": nc, "y": nc}, [], nc, []),
         ("sqrt", 0): (ns._sqrt_body(nc), {"x": nc}, ["lo", "hi"], nc, []),
+        # the second passes over what add and mul reject (native.add / native.mul)
+        ("add_general", nc): (ns._add_general_body(nc), {"x": nc, "y": nc}, ["sign"], nc, []),
+        ("mul_general", 1): (ns._mul_general_body(nc, 1), {"x": nc, "y": 1}, [], nc, []),
+        ("mul_general", nc): (ns._mul_general_body(nc, nc), {"x": nc, "y": nc}, [], nc, []),
     }
 
 
@@ -261,7 +285,7 @@ def _spec(name: str, nc: int) -> dict[tuple[str, int], tuple[list[str], dict[str
 ENTRY = "\ntemplate <typename T> __device__ "
 
 #: (dtype name, nc, part) with CUDA kernels; the same set as the CPU library's.
-KERNELS = [(name, nc, "arith") for name in ("f32", "f64") for nc in ns.NCS] + [("f64", nc, "elementary") for nc in (2, 3)]
+KERNELS = [(name, nc, "arith") for name in ("f32", "f64") for nc in ns.NCS] + [("f64", nc, "elementary") for nc in ns.NCS]
 
 
 def source(name: str, nc: int, part: str = "arith") -> dict[tuple[str, int], Kernel]:
@@ -285,8 +309,13 @@ def source(name: str, nc: int, part: str = "arith") -> dict[tuple[str, int], Ker
     out = {}
     for (op, variant), (body, inputs, extras, nout, decls) in spec.items():
         kname = f"hypermc_{op}_{name}_{nc}" + (f"_y{variant}" if variant else "")
-        code = _PRELUDE + "\n".join(decls) + "\n" + _function(kname, inputs, extras, nout, body)
-        out[(op, variant)] = Kernel(kname, code, tuple(inputs.values()), tuple(extras), nout + 1)
+        parts = []
+        for lo in range(0, nout, MAX_OUTPUTS - 1):  # each part: up to 7 components and ok
+            outs = range(lo, min(nout, lo + MAX_OUTPUTS - 1))
+            pname = kname + (f"_o{lo}" if lo else "")
+            code = _PRELUDE + "\n".join(decls) + "\n" + _function(pname, inputs, extras, nout, body, outs)
+            parts.append(Kernel(pname, code, tuple(inputs.values()), tuple(extras), len(outs) + 1))
+        out[(op, variant)] = parts[0]._replace(rest=tuple(parts[1:]))
     return out
 
 
@@ -362,9 +391,9 @@ class Backend:
         """
         nout = nc if nout is None else nout
         k = self.kernel(op, operands)
-        if op == "add":
+        if op in ("add", "add_general"):
             extra = extra[1:]  # the variant carries ny
-        elif op == "mul":
+        elif op in ("mul", "mul_general"):
             extra = ()
         shape = torch.broadcast_shapes(*(o.shape[:-1] for o in operands))
         dtype, device = operands[0].dtype, operands[0].device
@@ -373,6 +402,8 @@ class Backend:
         tensors = [o[..., i] for o, m in zip(operands, k.inputs) for i in range(m)]
         kwargs = {e: float(v) for e, v in zip(k.extras, extra)}
         outs = self.launch(k, tensors, kwargs)
+        for part in k.rest:  # the other components of an op with more outputs than one kernel's
+            outs = (*outs[:-1], *self.launch(part, tensors, kwargs))
         out = torch.stack([o.expand(shape) for o in outs[:nout]], dim=-1)
         ok = (outs[-1] != 0).expand(shape)
         return out, ok, int(ok.numel() - int(ok.sum()))

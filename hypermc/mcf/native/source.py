@@ -28,8 +28,11 @@ straight-line code runs at a few ns.
 
 from __future__ import annotations
 
+import functools
 import math
 import re
+from collections.abc import Callable
+from typing import NamedTuple
 
 import torch
 
@@ -186,6 +189,30 @@ def _mul_body(nc: int, ny: int) -> list[str]:
     xs = [net.let(f"X({k})") for k in range(nc)]
     ys = [net.let(f"Y({k})") for k in range(ny)]
     return _body(net, *_emit_mul(net, xs, ys))
+
+
+def _add_general_body(nc: int) -> list[str]:
+    """``x + sign * y`` (``nc`` components each) by ``arith._add_general``: merge by
+    magnitude and renormalise (:func:`_t_add_general`). The second pass over the elements
+    whose check ``mc_add`` rejects; ``ok`` false where a result component or the plain sum
+    ``x_0 + y_0`` is not finite (the torch path's non-finite branches)."""
+    net = _Net()
+    xs = [net.let(f"X({k})") for k in range(nc)]
+    ys = [net.let(f"Y({k}) * (T)sign") for k in range(nc)]
+    c = _t_add_general(net, xs, ys)
+    return _body(net, c, [net.let(_finite_all(c), "bool"), _finite(net, net.add(xs[0], ys[0]))])
+
+
+def _mul_general_body(nc: int, ny: int) -> list[str]:
+    """``x * y`` (``y``: ``nc`` components or one) by ``arith._mul_general``: the product
+    levels renormalised by the general kernel (:func:`_t_renormalize`). The second pass over
+    the elements whose check ``mc_mul`` rejects; ``ok`` as :func:`_add_general_body`."""
+    net = _Net()
+    xs = [net.let(f"X({k})") for k in range(nc)]
+    ys = [net.let(f"Y({k})") for k in range(ny)]
+    naive = net.mul(xs[0], ys[0])
+    c = _t_renormalize(net, net.product_levels(xs, ys, nc), naive, nc)
+    return _body(net, c, [net.let(_finite_all(c), "bool"), _finite(net, naive)])
 
 
 def _scaled(net: _Net, x: list[str], y: list[str], one_step: bool) -> tuple[list[str], list[str], str, str, str]:
@@ -1345,6 +1372,71 @@ def _staged_loop(
     return fns, call
 
 
+class ElementaryKernel(NamedTuple):
+    """One kernel of the float64 elementary library: the op of its name
+    (``mc_{op}_f64_{nc}`` in C++, ``hypermc_{op}_f64_{nc}`` on CUDA), what it computes,
+    the components of each operand, the number of outputs, and the function that traces
+    its statements (called by the generators only; the loaders need the signature)."""
+
+    op: str
+    doc: str
+    inputs: dict[str, int]
+    nout: int
+    build: Callable[[], list[str]]
+
+    @property
+    def body(self) -> list[str]:
+        """The kernel's statements (traced on each access)."""
+        return self.build()
+
+
+def elementary_kernels(nc: int, tables: _Tables) -> list[ElementaryKernel]:
+    """Every kernel of the float64 elementary library at ``nc``: the one list the C++
+    library (:func:`source`, :func:`hypermc.mcf.native._declare`) and the CUDA kernels
+    (:mod:`hypermc.mcf.native.cuda`) are made from. ``tables`` collects the constant
+    tables that the bodies read.
+
+    Example:
+        >>> [k.op for k in elementary_kernels(2, _Tables())][:4]
+        ['exp', 'log_reduce', 'log_core', 'log1p_reduce']
+        >>> [(k.op, k.inputs, k.nout) for k in elementary_kernels(3, _Tables())][-2:]
+        [('tanh', {'x': 3}, 3), ('sin_cos', {'x': 3}, 6)]
+    """
+    x = {"x": nc}
+    core = {"x": nc + 2, "y": 1}  # the Newton cores: x holds (t, e, tiny), y the start log1p(t_0)
+    ks = [
+        ElementaryKernel("exp", "exp(x): elementary._exp_generic", x, nc, lambda: _exp_body(nc, tables)),
+        ElementaryKernel(
+            "log_reduce",
+            "log(x), first part: (t, e, tiny) of elementary._log_impl (nc + 2 outputs)",
+            x,
+            nc + 2,
+            lambda: _log_reduce_body(nc),
+        ),
+        ElementaryKernel(
+            "log_core", "log(x), second part: Newton core from y = log1p(t_0), e ln2 + y", core, nc, lambda: _log_core_body(nc, tables)
+        ),
+    ]
+    if nc >= 3:  # the second pass over what log_core flags (see _log_core_body)
+        doc = "log(x), second part for short expansions: log_core with arith's general product inline"
+        ks.append(ElementaryKernel("log_core_general", doc, core, nc, lambda: _log_core_body(nc, tables, general=True)))
+    for fn in ("log1p", "asinh", "acosh", "atanh"):
+        doc = f"{fn}(x), first part: (t, e, tiny) for log_core (nc + 2 outputs)"
+        ks.append(ElementaryKernel(f"{fn}_reduce", doc, x, nc + 2, functools.partial(_log_reduce_body, nc, fn)))
+    ks.append(ElementaryKernel("expm1", "expm1(x): elementary._expm1_generic", x, nc, lambda: _expm1_body(nc, tables)))
+    doc = "sinh(x), cosh(x): elementary._sinh_generic and _cosh_generic (2 nc outputs)"
+    ks.append(ElementaryKernel("sinh_cosh", doc, x, 2 * nc, lambda: _sinh_cosh_body(nc, tables)))
+    ks.append(ElementaryKernel("tanh", "tanh(x): elementary._tanh_generic", x, nc, lambda: _tanh_body(nc, tables)))
+    for nx in TRIG_INPUTS[nc]:
+        # tan: at nc = 2 its double-word division in the kernel (at nc >= 3 the caller
+        # divides with arith's fused kernel; in torch, 2-component division is slow)
+        for fn in ("sin_cos", "tan") if nc == 2 else ("sin_cos",):
+            doc = f"{fn}: elementary._sin_cos_generic ({'/' if fn == 'tan' else ','}), {nx} input components"
+            build = functools.partial(_sin_cos_body, nc, tables, nx, tan=fn == "tan")
+            ks.append(ElementaryKernel(_trig_op(nx, nc, fn), doc, {"x": nx}, nc if fn == "tan" else 2 * nc, build))
+    return ks
+
+
 def source(name: str, nc: int, part: str = "arith") -> str:
     """The C++ translation unit of one component dtype (``"f32"``/``"f64"``), ``nc`` and
     ``part``: ``"arith"`` (add, mul, div, sqrt) or ``"elementary"`` (exp, log, sin/cos; float64
@@ -1371,101 +1463,22 @@ def source(name: str, nc: int, part: str = "arith") -> str:
             raise ValueError(f"source: name must be 'f64' for the elementary kernels; got {name!r}")
         tables = _Tables()
         unary = f"int64_t n, const {ctype} *x, int64_t xse, int64_t xsc, {ctype} *out, int64_t os, uint8_t *ok"
-        exp_body, reduce_body, core_body = _exp_body(nc, tables), _log_reduce_body(nc), _log_core_body(nc, tables)
-        kernels: list[str] = []
-
-        def log_core(kname: str, doc: str, body: list[str]) -> str:
-            """A Newton-core kernel: operand x holds ``(t, e, tiny)``, y the start."""
-            out_params = f"{common}, {ctype} *out, int64_t os, uint8_t *ok"
-            return _kernel(
-                kname, ctype, out_params, doc, [("true", body)], ["x", "y"], {"x": nc + 2, "y": 1}, nc,
-                broadcast=False, stages=_stage_count(body),
-            )  # fmt: skip
-
-        if nc >= 3:  # the second pass over what mc_log_core flags (see _log_core_body)
-            kernels.append(
-                log_core(
-                    f"mc_log_core_general_{name}_{nc}",
-                    "log(x), second part for short expansions: mc_log_core with arith's general product inline",
-                    _log_core_body(nc, tables, general=True),
-                )
-            )
-        for fn in ("log1p", "asinh", "acosh", "atanh"):
-            body = _log_reduce_body(nc, fn)
-            kernels.append(
-                _kernel(
-                    f"mc_{fn}_reduce_{name}_{nc}",
-                    ctype,
-                    unary,
-                    f"{fn}(x), first part: (t, e, tiny) for mc_log_core (nc + 2 outputs)",
-                    [("true", body)],
-                    ["x"],
-                    {"x": nc},
-                    nc + 2,
-                    stages=_stage_count(body),
-                )
-            )
-        kernels[:0] = [
+        binary = f"{common}, {ctype} *out, int64_t os, uint8_t *ok"
+        kernels = [
             _kernel(
-                f"mc_exp_{name}_{nc}",
+                f"mc_{k.op}_{name}_{nc}",
                 ctype,
-                unary,
-                "exp(x): elementary._exp_generic",
-                [("true", exp_body)],
-                ["x"],
-                {"x": nc},
-                nc,
-                stages=_stage_count(exp_body),
-            ),
-            _kernel(
-                f"mc_log_reduce_{name}_{nc}",
-                ctype,
-                unary,
-                "log(x), first part: (t, e, tiny) of elementary._log_impl (nc + 2 outputs)",
-                [("true", reduce_body)],
-                ["x"],
-                {"x": nc},
-                nc + 2,
-                stages=_stage_count(reduce_body),
-            ),
-            log_core(f"mc_log_core_{name}_{nc}", "log(x), second part: Newton core from y = log1p(t_0), e ln2 + y", core_body),
+                binary if len(k.inputs) == 2 else unary,
+                k.doc,
+                [("true", k.body)],
+                list(k.inputs),
+                k.inputs,
+                k.nout,
+                broadcast=len(k.inputs) == 1,
+                stages=_stage_count(k.body),
+            )
+            for k in elementary_kernels(nc, tables)
         ]
-        for fn, body, nout in (
-            ("expm1", _expm1_body(nc, tables), nc),
-            ("sinh_cosh", _sinh_cosh_body(nc, tables), 2 * nc),
-            ("tanh", _tanh_body(nc, tables), nc),
-        ):
-            kernels.append(
-                _kernel(
-                    f"mc_{fn}_{name}_{nc}",
-                    ctype,
-                    unary,
-                    f"{fn}(x): elementary._{fn.replace('_cosh', '')}_generic{' and _cosh_generic (2 nc outputs)' if nout > nc else ''}",
-                    [("true", body)],
-                    ["x"],
-                    {"x": nc},
-                    nout,
-                    stages=_stage_count(body),
-                )
-            )
-        for nx in TRIG_INPUTS[nc]:
-            # tan: at nc = 2 its double-word division in the kernel (at nc >= 3 the caller
-            # divides with arith's fused kernel; in torch, 2-component division is slow)
-            for fn in ("sin_cos", "tan") if nc == 2 else ("sin_cos",):
-                body = _sin_cos_body(nc, tables, nx, tan=fn == "tan")
-                kernels.append(
-                    _kernel(
-                        f"mc_{_trig_op(nx, nc, fn)}_{name}_{nc}",
-                        ctype,
-                        unary,
-                        f"{fn}: elementary._sin_cos_generic ({'/' if fn == 'tan' else ','}), {nx} input components",
-                        [("true", body)],
-                        ["x"],
-                        {"x": nx},
-                        nc if fn == "tan" else 2 * nc,
-                        stages=_stage_count(body),
-                    )
-                )
         parts[1:1] = tables.decls  # inside the prelude's anonymous namespace
         return "\n\n".join(parts + kernels) + "\n"
     if nc == 2:  # the double-word algorithms of arith (no sqrt kernel)
@@ -1525,6 +1538,30 @@ def source(name: str, nc: int, part: str = "arith") -> str:
             f"{common}, int ny, {ctype} *out, int64_t os, uint8_t *ok",
             "x * y (ny = nc) or x * b (ny = 1): arith.mul / mul_float, fixed branch",
             [("ny == 1", _mul_body(nc, 1)), ("ny != 1", _mul_body(nc, nc))],
+            ["x", "y"],
+            both,
+            nc,
+        )
+    )
+    parts.append(
+        _kernel(
+            f"mc_add_general_{name}_{nc}",
+            ctype,
+            f"{common}, int ny, double sign, {ctype} *out, int64_t os, uint8_t *ok",
+            "x + sign * y (ny = nc): arith._add_general, the second pass over the elements mc_add rejects",
+            [("ny != 1", _add_general_body(nc))],
+            ["x", "y"],
+            both,
+            nc,
+        )
+    )
+    parts.append(
+        _kernel(
+            f"mc_mul_general_{name}_{nc}",
+            ctype,
+            f"{common}, int ny, {ctype} *out, int64_t os, uint8_t *ok",
+            "x * y (ny = nc) or x * b (ny = 1): arith._mul_general, the second pass over the elements mc_mul rejects",
+            [("ny == 1", _mul_general_body(nc, 1)), ("ny != 1", _mul_general_body(nc, nc))],
             ["x", "y"],
             both,
             nc,
