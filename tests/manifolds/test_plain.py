@@ -136,3 +136,32 @@ def test_lorentz_one_pass_check_accepts_exactly_what_check_point_accepts(dtype) 
         M.dist(o, torch.tensor([[1.0, 0.0, 0.0, 0.0], [-1.0, 0.0, 0.0, 0.0]], dtype=dtype))
     with pytest.raises(ValueError, match=r"Lorentz.dist: x is not a point .*inf or NaN"):
         M.dist(torch.tensor([[1.0, float("nan"), 0.0, 0.0]], dtype=dtype), o[:1])
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=str)
+def test_lorentz_unscaled_difference_norm_has_the_scaled_bits(dtype) -> None:
+    """The Lorentz distance's |x - y|_L of plain tensors skips the per-row scaling where
+    no square over- or underflows: the same bits as the scaled form on random points,
+    and the scaled form itself as soon as one row needs it (equal points, differences of
+    1e-30 (float32) / 1e-300 (float64), coordinates whose squares overflow), gradient too."""
+    from hypermc.manifolds.math import lorentz as L
+
+    gen = torch.Generator().manual_seed(7)
+    u = torch.randn(500, 9, generator=gen, dtype=dtype) * 3
+    v = torch.randn(500, 9, generator=gen, dtype=dtype) * 3
+    u[:, 0] = v[:, 0] = 0
+    delta = L.expmap0(u) - L.expmap0(v)
+    fast = L._sqdist_l_unscaled(delta)
+    assert fast is not None and torch.equal(fast, L._sqdist_l_scaled(delta))
+    assert torch.equal(L.sqdist_l(delta), fast[..., 0])
+    tiny = 1e-30 if dtype == torch.float32 else 1e-300
+    huge = 1e25 if dtype == torch.float32 else 1e200
+    for row in (torch.zeros(9, dtype=dtype), torch.full((9,), tiny, dtype=dtype), torch.full((9,), huge, dtype=dtype)):
+        mixed = torch.cat([delta, row.unsqueeze(0)]).requires_grad_()
+        assert L._sqdist_l_unscaled(mixed.detach()) is None
+        got = L.sqdist_l(mixed)
+        want = L._sqdist_l_scaled(mixed.detach())[..., 0]
+        assert torch.equal(got.detach(), want)
+        assert got[-1] > 0 or not bool(row.any())  # 1e-300 is not lost to the squares' underflow
+        got.sum().backward()
+        assert torch.isfinite(mixed.grad[:-1]).all()

@@ -19,6 +19,7 @@ from __future__ import annotations
 import mpmath
 import torch
 
+from ...mcf.tensor import MCTensor
 from . import common
 
 __all__ = [
@@ -71,11 +72,40 @@ def sqdist_l(delta: torch.Tensor, keepdim: bool = False) -> torch.Tensor:
         >>> sqdist_l(torch.tensor([1.0, 0.0, 0.0]))  # time-like (<delta, delta>_L < 0): 0
         tensor(0.)
     """
+    out = _sqdist_l_unscaled(delta) if _plain_eager(delta) else None
+    if out is None:
+        out = _sqdist_l_scaled(delta)
+    return out if keepdim else out[..., 0]
+
+
+def _plain_eager(t: torch.Tensor) -> bool:
+    return not isinstance(t, MCTensor) and not torch.compiler.is_compiling()
+
+
+def _sqdist_l_scaled(delta: torch.Tensor) -> torch.Tensor:
+    """:func:`sqdist_l` (kept dim) with each row scaled by the power of two of its largest
+    coordinate: no square over- or underflows."""
     k = common.exponent(common.lead(delta).abs().amax(dim=-1, keepdim=True))
     d = common.ldexp(delta, -k)
     q = common.sqnorm(d[..., 1:], keepdim=True) - d[..., :1] * d[..., :1]
-    out = common.ldexp(common.clamped_sqrt(q), k)
-    return out if keepdim else out[..., 0]
+    return common.ldexp(common.clamped_sqrt(q), k)
+
+
+def _sqdist_l_unscaled(delta: torch.Tensor) -> torch.Tensor | None:
+    """:func:`sqdist_l` (kept dim) of a plain tensor without the scaling, or None where a
+    row needs it. Scaling by a power of two changes no rounding unless a square over- or
+    underflows, so both give the same bits where the sum of the squares ``S`` of every
+    row lies in ``[sqrt(tiny), sqrt(max)]``: then no square overflows, and a square that
+    underflows is below ``2^-p`` of ``S`` by hundreds of binades (float64: ``S >= 2^-511``).
+    The check costs no pass over the coordinates; outside it (equal points, tiny or huge
+    differences) the scaled form runs. Half the time of the scaled form."""
+    s = common.sqnorm(delta[..., 1:], keepdim=True)
+    t = delta[..., :1] * delta[..., :1]
+    fmt = torch.finfo(delta.dtype)
+    total = (s + t).detach()
+    if not bool(((total >= fmt.tiny**0.5) & (total <= fmt.max**0.5)).all()):
+        return None
+    return common.clamped_sqrt(s - t)
 
 
 def dist(x: torch.Tensor, y: torch.Tensor, *, c: float = 1.0) -> torch.Tensor:
