@@ -33,8 +33,6 @@ DEVICES = ("cpu", "cuda")
 _DTYPES = {"float32": torch.float32, "float64": torch.float64}
 # float32 elementary functions whose torch path enters float64 as a double-word (nc = 3, 4)
 _DOUBLE_WORD = ("exp", "expm1", "sinh", "cosh", "tanh", "asinh", "sin", "cos", "tan")
-# CUDA translations of the elementary library (native_cuda)
-_CUDA_ELEMENTARY = ("exp", "log")
 
 
 class Backend(NamedTuple):
@@ -73,13 +71,9 @@ def _library(op: str, dtype: torch.dtype, nc: int, device: str) -> tuple[tuple, 
             return "computed in float64 arithmetic (no MC kernel needed)"
         if op not in _DOUBLE_WORD:
             return "argument prepared in float32 (no fused kernel)"
-        if device != "cpu" and op not in _CUDA_ELEMENTARY:
-            return "no CUDA kernel"
         nc = 2  # the float64 double-word of the float32 expansion
     if nc not in native._elementary_ncs(device):
         return f"no elementary kernels for nc={nc} on {device}"
-    if device != "cpu" and op not in _CUDA_ELEMENTARY:
-        return "no CUDA kernel"
     return native._key("f64", nc, "elementary", device), "elementary"
 
 

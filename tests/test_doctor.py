@@ -65,6 +65,10 @@ def test_ops_without_a_fused_kernel_say_why():
     assert by_key[("halfspace_dist", "float64", 2, "cuda")].reason == "no CUDA kernel (CPU only)"
     if not torch.cuda.is_available():
         assert by_key[("add", "float64", 3, "cuda")].reason == "CUDA is not available"
+        # every elementary function has its CUDA kernels (float64, and float32 through them)
+        for op in doctor.ELEMENTARY:
+            assert by_key[(op, "float64", 4, "cuda")].reason == "CUDA is not available", op
+        assert by_key[("tanh", "float32", 3, "cuda")].reason == "CUDA is not available"
 
 
 @pytest.mark.parametrize(
