@@ -135,6 +135,36 @@ def test_special_values_are_recomputed(dtype, nc):
 
 @needs_compiler
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("nc", [3, 4])
+def test_second_pass_recomputes_the_rejected_elements_all_or_nothing(dtype, nc):
+    """add and mul at nc = 3, 4: the elements the fixed network rejects (cancelling sums,
+    subnormal products) are recomputed by the fused general kernel, on broadcast and
+    planar operands too; next to a non-finite element all of them go to the torch
+    networks. The torch networks' bits either way."""
+    gen = torch.Generator().manual_seed(3)
+    x = _torch_kernels(
+        arith.add, torch.randn(8, 5, nc, generator=gen, dtype=dtype), torch.randn(8, 5, nc, generator=gen, dtype=dtype) * 2.0**-30
+    )
+    near = _torch_kernels(arith.add, -x, x * 2.0 ** -(float_format(dtype).p - 3))  # x + near cancels p - 3 bits
+    y = torch.where((torch.arange(8) % 3 == 0).view(8, 1, 1), near, x.flip(0))
+    tiny = torch.finfo(dtype).tiny
+    for a, b in ((x, y), (x.movedim(-1, 0).contiguous().movedim(0, -1), y), (x[:1], y[:, :1] * 0 + y[:1]), (x * tiny, x * 2.0**-10)):
+        for f, kernel in ((arith.add, native.add), (arith.mul, native.mul)):
+            got, ref = f(a, b), _torch_kernels(f, a, b)
+            assert _same_bits(got, ref), (f.__name__, tuple(a.shape), tuple(b.shape))
+            res = kernel(a, b, False) if kernel is native.add else kernel(a, b)
+            assert res.bad == 0, (f.__name__, res.bad)
+    y_inf = y.clone()
+    y_inf[1, 1, 0] = math.inf
+    assert native._call(native._eligible(x, y), "add", [x, y], (nc, 1.0), nc).bad > 0  # the fixed network rejects some
+    first = native._call(native._eligible(x, y_inf), "add", [x, y_inf], (nc, 1.0), nc)  # the fixed network alone
+    res = native.add(x, y_inf, False)
+    assert res.bad == first.bad > 1 and torch.equal(res.ok, first.ok)  # the cancelling sums stay rejected too
+    assert _same_bits(arith.add(x, y_inf), _torch_kernels(arith.add, x, y_inf))
+
+
+@needs_compiler
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
 @pytest.mark.parametrize("nc", NCS)
 def test_layouts_and_broadcasting(dtype, nc):
     """Interleaved (user-made), planar (kernel outputs), strided, broadcast operands on
