@@ -17,13 +17,14 @@
 # Each pytest step fails a test that runs past 60 s (per_test; tests/session_log.py) and
 # goes on; the step's own limit is well above that.
 #
-# What comes back under $OUT (6 files, no folders; the device tool returns at most 8):
+# What comes back under $OUT (6 or 7 files, no folders; the device tool returns at most 8):
 #   machine.txt    GPU, driver, commit, date, and the facts step's lines
 #   steps.log      one line per step: name, exit status (124: cut by its limit), seconds
 #   session.log    everything the steps print, in order, as they print it
 #   results.jsonl  one JSON line per test as it ends: on record even when a step is cut
 #   junit.xml      the junit reports of the steps that finished, merged after each step
 #   bench_ops.txt  bench_ops' table
+#   gpu_ops.md     bench_ops' results fragment (when the step finishes): docs/results/gpu_ops.md
 # Exit status 0 when every step ran and passed, else 1 (2: bad arguments).
 # Environment: GPU_SESSION_BUDGET (seconds of steps, default 470), GPU_SESSION_REST (the
 # paths of the cuda_rest step, default tests), GPU_SESSION_WORKERS (pytest-xdist workers
@@ -54,7 +55,7 @@ if [ $dry = 1 ]; then
     export CUDA_VISIBLE_DEVICES=""
     bench=(--device cpu --sizes 64x64 --ops add --dtypes float64 --nc 2 --repeats 3 --warmup 1 --budget 1)
 else
-    bench=(--device cuda --sizes 4096x4096 --ops add mul div sqrt exp log atanh acosh --dtypes float64 float32 --nc 2 3 4
+    bench=(--device cuda --sizes 4096x4096 --ops add mul div sqrt exp log atanh acosh tanh sin --dtypes float64 float32 --nc 2 3 4
         --no-ref --repeats 3 --warmup 1 --budget 0.5)
 fi
 workers=${GPU_SESSION_WORKERS:-$([ $dry = 1 ] && echo 0 || echo 4)}
@@ -113,7 +114,7 @@ pytest_step() {  # pytest_step NAME LIMIT_S PYTEST_ARGS...
 
 step facts 200 "$out/machine.txt" "$py" benchmarks/device_facts.py
 pytest_step native_cuda 180 "${xdist[@]}" tests/mcf/test_native_cuda.py
-step bench_ops 130 "$out/bench_ops.txt" "$py" benchmarks/bench_ops.py "${bench[@]}" --markdown
+step bench_ops 150 "$out/bench_ops.txt" "$py" benchmarks/bench_ops.py "${bench[@]}" --markdown --pivot nc --write-results "$out/gpu_ops.md"
 # shellcheck disable=SC2086  # GPU_SESSION_REST is a list of paths
 pytest_step cuda_rest 150 "${xdist[@]}" --ignore=tests/mcf/test_native_cuda.py $rest
 
