@@ -17,7 +17,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "benchmarks" / "gpu_session.sh"
-FILES = {"machine.txt", "steps.log", "session.log", "results.jsonl", "junit.xml", "bench_ops.txt"}
+FILES = {"machine.txt", "steps.log", "session.log", "results.jsonl", "junit.xml", "bench_ops.txt", "gpu_ops.md"}
 
 needs_bash = pytest.mark.skipif(shutil.which("bash") is None or shutil.which("timeout") is None, reason="needs bash and timeout")
 
@@ -45,6 +45,8 @@ def test_dry_run_runs_every_step_and_leaves_its_files(tmp_path):
     assert sorted(s.get("name") for s in suites) == ["cuda_rest", "native_cuda"]
     assert sum(len(s.findall("testcase")) for s in suites) == len(results)
     assert "| add | float64 |" in (out / "bench_ops.txt").read_text()
+    fragment = (out / "gpu_ops.md").read_text()  # the results fragment of the docs' GPU table
+    assert fragment.startswith("<!-- results fragment: written by") and "| add | float64 |" in fragment
     machine = (out / "machine.txt").read_text()
     assert "--dry-run" in machine and "cpu torch.float32: 0/0 bits 0x" in machine
 
