@@ -75,6 +75,7 @@ __all__ = [
     "to_dtype",
     "nearest_float",
     "pad",
+    "round_to",
     "add",
     "sub",
     "neg",
@@ -228,6 +229,28 @@ def pad(x: torch.Tensor, nc: int) -> torch.Tensor:
         return x
     zero = torch.zeros_like(x[..., 0])
     return pack(unpack(x) + [zero] * (nc - have))
+
+
+def round_to(x: torch.Tensor, nc: int) -> torch.Tensor:
+    """A normalised component tensor of more than ``nc`` components rounded to ``nc``.
+
+    One renormalisation sweep (:func:`fixed.renorm_levels`: exact but for the final
+    truncation) where its output is normalised and non-zero; the general
+    :func:`renormalize` for the other elements (zero, non-finite, rare ties), for
+    ``nc = 1`` and for float16/bfloat16. Relative error about ``u^nc``. ``x`` with at most ``nc``
+    components is returned as it is.
+
+    Example:
+        >>> x = torch.tensor([[1.0, 2.0**-60, 2.0**-120]], dtype=torch.float64)
+        >>> round_to(x, 2).tolist()  # 2^-120 is below half an ulp of 2^-60
+        [[1.0, 8.673617379884035e-19]]
+    """
+    if x.shape[-1] <= nc:
+        return x
+    if nc == 1 or x.dtype not in (torch.float32, torch.float64):
+        return renormalize(x, nc)
+    out = fixed.renorm_levels(unpack(x), nc)
+    return fixed.patch(out, fixed.normalised(out), lambda a: renormalize(a, nc), x)
 
 
 def from_value(t: torch.Tensor, dtype: torch.dtype, nc: int) -> torch.Tensor:

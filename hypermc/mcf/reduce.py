@@ -5,7 +5,7 @@ logical ``shape`` (never to the trailing component dimension), negative dims cou
 the end of ``shape``. ``u = 2**-p`` is the unit roundoff of the component dtype.
 Arguments are validated by the callers (``MCTensor``); these kernels assume valid input.
 
-Summation algorithm (:func:`sum`, :func:`dot`, :func:`norm`): a vectorised pairwise
+Summation algorithm (:func:`sum`, :func:`dot`): a vectorised pairwise
 tree with ``K = nc + 1`` error-free *slots* per node, i.e. a pairwise form of the
 K-fold cascaded summation SumK (Ogita, Rump, Oishi, "Accurate sum and dot product",
 SIAM J. Sci. Comput. 26(6), 2005). Slot ``j`` holds terms of order ``u^j`` relative to
@@ -31,6 +31,11 @@ nc = 1 this is a pairwise compensated sum (Sum2-like, ``<= u |S| + 2 (u (h+1))^2
 sum |x_i|``): nearly correctly rounded, and tested to be at least as accurate as
 ``torch.sum``. Tested in ``tests/mcf/test_reduce.py``.
 
+Sums of squares (:func:`sumsq`, :func:`sumsq_wide`, :func:`norm`) cannot cancel, so they
+take a cheaper form that runs on :mod:`arith`'s fused kernels: the squares at ``nc + 1``
+components, summed pairwise by :func:`arith.add` at ``nc + 1``, relative error
+``<= 8 (h + 1) u^(nc+1)`` before the rounding to ``nc``.
+
 Non-finite values: an inf or NaN anywhere gives the IEEE result of summing the leading
 components (inf, -inf or NaN) with a zero tail. A partial sum beyond the largest finite
 value overflows to inf like plain summation does. Error terms that fall below the
@@ -49,7 +54,20 @@ import torch
 from . import arith
 from .eft import float_format, renormalize, two_prod, unpack
 
-__all__ = ["sum", "mean", "dot", "sumsq", "norm", "amax", "amin", "scatter", "scatter_add", "div_counts", "SCATTER_REDUCTIONS"]
+__all__ = [
+    "sum",
+    "mean",
+    "dot",
+    "sumsq",
+    "sumsq_wide",
+    "norm",
+    "amax",
+    "amin",
+    "scatter",
+    "scatter_add",
+    "div_counts",
+    "SCATTER_REDUCTIONS",
+]
 
 Dim = int | Sequence[int] | None
 
@@ -296,23 +314,20 @@ def _div_count(s: torch.Tensor, count: int) -> torch.Tensor:
     return q * _pow2(torch.full_like(s[..., 0], -k, dtype=torch.int32), dtype).unsqueeze(-1)
 
 
-def _product_slots(xs: list[torch.Tensor], ys: list[torch.Tensor], nc: int, symmetric: bool = False) -> list[list[torch.Tensor]]:
+def _product_slots(xs: list[torch.Tensor], ys: list[torch.Tensor], nc: int) -> list[list[torch.Tensor]]:
     """Slots (``K = nc + 1``) holding ``x * y`` elementwise, exact up to order ``u^nc``.
 
     Products ``x_a y_b`` with ``a + b < nc`` are split exactly with TwoProd (product in
     slot ``a + b``, error in slot ``a + b + 1``); those with ``a + b == nc`` are plain
     products in the last slot; higher orders (``<= u^(nc+1)`` relative) are dropped.
-    ``symmetric=True`` (``x is y``) forms ``x_a x_b + x_b x_a`` as one doubled product.
     """
     slots: list[list[torch.Tensor]] = [[] for _ in range(nc + 1)]
     for a in range(nc):
         for b in range(nc):
             order = a + b
-            if order > nc or (symmetric and b < a):
+            if order > nc:
                 continue
             xa, yb = xs[a], ys[b]
-            if symmetric and a != b:
-                yb = 2 * yb  # exact (power of two) unless it overflows
             if order < nc:
                 p, e = two_prod(xa, yb)
                 slots[order].append(p)
@@ -355,23 +370,56 @@ def dot(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
 def sumsq(x: torch.Tensor, dim: Dim = None, keepdim: bool = False) -> torch.Tensor:
     """Accurate sum of squares over ``dim`` (no scaling: may overflow or underflow).
 
-    Squares are expanded exactly up to order ``u^nc`` like in :func:`dot` (with the
-    symmetric cross terms doubled), then summed by the slotted tree. No cancellation,
-    so the relative error is ``<= u^nc + (nc+1)! (u (h+3))^(nc+1)`` (first order).
+    :func:`sumsq_wide` (the squares and their pairwise sum at ``nc + 1`` components)
+    rounded once to ``nc`` (:func:`arith.round_to`). No cancellation, so the relative
+    error is ``<= u^nc + 8 (h + 1) u^(nc+1)`` (``h = ceil(log2 n)``). Non-finite
+    values give the IEEE sum of the squares of the leading components with a zero tail.
 
     Example:
         >>> x = torch.tensor([[1 + 2**-30, 0.0]], dtype=torch.float64)
         >>> sumsq(x).tolist() == [1 + 2**-29, 2**-60]  # (1 + 2^-30)^2, exactly
         True
     """
-    ndim = x.dim() - 1
-    if ndim == 0:
-        return arith.square(x)
-    dims = _reduce_dims(ndim, dim)
-    t, axis, n, _ = _to_layout(x, dims)
+    return arith.round_to(sumsq_wide(x, dim, keepdim), x.shape[-1])
+
+
+def sumsq_wide(x: torch.Tensor, dim: Dim = None, keepdim: bool = False) -> torch.Tensor:
+    """The sum of squares over ``dim`` at ``nc + 1`` components, not rounded to ``nc``.
+
+    The squares of the coordinates padded to ``nc + 1`` components (:func:`arith.mul`),
+    summed pairwise by :func:`arith.add`: the first half of the reduced axis plus the
+    second half, level by level (an odd last element carried to the next level), so
+    ``h = ceil(log2 n)`` additions per element. Each of those operations is accurate to
+    ``8 u^(nc+1)`` (their tested bound) and nothing cancels, so the relative error is at
+    most ``8 (h + 1) u^(nc+1)``. Being :mod:`arith` calls, it runs on their fused kernels
+    where a backend has them (CPU and CUDA: the same bits as the torch networks). For
+    formulas that subtract the sum from something of its size, e.g. the Poincaré ball's
+    ``1 - |x|^2``, which need the extra component.
+
+    Example:
+        >>> x = torch.tensor([[1.0, 2.0**-60], [3.0, 0.0]], dtype=torch.float64)
+        >>> sumsq_wide(x).tolist()  # 10 + 2^-59 + 2^-120, exactly
+        [10.0, 1.734723475976807e-18, 7.52316384526264e-37]
+    """
     nc = x.shape[-1]
-    comps = unpack(t)
-    out = _tree(_product_slots(comps, comps, nc, symmetric=True), axis, n, nc)
+    if x.dim() == 1:
+        w = arith.pad(x, nc + 1)
+        return arith.mul(w, w)
+    dims = _reduce_dims(x.dim() - 1, dim)
+    t, axis, n, _ = _to_layout(x, dims)
+    if axis == 0:  # the reduced axis next to the components, as the halves below expect
+        t = t.movedim(0, -2)
+    t = arith.pad(t, nc + 1)
+    if n == 0:
+        out = t.new_zeros(*t.shape[:-2], nc + 1)
+    else:
+        t = arith.mul(t, t)
+        while n > 1:
+            h = n // 2
+            s = arith.add(t[..., :h, :], t[..., h : 2 * h, :])
+            t = torch.cat([s, t[..., 2 * h :, :]], dim=-2) if n % 2 else s
+            n = h + n % 2
+        out = t[..., 0, :]
     return _restore(out, x.shape[:-1], dims, keepdim)
 
 

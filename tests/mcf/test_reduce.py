@@ -474,12 +474,46 @@ def test_norm_zeros_and_nonfinite():
     assert torch.equal(reduce.norm(torch.zeros(0, 2), -1), torch.zeros(2))
 
 
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("nc", NCS)
+@pytest.mark.parametrize("shape,dim", [((5, 300), 1), ((7, 5), -1), ((4, 6, 3), (0, 2)), ((3, 33), None), ((1000,), 0)])
+def test_sumsq_and_its_wide_form(dtype, nc, shape, dim, rng):
+    """sumsq_wide: relative error <= 8 (h + 1) u^(nc+1) (squares and pairwise sums at
+    nc + 1, nothing cancels); sumsq, the same rounded to nc: <= u^nc + that, tested <= 2 u^nc."""
+    x = random_mc(shape, dtype, nc, rng)
+    dims = tuple(range(len(shape))) if dim is None else tuple(d % len(shape) for d in ((dim,) if isinstance(dim, int) else dim))
+    h = math.ceil(math.log2(math.prod(shape[d] for d in dims)))
+    sq = _exact_norm(x, dims)
+    wide = reduce.sumsq_wide(x, dim)
+    assert wide.shape == (*sq.shape, nc + 1)
+    assert_within(wide, sq, dtype, nc + 1, 8 * (h + 1))
+    assert_within(reduce.sumsq(x, dim), sq, dtype, nc, 2)
+    kept = reduce.sumsq(x, dim, keepdim=True)
+    assert kept.shape == tuple(1 if d in dims else s for d, s in enumerate(shape)) + (nc,)
+
+
+def test_sumsq_of_non_finite_and_empty_rows() -> None:
+    inf, nan = math.inf, math.nan
+    x = torch.tensor([[[inf, 0.0], [1.0, 0.0]], [[nan, 0.0], [1.0, 0.0]], [[1e200, 0.0], [1e200, 0.0]]], dtype=torch.float64)
+    got = reduce.sumsq(x, -1)
+    assert got[0].tolist() == [inf, 0.0] and got[2].tolist() == [inf, 0.0]
+    assert math.isnan(got[1, 0]) and got[1, 1] == 0
+    assert torch.equal(reduce.sumsq(torch.zeros(3, 0, 2, dtype=torch.float64), 1), torch.zeros(3, 2, dtype=torch.float64))
+    assert torch.equal(reduce.sumsq_wide(torch.zeros(3, 0, 2), 1), torch.zeros(3, 3))
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("nc", [1, 2, 3])
-def test_sumsq(nc, rng):
-    x = random_mc((5, 300), torch.float64, nc, rng)
-    got = reduce.sumsq(x, 1)
-    sq = _exact_norm(x, (1,))
-    assert_within(got, sq, torch.float64, nc, 2)
+def test_round_to(dtype, nc, rng):
+    """arith.round_to: a normalised nc + 1 (or nc + 2) expansion rounded to nc, relative
+    error <= u^nc (one truncation of exact sweeps; tested <= 1.01); fewer components pass through."""
+    for extra in (1, 2):
+        x = random_mc((2000,), dtype, nc + extra, rng)
+        x[:3] = 0  # zeros take the general renormalisation
+        got = arith.round_to(x, nc)
+        assert got.shape == (2000, nc)
+        assert_within(got, components_to_fraction(x), dtype, nc, 1.01)
+    assert arith.round_to(x, nc + 5) is x
 
 
 # ------------------------------------------------------------------------ amax / amin

@@ -28,8 +28,8 @@ from typing import Any
 import mpmath
 import torch
 
-from ...mcf import arith, fixed, reduce
-from ...mcf.eft import all_true, float_format, renormalize, unpack
+from ...mcf import arith, reduce
+from ...mcf.eft import all_true, float_format
 from ...mcf.tensor import MCTensor, from_mpmath, implements
 from . import _plain
 
@@ -456,36 +456,22 @@ Example:
 def _deficit_components(x: torch.Tensor, c: float) -> torch.Tensor:
     """``1 - c |x|^2`` of a component tensor ``(*, n, nc)`` -> ``(*, nc)``.
 
-    Squares and sum at ``nc + 1`` components (exact products, accurate tree sum), the
-    product with ``c`` and the subtraction from 1 there too; one rounding to ``nc`` at
-    the end (:func:`_round_to`). Absolute error ``<~ 3 u^(nc+1) max(1, c|x|^2)`` before
-    that rounding, so the result is relatively accurate to ``u^nc`` as long as it exceeds
-    ``~3 u |x|^2 c``.
-
-    (A pairwise sum by the MC add kernels was 2.6x faster on dense points but slower
-    where coordinates are zero: a sum of two zero squares fails the add kernel's
-    fast-path check and takes its general kernel.)
+    The sum of squares at ``nc + 1`` components (:func:`reduce.sumsq_wide`), the product
+    with ``c`` and the subtraction from 1 there too (:mod:`arith`), one rounding to
+    ``nc`` at the end (:func:`arith.round_to`). Each step is accurate to ``8 u^(nc+1)``,
+    so before that rounding the absolute error is at most ``8 (ceil(log2 n) + 3)
+    u^(nc+1) max(1, c|x|^2)``, and the result is relatively accurate to ``u^nc`` as long
+    as it exceeds about ``8 (ceil(log2 n) + 3) u c |x|^2``. Every step is an
+    :mod:`arith` operation, so it runs on their fused kernels where a backend has them.
     """
     nc = x.shape[-1]
     if nc == 1:  # plain points: the compensated row pass of ._plain (same accuracy, one pass)
         return _plain.deficit(x[..., 0], c).unsqueeze(-1)
-    wide = arith.pad(x, nc + 1)
-    s = reduce.sumsq(wide, dim=-1)
+    s = reduce.sumsq_wide(x, dim=-1)
     if c != 1.0:
         s = arith.mul(s, arith.from_engine(torch.tensor(c, dtype=torch.float64, device=x.device).expand(s.shape[:-1]), x.dtype, nc + 1))
     one = arith.from_float(torch.ones_like(s[..., 0]), nc + 1)
-    return _round_to(arith.sub(one, s), nc)
-
-
-def _round_to(e: torch.Tensor, nc: int) -> torch.Tensor:
-    """A normalised ``(nc + 1)``-component expansion rounded to ``nc`` components: one
-    renormalisation sweep (:func:`fixed.renorm_levels`, exact but for the last rounding)
-    where its output is normalised and non-zero, the general :func:`renormalize` for the
-    other elements (zero, non-finite, rare ties); float16/bfloat16 take the general one."""
-    if e.dtype not in (torch.float32, torch.float64):
-        return renormalize(e, nc)
-    out = fixed.renorm_levels(unpack(e), nc)
-    return fixed.patch(out, fixed.normalised(out), lambda a: renormalize(a, nc), e)
+    return arith.round_to(arith.sub(one, s), nc)
 
 
 class _Deficit(torch.autograd.Function):
