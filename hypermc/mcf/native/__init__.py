@@ -70,7 +70,7 @@ import torch
 
 from ..._checks import check_choice
 from .. import arith, elementary, registry  # arith, elementary: the self-check's reference
-from ..eft import float_format, has_fused_addcmul, renormalize, tracing, unpack
+from ..eft import broadcast_shapes, float_format, has_fused_addcmul, renormalize, tracing, unpack
 from ..fixed import patch
 from . import cuda as native_cuda
 from .source import TRIG_INPUTS, _Tables, _trig_op, elementary_kernels
@@ -505,7 +505,7 @@ def _call(lib: Kernels, op: str, operands: list[torch.Tensor], extra: tuple, nc:
     if isinstance(lib, native_cuda.Backend):
         return Result(*lib.call(op, operands, extra, nc, nout))
     nout = nc if nout is None else nout
-    shape = torch.broadcast_shapes(*(o.shape[:-1] for o in operands))
+    shape = broadcast_shapes(*(o.shape[:-1] for o in operands))
     rows = [_rows(o, shape, i == 0) for i, o in enumerate(operands)]
     n = rows[0][0].shape[0]
     dtype = operands[0].dtype

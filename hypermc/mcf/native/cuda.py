@@ -57,6 +57,7 @@ from typing import NamedTuple
 
 import torch
 
+from ..eft import broadcast_shapes
 from . import source as ns
 
 __all__ = ["available", "source", "Kernel", "Backend", "KERNELS", "jiterator_launch"]
@@ -395,7 +396,7 @@ class Backend:
             extra = extra[1:]  # the variant carries ny
         elif op in ("mul", "mul_general"):
             extra = ()
-        shape = torch.broadcast_shapes(*(o.shape[:-1] for o in operands))
+        shape = broadcast_shapes(*(o.shape[:-1] for o in operands))
         dtype, device = operands[0].dtype, operands[0].device
         if len(shape) and min(shape) == 0:
             return torch.empty((*shape, nout), dtype=dtype, device=device), torch.ones(shape, dtype=torch.bool, device=device), 0
