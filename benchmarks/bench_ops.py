@@ -55,6 +55,7 @@ import importlib.util
 import itertools
 import math
 import platform
+import signal
 import statistics
 import time
 from collections.abc import Callable
@@ -324,40 +325,63 @@ def main(argv: list[str] | None = None) -> None:
     print(head)
     print("-" * len(head))
     cells: dict[tuple[str, str, int, str, int], str] = {}  # --markdown: (op, dtype, nc, size, threads) -> cell
-    for threads in thread_counts:
-        torch.set_num_threads(threads)
-        for op, dname, nc, sname in itertools.product(ops, args.dtypes, args.nc, args.sizes):
-            dtype = DTYPES[dname]
-            native, mc, ref = make_case(op, parse_size(sname), nc, dtype, gen, el, args.device, args.zero_tails)
-            r = measure(native, mc, args.repeats, args.warmup, args.budget, None if args.no_ref else ref)
-            line = f"{op:<5} {dname:<8} {nc:>2} {sname:<10}{f' {threads:>7}' if several else ''}"
-            line += f" {r['native'] * 1e3:>9.3f} {r['mc'] * 1e3:>10.3f} {r['ratio']:>7.1f}x"
-            if r["ref"] is None:
-                line += f" {'-':>10} {'-':>9} {'-':>7}"
-            else:
-                line += f" {r['ref'] * 1e3:>10.3f} {r['ref'] / r['native']:>8.1f}x {r['mc'] / r['ref']:>6.2f}x"
-            if args.cpu_time:
-                line += f" {r['cpu_ratio']:>8.1f}x"
-            cell = f"{_sig3(r['ratio'])}x" + (f" ({_sig3(r['cpu_ratio'])}x)" if args.cpu_time else "")
-            if args.torch_networks:
-                nets = _bypassed(mc, args) / r["native"]
-                line += f" {nets:>7.1f}x"
-                cell += f" / {_sig3(nets)}x"
-            cells[(op, dname, nc, sname, threads)] = cell
-            if args.count_ops:
-                _, small_mc, _ = make_case(op, (4096,), nc, dtype, gen, el, args.device)
-                line += f" {count_kernels(small_mc, 4096):>7d}"
-            target = TARGETS.get((op, dname, nc))
-            if target is not None:
-                line += f"  <= {target}x {'ok' if r['ratio'] <= target else 'MISSED'}"
-            print(line, flush=True)
-            del native, mc, ref
+    cases = [(threads, *case) for threads in thread_counts for case in itertools.product(ops, args.dtypes, args.nc, args.sizes)]
+    # a time limit's SIGTERM (gpu_session.sh's `timeout`) ends the loop: the cases measured
+    # so far still make the tables and the results fragment
+    previous = signal.signal(signal.SIGTERM, _stop)
+    try:
+        _run_cases(cases, args, gen, el, cells)
+    except _Stopped:
+        print(f"{_results.NOTE}Cut by its time limit (SIGTERM) after {len(cells)} of {len(cases)} cases; '-': not measured.")
+    finally:
+        signal.signal(signal.SIGTERM, previous)
     if args.markdown:
         print()
         if args.pivot == "size":
             print(markdown_by_size(cells, args.sizes, thread_counts, args.cpu_time))
         else:
             print(markdown_table(cells, args.nc, len(args.sizes) > 1, args.torch_networks, args.cpu_time))
+
+
+class _Stopped(Exception):
+    """A SIGTERM arrived while the cases ran."""
+
+
+def _stop(signum: int, frame: object) -> None:
+    raise _Stopped
+
+
+def _run_cases(cases: list[tuple[int, str, str, int, str]], args: argparse.Namespace, gen: torch.Generator, el, cells: dict) -> None:
+    """Measure each ``(threads, op, dtype, nc, size)`` case, print its line and record its markdown cell."""
+    several = len({c[0] for c in cases}) > 1
+    for threads, op, dname, nc, sname in cases:
+        if torch.get_num_threads() != threads:
+            torch.set_num_threads(threads)
+        dtype = DTYPES[dname]
+        native, mc, ref = make_case(op, parse_size(sname), nc, dtype, gen, el, args.device, args.zero_tails)
+        r = measure(native, mc, args.repeats, args.warmup, args.budget, None if args.no_ref else ref)
+        line = f"{op:<5} {dname:<8} {nc:>2} {sname:<10}{f' {threads:>7}' if several else ''}"
+        line += f" {r['native'] * 1e3:>9.3f} {r['mc'] * 1e3:>10.3f} {r['ratio']:>7.1f}x"
+        if r["ref"] is None:
+            line += f" {'-':>10} {'-':>9} {'-':>7}"
+        else:
+            line += f" {r['ref'] * 1e3:>10.3f} {r['ref'] / r['native']:>8.1f}x {r['mc'] / r['ref']:>6.2f}x"
+        if args.cpu_time:
+            line += f" {r['cpu_ratio']:>8.1f}x"
+        cell = f"{_sig3(r['ratio'])}x" + (f" ({_sig3(r['cpu_ratio'])}x)" if args.cpu_time else "")
+        if args.torch_networks:
+            nets = _bypassed(mc, args) / r["native"]
+            line += f" {nets:>7.1f}x"
+            cell += f" / {_sig3(nets)}x"
+        cells[(op, dname, nc, sname, threads)] = cell
+        if args.count_ops:
+            _, small_mc, _ = make_case(op, (4096,), nc, dtype, gen, el, args.device)
+            line += f" {count_kernels(small_mc, 4096):>7d}"
+        target = TARGETS.get((op, dname, nc))
+        if target is not None:
+            line += f"  <= {target}x {'ok' if r['ratio'] <= target else 'MISSED'}"
+        print(line, flush=True)
+        del native, mc, ref
 
 
 def _sig3(value: float) -> str:

@@ -3,9 +3,10 @@ torch and the device, whether each fused CUDA kernel configuration is in use, an
 bits of the NaN that 0/0 gives on each device (x86's default NaN has its sign bit set;
 the float32 canonical NaN that NVIDIA documents, 0x7FFFFFFF, has not), also through
 ``arith.div`` at float32 nc = 3, whose division by zero reaches the torch path on both
-devices. Also builds the CPU elementary libraries (the device tests compare with them).
-Prints plain lines; --part limits the CUDA configurations to one part (and builds no
-CPU library); --jobs sets how many configurations build at once.
+devices. Prints plain lines; --part limits the CUDA configurations to one part; --cpu
+builds the CPU elementary libraries too (no device test needs them: they compare with
+the CPU's torch networks, and the float64 nc = 3 library alone took 145 s to build on a
+16-core GPU machine); --jobs sets how many configurations build at once.
 
     python benchmarks/device_facts.py
 """
@@ -35,6 +36,7 @@ def _bits(t: torch.Tensor) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--part", choices=["arith", "elementary"], help="only this part's CUDA configurations (default: all)")
+    parser.add_argument("--cpu", action="store_true", help="build and check the CPU elementary libraries too")
     parser.add_argument(
         "--jobs",
         type=int,
@@ -52,12 +54,12 @@ def main() -> None:
             print(f"{device} {dtype}: 0/0 bits {_bits((z / z)[:1])}, 0*inf bits {_bits((z * torch.inf)[:1])}")
         x = torch.zeros(2, 3, dtype=torch.float32, device=device)
         print(f"{device} arith.div float32 nc=3 of 0/0: {_bits(arith.div(x, x)[0])}")
-    # the CPU libraries that the device tests compare with, then the CUDA configurations:
+    # the CUDA configurations (and with --cpu the CPU elementary libraries after them):
     # each built and self-checked in a process of its own, in parallel (NVRTC and the C++
     # compiler each use one core); the later processes find the kernels in the caches on
     # disk (torch's ~/.cache/torch/kernels, hypermc's native cache)
-    configs = [] if args.part else [("cpu", "f64", nc, "elementary") for nc in native.ELEMENTARY_NCS]
-    configs += [("cuda", name, nc, part) for name, nc, part in native_cuda.KERNELS if not args.part or part == args.part]
+    configs = [("cuda", name, nc, part) for name, nc, part in native_cuda.KERNELS if not args.part or part == args.part]
+    configs += [("cpu", "f64", nc, "elementary") for nc in native.ELEMENTARY_NCS] if args.cpu else []
     with contextlib.ExitStack() as stack:
         if cuda and args.jobs > 1:
             context = multiprocessing.get_context("spawn")  # CUDA does not survive a fork

@@ -8,11 +8,11 @@
 # Steps, in order of what is still unknown (each bounded by `timeout`, its limit cut to the
 # budget left; a step with under 20 s left is not started and says so):
 #   facts        benchmarks/device_facts.py: torch, device, NaN bits of 0/0 on each device,
-#                the status of every fused CUDA configuration and CPU elementary library
-#                (builds them in parallel processes, so the tests below find the kernels
-#                in torch's kernel cache and hypermc's native cache)
+#                the status of every fused CUDA configuration (builds them in parallel
+#                processes, so the tests below find the kernels in torch's kernel cache)
 #   native_cuda  the cuda tests of tests/mcf/test_native_cuda.py (pytest-xdist where present)
-#   bench_ops    bench_ops --device cuda --sizes 4096x4096: the ops of the GPU table
+#   bench_ops    bench_ops --device cuda --sizes 4096x4096: the ops of the GPU table (cut by
+#                its limit, it still writes the cases it measured, and says so)
 #   cuda_rest    every other cuda test
 # Each pytest step fails a test that runs past 60 s (per_test; tests/session_log.py) and
 # goes on; the step's own limit is well above that.
@@ -24,7 +24,7 @@
 #   results.jsonl  one JSON line per test as it ends: on record even when a step is cut
 #   junit.xml      the junit reports of the steps that finished, merged after each step
 #   bench_ops.txt  bench_ops' table
-#   gpu_ops.md     bench_ops' results fragment (when the step finishes): docs/results/gpu_ops.md
+#   gpu_ops.md     bench_ops' results fragment: docs/results/gpu_ops.md
 # Exit status 0 when every step ran and passed, else 1 (2: bad arguments).
 # Environment: GPU_SESSION_BUDGET (seconds of steps, default 470), GPU_SESSION_REST (the
 # paths of the cuda_rest step, default tests), GPU_SESSION_WORKERS (pytest-xdist workers
@@ -112,9 +112,9 @@ pytest_step() {  # pytest_step NAME LIMIT_S PYTEST_ARGS...
         --junitxml "$junit_dir/$name.xml" "$@"
 }
 
-step facts 200 "$out/machine.txt" "$py" benchmarks/device_facts.py
+step facts 120 "$out/machine.txt" "$py" benchmarks/device_facts.py
 pytest_step native_cuda 180 "${xdist[@]}" tests/mcf/test_native_cuda.py
-step bench_ops 150 "$out/bench_ops.txt" "$py" benchmarks/bench_ops.py "${bench[@]}" --markdown --pivot nc --write-results "$out/gpu_ops.md"
+step bench_ops 200 "$out/bench_ops.txt" "$py" benchmarks/bench_ops.py "${bench[@]}" --markdown --pivot nc --write-results "$out/gpu_ops.md"
 # shellcheck disable=SC2086  # GPU_SESSION_REST is a list of paths
 pytest_step cuda_rest 150 "${xdist[@]}" --ignore=tests/mcf/test_native_cuda.py $rest
 

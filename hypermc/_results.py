@@ -4,7 +4,8 @@ A script adds the option with :func:`add_argument` and runs its ``main`` through
 :func:`run`. With ``--write-results PATH`` the script's stdout is still printed and, when
 the script finishes, PATH receives a Markdown fragment: a provenance line (the command,
 the git commit, the machine, the wall time and the date) followed by the Markdown tables
-the script printed, or its whole output in a fence when it printed no table. The docs
+the script printed, or its whole output in a fence when it printed no table; lines the
+script printed starting with :data:`NOTE` come after the provenance line. The docs
 include these fragments (``--8<-- "results/NAME.md"``), so no table is copied by hand.
 
 Nothing here runs at import; the library never calls it.
@@ -27,6 +28,8 @@ from typing import Any
 
 OPTION = "--write-results"
 MARKER = "<!-- results fragment: written by the command below (--write-results); do not edit by hand -->"
+# a printed line that starts with this goes into the fragment, after the provenance line
+NOTE = "results note: "
 # a table recorded before the scripts wrote their own fragments: its provenance as the docs stated it
 RECORDED = "<!-- results fragment: recorded run, provenance as the docs stated it; rerun the command with --write-results to replace it -->"
 ROOT = Path(__file__).resolve().parents[1]
@@ -183,14 +186,20 @@ def tables(output: str) -> list[str]:
 
 
 def fragment(output: str, cmd: str, wall_s: float) -> str:
-    """The Markdown fragment of one run: the marker, the provenance line, then the tables (or the fenced output).
+    """The Markdown fragment of one run: the marker, the provenance line, the notes (the
+    printed lines that start with :data:`NOTE`), then the tables (or the fenced output).
 
     Example:
         >>> fragment("| a |\\n|---|\\n| 1 |", "python x.py", 1.5).splitlines()[-3:]
         ['| a |', '|---|', '| 1 |']
+        >>> fragment(NOTE + "cut after 1 of 2 rows\\n| a |\\n|---|\\n| 1 |", "python x.py", 1.5).splitlines()[3]
+        'cut after 1 of 2 rows'
     """
     date = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     header = f"`{cmd}` printed this at {commit()} on a {machine()}, wall time {wall_s:.1f} s, {date}:"
+    notes = [line[len(NOTE) :].strip() for line in output.splitlines() if line.startswith(NOTE)]
+    if notes:
+        header += "\n\n" + " ".join(notes)
     found = tables(output)
     body = "\n\n".join(found) if found else "```\n" + output.rstrip("\n") + "\n```"
     return f"{MARKER}\n{header}\n\n{body}\n"

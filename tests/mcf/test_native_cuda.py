@@ -724,5 +724,7 @@ def test_cuda_elementary_same_bits(nc):
         assert got.is_cuda, op
         _assert_same_bits(got, _torch_kernels(f, arg), f"{op}: CUDA kernels vs the torch networks on CUDA")
     # exp calls no torch function of its own: the CPU's values too (log starts its Newton
-    # iteration from the device's log1p)
-    _assert_same_bits(elementary.exp(x), elementary.exp(x.cpu()), "exp: CUDA vs CPU", any_nan=True)
+    # iteration from the device's log1p). The CPU's torch networks: the same bits as its
+    # C++ library (tests/mcf/test_native.py), without building that library here, which
+    # takes minutes at nc = 4 on a fresh machine.
+    _assert_same_bits(elementary.exp(x), _torch_kernels(elementary.exp, x.cpu()), "exp: CUDA vs CPU", any_nan=True)
