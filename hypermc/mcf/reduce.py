@@ -407,19 +407,24 @@ def sumsq_wide(x: torch.Tensor, dim: Dim = None, keepdim: bool = False) -> torch
         return arith.mul(w, w)
     dims = _reduce_dims(x.dim() - 1, dim)
     t, axis, n, _ = _to_layout(x, dims)
-    if axis == 0:  # the reduced axis next to the components, as the halves below expect
-        t = t.movedim(0, -2)
-    t = arith.pad(t, nc + 1)
+    # planar (component planes of shape (n, *kept)), the reduced axis first: the halves of
+    # every level are then blocks of each plane, which the fused kernels read in place
+    planes = t.movedim(-1, 0).movedim(axis + 1, 1)
+    buf = planes.new_empty((nc + 1, *planes.shape[1:]))
+    buf[:nc] = planes
+    buf[nc] = 0
+    t = buf.movedim(0, -1)
     if n == 0:
-        out = t.new_zeros(*t.shape[:-2], nc + 1)
+        out = t.new_zeros(*t.shape[1:-1], nc + 1)
     else:
         t = arith.mul(t, t)
         while n > 1:
             h = n // 2
-            s = arith.add(t[..., :h, :], t[..., h : 2 * h, :])
-            t = torch.cat([s, t[..., 2 * h :, :]], dim=-2) if n % 2 else s
-            n = h + n % 2
-        out = t[..., 0, :]
+            s = arith.add(t[:h], t[h : 2 * h])
+            if n % 2:  # the odd last element joins the next level (planar again)
+                s = torch.cat([s.movedim(-1, 0), t[2 * h :].movedim(-1, 0)], dim=1).movedim(0, -1)
+            t, n = s, h + n % 2
+        out = t[0]
     return _restore(out, x.shape[:-1], dims, keepdim)
 
 
