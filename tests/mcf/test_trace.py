@@ -189,6 +189,19 @@ def test_an_op_without_a_traced_form_is_refused():
         trace(Lines(), lambda c, a, b: torch.addcmul(c, a, b, value=2), "c", "a", "b")
 
 
+def test_a_conversion_to_float32_is_one_rounding_and_float64_none():
+    """``x.to(torch.float32)`` in a float64 trace: one ``round_f32`` statement (the kernels
+    of float32 results keep their values in the float64 type); ``.to`` the traced dtype is
+    the value itself; other conversions are refused."""
+    net = Lines()
+    assert trace(net, lambda a: (a.to(torch.float32), a.to(torch.float64)), "a") == ("v0", "a")
+    assert net.lines == ["T v0 = round_f32<T>(a);"]
+    with pytest.raises(TraceError, match=r"\.to\(torch\.float16\) of a value traced as torch\.float64"):
+        trace(Lines(), lambda a: a.to(torch.float16), "a")
+    with pytest.raises(TraceError, match=r"bool value \.to\(torch\.float64\)"):
+        trace(Lines(), lambda a: (a > 0).to(torch.float64), "a")
+
+
 def test_a_literal_that_depends_on_the_dtype_is_refused():
     with pytest.raises(TraceError, match=r"literal 0\.1 .* not exactly a float32 value"):
         trace(Lines(), lambda a: a * 0.1, "a")

@@ -21,7 +21,8 @@ What a traced function may do: elementwise arithmetic (``+ - * /``, unary minus,
 comparisons and boolean ``& | ~`` (as ``bool`` statements), ``torch.where``,
 ``torch.maximum`` (on magnitudes or other operands that are not both zeros of opposite
 signs: there torch's vectorised and scalar loops disagree), ``torch.isfinite``,
-``zeros_like``, and planar buffers (``torch.empty((n, *shape))``, ``torch.stack``,
+``zeros_like``, ``x.to(torch.float32)`` from a float64 trace (the nearest float32, held in
+the component type), and planar buffers (``torch.empty((n, *shape))``, ``torch.stack``,
 indexing by an int, ``movedim``, ``unbind``). Anything else raises :class:`TraceError`
 naming the call: a traced function that branches on data (``if tensor:``), calls an op
 without a rule or writes in place into one of its arguments (the caller's tensor, which
@@ -347,6 +348,19 @@ class Sym:
         tr = _current()
         src = tr.sym(src, self.kind)
         return self._rebind(Sym(tr.read(src), src.kind), "copy_")
+
+    def to(self, dtype: torch.dtype) -> Sym:
+        """``x.to(dtype)``: the identity for the traced dtype; float32 from a float64
+        trace rounds to the nearest float32 (``round_f32<T>``, a value that the component
+        type ``T`` holds exactly: the kernel keeps one type). Other targets are refused."""
+        tr = _current()
+        if self.kind != "T":
+            raise TraceError(f"{self.kind} value .to({dtype}); only component values convert")
+        if dtype == tr.dtype:
+            return self
+        if dtype == torch.float32 and tr.dtype == torch.float64:
+            return tr.unary("round_f32<T>({})", self)
+        raise TraceError(f".to({dtype}) of a value traced as {tr.dtype}: only float32 from float64 has a traced form")
 
     def unsqueeze(self, dim: int) -> SymVec:
         if dim not in (0, -1):
