@@ -24,14 +24,12 @@ vectorised, and picks one of three paths, always in this order:
    same algorithms as :mod:`arith`, without its per-op packing and non-finite
    bookkeeping: they are the inner loop of every series); three or more call
    :mod:`arith`. Large CPU inputs are processed in blocks of ``2^15`` elements.
-   float64 ``exp`` and ``log`` with ``nc = 2, 3, 4`` on the CPU run this algorithm as
-   one fused loop where a backend registered one in :mod:`registry` (:func:`native.exp`,
-   :func:`native.log`: the same roundings, so the same bits; the elements they flag take
-   the torch code; this module never imports the backend),
-   and so does float32 ``nc = 3, 4`` ``exp`` on its double-word expansion. sin, cos
-   and tan run their fast reduction, series and tables as one fused loop too
-   (:func:`native.sin`: float64 ``nc = 2, 3, 4`` and the exact float64 expansion of
-   float32 ``nc = 3, 4``; tan divides its two outputs).
+   float64 functions with ``nc = 2, 3, 4`` run this algorithm as one fused loop where a
+   backend registered one in :mod:`registry` (:func:`native.exp`, :func:`native.log`,
+   ...: the same roundings, so the same bits; the elements they flag take the torch
+   code; this module never imports the backend). So do float32 ``nc = 3, 4`` exp, expm1,
+   sinh, cosh, tanh, sin, cos and tan, the conversions to and from float64 included
+   (one kernel per call), and float32 asinh on its double-word.
 
 Generic algorithms (Tang's table-driven exp, Newton's iteration on it for log):
 
@@ -316,16 +314,15 @@ def _dispatch(
     ``±0`` (the engine kernels do both themselves). Large CPU inputs run the generic path
     in blocks of ``_CPU_BLOCK`` elements, so its many temporaries stay in cache.
 
-    ``fused`` (``"exp"``, ``"log"``, ...) names the :mod:`registry` kernel that runs the
-    generic path as one fused loop where a backend has one (:func:`native.exp`: same
-    bits); the elements it flags take this function's torch path.
+    ``fused`` (``"exp"``, ``"log"``, ...) names the :mod:`registry` kernel that runs this
+    whole function as one fused loop where a backend has one (:func:`native.exp`: same
+    bits; for float32 nc = 3, 4 with the conversions to and from float64 inside); the
+    elements it flags take this function's torch path.
 
     ``exact64(dtype, nc)`` (sin, cos, tan): a narrower input enters the generic path as its
     exact float64 expansion (all ``nc`` components: the argument reduction needs the
     absolute precision of a large ``x``, which the rounded :func:`_to_float64` would lose),
     and ``generic`` receives ``width=exact64(dtype, nc)``, the components its result needs.
-    ``fused(expansion, width)`` runs that expansion in one fused loop where :mod:`native`
-    has a kernel for it (float32 nc = 3, 4: :data:`hypermc.mcf.native.source.TRIG_INPUTS`), same bits.
     """
     if x.dim() == 0:
         raise ValueError("x: expected a component tensor of shape (*shape, nc); got a 0-d tensor (an MCTensor's components have nc last)")
@@ -339,13 +336,7 @@ def _dispatch(
     if res is not None:
         return res.patched(lambda rows: _dispatch(rows, plain, engine_fn, generic, prepare=prepare, odd=odd, exact64=exact64), x)
     if exact64 is not None:
-        width = exact64(x.dtype, nc)
-        if fused is not None and x.dtype != torch.float64:  # the fused kernel of the float64 expansion
-            res = registry.call(fused, x.to(torch.float64), width)
-            if res is not None:
-                y = res._replace(out=_from_float64(res.out, x.dtype, nc))
-                return y.patched(lambda rows: _dispatch(rows, plain, engine_fn, generic, prepare=prepare, odd=odd, exact64=exact64), x)
-        generic = functools.partial(generic, width=width)
+        generic = functools.partial(generic, width=exact64(x.dtype, nc))
     n = x[..., 0].numel()
     if x.device.type != "cpu" or n <= _CPU_BLOCK:
         return _generic_path(x, plain, generic, prepare, odd, fused, exact64 is not None)
@@ -363,9 +354,9 @@ def _generic_path(x, plain, generic, prepare, odd, fused=None, exact64=False) ->
     Inputs of a narrower dtype run on their float64 expansion. Where the function has a
     ``fused`` float64 kernel that takes ``x`` alone (``exp``; log needs its differences
     formed in the input's dtype first), the expansion goes through that kernel where it
-    applies (float32 ``nc = 3, 4``: a double-word): the same roundings as ``generic`` on
-    it (the kernel's contract; the elements it flags take ``generic``), so the same bits,
-    without the per-op torch kernels.
+    applies (a double-word: float32 asinh, float16 and bfloat16): the same roundings as
+    ``generic`` on it (the kernel's contract; the elements it flags take ``generic``), so
+    the same bits, without the per-op torch kernels.
     """
     nc = x.shape[-1]
     args = prepare(x) if prepare is not None else (x,)
@@ -402,8 +393,12 @@ def _to_float64(x: torch.Tensor) -> list[torch.Tensor]:
     """
     nc = x.shape[-1]
     p = float_format(x.dtype).p
-    nc64 = max(2, math.ceil((nc * p + _GUARD_BITS) / _P64))
-    comps = unpack(x)
+    return _expansion64(unpack(x), max(2, math.ceil((nc * p + _GUARD_BITS) / _P64)))
+
+
+def _expansion64(comps: list[torch.Tensor], nc64: int) -> list[torch.Tensor]:
+    """:func:`_to_float64` on the component list (the float64 kernels of float32
+    results trace it: :func:`hypermc.mcf.native.source.elementary_kernels`)."""
     finite = torch.isfinite(comps[0])
     terms = [torch.where(finite, c, 0.0).to(torch.float64) for c in comps]
     if nc64 > 2:
@@ -422,7 +417,12 @@ def _to_float64(x: torch.Tensor) -> list[torch.Tensor]:
 
 def _from_float64(z: torch.Tensor, dtype: torch.dtype, nc: int) -> torch.Tensor:
     """Round a float64 expansion into ``nc`` components of ``dtype`` (nearest each)."""
-    rest = unpack(z)
+    return _rounded_to(unpack(z), dtype, nc)
+
+
+def _rounded_to(rest: list[torch.Tensor], dtype: torch.dtype, nc: int) -> torch.Tensor:
+    """:func:`_from_float64` on the component list (traced by the float64 kernels of
+    float32 results, like :func:`_expansion64`)."""
     comps = []
     for i in range(nc):
         c = rest[0].to(dtype)

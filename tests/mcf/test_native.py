@@ -396,9 +396,9 @@ def test_elementary_same_bits_as_the_torch_path(dtype, nc, op, data):
 @given(data=st.data())
 def test_float32_exp_through_the_float64_kernel_same_bits(nc, op, data):
     """float32 nc = 3, 4 exp (expm1, sinh, cosh, tanh, asinh) runs on its float64 double-word
-    expansion, through the fused float64 kernel where it applies: the same bits as the
-    torch path (random expansions over every exponent, ±0, ±inf, NaN, subnormals, the
-    overflow and underflow thresholds)."""
+    expansion, the exp family in one kernel with the conversions inside: the same bits as
+    the torch path (random expansions over every exponent, ±0, ±inf, NaN, subnormals, the
+    overflow and underflow thresholds of float64 and of float32)."""
     x = _elementary_inputs(op, torch.float32, data.draw(expansions(torch.float32, nc, shape=(48,), allow_zero=True)))
     edge = torch.zeros(len(_EDGES), nc, dtype=torch.float32)
     edge[:, 0] = torch.tensor(_EDGES, dtype=torch.float64).to(torch.float32)
@@ -408,26 +408,29 @@ def test_float32_exp_through_the_float64_kernel_same_bits(nc, op, data):
 
 
 @needs_compiler
-def test_float32_exp_uses_the_float64_kernel(monkeypatch):
-    """The float64 kernel is what float32 nc = 3, 4 exp calls (on a double-word), and it
-    accepts ordinary arguments; log keeps its float32-prepared torch path."""
+@pytest.mark.parametrize("op", EXP_FAMILY)
+def test_float32_exp_family_uses_its_own_kernels(op, monkeypatch):
+    """float32 nc = 3, 4 exp, expm1, sinh, cosh and tanh call one kernel on the float32
+    tensor (its double-word inside, float32 out; source._narrow_body), which accepts
+    ordinary arguments; log keeps its float32-prepared torch path."""
     seen = []
-    fused = native.exp
+    fused = getattr(native, op)
 
     def spy(x):
         res = fused(x)
-        seen.append((x.dtype, x.shape[-1], None if res is None else res.bad))
+        seen.append((x.dtype, x.shape[-1], None if res is None else (res.bad, res.out.dtype)))
         return res
 
-    monkeypatch.setitem(registry._kernels, "exp", spy)
+    monkeypatch.setitem(registry._kernels, op, spy)
     gen = torch.Generator().manual_seed(2)
+    f = ELEMENTARY[op]
     for nc in (3, 4):
-        x = arith.add(torch.randn(1000, nc, generator=gen) * 20, torch.randn(1000, nc, generator=gen) * 2.0**-30)
-        elementary.exp(x)  # loads (and self-checks) the float64 library on first use
+        x = arith.add(torch.randn(1000, nc, generator=gen) * 2, torch.randn(1000, nc, generator=gen) * 2.0**-30)
+        f(x)  # loads (and self-checks) the float64 library on first use
         seen.clear()
-        elementary.exp(x)
-        # the float32 tensor itself is not eligible; its double-word expansion is, whole
-        assert seen == [(torch.float32, nc, None), (torch.float64, 2, 0)], seen
+        y = f(x)
+        assert seen == [(torch.float32, nc, (0, torch.float32))], seen
+        assert _same_bits(y, _torch_kernels(f, x))
 
 
 def _ordinary_float64(nc: int, gen: torch.Generator, scale: float) -> torch.Tensor:
@@ -461,7 +464,8 @@ def test_elementary_fused_where_it_applies(nc):
     pos = x.abs()[:, :1].expand(-1, nc).contiguous()
     assert _same_bits(threaded[1], _torch_kernels(elementary.log, pos))
     assert native.log(pos) is not None
-    assert native.exp(x.float()) is None
+    assert (native.exp(x.float()) is None) == (nc == 2)  # float32 nc = 3, 4: native._narrow
+    assert native.exp(x.half()) is None and native.log(pos.float()) is None
     assert native.exp(x.detach().requires_grad_()) is None
     # the others: nothing flagged on ordinary arguments (full-width expansions here; plain
     # floats: test_mc_numbers_made_from_plain_floats_run_fused), the same bits
@@ -473,9 +477,10 @@ def test_elementary_fused_where_it_applies(nc):
         res = getattr(native, op)(a)
         assert res is not None and res.bad == 0, op
         assert _same_bits(res.out, _torch_kernels(ELEMENTARY[op], a)), op
-        assert getattr(native, op)(a.float()) is None
+        # float32: kernels of their own at nc = 3, 4 for the exp family (native._narrow)
+        assert (getattr(native, op)(a.float()) is None) == (nc == 2 or op not in EXP_FAMILY)
         # one element: every operand is read with stride 1 (the log core takes no broadcast
-        # operand; one-element logs were all flagged until stop 30)
+        # operand; read with stride 0, a one-element log was flagged)
         one_res = getattr(native, op)(a[:1])
         assert bool(one_res.ok.all()) and _same_bits(one_res.out, res.out[:1]), op
 
@@ -553,21 +558,23 @@ def test_trig_fused_where_it_applies(nc, monkeypatch):
     special[-1, 1] = 1e283
     res = fused["sin"](special)
     assert res is not None and res.ok.tolist() == [False] * 5
-    assert fused["sin"](x.float()) is None and fused["cos"](x.detach().requires_grad_()) is None
-    assert fused["sin"](x, 3 if nc != 3 else 4) is None  # no kernel for that input width
+    assert fused["cos"](x.detach().requires_grad_()) is None
+    # float32: kernels of their own at nc = 3, 4 (nc = 2 computes in float64 itself)
+    assert (fused["sin"](x.float()) is None) == (nc == 2)
+    assert fused["sin"](x.half()) is None
 
 
 @needs_compiler
-def test_float32_trig_uses_the_float64_kernel(monkeypatch):
-    """float32 nc = 3, 4 sin/cos/tan call the float64 kernel on the exact expansion (all
-    nc components in, 2 out), which accepts ordinary arguments."""
+def test_float32_trig_uses_its_own_kernels(monkeypatch):
+    """float32 nc = 3, 4 sin/cos/tan call one kernel on the float32 tensor (the exact
+    float64 expansion inside, float32 out), which accepts ordinary arguments."""
     seen = []
     fused = {op: getattr(native, op) for op in TRIG}
     for op in TRIG:
 
-        def spy(t, width=None, op=op):
-            res = fused[op](t, width)
-            seen.append((op, t.dtype, t.shape[-1], width, None if res is None else res.bad))
+        def spy(t, op=op):
+            res = fused[op](t)
+            seen.append((op, t.dtype, t.shape[-1], None if res is None else (res.bad, res.out.dtype)))
             return res
 
         monkeypatch.setitem(registry._kernels, op, spy)
@@ -577,12 +584,16 @@ def test_float32_trig_uses_the_float64_kernel(monkeypatch):
         for op, f in TRIG.items():
             f(x)  # loads (and self-checks) the float64 library on first use
             seen.clear()
-            f(x)
-            assert seen == [(op, torch.float32, nc, None, None), (op, torch.float64, nc, 2, 0)], seen
+            y = f(x)
+            assert seen == [(op, torch.float32, nc, (0, torch.float32))], seen
+            assert _same_bits(y, _torch_kernels(f, x)), (op, nc)
 
 
 def test_elementary_status():
-    assert native.status(torch.float32, 3, "elementary") == "no native elementary kernels for torch.float32 (float64 only)"
+    assert native.status(torch.float32, 3, "elementary") == (
+        "no native elementary kernels for torch.float32 (float64 only; float32 nc = 3, 4 exp, expm1, sinh, cosh, tanh, "
+        "sin, cos and tan run in the float64 nc = 2 library)"
+    )
     assert not native.available(torch.float32, 3, "elementary")
     # nc = 2, 3, 4 on both devices (staged loops on the CPU)
     assert native._elementary_ncs("cpu") == (2, 3, 4) and native._elementary_ncs("cuda") == (2, 3, 4)

@@ -56,6 +56,7 @@ static inline long long __double_as_longlong(double x) { long long u; std::memcp
 static inline double __longlong_as_double(long long u) { double x; std::memcpy(&x, &u, 8); return x; }
 static inline unsigned int __float_as_uint(float x) { unsigned int u; std::memcpy(&u, &x, 4); return u; }
 static inline float __uint_as_float(unsigned int u) { float x; std::memcpy(&x, &u, 4); return x; }
+static inline float __double2float_rn(double x) { return (float)x; }
 """
 
 
@@ -382,10 +383,11 @@ def _kernel_calls(config: tuple, cpp, x: torch.Tensor, y: torch.Tensor) -> list[
         elif op in ("log_core", "log_core_general"):
             t = native._call(cpp, "log_reduce", [ax], (), nc, nc + 2).out
             calls.append((op, [t, torch.log1p(t[..., :1])], (), nc))
-        elif op.startswith(("sin_cos_x", "tan_x")):  # float32 expansions of nx components
-            nx = int(op.rsplit("_x", 1)[1])
-            x32 = _edge_operands(torch.float32, nx)[0].double() * 2.0**-10
-            calls.append((op, [x32], (), k.components))
+        elif "_f32x" in op:  # float32 expansions of nx components (native._narrow), float32 results
+            nx = int(op.rsplit("_f32x", 1)[1])
+            x32 = _edge_operands(torch.float32, nx)[0].double()
+            scale = 2.0**-10 if op.startswith(("sin_cos", "tan")) else 2.0**-4
+            calls += [(op, [a], (), k.components) for a in (x32, x32 * scale)]
         elif op in ("exp", "expm1", "sinh_cosh", "tanh", "sin_cos", "tan", "log_reduce") or op.endswith("_reduce"):
             # the arguments as native._self_check scales them, and the raw edge rows
             arg = {"log_reduce": ax, "acosh_reduce": ax * 16.0, "atanh_reduce": x * 2.0**-21}.get(op, x)
@@ -728,3 +730,30 @@ def test_cuda_elementary_same_bits(nc):
     # C++ library (tests/mcf/test_native.py), without building that library here, which
     # takes minutes at nc = 4 on a fresh machine.
     _assert_same_bits(elementary.exp(x), _torch_kernels(elementary.exp, x.cpu()), "exp: CUDA vs CPU", any_nan=True)
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("nc", [3, 4])
+def test_cuda_float32_elementary_same_bits(nc):
+    """float32 nc = 3, 4 exp, expm1, sinh, cosh, tanh, sin, cos and tan on CUDA: one kernel
+    each (the conversions to and from float64 inside) gives the torch networks' bits on the
+    device, with float32 overflow (exp beyond 88.7), underflow and the special values."""
+    gen = torch.Generator().manual_seed(17)
+    x = arith.add(torch.randn(1025, nc, generator=gen) * 40, torch.randn(1025, nc, generator=gen) * 2.0**-30)
+    special = torch.zeros(6, nc)
+    special[:, 0] = torch.tensor([0.0, -0.0, math.inf, math.nan, 88.8, -104.0])
+    x = torch.cat([x, special]).cuda()
+    cases = {
+        "exp": (elementary.exp, x * 2.0**-2),
+        "expm1": (elementary.expm1, x * 2.0**-2),
+        "sinh": (elementary.sinh, x * 2.0**-2),
+        "cosh": (elementary.cosh, x * 2.0**-2),
+        "tanh": (elementary.tanh, x * 2.0**-4),
+        "sin": (elementary.sin, x),
+        "cos": (elementary.cos, x),
+        "tan": (elementary.tan, x),
+    }
+    for op, (f, arg) in cases.items():
+        res = getattr(native, op)(arg)
+        assert res is not None and res.out.dtype == torch.float32 and res.out.is_cuda, op
+        _assert_same_bits(f(arg), _torch_kernels(f, arg), f"float32 nc={nc} {op}: CUDA kernels vs the torch networks on CUDA")

@@ -73,7 +73,7 @@ from .. import arith, elementary, registry  # arith, elementary: the self-check'
 from ..eft import broadcast_shapes, float_format, has_fused_addcmul, renormalize, tracing, unpack
 from ..fixed import patch
 from . import cuda as native_cuda
-from .source import TRIG_INPUTS, _Tables, _trig_op, elementary_kernels
+from .source import NARROW_INPUTS, _Tables, elementary_kernels
 from .source import source as generate
 
 __all__ = ["available", "status", "library", "library_status", "Result", "NCS", "ELEMENTARY_NCS", "NO_COMPILER"]
@@ -323,11 +323,20 @@ def _self_check(lib: Kernels, dtype: torch.dtype, nc: int, part: str = "arith", 
             "cos": lambda x, y: elementary.cos(x * 2.0**-10),
             "tan": lambda x, y: elementary.tan(x * 2.0**-10),
         }
-        if nc == 2:  # the float32 nc = 3, 4 expansions (exact in float64) at 2 components
-            for n32 in (3, 4):
-                x32 = _self_check_inputs(torch.float32, n32)[0].to(device_type) * 2.0**-10
-                for op in ("sin", "cos", "tan"):
-                    ops[f"float32 nc={n32} {op}"] = functools.partial(_on_fixed, getattr(elementary, op), x32)
+        if nc == 2:  # float32 nc = 3, 4: their kernels in this library (source._narrow_body)
+            for n32 in NARROW_INPUTS:
+                x32 = _self_check_inputs(torch.float32, n32)[0].to(device_type)
+                for op, scale in (
+                    ("exp", -4),
+                    ("expm1", -4),
+                    ("sinh", -4),
+                    ("cosh", -4),
+                    ("tanh", -6),
+                    ("sin", -10),
+                    ("cos", -10),
+                    ("tan", -10),
+                ):
+                    ops[f"float32 nc={n32} {op}"] = functools.partial(_on_fixed, getattr(elementary, op), x32 * 2.0**scale)
     ints = {torch.float32: torch.int32, torch.float64: torch.int64}
     # the ops below reach the kernels through _load
     with registry.trial(_key(_NAMES[dtype], nc, part, device_type), lib):
@@ -373,6 +382,10 @@ def available(dtype: torch.dtype = torch.float64, nc: int = 3, part: str = "arit
     return dtype in _NAMES and nc in NCS and _load(dtype, nc, part, device_type) is not None
 
 
+#: what :func:`status` says of float32's elementary functions
+_NARROW_NOTE = "float32 nc = 3, 4 exp, expm1, sinh, cosh, tanh, sin, cos and tan run in the float64 nc = 2 library"
+
+
 def status(dtype: torch.dtype = torch.float64, nc: int = 3, part: str = "arith", device: str | torch.device = "cpu") -> str:
     """``"in use"`` or the reason the native kernels of ``(dtype, nc)`` (``part``:
     ``"arith"`` or ``"elementary"``) are not used on ``device`` (``"cpu"``: the C++
@@ -381,8 +394,8 @@ def status(dtype: torch.dtype = torch.float64, nc: int = 3, part: str = "arith",
     Example:
         >>> status(torch.float32, 7)
         'no native kernels for torch.float32 nc=7 (float32/float64, nc in (2, 3, 4))'
-        >>> status(torch.float32, 3, "elementary")
-        'no native elementary kernels for torch.float32 (float64 only)'
+        >>> status(torch.float32, 3, "elementary")[:62]
+        'no native elementary kernels for torch.float32 (float64 only; '
         >>> (status(torch.float64, 2) == "in use") == available(torch.float64, 2)  # else the reason
         True
         >>> torch.cuda.is_available() or status(torch.float64, 3, device="cuda") == "CUDA is not available"
@@ -393,7 +406,7 @@ def status(dtype: torch.dtype = torch.float64, nc: int = 3, part: str = "arith",
     if dtype not in _NAMES or nc not in NCS:
         return f"no native kernels for {dtype} nc={nc} (float32/float64, nc in {NCS})"
     if part == "elementary" and dtype != torch.float64:
-        return f"no native elementary kernels for {dtype} (float64 only)"
+        return f"no native elementary kernels for {dtype} (float64 only; {_NARROW_NOTE})"
     if part == "elementary" and nc not in _elementary_ncs(device_type):
         return f"no native elementary kernels for nc={nc} on {device_type} (nc in {_elementary_ncs(device_type)})"
     if available(dtype, nc, part, device_type):
@@ -672,10 +685,28 @@ def exp(x: torch.Tensor) -> Result | None:
         >>> r is None or (r.ok.tolist() == [True] and r.out[0, 0].item() == math.e)
         True
     """
+    if x.dtype == torch.float32:
+        return _narrow(x, "exp")
     lib = _elementary_eligible(x)
     if lib is None:
         return None
     return _call(lib, "exp", [x], (), x.shape[-1])
+
+
+def _narrow(x: torch.Tensor, op: str, groups: int = 1) -> Result | None:
+    """The float64 nc = 2 library's kernel ``{op}_f32x{nc}`` on a float32 ``x`` of ``nc``
+    = 3 or 4 components (:func:`hypermc.mcf.native.source._narrow_body`: the conversions to
+    and from float64 inside), or None. Its operand is ``x`` in float64 (exact), its
+    ``groups * nc`` outputs float32 values, returned as a planar float32 buffer."""
+    nc = x.shape[-1]
+    if nc not in NARROW_INPUTS:
+        return None
+    x64 = x.to(torch.float64)
+    lib = _elementary_eligible(x64, 2)
+    if lib is None:
+        return None
+    res = _call(lib, f"{op}_f32x{nc}", [x64], (), 2, groups * nc)
+    return Result(res.out.movedim(-1, 0).to(torch.float32).movedim(0, -1), res.ok, res.bad)
 
 
 def _log_chain(lib: Kernels, op: str, x: torch.Tensor) -> Result:
@@ -731,14 +762,14 @@ def log(x: torch.Tensor) -> Result | None:
     return _log_chain(lib, "log_reduce", x)
 
 
-def _sin_cos(x: torch.Tensor, width: int | None, fn: str = "sin_cos") -> Result | None:
-    """The sin/cos kernel's ``(sin x, cos x)`` (2 ``width`` components; ``fn="tan"``:
-    the nc = 2 tan kernel's quotient) or None."""
-    nc = x.shape[-1] if width is None else width
-    if nc not in TRIG_INPUTS or x.shape[-1] not in TRIG_INPUTS[nc]:
-        return None
-    lib = _elementary_eligible(x, nc)
-    return None if lib is None else _call(lib, _trig_op(x.shape[-1], nc, fn), [x], (), nc, nc if fn == "tan" else 2 * nc)
+def _sin_cos(x: torch.Tensor, fn: str = "sin_cos") -> Result | None:
+    """The sin/cos kernel's ``(sin x, cos x)`` (2 nc components; ``fn="tan"``: the nc = 2
+    tan kernel's quotient), float32 nc = 3, 4 through :func:`_narrow`, or None."""
+    groups = 1 if fn == "tan" else 2
+    if x.dtype == torch.float32:
+        return _narrow(x, fn, groups)
+    lib = _elementary_eligible(x)
+    return None if lib is None else _call(lib, fn, [x], (), x.shape[-1], groups * x.shape[-1])
 
 
 def _half(res: Result | None, second: bool) -> Result | None:
@@ -749,11 +780,11 @@ def _half(res: Result | None, second: bool) -> Result | None:
     return Result(res.out[..., h:] if second else res.out[..., :h], res.ok, res.bad)
 
 
-def sin(x: torch.Tensor, width: int | None = None) -> Result | None:
-    """``sin(x)`` by ``elementary._sin_cos_generic`` (float64, CPU and CUDA; result at ``width``
-    components, default ``x``'s: nc = 2, 3, 4, and the float32 nc = 3, 4 expansions at
-    2): the fast reduction ``x = n pi/2 + r``, the series and the tables in one fused loop
-    (the kernel computes cos as well). ``ok`` false for non-finite or zero ``x_0``, where
+def sin(x: torch.Tensor) -> Result | None:
+    """``sin(x)`` by ``elementary._sin_cos_generic`` (float64 nc = 2, 3, 4, and float32 nc =
+    3, 4 on their exact float64 expansion at 2 components; CPU and CUDA): the fast
+    reduction ``x = n pi/2 + r``, the series and the tables in one fused loop (the kernel
+    computes cos as well). ``ok`` false for non-finite or zero ``x_0``, where
     the torch path takes the exact reduction (heavy cancellation, ``|x| >= 2^45``) and
     where a fixed network's check fails.
 
@@ -763,10 +794,10 @@ def sin(x: torch.Tensor, width: int | None = None) -> Result | None:
         >>> r is None or (r.ok.tolist() == [True, False, False] and r.out[0, 0].item() == math.sin(1))
         True
     """
-    return _half(_sin_cos(x, width), second=False)
+    return _half(_sin_cos(x), second=False)
 
 
-def cos(x: torch.Tensor, width: int | None = None) -> Result | None:
+def cos(x: torch.Tensor) -> Result | None:
     """``cos(x)``: :func:`sin`'s kernel, its second output.
 
     Example:
@@ -774,10 +805,10 @@ def cos(x: torch.Tensor, width: int | None = None) -> Result | None:
         >>> r is None or (r.ok.tolist() == [True] and r.out[0, 0].item() == math.cos(1))
         True
     """
-    return _half(_sin_cos(x, width), second=True)
+    return _half(_sin_cos(x), second=True)
 
 
-def tan(x: torch.Tensor, width: int | None = None) -> Result | None:
+def tan(x: torch.Tensor) -> Result | None:
     """``tan(x)``: ``sin x / cos x`` from :func:`sin`'s kernel, divided as the torch path
     does (``elementary._div``: the fused division for nc >= 3; at nc = 2 a kernel of its
     own with the double-word division inside).
@@ -787,9 +818,9 @@ def tan(x: torch.Tensor, width: int | None = None) -> Result | None:
         >>> r is None or (r.ok.tolist() == [True] and r.out[0, 0].item() == math.tan(0.5))
         True
     """
-    if (x.shape[-1] if width is None else width) == 2:
-        return _sin_cos(x, width, "tan")
-    res = _sin_cos(x, width)
+    if x.shape[-1] == 2 or x.dtype == torch.float32:  # float32: the nc = 2 tan kernel, narrowed
+        return _sin_cos(x, "tan")
+    res = _sin_cos(x)
     if res is None:
         return None
     el, nc = elementary, res.out.shape[-1] // 2
@@ -798,7 +829,10 @@ def tan(x: torch.Tensor, width: int | None = None) -> Result | None:
 
 
 def _unary(x: torch.Tensor, op: str, nout: int) -> Result | None:
-    """The elementary library's kernel ``op`` on ``x`` (C++ or CUDA), or None."""
+    """The elementary library's kernel ``op`` on ``x`` (C++ or CUDA; float32 nc = 3, 4
+    through :func:`_narrow`), or None."""
+    if x.dtype == torch.float32:
+        return _narrow(x, op, nout // x.shape[-1])
     lib = _elementary_eligible(x)
     return None if lib is None else _call(lib, op, [x], (), x.shape[-1], nout)
 

@@ -148,6 +148,10 @@ template <class T> __device__ inline T mc_mant(T x) {
   u = (u & ~f) | ((mc_uint<T>)(mc_bits<T>::BIAS - 1) << (mc_bits<T>::P - 1));
   return mc_from_bits(u);
 }
+// x rounded to the nearest float32, held in T (float64 kernels of float32 results).
+template <class T> __device__ inline T mc_round_f32(T x);
+template <> __device__ inline float mc_round_f32<float>(float x) { return x; }
+template <> __device__ inline double mc_round_f32<double>(double x) { return (double)__double2float_rn(x); }
 // 2^k for |k| <= BIAS - 1.
 template <class T> __device__ inline T mc_pow2(mc_int<T> k) {
   return mc_from_bits((mc_uint<T>)(k + mc_bits<T>::BIAS) << (mc_bits<T>::P - 1));
@@ -171,7 +175,7 @@ _CALLS = [
     ("std::sqrt(", "mc_sqrt("),
     ("std::rint(", "mc_rint("),
 ]
-_HELPERS = re.compile(r"\b(field|sign_bit|normal|expo|keep_if|clampi|select|toint|tofloat|mant|pow2)<T>\(")
+_HELPERS = re.compile(r"\b(field|sign_bit|normal|expo|keep_if|clampi|select|toint|tofloat|mant|pow2|round_f32)<T>\(")
 
 
 def _translate(line: str) -> str:

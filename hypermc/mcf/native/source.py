@@ -55,6 +55,21 @@ class _Net:
         self.count = 0
         # fast-path checks (bool names) of the arith ops traced so far (elementary kernels)
         self.oks: list[str] = []
+        # what the body's operand components are (a prologue's values; default X(k)),
+        # and what maps its results before they are written (an epilogue; default none)
+        self.inputs: list[str] | None = None
+        self.finish: Callable[[_Net, list[str]], list[str]] | None = None
+
+    def read(self, k: int) -> str:
+        """Component ``k`` of the operand."""
+        return self.let(f"X({k})") if self.inputs is None else self.inputs[k]
+
+    def outputs(self, out: list[str], ok: str) -> list[str]:
+        """The body's lines: the statements, ``OUT(k)`` of the results (mapped by
+        :attr:`finish` where set) and ``OK``."""
+        if self.finish is not None:
+            out = self.finish(self, out)
+        return self.lines + [f"OUT({k}) = {c};" for k, c in enumerate(out)] + [f"OK = {ok};"]
 
     def let(self, expr: str, ctype: str = "T") -> str:
         name = f"v{self.count}"
@@ -608,11 +623,11 @@ def _t_finish(net: _Net, a: list[str]) -> list[str]:
     return [a[0]] + [net.let(f"keep_if<T>({finite}, {c})") for c in a[1:]]
 
 
-def _exp_body(nc: int, tables: _Tables) -> list[str]:
+def _exp_body(nc: int, tables: _Tables, net: _Net | None = None) -> list[str]:
     """elementary._exp_generic (float64); ``ok`` false for non-finite ``x_0`` and
     ``|x_0| > bound`` (complete over/underflow) and where a fixed network's check fails."""
-    net = _Net()
-    xs = [net.let(f"X({k})") for k in range(nc)]
+    net = net or _Net()
+    xs = [net.read(k) for k in range(nc)]
     inside = net.test(f"(std::fabs({xs[0]}) <= {_lit(tables.constants(nc).bound)}) & {_finite_all(xs)}")
     xs = [net.let(f"keep_if<T>({inside}, {c})") for c in xs]
     k, e = _t_exp_parts(net, tables, xs)
@@ -624,7 +639,7 @@ def _exp_body(nc: int, tables: _Tables) -> list[str]:
     sub = net.test(f"std::fabs({v[0]}) < std::numeric_limits<T>::min()")
     v = [net.select(sub, total, v[0])] + [net.select(sub, "T(0)", c) for c in v[1:]]
     v = _t_finish(net, v)
-    return net.lines + [f"OUT({k}) = {v[k]};" for k in range(nc)] + [f"OK = {inside} & {net.all_ok()};"]
+    return net.outputs(v, f"{inside} & {net.all_ok()}")
 
 
 def _t_add_float(net: _Net, xs: list[str], b: str) -> list[str]:
@@ -934,16 +949,35 @@ def _t_sin_cos(net: _Net, tables: _Tables, x: list[str], nc: int) -> tuple[list[
     return _t_finish(net, sin_x), _t_finish(net, cos_x), good
 
 
-#: Input components of the sin/cos (and nc = 2 tan) kernels of each float64 ``nc``: ``nc``
-#: itself, and the float32 nc = 3, 4 expansions, which sin/cos/tan compute at 2 float64
-#: components.
-TRIG_INPUTS = {2: (2, 3, 4), 3: (3,), 4: (4,)}
+#: float32 component counts whose elementary functions have float64 kernels of their own
+#: (``{op}_f32x{nx}`` in the nc = 2 library, :func:`_narrow_body`): exp, expm1, sinh/cosh,
+#: tanh, sin/cos and tan.
+NARROW_INPUTS = (3, 4)
 
 
-def _trig_op(nx: int, nc: int, fn: str = "sin_cos") -> str:
-    """The kernel name's op (``mc_{op}_f64_{nc}``) of ``fn`` ("sin_cos", or "tan" at
-    ``nc = 2``) for ``nx`` input components at ``nc``."""
-    return fn if nx == nc else f"{fn}_x{nx}"
+def _narrow_body(build: Callable[..., list[str]], nx: int, groups: int, exact: bool) -> list[str]:
+    """A float64 nc = 2 body (``build(net=...)``) for a float32 expansion of ``nx``
+    components, float32 results: :mod:`elementary`'s whole path for such an input in
+    one kernel. The operand is the float32 components converted to float64 (exact). The
+    body reads the expansion itself (``exact``: sin, cos, tan, whose reduction needs it)
+    or the double-word of ``elementary._expansion64`` (traced); each of its ``groups``
+    results (two components each) is rounded to ``nx`` float32 components by
+    ``elementary._rounded_to`` (traced: ``round_f32`` is the float32 rounding, the values
+    stay in the float64 type). ``ok`` false also for a non-finite ``x_0`` (the torch path's
+    special values)."""
+    net = _Net()
+    xs = [net.let(f"X({k})") for k in range(nx)]
+    if exact:
+        net.inputs = xs
+    else:
+        net.oks.append(net.test(f"std::fabs({xs[0]}) <= std::numeric_limits<T>::max()"))
+        net.inputs = trace(net, elementary._expansion64, xs, 2)
+
+    def finish(net: _Net, out: list[str]) -> list[str]:
+        return [c for g in range(groups) for c in trace(net, elementary._rounded_to, out[2 * g : 2 * g + 2], torch.float32, nx)]
+
+    net.finish = finish
+    return build(net=net)
 
 
 def _l_div(net: _Net, a: list[str], b: list[str]) -> list[str]:
@@ -1025,7 +1059,7 @@ def _unary_head(net: _Net, nc: int, tables: _Tables, zero_ok: bool) -> tuple[lis
     """The operand's components, zeroed where they are not finite or ``|x_0|`` exceeds
     exp's bound (and, unless ``zero_ok``, where ``x_0 = 0``: the odd functions' ``±0``),
     and the flag of the others."""
-    xs = [net.let(f"X({k})") for k in range(nc)]
+    xs = [net.read(k) for k in range(nc)]
     regular = net.test(
         f"(std::fabs({xs[0]}) <= {_lit(tables.constants(nc).bound)}) & {_finite_all(xs)}" + ("" if zero_ok else f" & ({xs[0]} != T(0))")
     )
@@ -1033,23 +1067,23 @@ def _unary_head(net: _Net, nc: int, tables: _Tables, zero_ok: bool) -> tuple[lis
 
 
 def _outputs(net: _Net, out: list[str], regular: str) -> list[str]:
-    return net.lines + [f"OUT({k}) = {c};" for k, c in enumerate(out)] + [f"OK = {regular} & {net.all_ok()};"]
+    return net.outputs(out, f"{regular} & {net.all_ok()}")
 
 
-def _expm1_body(nc: int, tables: _Tables) -> list[str]:
+def _expm1_body(nc: int, tables: _Tables, net: _Net | None = None) -> list[str]:
     """elementary._expm1_generic (float64); ``ok`` false for ``x_0`` zero, not finite or
     beyond exp's bound, and where a fixed network's check fails."""
-    net = _Net()
+    net = net or _Net()
     xs, regular = _unary_head(net, nc, tables, zero_ok=False)
     k, e = _t_exp_parts(net, tables, xs)
     y = _t_keep_tiny(net, xs, _t_expm1_from_parts(net, k, e), elementary._tiny_threshold(DTYPES["f64"][2], nc))
     return _outputs(net, _t_finish(net, y), regular)
 
 
-def _sinh_cosh_body(nc: int, tables: _Tables) -> list[str]:
+def _sinh_cosh_body(nc: int, tables: _Tables, net: _Net | None = None) -> list[str]:
     """elementary._sinh_generic and _cosh_generic (float64): outputs ``sinh x`` then
     ``cosh x`` (2 nc); ``ok`` as :func:`_expm1_body`."""
-    net = _Net()
+    net = net or _Net()
     xs, regular = _unary_head(net, nc, tables, zero_ok=False)
     a, neg = _t_abs_sign(net, xs)
     k, e = _t_exp_parts(net, tables, a)
@@ -1067,10 +1101,10 @@ def _sinh_cosh_body(nc: int, tables: _Tables) -> list[str]:
     return _outputs(net, _t_finish(net, sinh) + _t_finish(net, cosh), regular)
 
 
-def _tanh_body(nc: int, tables: _Tables) -> list[str]:
+def _tanh_body(nc: int, tables: _Tables, net: _Net | None = None) -> list[str]:
     """elementary._tanh_generic (float64); ``ok`` as :func:`_expm1_body`."""
     p = DTYPES["f64"][2]
-    net = _Net()
+    net = net or _Net()
     xs, regular = _unary_head(net, nc, tables, zero_ok=False)
     a, neg = _t_abs_sign(net, xs)
     saturated = net.test(f"{a[0]} > {_lit((nc * p + elementary._GUARD_BITS + 2) * math.log(2.0) / 2)}")
@@ -1088,20 +1122,19 @@ def _tanh_body(nc: int, tables: _Tables) -> list[str]:
     return _outputs(net, _t_finish(net, y), regular)
 
 
-def _sin_cos_body(nc: int, tables: _Tables, nx: int | None = None, tan: bool = False) -> list[str]:
+def _sin_cos_body(nc: int, tables: _Tables, nx: int | None = None, tan: bool = False, net: _Net | None = None) -> list[str]:
     """elementary's sin and cos (float64 result at ``nc`` components, input at ``nx``,
     default ``nc``): outputs ``sin x`` then ``cos x`` (2 nc), or with ``tan`` (``nc =
     2``) their quotient by ``elementary._div`` (nc); ``ok`` false for non-finite or zero
     ``x_0`` (the torch path's special values), where the torch path takes the exact
     reduction and where a fixed network's check fails."""
-    net = _Net()
-    xs = [net.let(f"X({k})") for k in range(nx or nc)]
+    net = net or _Net()
+    xs = [net.read(k) for k in range(nx or nc)]
     regular = net.test(f"{_finite_all(xs)} & ({xs[0]} != T(0))")
     xs = [net.let(f"keep_if<T>({regular}, {c})") for c in xs]
     sin_x, cos_x, good = _t_sin_cos(net, tables, xs, nc)
     out = _t_finish(net, _l_div2(net, sin_x, cos_x)) if tan else sin_x + cos_x
-    outs = [f"OUT({k}) = {c};" for k, c in enumerate(out)]
-    return net.lines + outs + [f"OK = {regular} & {good} & {net.all_ok()};"]
+    return net.outputs(out, f"{regular} & {good} & {net.all_ok()}")
 
 
 _PRELUDE = r"""// Generated by hypermc/mcf/native/source.py: do not edit.
@@ -1191,6 +1224,8 @@ template <class T> inline T mant(T x) {
   std::memcpy(&x, &u, sizeof x);
   return x;
 }
+// x rounded to the nearest float32, held in T (float64 kernels of float32 results).
+template <class T> inline T round_f32(T x) { return (T)(float)x; }
 // 2^k for |k| <= BIAS - 1 (a normal power of two).
 template <class T> inline T pow2(I<T> k) {
   typename Bits<T>::U u = (typename Bits<T>::U)(k + Bits<T>::BIAS) << (Bits<T>::P - 1);
@@ -1427,13 +1462,32 @@ def elementary_kernels(nc: int, tables: _Tables) -> list[ElementaryKernel]:
     doc = "sinh(x), cosh(x): elementary._sinh_generic and _cosh_generic (2 nc outputs)"
     ks.append(ElementaryKernel("sinh_cosh", doc, x, 2 * nc, lambda: _sinh_cosh_body(nc, tables)))
     ks.append(ElementaryKernel("tanh", "tanh(x): elementary._tanh_generic", x, nc, lambda: _tanh_body(nc, tables)))
-    for nx in TRIG_INPUTS[nc]:
+    ks.append(
+        ElementaryKernel(
+            "sin_cos", "sin(x), cos(x): elementary._sin_cos_generic (2 nc outputs)", x, 2 * nc, lambda: _sin_cos_body(nc, tables)
+        )
+    )
+    if nc == 2:
         # tan: at nc = 2 its double-word division in the kernel (at nc >= 3 the caller
         # divides with arith's fused kernel; in torch, 2-component division is slow)
-        for fn in ("sin_cos", "tan") if nc == 2 else ("sin_cos",):
-            doc = f"{fn}: elementary._sin_cos_generic ({'/' if fn == 'tan' else ','}), {nx} input components"
-            build = functools.partial(_sin_cos_body, nc, tables, nx, tan=fn == "tan")
-            ks.append(ElementaryKernel(_trig_op(nx, nc, fn), doc, {"x": nx}, nc if fn == "tan" else 2 * nc, build))
+        ks.append(
+            ElementaryKernel(
+                "tan", "tan(x): elementary._sin_cos_generic, then elementary._div", x, nc, lambda: _sin_cos_body(nc, tables, tan=True)
+            )
+        )
+        for nx in NARROW_INPUTS:
+            narrow = [
+                ("exp", _exp_body, 1, False),
+                ("expm1", _expm1_body, 1, False),
+                ("sinh_cosh", _sinh_cosh_body, 2, False),
+                ("tanh", _tanh_body, 1, False),
+                ("sin_cos", functools.partial(_sin_cos_body, nx=nx), 2, True),
+                ("tan", functools.partial(_sin_cos_body, nx=nx, tan=True), 1, True),
+            ]
+            for op, body, groups, exact in narrow:
+                doc = f"{op} of a float32 expansion of {nx} components, float32 results ({groups * nx} outputs)"
+                build = functools.partial(_narrow_body, functools.partial(body, 2, tables), nx, groups, exact)
+                ks.append(ElementaryKernel(f"{op}_f32x{nx}", doc, {"x": nx}, groups * nx, build))
     return ks
 
 
@@ -1451,7 +1505,7 @@ def source(name: str, nc: int, part: str = "arith") -> str:
         (True, False)
         >>> "mc_exp_f64_2" in source("f64", 2, "elementary")  # exp, log, sin/cos have a library of their own
         True
-        >>> "mc_sin_cos_x4_f64_2" in source("f64", 2, "elementary")  # and the float32 nc = 4 expansion's
+        >>> "mc_exp_f32x4_f64_2" in source("f64", 2, "elementary")  # and float32 nc = 4 exp (float32 results)
         True
     """
     ctype = DTYPES[name][0]
