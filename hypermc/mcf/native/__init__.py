@@ -699,13 +699,12 @@ def _narrow(x: torch.Tensor, op: str, groups: int = 1) -> Result | None:
     and from float64 inside), or None. Its operand is ``x`` in float64 (exact), its
     ``groups * nc`` outputs float32 values, returned as a planar float32 buffer."""
     nc = x.shape[-1]
-    if nc not in NARROW_INPUTS:
+    if nc not in NARROW_INPUTS or x.requires_grad or type(x) is not torch.Tensor:
         return None
-    x64 = x.to(torch.float64)
-    lib = _elementary_eligible(x64, 2)
+    lib = _elementary_eligible(x.new_empty((0, 2), dtype=torch.float64), 2)  # before converting x
     if lib is None:
         return None
-    res = _call(lib, f"{op}_f32x{nc}", [x64], (), 2, groups * nc)
+    res = _call(lib, f"{op}_f32x{nc}", [x.to(torch.float64)], (), 2, groups * nc)
     return Result(res.out.movedim(-1, 0).to(torch.float32).movedim(0, -1), res.ok, res.bad)
 
 
