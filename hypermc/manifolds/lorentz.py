@@ -416,14 +416,14 @@ class Lorentz(Manifold):
         ok = torch.ones((), dtype=torch.bool, device=points[0].device)
         for p in points:
             p = p.detach()
-            x0 = p[..., 0]
+            x0 = p[..., 0].contiguous()  # read four times below: once strided, not four times
             xb = common.norm(p[..., 1:])
             one_c = common.c_power(c=self.c, power=-1.0, like=xb)
-            resid = torch.abs((x0 - xb) * (x0 + xb) - one_c).to(torch.float64)
+            resid = ((x0 - xb) * (x0 + xb) - one_c).abs_().to(torch.float64)
             info = torch.finfo(p.dtype)
             floor = 2.0**CONSTRAINT_MARGIN_BITS * info.smallest_normal * info.eps
             tol = max(2.0 ** (CONSTRAINT_MARGIN_BITS - float_format(p.dtype).p), floor)
-            scale = (x0 * x0).abs().clamp_min(1.0).to(torch.float64)
+            scale = (x0 * x0).clamp_min_(1.0).to(torch.float64)  # x0^2 >= 0 (or NaN)
             ok = ok & ((x0 > 0) & torch.isfinite(resid) & (resid <= tol * scale)).all()
         return bool(ok)
 
