@@ -715,3 +715,38 @@ def test_log_family_second_pass_over_short_expansions(op, nc, monkeypatch):
     fast = f(mostly_short).components
     assert [c[0] for c in calls if c[0].startswith("log_core")] == ["log_core_general"], calls
     assert _same_bits(fast, _torch_kernels(lambda: f(mostly_short).components))
+
+
+@needs_compiler
+@pytest.mark.parametrize("nc", [3, 4])
+def test_float32_kernels_leave_unnormalised_zero_leads_and_autograd_to_the_torch_path(nc):
+    """float32 expansions whose leading component is ±0 but whose tail is not (not
+    normalised): the odd functions' torch path returns ``x`` itself there, so the kernels
+    flag those elements (cosh too, which shares sinh's kernel; exp computes them). Operands that require grad are
+    declined by the float32 kernels and take the torch path, with the same values."""
+    x = torch.zeros(4, nc)
+    x[:, 1] = torch.tensor([1e-9, -3e-10, 2.0**-40, -(2.0**-50)])
+    x[1, 0] = -0.0
+    for op in ("expm1", "sinh", "tanh", "exp", "cosh"):
+        f = ELEMENTARY[op]
+        res = getattr(native, op)(x)
+        assert res is not None and res.bad == (0 if op == "exp" else 4), op
+        assert _same_bits(f(x), _torch_kernels(f, x)), op
+    g = torch.randn(64, nc).requires_grad_()
+    assert native.exp(g) is None
+    assert _same_bits(elementary.exp(g).detach(), _torch_kernels(elementary.exp, g.detach()))
+
+
+def test_eager_shape_and_trace_helpers():
+    """``eft.broadcast_shapes`` broadcasts as torch does and refuses what torch refuses;
+    ``eft.tracing`` sees a fake-tensor mode that no trace context announces."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    from hypermc.mcf import eft
+
+    assert eft.broadcast_shapes((3, 1), (1, 4), (4,)) == torch.broadcast_shapes((3, 1), (1, 4), (4,))
+    with pytest.raises(RuntimeError, match="must match"):
+        eft.broadcast_shapes((3,), (4,))
+    assert not eft.tracing()
+    with FakeTensorMode():
+        assert eft.tracing()

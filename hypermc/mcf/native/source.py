@@ -68,7 +68,10 @@ class _Net:
         """The body's lines: the statements, ``OUT(k)`` of the results (mapped by
         :attr:`finish` where set) and ``OK``."""
         if self.finish is not None:
+            checks = len(self.oks)
             out = self.finish(self, out)
+            if len(self.oks) != checks:  # ``ok`` was formed before the epilogue
+                raise ValueError("_Net.outputs: the epilogue (finish) traced a checked fast path; its checks would be lost")
         return self.lines + [f"OUT({k}) = {c};" for k, c in enumerate(out)] + [f"OK = {ok};"]
 
     def let(self, expr: str, ctype: str = "T") -> str:
@@ -955,7 +958,7 @@ def _t_sin_cos(net: _Net, tables: _Tables, x: list[str], nc: int) -> tuple[list[
 NARROW_INPUTS = (3, 4)
 
 
-def _narrow_body(build: Callable[..., list[str]], nx: int, groups: int, exact: bool) -> list[str]:
+def _narrow_body(build: Callable[..., list[str]], nx: int, groups: int, exact: bool, odd: bool = False) -> list[str]:
     """A float64 nc = 2 body (``build(net=...)``) for a float32 expansion of ``nx``
     components, float32 results: :mod:`elementary`'s whole path for such an input in
     one kernel. The operand is the float32 components converted to float64 (exact). The
@@ -964,13 +967,15 @@ def _narrow_body(build: Callable[..., list[str]], nx: int, groups: int, exact: b
     results (two components each) is rounded to ``nx`` float32 components by
     ``elementary._rounded_to`` (traced: ``round_f32`` is the float32 rounding, the values
     stay in the float64 type). ``ok`` false also for a non-finite ``x_0`` (the torch path's
-    special values)."""
+    special values) and, for the ``odd`` functions, a zero ``x_0`` (the torch path returns
+    ``x`` there, whatever its tail)."""
     net = _Net()
     xs = [net.let(f"X({k})") for k in range(nx)]
     if exact:
         net.inputs = xs
     else:
-        net.oks.append(net.test(f"std::fabs({xs[0]}) <= std::numeric_limits<T>::max()"))
+        zero = f" & ({xs[0]} != T(0))" if odd else ""
+        net.oks.append(net.test(f"(std::fabs({xs[0]}) <= std::numeric_limits<T>::max()){zero}"))
         net.inputs = trace(net, elementary._expansion64, xs, 2)
 
     def finish(net: _Net, out: list[str]) -> list[str]:
@@ -1476,17 +1481,18 @@ def elementary_kernels(nc: int, tables: _Tables) -> list[ElementaryKernel]:
             )
         )
         for nx in NARROW_INPUTS:
-            narrow = [
-                ("exp", _exp_body, 1, False),
-                ("expm1", _expm1_body, 1, False),
-                ("sinh_cosh", _sinh_cosh_body, 2, False),
-                ("tanh", _tanh_body, 1, False),
-                ("sin_cos", functools.partial(_sin_cos_body, nx=nx), 2, True),
-                ("tan", functools.partial(_sin_cos_body, nx=nx, tan=True), 1, True),
+            # (op, body, result groups, reads the exact expansion, odd: x_0 = 0 gives x)
+            narrow: list[tuple[str, Callable[..., list[str]], int, bool, bool]] = [
+                ("exp", _exp_body, 1, False, False),
+                ("expm1", _expm1_body, 1, False, True),
+                ("sinh_cosh", _sinh_cosh_body, 2, False, True),
+                ("tanh", _tanh_body, 1, False, True),
+                ("sin_cos", functools.partial(_sin_cos_body, nx=nx), 2, True, True),
+                ("tan", functools.partial(_sin_cos_body, nx=nx, tan=True), 1, True, True),
             ]
-            for op, body, groups, exact in narrow:
+            for op, body, groups, exact, odd in narrow:
                 doc = f"{op} of a float32 expansion of {nx} components, float32 results ({groups * nx} outputs)"
-                build = functools.partial(_narrow_body, functools.partial(body, 2, tables), nx, groups, exact)
+                build = functools.partial(_narrow_body, functools.partial(body, 2, tables), nx, groups, exact, odd)
                 ks.append(ElementaryKernel(f"{op}_f32x{nx}", doc, {"x": nx}, groups * nx, build))
     return ks
 
