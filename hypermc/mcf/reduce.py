@@ -31,10 +31,10 @@ nc = 1 this is a pairwise compensated sum (Sum2-like, ``<= u |S| + 2 (u (h+1))^2
 sum |x_i|``): nearly correctly rounded, and tested to be at least as accurate as
 ``torch.sum``. Tested in ``tests/mcf/test_reduce.py``.
 
-Sums of squares (:func:`sumsq`, :func:`sumsq_wide`, :func:`norm`) cannot cancel, so they
-take a cheaper form that runs on :mod:`arith`'s fused kernels: the squares at ``nc + 1``
-components, summed pairwise by :func:`arith.add` at ``nc + 1``, relative error
-``<= 8 (h + 1) u^(nc+1)`` before the rounding to ``nc``.
+Sums of squares (:func:`sumsq`, :func:`sumsq_wide`, :func:`norm`) cannot cancel, so for
+float32/float64 with ``nc <= 3`` they take a cheaper form that runs on :mod:`arith`'s fused
+kernels: the squares at ``nc + 1`` components, summed pairwise by :func:`arith.add` at
+``nc + 1``, relative error ``<= 8 (h + 1) u^(nc+1)`` before the rounding to ``nc``.
 
 Non-finite values: an inf or NaN anywhere gives the IEEE result of summing the leading
 components (inf, -inf or NaN) with a zero tail. A partial sum beyond the largest finite
@@ -314,20 +314,23 @@ def _div_count(s: torch.Tensor, count: int) -> torch.Tensor:
     return q * _pow2(torch.full_like(s[..., 0], -k, dtype=torch.int32), dtype).unsqueeze(-1)
 
 
-def _product_slots(xs: list[torch.Tensor], ys: list[torch.Tensor], nc: int) -> list[list[torch.Tensor]]:
+def _product_slots(xs: list[torch.Tensor], ys: list[torch.Tensor], nc: int, symmetric: bool = False) -> list[list[torch.Tensor]]:
     """Slots (``K = nc + 1``) holding ``x * y`` elementwise, exact up to order ``u^nc``.
 
     Products ``x_a y_b`` with ``a + b < nc`` are split exactly with TwoProd (product in
     slot ``a + b``, error in slot ``a + b + 1``); those with ``a + b == nc`` are plain
     products in the last slot; higher orders (``<= u^(nc+1)`` relative) are dropped.
+    ``symmetric=True`` (``x is y``) forms ``x_a x_b + x_b x_a`` as one doubled product.
     """
     slots: list[list[torch.Tensor]] = [[] for _ in range(nc + 1)]
     for a in range(nc):
         for b in range(nc):
             order = a + b
-            if order > nc:
+            if order > nc or (symmetric and b < a):
                 continue
             xa, yb = xs[a], ys[b]
+            if symmetric and a != b:
+                yb = 2 * yb  # exact (power of two) unless it overflows
             if order < nc:
                 p, e = two_prod(xa, yb)
                 slots[order].append(p)
@@ -367,20 +370,49 @@ def dot(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     return _tree(_product_slots(xs, ys, nc), xs[0].dim() - 1, xs[0].shape[-1], nc)
 
 
+#: The widest component count whose squares :func:`sumsq` forms by :mod:`arith` (at
+#: ``nc + 1 <= 4`` components, what arith's fused kernels cover); wider expansions and
+#: other dtypes take the slotted tree. Chosen by dtype and nc only, so every backend
+#: computes the same algorithm.
+PAIRWISE_MAX_NC = 3
+
+
+def _pairwise(x: torch.Tensor) -> bool:
+    return x.dtype in (torch.float32, torch.float64) and x.shape[-1] <= PAIRWISE_MAX_NC
+
+
 def sumsq(x: torch.Tensor, dim: Dim = None, keepdim: bool = False) -> torch.Tensor:
     """Accurate sum of squares over ``dim`` (no scaling: may overflow or underflow).
 
-    :func:`sumsq_wide` (the squares and their pairwise sum at ``nc + 1`` components)
-    rounded once to ``nc`` (:func:`arith.round_to`). No cancellation, so the relative
-    error is ``<= u^nc + 8 (h + 1) u^(nc+1)`` (``h = ceil(log2 n)``). Non-finite
-    values give the IEEE sum of the squares of the leading components with a zero tail.
+    float32/float64 with ``nc <= 3`` (:data:`PAIRWISE_MAX_NC`): :func:`sumsq_wide` (the
+    squares and their pairwise sum at ``nc + 1`` components) rounded once to ``nc``
+    (:func:`arith.round_to`), relative error ``<= u^nc + 8 (h + 1) u^(nc+1)``. Otherwise
+    the slotted tree: squares expanded exactly up to order ``u^nc`` like in :func:`dot`
+    (the symmetric cross terms doubled), relative error ``<= u^nc + (nc+1)! (u (h+3))^(nc+1)``
+    (first order). ``h = ceil(log2 n)``; nothing cancels. Non-finite values give the IEEE
+    sum of the squares of the leading components with a zero tail.
 
     Example:
         >>> x = torch.tensor([[1 + 2**-30, 0.0]], dtype=torch.float64)
         >>> sumsq(x).tolist() == [1 + 2**-29, 2**-60]  # (1 + 2^-30)^2, exactly
         True
     """
-    return arith.round_to(sumsq_wide(x, dim, keepdim), x.shape[-1])
+    if _pairwise(x):
+        return arith.round_to(sumsq_wide(x, dim, keepdim), x.shape[-1])
+    return _sumsq_tree(x, dim, keepdim)
+
+
+def _sumsq_tree(x: torch.Tensor, dim: Dim, keepdim: bool) -> torch.Tensor:
+    """:func:`sumsq` by the slotted tree."""
+    ndim = x.dim() - 1
+    if ndim == 0:
+        return arith.square(x)
+    dims = _reduce_dims(ndim, dim)
+    t, axis, n, _ = _to_layout(x, dims)
+    nc = x.shape[-1]
+    comps = unpack(t)
+    out = _tree(_product_slots(comps, comps, nc, symmetric=True), axis, n, nc)
+    return _restore(out, x.shape[:-1], dims, keepdim)
 
 
 def sumsq_wide(x: torch.Tensor, dim: Dim = None, keepdim: bool = False) -> torch.Tensor:
@@ -396,12 +428,17 @@ def sumsq_wide(x: torch.Tensor, dim: Dim = None, keepdim: bool = False) -> torch
     formulas that subtract the sum from something of its size, e.g. the Poincaré ball's
     ``1 - |x|^2``, which need the extra component.
 
+    Other dtypes and ``nc > 3`` (beyond arith's fused kernels at ``nc + 1``): the slotted
+    tree of :func:`sumsq` on the coordinates padded to ``nc + 1`` components.
+
     Example:
         >>> x = torch.tensor([[1.0, 2.0**-60], [3.0, 0.0]], dtype=torch.float64)
         >>> sumsq_wide(x).tolist()  # 10 + 2^-59 + 2^-120, exactly
         [10.0, 1.734723475976807e-18, 7.52316384526264e-37]
     """
     nc = x.shape[-1]
+    if not _pairwise(x):
+        return _sumsq_tree(arith.pad(x, nc + 1), dim, keepdim)
     if x.dim() == 1:
         w = arith.pad(x, nc + 1)
         return arith.mul(w, w)

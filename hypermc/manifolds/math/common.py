@@ -271,8 +271,7 @@ def pow2_like(x: torch.Tensor) -> torch.Tensor:
 
 
 def sqnorm(x: torch.Tensor, keepdim: bool = False) -> torch.Tensor:
-    """``|x|^2`` along the last dim (MC: the squares and their sum at ``nc + 1``
-    components, rounded once to ``nc``: :func:`reduce.sumsq`; gradient ``2 x``).
+    """``|x|^2`` along the last dim (MC: each square and the sum to ``u^nc``).
 
     Example:
         >>> sqnorm(torch.tensor([[3.0, 4.0]])), sqnorm(torch.tensor([[3.0, 4.0]]), keepdim=True)
@@ -281,9 +280,6 @@ def sqnorm(x: torch.Tensor, keepdim: bool = False) -> torch.Tensor:
         >>> float(sqnorm(x) - 1)  # 2e-20 + 1e-40; float64 would give 0
         2e-20
     """
-    if isinstance(x, MCTensor) and x.nc > 1:  # the squares and their sum at nc + 1 (reduce.sumsq), rounded once
-        s = _quadric(x, -1.0, 0.0)
-        return s.unsqueeze(-1) if keepdim else s
     return torch.sum(x * x, dim=-1, keepdim=keepdim)
 
 
@@ -457,25 +453,20 @@ Example:
 # ------------------------------------------------------------------- the deficit
 
 
-def _deficit_components(x: torch.Tensor, c: float, offset: float = 1.0) -> torch.Tensor:
-    """``1 - c |x|^2`` of a component tensor ``(*, n, nc)`` -> ``(*, nc)``; with
-    ``offset = 0`` and ``c = -1``, ``|x|^2`` (:func:`reduce.sumsq`, for :func:`sqnorm`).
+def _deficit_components(x: torch.Tensor, c: float) -> torch.Tensor:
+    """``1 - c |x|^2`` of a component tensor ``(*, n, nc)`` -> ``(*, nc)``.
 
     The sum of squares at ``nc + 1`` components (:func:`reduce.sumsq_wide`), the product
     with ``c`` and the subtraction from 1 there too (:mod:`arith`), one rounding to
     ``nc`` at the end (:func:`arith.round_to`). Each step is accurate to ``8 u^(nc+1)``,
     so before that rounding the absolute error is at most ``8 (ceil(log2 n) + 3)
     u^(nc+1) max(1, c|x|^2)``, and the result is relatively accurate to ``u^nc`` as long
-    as it exceeds about ``8 (ceil(log2 n) + 3) u c |x|^2``. Every step is an
-    :mod:`arith` operation, so it runs on their fused kernels where a backend has them.
+    as it exceeds about ``8 (ceil(log2 n) + 3) u c |x|^2``. For float32/float64 with
+    ``nc <= 3`` every step is an :mod:`arith` operation at ``nc + 1 <= 4`` components,
+    so it runs on their fused kernels where a backend has them (beyond, the sum of
+    squares is :func:`reduce.sumsq_wide`'s slotted tree, no less accurate).
     """
     nc = x.shape[-1]
-    if offset == 0.0:
-        if c != -1.0:
-            raise ValueError(f"offset: 0 only with c = -1 (the sum of squares); got c={c!r}")
-        return reduce.sumsq(x, -1)
-    if offset != 1.0:
-        raise ValueError(f"offset: expected 1 (the deficit) or 0 (the sum of squares); got {offset!r}")
     if nc == 1:  # plain points: the compensated row pass of ._plain (same accuracy, one pass)
         return _plain.deficit(x[..., 0], c).unsqueeze(-1)
     s = reduce.sumsq_wide(x, dim=-1)
@@ -486,61 +477,50 @@ def _deficit_components(x: torch.Tensor, c: float, offset: float = 1.0) -> torch
 
 
 class _Deficit(torch.autograd.Function):
-    """``offset - c |x|^2`` (:func:`_deficit_components`) with the gradient ``-2 c x``."""
-
     @staticmethod
-    def forward(ctx: Any, x: torch.Tensor, c: float, offset: float) -> torch.Tensor:
+    def forward(ctx: Any, x: torch.Tensor, c: float) -> torch.Tensor:
         ctx.save_for_backward(x)
         ctx.c = c
         if isinstance(x, MCTensor):
-            return MCTensor(_deficit_components(x.components.detach(), c, offset))
-        return _deficit_components(x.detach().unsqueeze(-1), c, offset)[..., 0]
+            return MCTensor(_deficit_components(x.components.detach(), c))
+        return _deficit_components(x.detach().unsqueeze(-1), c)[..., 0]
 
     @staticmethod
-    def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor, None, None]:
+    def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor, None]:
         (x,) = ctx.saved_tensors
-        return x * (grad.unsqueeze(-1) * (-2.0 * ctx.c)), None, None
+        return x * (grad.unsqueeze(-1) * (-2.0 * ctx.c)), None
 
 
 @torch.library.custom_op("hypermc::deficit", mutates_args=())
-def _deficit_op(x: torch.Tensor, c: float, offset: float) -> torch.Tensor:
-    """``offset - c |x|^2`` as one op (used while ``torch.compile`` traces, where the
+def _deficit_op(x: torch.Tensor, c: float) -> torch.Tensor:
+    """``1 - c |x|^2`` as one op (used while ``torch.compile`` traces, where the
     autograd.Function ``_Deficit`` cannot reach the components of graph-made
     MCTensors). Plain tensors here; MCTensors through their dispatch table."""
-    return _deficit_components(x.detach().unsqueeze(-1), c, offset)[..., 0].contiguous()
+    return _deficit_components(x.detach().unsqueeze(-1), c)[..., 0].contiguous()
 
 
 @_deficit_op.register_fake
-def _deficit_op_fake(x: torch.Tensor, c: float, offset: float) -> torch.Tensor:
+def _deficit_op_fake(x: torch.Tensor, c: float) -> torch.Tensor:
     return x.new_empty(x.shape[:-1])
 
 
 def _deficit_setup(ctx: Any, inputs: tuple[Any, ...], output: torch.Tensor) -> None:
-    x, c, _ = inputs
+    x, c = inputs
     ctx.save_for_backward(x)
     ctx.c = c
 
 
-def _deficit_backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor, None, None]:
+def _deficit_backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor, None]:
     (x,) = ctx.saved_tensors
-    return x * (grad.unsqueeze(-1) * (-2.0 * ctx.c)), None, None
+    return x * (grad.unsqueeze(-1) * (-2.0 * ctx.c)), None
 
 
 _deficit_op.register_autograd(_deficit_backward, setup_context=_deficit_setup)
 
 
 @implements(torch.ops.hypermc.deficit.default)
-def _deficit_mc(func: torch._ops.OpOverload, x: MCTensor, c: float, offset: float) -> MCTensor:
-    return MCTensor(_deficit_components(x.components, c, offset))
-
-
-def _quadric(x: torch.Tensor, c: float, offset: float) -> torch.Tensor:
-    """``offset - c |x|^2`` through the op that fits the mode (compile, autograd, neither)."""
-    if torch.compiler.is_compiling():
-        return torch.ops.hypermc.deficit(x, c, offset)
-    if not isinstance(x, MCTensor) and not (x.requires_grad and torch.is_grad_enabled()) and offset == 1.0:
-        return _plain.deficit(x, c)  # nothing to differentiate: no autograd.Function
-    return _Deficit.apply(x, c, offset)
+def _deficit_mc(func: torch._ops.OpOverload, x: MCTensor, c: float) -> MCTensor:
+    return MCTensor(_deficit_components(x.components, c))
 
 
 def deficit(x: torch.Tensor, *, c: float = 1.0, keepdim: bool = False) -> torch.Tensor:
@@ -548,8 +528,8 @@ def deficit(x: torch.Tensor, *, c: float = 1.0, keepdim: bool = False) -> torch.
 
     .. math:: D_c(x) = 1 - c\\,\\lVert x\\rVert^2
 
-    Rounded once to ``nc`` components at the end, so the relative error is at most about
-    ``u^nc + 8 (ceil(log2 n) + 3) u^(nc+1) / D`` — for a point of the Poincaré ball at hyperbolic radius
+    Rounded once to ``nc`` components at the end, so the relative error is about
+    ``u^nc + 3 u^(nc+1) / D`` — for a point of the Poincaré ball at hyperbolic radius
     ``r`` (``D ~ 4 e^-r``) this stays below ``u^nc`` far beyond the radius where the
     plain ``1 - c * sum(x * x)`` (error ``u^nc / D``) has lost every digit. The gradient
     is ``-2 c x`` (in MC arithmetic).
@@ -569,7 +549,12 @@ def deficit(x: torch.Tensor, *, c: float = 1.0, keepdim: bool = False) -> torch.
         >>> deficit(torch.tensor([[0.25, 0.0]]), c=4.0, keepdim=True)
         tensor([[0.7500]])
     """
-    d = _quadric(x, float(c), 1.0)
+    if torch.compiler.is_compiling():
+        d = torch.ops.hypermc.deficit(x, float(c))
+    elif not isinstance(x, MCTensor) and not (x.requires_grad and torch.is_grad_enabled()):
+        d = _plain.deficit(x, float(c))  # nothing to differentiate: no autograd.Function
+    else:
+        d = _Deficit.apply(x, float(c))
     return d.unsqueeze(-1) if keepdim else d
 
 
