@@ -201,5 +201,6 @@ def fragment(output: str, cmd: str, wall_s: float) -> str:
     if notes:
         header += "\n\n" + " ".join(notes)
     found = tables(output)
-    body = "\n\n".join(found) if found else "```\n" + output.rstrip("\n") + "\n```"
+    rest = "\n".join(line for line in output.splitlines() if not line.startswith(NOTE))
+    body = "\n\n".join(found) if found else "```\n" + rest.rstrip("\n") + "\n```"
     return f"{MARKER}\n{header}\n\n{body}\n"

@@ -11,8 +11,9 @@ function: 3-45 s, its straight-line code is large and split into stages) holds
 :mod:`hypermc.mcf.elementary`'s float64 exp, log, expm1, log1p, the (inverse) hyperbolic
 functions and sin/cos/tan (Tang's reduction, the Taylor series, Newton's iteration for
 log, the fast ``pi/2`` reduction and the sin/cos tables; every arith step inlined), which
-otherwise run as ~20-200 fused calls per block plus torch glue; the sin/cos kernel also
-takes float32 nc = 3, 4 expansions. On CUDA tensors the same kernels run as CUDA code
+otherwise run as ~20-200 fused calls per block plus torch glue; the nc = 2 library also
+has kernels for float32 nc = 3, 4 exp, expm1, sinh/cosh, tanh, sin/cos and tan, which
+convert to and from float64 themselves (:func:`_narrow`). On CUDA tensors the same kernels run as CUDA code
 (:mod:`hypermc.mcf.native.cuda`). ctypes
 releases the GIL, so large tensors are split over torch's intra-op thread count. Numbers
 in ``docs/numerics.md``.
@@ -673,7 +674,8 @@ def _elementary_eligible(x: torch.Tensor, nc: int | None = None) -> Kernels | No
 
 
 def exp(x: torch.Tensor) -> Result | None:
-    """``exp(x)`` by ``elementary._exp_generic`` (float64, nc = 2, 3, 4): ``ok`` false for
+    """``exp(x)`` by ``elementary._exp_generic`` (float64, nc = 2, 3, 4; float32 nc = 3, 4:
+    :func:`_narrow`): ``ok`` false for
     non-finite ``x_0``, complete over/underflow and where a fixed network's check fails.
 
     Example:
@@ -697,7 +699,8 @@ def _narrow(x: torch.Tensor, op: str, groups: int = 1) -> Result | None:
     """The float64 nc = 2 library's kernel ``{op}_f32x{nc}`` on a float32 ``x`` of ``nc``
     = 3 or 4 components (:func:`hypermc.mcf.native.source._narrow_body`: the conversions to
     and from float64 inside), or None. Its operand is ``x`` in float64 (exact), its
-    ``groups * nc`` outputs float32 values, returned as a planar float32 buffer."""
+    ``groups * nc`` outputs float32 values, returned as float32 in the library's output
+    layout (planar on the CPU, stacked on CUDA: what :meth:`Result.patched` writes into)."""
     nc = x.shape[-1]
     if nc not in NARROW_INPUTS or x.requires_grad or type(x) is not torch.Tensor:
         return None
@@ -837,7 +840,8 @@ def _unary(x: torch.Tensor, op: str, nout: int) -> Result | None:
 
 
 def expm1(x: torch.Tensor) -> Result | None:
-    """``expm1(x)`` by ``elementary._expm1_generic`` (float64, nc = 2, 3, 4; CPU and CUDA); ``ok``
+    """``expm1(x)`` by ``elementary._expm1_generic`` (float64, nc = 2, 3, 4, and float32 nc = 3,
+    4 through :func:`_narrow`; CPU and CUDA); ``ok``
     false for zero or non-finite ``x_0``, ``|x_0|`` beyond exp's bound and where a fixed
     network's check fails.
 
@@ -850,7 +854,8 @@ def expm1(x: torch.Tensor) -> Result | None:
 
 
 def sinh(x: torch.Tensor) -> Result | None:
-    """``sinh(x)`` by ``elementary._sinh_generic`` (float64, nc = 2, 3, 4, CPU and CUDA; the kernel
+    """``sinh(x)`` by ``elementary._sinh_generic`` (float64, nc = 2, 3, 4, and float32 nc = 3, 4
+    through :func:`_narrow`; CPU and CUDA; the kernel
     computes cosh as well); ``ok`` as :func:`expm1`.
 
     Example:
@@ -873,7 +878,8 @@ def cosh(x: torch.Tensor) -> Result | None:
 
 
 def tanh(x: torch.Tensor) -> Result | None:
-    """``tanh(x)`` by ``elementary._tanh_generic`` (float64, nc = 2, 3, 4; CPU and CUDA); ``ok`` as
+    """``tanh(x)`` by ``elementary._tanh_generic`` (float64, nc = 2, 3, 4, and float32 nc = 3, 4
+    through :func:`_narrow`; CPU and CUDA); ``ok`` as
     :func:`expm1`.
 
     Example:
