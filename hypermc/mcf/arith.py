@@ -1206,7 +1206,10 @@ def _sqrt_rescaled(x: torch.Tensor, nc: int) -> torch.Tensor:
     x0 = x[..., 0]
     regular = (x0 >= fi.tiny) & (x0 <= fi.max)  # positive, normal and finite (NaN fails)
     e = torch.frexp(torch.where(regular, x0, 1.0)).exponent  # x0 in [2^(e-1), 2^e)
-    k = torch.div(e - 1, 2, rounding_mode="floor")  # 4^-k x0 in [1, 4)
+    # 4^-k x0 in [1, 4); k = 0 where x0 is in range already, so those elements get the
+    # unscaled networks' bits whatever else the batch holds (a scaled one differs where a
+    # component of the result is near the subnormal range)
+    k = torch.where((x0 >= bounds[0]) & (x0 <= bounds[1]), 0, torch.div(e - 1, 2, rounding_mode="floor"))
     down = torch.ldexp(torch.ones_like(x0), -k).unsqueeze(-1)  # 2^-k, a normal number
     up = torch.ldexp(torch.ones_like(x0), k).unsqueeze(-1)
     xs = x * down * down

@@ -51,7 +51,7 @@ from collections.abc import Callable, Sequence
 
 import torch
 
-from . import arith
+from . import arith, registry
 from .eft import float_format, renormalize, two_prod, unpack
 
 __all__ = [
@@ -60,6 +60,7 @@ __all__ = [
     "dot",
     "sumsq",
     "sumsq_wide",
+    "one_minus_sumsq",
     "norm",
     "amax",
     "amin",
@@ -443,6 +444,28 @@ def sumsq_wide(x: torch.Tensor, dim: Dim = None, keepdim: bool = False) -> torch
         w = arith.pad(x, nc + 1)
         return arith.mul(w, w)
     dims = _reduce_dims(x.dim() - 1, dim)
+    if dims == (x.dim() - 2,):  # the last dim: one fused kernel call where a backend has it
+        res = registry.call("rowsumsq", x, None)
+        if res is not None:
+            out = _patch_rows(res, x, lambda rows: _restore(_sumsq_wide_levels(rows, (1,)), rows.shape[:-1], (1,), False))
+            return out.unsqueeze(-2) if keepdim else out
+    return _restore(_sumsq_wide_levels(x, dims), x.shape[:-1], dims, keepdim)
+
+
+def _patch_rows(res: object, x: torch.Tensor, general: Callable[[torch.Tensor], torch.Tensor]) -> torch.Tensor:
+    """A row kernel's ``out`` ``(*, m)`` with the rows it rejects (``ok`` false)
+    recomputed by ``general`` on those rows of ``x`` ``(*, n, nc)``."""
+    out, ok, bad = res.out, res.ok, res.bad  # type: ignore[attr-defined]
+    if bad:
+        rejected = ~ok
+        out[rejected] = general(x[rejected])
+    return out
+
+
+def _sumsq_wide_levels(x: torch.Tensor, dims: tuple[int, ...]) -> torch.Tensor:
+    """:func:`sumsq_wide` over ``dims`` by :mod:`arith` calls, one per level; the reduced
+    dims removed."""
+    nc = x.shape[-1]
     t, axis, n, _ = _to_layout(x, dims)
     # planar (component planes of shape (n, *kept)), the reduced axis first: the halves of
     # every level are then blocks of each plane, which the fused kernels read in place
@@ -462,7 +485,42 @@ def sumsq_wide(x: torch.Tensor, dim: Dim = None, keepdim: bool = False) -> torch
                 s = torch.cat([s.movedim(-1, 0), t[2 * h :].movedim(-1, 0)], dim=1).movedim(0, -1)
             t, n = s, h + n % 2
         out = t[0]
-    return _restore(out, x.shape[:-1], dims, keepdim)
+    return out
+
+
+def one_minus_sumsq(x: torch.Tensor, c: float = 1.0) -> torch.Tensor:
+    """``1 - c |x|^2`` over the last logical dim, formed at ``nc + 1`` components and
+    rounded once to ``nc``: ``(*, n, nc) -> (*, nc)``.
+
+    The sum of squares :func:`sumsq_wide`, the product with ``c`` (where ``c != 1``) and
+    the subtraction from 1 by :mod:`arith` at ``nc + 1`` components, then
+    :func:`arith.round_to`. Each step is accurate to ``8 u^(nc+1)``, so before the
+    rounding the absolute error is at most ``8 (ceil(log2 n) + 3) u^(nc+1) max(1,
+    c |x|^2)``: the result is relatively accurate to ``u^nc`` as long as it exceeds about
+    ``8 (ceil(log2 n) + 3) u c |x|^2`` (the Poincaré ball's deficit, where ``1 - |x|^2``
+    of float64 coordinates would keep no digit near the boundary). For float32/float64
+    with ``nc = 2, 3`` the whole row is one fused kernel call where a backend has it
+    (the same operations in the same order, so the same bits).
+
+    Example:
+        >>> x = torch.tensor([[1.0 - 2.0**-40, 0.0], [0.0, 0.0]], dtype=torch.float64)  # one row, nc = 2
+        >>> one_minus_sumsq(x).tolist() == [2.0**-39 - 2.0**-80, 0.0]  # 1 - (1 - 2^-40)^2, exactly
+        True
+    """
+    if _pairwise(x):
+        res = registry.call("rowsumsq", x, float(c))
+        if res is not None:
+            return _patch_rows(res, x, lambda rows: _one_minus_sumsq(rows, c))
+    return _one_minus_sumsq(x, c)
+
+
+def _one_minus_sumsq(x: torch.Tensor, c: float) -> torch.Tensor:
+    nc = x.shape[-1]
+    s = sumsq_wide(x, dim=-1)
+    if c != 1.0:
+        s = arith.mul(s, arith.from_engine(torch.tensor(c, dtype=torch.float64, device=x.device).expand(s.shape[:-1]), x.dtype, nc + 1))
+    one = arith.from_float(torch.ones_like(s[..., 0]), nc + 1)
+    return arith.round_to(arith.sub(one, s), nc)
 
 
 def _pow2(e: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:

@@ -21,7 +21,7 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 
 import hypermc as hm
-from hypermc.mcf import arith, elementary, native, registry
+from hypermc.mcf import arith, elementary, native, reduce, registry
 from hypermc.mcf.eft import float_format, renormalize
 from tests.mcf.test_arith import _cap
 from tests.oracle import expansions
@@ -301,6 +301,95 @@ def test_one_call_per_op_whatever_the_size(n):
     assert bool(ok.all()) and bad == 0
     assert _same_bits(out, _torch_kernels(arith.mul, x, x))
     assert isinstance(native._load(torch.float64, 3), ctypes.CDLL)
+
+
+@needs_compiler
+def test_sqrt_of_an_element_in_range_does_not_depend_on_the_batch():
+    """The torch path rescales a batch that holds an element out of the fixed networks'
+    range (a zero here); an element in range keeps the unscaled networks' bits, which
+    the kernel gives: scaled by 4, this float32 result's last component (near the
+    subnormal range) rounded differently."""
+    x = torch.tensor([[0.32707923650741577, -2.0872299444363307e-09, 1.6096550078578177e-30], [0.0, 0.0, 0.0]])
+    alone = _torch_kernels(arith.sqrt, x[:1])
+    assert _same_bits(_torch_kernels(arith.sqrt, x)[:1], alone)
+    assert _same_bits(arith.sqrt(x)[:1], alone)
+
+
+# ------------------------------------------------------------ row sums of squares
+
+ROW_OPS = {
+    "sumsq_wide": lambda x: reduce.sumsq_wide(x, dim=-1),
+    "sumsq_wide keepdim": lambda x: reduce.sumsq_wide(x, dim=-1, keepdim=True),
+    "1 - |x|^2": lambda x: reduce.one_minus_sumsq(x * 2.0**-4),
+    "1 - 3|x|^2": lambda x: reduce.one_minus_sumsq(x * 2.0**-4, c=3.0),
+    "sumsq": lambda x: reduce.sumsq(x, dim=-1),
+    "norm": lambda x: reduce.norm(x, dim=-1),
+}
+
+
+@needs_compiler
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("nc", [2, 3])
+@pytest.mark.parametrize("op", list(ROW_OPS))
+@_cap(8)
+@given(data=st.data(), n=st.sampled_from([1, 2, 3, 5, 8, 13]))
+def test_row_kernel_same_bits_as_the_torch_path(dtype, nc, op, data, n):
+    """The row kernel (sum of squares at nc + 1 components, pairwise, and 1 - c|x|^2
+    rounded to nc) against the per-level torch path: random expansions over a wide
+    exponent range with zeros (squares by the second pass), overflowing squares and
+    all-zero rows (rejected rows, recomputed), batch dims and a strided layout."""
+    emax = math.frexp(torch.finfo(dtype).max)[1]
+    x = data.draw(expansions(dtype, nc, shape=(2, 9, n), allow_zero=True, min_exp=-emax // 3, max_exp=emax // 3))
+    if n > 1:
+        x[0, 1] = 0  # an all-zero row: its sum is rejected by the fixed network
+    layouts = [x, x.transpose(0, 1), x.movedim(-1, 0).contiguous().movedim(0, -1)]
+    for a in layouts:
+        got, ref = ROW_OPS[op](a), _torch_kernels(ROW_OPS[op], a)
+        assert _same_bits(got, ref), (op, tuple(a.shape), tuple(a.stride()))
+    huge = x.clone()
+    huge[1, 2, 0] = torch.finfo(dtype).max / 4  # its square overflows: the row is rejected
+    assert _same_bits(ROW_OPS[op](huge), _torch_kernels(ROW_OPS[op], huge))
+
+
+@needs_compiler
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_row_kernel_second_pass_all_or_nothing(dtype):
+    """A zero coordinate's square goes through arith.mul's second pass inside the kernel
+    (the row is good); next to a rejected row (an all-zero one), those rows are rejected
+    too, as the torch path's second pass is all or nothing. The torch path's bits both
+    ways; one kernel call for a whole batch of rows."""
+    x = torch.zeros(5, 4, 3, dtype=dtype)
+    x[..., 0] = 0.25
+    x[1, 2, 0] = 0  # one zero coordinate
+    x[3, 0, 0] = 0
+    res = native.rowsumsq(x, 1.0)
+    assert res is not None and res.bad == 0 and bool(res.ok.all())
+    assert _same_bits(reduce.one_minus_sumsq(x), _torch_kernels(reduce.one_minus_sumsq, x))
+    x[4] = 0  # all zero: 1 - |x|^2 is fine but the sum of zero squares is rejected
+    res = native.rowsumsq(x, 1.0)
+    assert res.ok.tolist() == [True, False, True, False, False] and res.bad == 3
+    assert _same_bits(reduce.one_minus_sumsq(x), _torch_kernels(reduce.one_minus_sumsq, x))
+    assert native.rowsumsq(x[..., :1], 1.0) is None  # plain values (nc = 1): not this kernel
+    assert native.rowsumsq(torch.zeros(2, 3, 4, dtype=dtype), 1.0) is None  # nc = 4: the tree
+
+
+@needs_compiler
+def test_row_kernel_thread_split():
+    """Rows split over torch's threads land where they belong (the same bits)."""
+    gen = torch.Generator().manual_seed(5)
+    x = arith.add(
+        torch.randn(3 * native._CHUNK, 7, 2, generator=gen, dtype=torch.float64),
+        torch.zeros(1, dtype=torch.float64).expand(3 * native._CHUNK, 7, 2),
+    )
+    old = torch.get_num_threads()
+    try:
+        torch.set_num_threads(3)
+        threaded = reduce.one_minus_sumsq(x * 0.1, c=2.0)
+        torch.set_num_threads(1)
+        single = reduce.one_minus_sumsq(x * 0.1, c=2.0)
+    finally:
+        torch.set_num_threads(old)
+    assert _same_bits(threaded, single) and _same_bits(single, _torch_kernels(reduce.one_minus_sumsq, x * 0.1, 2.0))
 
 
 # ------------------------------------------------------------------ fused exp and log

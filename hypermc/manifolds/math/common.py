@@ -28,7 +28,7 @@ from typing import Any
 import mpmath
 import torch
 
-from ...mcf import arith, reduce
+from ...mcf import reduce
 from ...mcf.eft import all_true, float_format
 from ...mcf.tensor import MCTensor, from_mpmath, implements
 from . import _plain
@@ -454,26 +454,14 @@ Example:
 
 
 def _deficit_components(x: torch.Tensor, c: float) -> torch.Tensor:
-    """``1 - c |x|^2`` of a component tensor ``(*, n, nc)`` -> ``(*, nc)``.
-
-    The sum of squares at ``nc + 1`` components (:func:`reduce.sumsq_wide`), the product
-    with ``c`` and the subtraction from 1 there too (:mod:`arith`), one rounding to
-    ``nc`` at the end (:func:`arith.round_to`). Each step is accurate to ``8 u^(nc+1)``,
-    so before that rounding the absolute error is at most ``8 (ceil(log2 n) + 3)
-    u^(nc+1) max(1, c|x|^2)``, and the result is relatively accurate to ``u^nc`` as long
-    as it exceeds about ``8 (ceil(log2 n) + 3) u c |x|^2``. For float32/float64 with
-    ``nc <= 3`` every step is an :mod:`arith` operation at ``nc + 1 <= 4`` components,
-    so it runs on their fused kernels where a backend has them (beyond, the sum of
-    squares is :func:`reduce.sumsq_wide`'s slotted tree, no less accurate).
+    """``1 - c |x|^2`` of a component tensor ``(*, n, nc)`` -> ``(*, nc)``:
+    :func:`reduce.one_minus_sumsq` (formed at ``nc + 1`` components, rounded once; its
+    bound), and for plain points (``nc = 1``) the compensated row pass of :mod:`._plain`.
     """
     nc = x.shape[-1]
     if nc == 1:  # plain points: the compensated row pass of ._plain (same accuracy, one pass)
         return _plain.deficit(x[..., 0], c).unsqueeze(-1)
-    s = reduce.sumsq_wide(x, dim=-1)
-    if c != 1.0:
-        s = arith.mul(s, arith.from_engine(torch.tensor(c, dtype=torch.float64, device=x.device).expand(s.shape[:-1]), x.dtype, nc + 1))
-    one = arith.from_float(torch.ones_like(s[..., 0]), nc + 1)
-    return arith.round_to(arith.sub(one, s), nc)
+    return reduce.one_minus_sumsq(x, c)
 
 
 class _Deficit(torch.autograd.Function):

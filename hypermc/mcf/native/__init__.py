@@ -70,7 +70,7 @@ from typing import NamedTuple
 import torch
 
 from ..._checks import check_choice
-from .. import arith, elementary, registry  # arith, elementary: the self-check's reference
+from .. import arith, elementary, reduce, registry  # arith, elementary, reduce: the self-check's reference
 from ..eft import broadcast_shapes, float_format, has_fused_addcmul, renormalize, tracing, unpack
 from ..fixed import patch
 from . import cuda as native_cuda
@@ -78,7 +78,7 @@ from .source import NARROW_INPUTS, _Tables, elementary_kernels
 from .source import source as generate
 
 __all__ = ["available", "status", "library", "library_status", "Result", "NCS", "ELEMENTARY_NCS", "NO_COMPILER"]
-__all__ += ["add", "mul", "div", "sqrt", "exp", "log", "sin", "cos", "tan"]
+__all__ += ["add", "mul", "rowsumsq", "div", "sqrt", "exp", "log", "sin", "cos", "tan"]
 __all__ += ["expm1", "sinh", "cosh", "tanh", "log1p", "asinh", "acosh", "atanh"]
 
 #: Component counts with native kernels.
@@ -192,8 +192,9 @@ def _declare(lib: ctypes.CDLL, name: str, nc: int, part: str = "arith") -> None:
         "div": pair + [vp, i64, vp],
         "sqrt": [i64, vp, i64, i64, dbl, dbl, vp, i64, vp],
     }
-    if nc >= 3:  # the second passes of add and mul
+    if nc >= 3:  # the second passes of add and mul; the row sums of squares at nc components
         signatures["add_general"], signatures["mul_general"] = signatures["add"], signatures["mul"]
+        signatures["rowsumsq"] = [i64, i64, vp, i64, i64, i64, c_int, vp, vp, i64, vp]
     if part == "elementary":  # elementary's float64 path
         unary, binary = [i64, vp, i64, i64, vp, i64, vp], pair + [vp, i64, vp]
         signatures = {k.op: binary if len(k.inputs) == 2 else unary for k in elementary_kernels(nc, _Tables())}
@@ -338,6 +339,15 @@ def _self_check(lib: Kernels, dtype: torch.dtype, nc: int, part: str = "arith", 
                     ("tan", -10),
                 ):
                     ops[f"float32 nc={n32} {op}"] = functools.partial(_on_fixed, getattr(elementary, op), x32 * 2.0**scale)
+    if part == "arith" and nc in (3, 4) and device_type == "cpu":
+        # the row kernel of this library: rows of nc - 1 components (rows of 8 and of 5;
+        # squares that overflow and rejected rows among them), summed here at nc
+        xr = _self_check_inputs(dtype, nc - 1)[0]
+        for n in (8, 5):
+            rows = xr[: xr.shape[0] // n * n].view(-1, n, nc - 1)
+            ops[f"row sums of squares, n={n}"] = functools.partial(_on_fixed, functools.partial(reduce.sumsq_wide, dim=-1), rows)
+            ops[f"row 1 - |x|^2, n={n}"] = functools.partial(_on_fixed, reduce.one_minus_sumsq, rows * 2.0**-4)
+            ops[f"row 1 - 3|x|^2, n={n}"] = functools.partial(_on_fixed, functools.partial(reduce.one_minus_sumsq, c=3.0), rows)
     ints = {torch.float32: torch.int32, torch.float64: torch.int64}
     # the ops below reach the kernels through _load
     with registry.trial(_key(_NAMES[dtype], nc, part, device_type), lib):
@@ -627,6 +637,72 @@ def mul(x: torch.Tensor, y: torch.Tensor) -> Result | None:
         return None
     res = _call(lib, "mul", [x, y], (y.shape[-1],), x.shape[-1])
     return _second_pass(lib, "mul_general", res, [x, y], (y.shape[-1],)) if x.shape[-1] >= 3 else res
+
+
+def rowsumsq(x: torch.Tensor, c: float | None) -> Result | None:
+    """Over the last logical dim of a component tensor ``x`` ``(*, n, nc)`` (nc = 2, 3):
+    :func:`hypermc.mcf.reduce.sumsq_wide` (``c`` None; ``nc + 1`` components) or
+    :func:`hypermc.mcf.reduce.one_minus_sumsq` (``1 - c |x|^2``, ``nc`` components), one
+    kernel call (``mc_rowsumsq``, in the ``nc + 1`` library) instead of one per tree level
+    and step. ``ok`` false for the rows whose fast paths a check rejects (the caller
+    recomputes them by its torch path); None where the kernel does not apply (CUDA: the
+    per-level kernels run there).
+
+    Example:
+        >>> x = torch.tensor([[[3.0, 0.0], [4.0, 0.0]]], dtype=torch.float64)  # one row (3, 4), nc = 2
+        >>> r = rowsumsq(x, None)  # None without a C++ compiler
+        >>> r is None or (r.out.tolist(), r.bad) == ([[25.0, 0.0, 0.0]], 0)
+        True
+        >>> r = rowsumsq(x * 0.1, 1.0)  # 1 - |(0.3, 0.4)|^2 = 0.75, to 2 components
+        >>> r is None or abs(r.out[0, 0].item() - 0.75) < 1e-15
+        True
+    """
+    nc = x.shape[-1]
+    if x.dim() < 2 or x.shape[-2] == 0 or nc not in (2, 3):
+        return None
+    lib = _eligible(x, nc=nc + 1)
+    if lib is None or isinstance(lib, native_cuda.Backend):
+        return None
+    shape, n = x.shape[:-2], x.shape[-2]
+    v = x.reshape(-1, n, nc)
+    rows, dtype, item = v.shape[0], v.dtype, v.element_size()
+    nout = nc + 1 if c is None else nc
+    out = torch.empty((nout, rows), dtype=dtype)
+    ok = torch.empty(rows, dtype=torch.bool)  # per row 1 (good), 2 (good, a square by the second pass) or 0
+    if c is None or c == 1.0:
+        cw, cptr = None, None
+    else:
+        cw = arith.from_engine(torch.tensor(c, dtype=torch.float64), dtype, nc + 1).contiguous()
+        cptr = cw.data_ptr()
+    fn = getattr(lib, f"mc_rowsumsq_{_NAMES[dtype]}_{nc + 1}")
+    threads = min(torch.get_num_threads(), max(1, rows * n // _CHUNK))
+    step = -(-rows // threads) if rows else 1
+    xsr, xsi, xsc = v.stride()
+    calls = [
+        (
+            min(step, rows - r0),
+            n,
+            v.data_ptr() + r0 * xsr * item,
+            xsr,
+            xsi,
+            xsc,
+            0 if c is None else 1,
+            cptr,
+            out.data_ptr() + r0 * item,
+            rows,
+            ok.data_ptr() + r0,
+        )
+        for r0 in range(0, rows, step)
+    ]
+    codes = ok.view(torch.uint8)
+    bad = run_parallel(fn, calls, threads) if rows else 0
+    del cw  # alive until the kernels ran
+    good = codes == 1
+    if bad:  # the squares' second pass is all or nothing: its rows (code 2) rejected too
+        bad = rows - int(good.sum())
+    else:
+        good = codes != 0
+    return Result(out.view(nout, *shape).movedim(0, -1), good.view(shape), bad)
 
 
 def div(x: torch.Tensor, y: torch.Tensor) -> Result | None:
@@ -961,4 +1037,4 @@ def atanh(x: torch.Tensor) -> Result | None:
     return _odd_finish(_reduced_log(x, "atanh"), x, 0.5)
 
 
-registry.register(add, mul, div, sqrt, exp, log, sin, cos, tan, expm1, sinh, cosh, tanh, log1p, asinh, acosh, atanh)
+registry.register(add, mul, rowsumsq, div, sqrt, exp, log, sin, cos, tan, expm1, sinh, cosh, tanh, log1p, asinh, acosh, atanh)

@@ -1651,7 +1651,190 @@ def source(name: str, nc: int, part: str = "arith") -> str:
             nc,
         )
     )
+    parts.append(_rowsumsq_kernel(name, nc))  # the rows of nc - 1 components, summed at nc
     return "\n\n".join(parts) + "\n"
+
+
+# ------------------------------------------------------------ row sums of squares
+
+
+def _round_to_network(c: list[torch.Tensor], nc: int) -> torch.Tensor:
+    """arith.round_to on a list of components (traced by :func:`_rowsumsq_kernel`)."""
+    return arith.round_to(torch.stack(c, dim=-1), nc)
+
+
+def _block_body(lines: list[str], indent: str) -> list[str]:
+    """A traced body in its own scope (each body numbers its values from v0)."""
+    return [indent + "{", *(indent + "  " + line for line in lines), indent + "}"]
+
+
+#: Rows per block of :func:`_rowsumsq_kernel` (the vectorised loops run over a block's rows).
+ROW_BLOCK = 64
+
+
+def _rowsumsq_kernel(name: str, w: int) -> str:
+    """``mc_rowsumsq_{name}_{w}``: per row of ``n`` coordinates of ``w - 1`` components,
+    :func:`hypermc.mcf.reduce.sumsq_wide` over the row (``mode`` 0: ``w`` components) or
+    :func:`hypermc.mcf.reduce.one_minus_sumsq` (``mode`` 1: ``1 - c |x|^2`` rounded to
+    ``w - 1`` components; ``cw`` the ``w`` components of ``c``, or null for ``c = 1``).
+
+    The same operations in the same order as those torch functions: each square is
+    arith.mul's fixed network at ``w`` components on the coordinate padded with a zero,
+    the squares are added pairwise by arith.add's fixed network (first half plus second
+    half, level by level, an odd last element carried to the next level), then the
+    product by ``c``, the subtraction from 1 and arith.round_to, each traced. A row is
+    good (``ok``) where every one of those fast paths' checks holds; elsewhere the caller
+    recomputes the row by the torch path (which then takes the general kernels for the
+    same elements). A square the fixed network rejects (a zero coordinate) is recomputed
+    by arith.mul's second pass, the general network (``mc_mul_general``), as the torch
+    path does; its row's ``ok`` is 2. That pass is all or nothing over a whole call (see
+    :func:`hypermc.mcf.native._second_pass`), so where any row of the call is rejected
+    (``ok`` 0) the caller rejects the rows with ``ok`` 2 too. Rows are processed in
+    blocks of :data:`ROW_BLOCK`, planar in a block buffer, so every step is one
+    vectorised loop over the block's rows."""
+    ctype = DTYPES[name][0]
+    nin = w - 1
+    square = _mul_body(w, w)
+    general = _mul_general_body(w, w)
+    add = _add_body(w, w)
+    scale = _mul_body(w, w)
+    sub = _add_body(w, w)
+    net = _Net()
+    d = [net.let(f"X({k})") for k in range(w)]
+    c = trace(net, _round_to_network, d, nin)
+    rounding = _body(net, c, net.oks or ["true"])
+    b = ROW_BLOCK
+    loop = "#pragma omp simd\n      for (int64_t j = 0; j < m; ++j) {"
+    out = [
+        f"// Row sums of squares (mode 0, {w} components) or 1 - c |x|^2 (mode 1, {nin} components) of rows of n",
+        f"// coordinates of {nin} components at x + r * xsr + i * xsi + k * xsc; returns the rows with ok = 0",
+        f'extern "C" int64_t mc_rowsumsq_{name}_{w}(int64_t rows, int64_t n, const {ctype} *x, int64_t xsr, int64_t xsi, '
+        f"int64_t xsc, int mode, const {ctype} *cw, {ctype} *out, int64_t os, uint8_t *ok) {{",
+        f"  using T = {ctype};",
+        "  constexpr T CANCEL = T(1) / (T(64) * (std::numeric_limits<T>::epsilon() / T(2)));",
+        "  (void)CANCEL;",
+        f"  constexpr int64_t B = {b};",
+        f"  std::unique_ptr<T[]> buf(new T[(n > 0 ? n : 1) * {w} * B]);",
+        "  uint8_t good[B], used[B], fix[B];",
+        "  int64_t bad = 0;",
+        "  for (int64_t r0 = 0; r0 < rows; r0 += B) {",
+        "    const int64_t m = std::min<int64_t>(B, rows - r0);",
+        "    for (int64_t j = 0; j < m; ++j) good[j] = 1, used[j] = 0;",
+        "    for (int64_t i = 0; i < n; ++i) {  // the squares, padded to w components",
+        f"      T *t = buf.get() + i * {w} * B;",
+        "      const T *xi = x + r0 * xsr + i * xsi;",
+        "      " + loop,
+        f"#define X(k) ((k) < {nin} ? xi[j * xsr + (k) * xsc] : T(0))",
+        "#define Y(k) X(k)",
+        "#define OUT(k) t[(k) * B + j]",
+        "#define OK okv",
+        "        bool okv;",
+        *_block_body(square, "        "),
+        "        fix[j] = (uint8_t)okv;",
+        "#undef OUT",
+        "#undef OK",
+        "      }",
+        "      int64_t rejected = 0;",
+        "      for (int64_t j = 0; j < m; ++j) rejected += !fix[j];",
+        "      if (rejected) {  // arith.mul's second pass (mc_mul_general) for the squares its check rejects",
+        "        " + loop.replace("\n      ", "\n        "),
+        "#define OUT(k) g[k]",
+        "#define OK okv",
+        f"          T g[{w}];",
+        "          bool okv;",
+        *_block_body(general, "          "),
+        f"          for (int k = 0; k < {w}; ++k) t[k * B + j] = select<T>(fix[j], t[k * B + j], g[k]);",
+        "          used[j] |= (uint8_t)!fix[j];",
+        "          good[j] &= (uint8_t)(fix[j] | okv);",
+        "#undef OUT",
+        "#undef OK",
+        "        }",
+        "      }",
+        "#undef X",
+        "#undef Y",
+        "    }",
+        "    const T sign = T(1);",
+        "    for (int64_t len = n; len > 1;) {  // pairwise: the first half plus the second half",
+        "      const int64_t h = len / 2;",
+        "      for (int64_t i = 0; i < h; ++i) {",
+        f"        T *a = buf.get() + i * {w} * B;",
+        f"        const T *c2 = buf.get() + (h + i) * {w} * B;",
+        "        " + loop.replace("\n      ", "\n        "),
+        "#define X(k) a[(k) * B + j]",
+        "#define Y(k) c2[(k) * B + j]",
+        "#define OUT(k) a[(k) * B + j]",
+        "#define OK okv",
+        "          bool okv;",
+        *_block_body(add, "          "),
+        "          good[j] &= (uint8_t)okv;",
+        "#undef X",
+        "#undef Y",
+        "#undef OUT",
+        "#undef OK",
+        "        }",
+        "      }",
+        f"      if (len % 2) std::memcpy(buf.get() + h * {w} * B, buf.get() + 2 * h * {w} * B, sizeof(T) * {w} * B);",
+        "      len = h + len % 2;",
+        "    }",
+        "    T *s = buf.get();",
+        "    if (n == 0)",
+        f"      for (int64_t k = 0; k < {w} * B; ++k) s[k] = T(0);",
+        "    if (mode == 0) {",
+        f"      for (int64_t k = 0; k < {w}; ++k)",
+        "        for (int64_t j = 0; j < m; ++j) out[k * os + r0 + j] = s[k * B + j];",
+        "    } else {",
+        "      if (cw != nullptr) {  // arith.mul(s, c)",
+        "        " + loop.replace("\n      ", "\n        "),
+        "#define X(k) s[(k) * B + j]",
+        "#define Y(k) cw[k]",
+        "#define OUT(k) s[(k) * B + j]",
+        "#define OK okv",
+        "          bool okv;",
+        *_block_body(scale, "          "),
+        "          good[j] &= (uint8_t)okv;",
+        "#undef X",
+        "#undef Y",
+        "#undef OUT",
+        "#undef OK",
+        "        }",
+        "      }",
+        "      {",
+        "        const T sign = T(-1);  // arith.sub(1, s)",
+        "        " + loop.replace("\n      ", "\n        "),
+        "#define X(k) ((k) == 0 ? T(1) : T(0))",
+        "#define Y(k) s[(k) * B + j]",
+        "#define OUT(k) s[(k) * B + j]",
+        "#define OK okv",
+        "          bool okv;",
+        *_block_body(sub, "          "),
+        "          good[j] &= (uint8_t)okv;",
+        "#undef X",
+        "#undef Y",
+        "#undef OUT",
+        "#undef OK",
+        "        }",
+        "      }",
+        "      " + loop,  # arith.round_to(1 - c s, w - 1)
+        "#define X(k) s[(k) * B + j]",
+        "#define OUT(k) out[(k) * os + r0 + j]",
+        "#define OK okv",
+        "        bool okv;",
+        *_block_body(rounding, "        "),
+        "        good[j] &= (uint8_t)okv;",
+        "#undef X",
+        "#undef OUT",
+        "#undef OK",
+        "      }",
+        "    }",
+        "    for (int64_t j = 0; j < m; ++j) {",
+        "      ok[r0 + j] = good[j] ? (uint8_t)(1 + used[j]) : (uint8_t)0;",
+        "      bad += !good[j];",
+        "    }",
+        "  }",
+        "  return bad;",
+        "}",
+    ]
+    return "\n".join(out)
 
 
 # --------------------------------------------------------------- fused expressions
