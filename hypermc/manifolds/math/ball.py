@@ -25,6 +25,7 @@ from . import common
 __all__ = [
     "deficit",
     "dist",
+    "dist_from_deficits",
     "dist0",
     "mobius_add",
     "mobius_scalar_mul",
@@ -90,7 +91,18 @@ def dist(x: torch.Tensor, y: torch.Tensor, *, c: float = 1.0) -> torch.Tensor:
         >>> round(float(dist(x, y)), 9), float(dist(x.approx(), y.approx()))
         (0.09995838, nan)
     """
-    dx, dy = deficit(x, c=c), deficit(y, c=c)
+    return dist_from_deficits(x, y, deficit(x, c=c), deficit(y, c=c), c=c)
+
+
+def dist_from_deficits(x: torch.Tensor, y: torch.Tensor, dx: torch.Tensor, dy: torch.Tensor, *, c: float = 1.0) -> torch.Tensor:
+    """:func:`dist` with the deficits ``dx = deficit(x, c=c)``, ``dy = deficit(y, c=c)``
+    already formed (a caller that checked the points by their deficits reuses them).
+
+    Example:
+        >>> o, x = torch.zeros(2, dtype=torch.float64), torch.tensor([0.5, 0.0], dtype=torch.float64)
+        >>> round(float(dist_from_deficits(o, x, deficit(o), deficit(x))), 6)  # ln 3
+        1.098612
+    """
     s, k = common.scaled_sqnorm(x - y)
     a = common.ldexp(common.safe_sqrt(_scale_c(s, c) / (dx * dy)), k)
     return _scale_inv_sqrt_c(2 * torch.asinh(a), c)
