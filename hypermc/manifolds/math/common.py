@@ -279,7 +279,15 @@ def sqnorm(x: torch.Tensor, keepdim: bool = False) -> torch.Tensor:
         >>> x = hm.mc([1.0, 0.0], nc=2, dtype=torch.float64) + hm.mc([1e-20, 0.0], nc=2, dtype=torch.float64)
         >>> float(sqnorm(x) - 1)  # 2e-20 + 1e-40; float64 would give 0
         2e-20
+
+    MCTensors of float32/float64 with ``nc <= 3`` take :func:`reduce.sumsq` (the squares
+    and their pairwise sum at ``nc + 1`` components, rounded once: one fused call per
+    tensor where a backend has the row kernel); other MCTensors and plain tensors
+    ``sum(x * x)``. The gradient is ``2 x``.
     """
+    if isinstance(x, MCTensor) and x.dtype in (torch.float32, torch.float64) and x.nc <= reduce.PAIRWISE_MAX_NC and x.dim() > 0:
+        s = torch.ops.hypermc.sqnorm(x) if torch.compiler.is_compiling() else _SqNorm.apply(x)
+        return s.unsqueeze(-1) if keepdim else s
     return torch.sum(x * x, dim=-1, keepdim=keepdim)
 
 
@@ -509,6 +517,50 @@ _deficit_op.register_autograd(_deficit_backward, setup_context=_deficit_setup)
 @implements(torch.ops.hypermc.deficit.default)
 def _deficit_mc(func: torch._ops.OpOverload, x: MCTensor, c: float) -> MCTensor:
     return MCTensor(_deficit_components(x.components, c))
+
+
+class _SqNorm(torch.autograd.Function):
+    """:func:`sqnorm` of an MCTensor by :func:`reduce.sumsq` (eager)."""
+
+    @staticmethod
+    def forward(ctx: Any, x: torch.Tensor) -> torch.Tensor:
+        ctx.save_for_backward(x)
+        return MCTensor(reduce.sumsq(x.components.detach(), dim=-1))
+
+    @staticmethod
+    def backward(ctx: Any, grad: torch.Tensor) -> torch.Tensor:
+        (x,) = ctx.saved_tensors
+        return x * (grad.unsqueeze(-1) * 2.0)
+
+
+@torch.library.custom_op("hypermc::sqnorm", mutates_args=())
+def _sqnorm_op(x: torch.Tensor) -> torch.Tensor:
+    """:func:`sqnorm` as one op while ``torch.compile`` traces (MCTensors through their
+    dispatch table, like ``hypermc::deficit``; a plain tensor's is ``sum(x * x)``)."""
+    return torch.sum(x.detach() * x.detach(), dim=-1)
+
+
+@_sqnorm_op.register_fake
+def _sqnorm_op_fake(x: torch.Tensor) -> torch.Tensor:
+    return x.new_empty(x.shape[:-1])
+
+
+def _sqnorm_setup(ctx: Any, inputs: tuple[Any, ...], output: torch.Tensor) -> None:
+    (x,) = inputs
+    ctx.save_for_backward(x)
+
+
+def _sqnorm_backward(ctx: Any, grad: torch.Tensor) -> torch.Tensor:
+    (x,) = ctx.saved_tensors
+    return x * (grad.unsqueeze(-1) * 2.0)
+
+
+_sqnorm_op.register_autograd(_sqnorm_backward, setup_context=_sqnorm_setup)
+
+
+@implements(torch.ops.hypermc.sqnorm.default)
+def _sqnorm_mc(func: torch._ops.OpOverload, x: MCTensor) -> MCTensor:
+    return MCTensor(reduce.sumsq(x.components, dim=-1))
 
 
 def deficit(x: torch.Tensor, *, c: float = 1.0, keepdim: bool = False) -> torch.Tensor:
