@@ -24,11 +24,14 @@ __all__ = ["Backend", "backends", "table", "OPS", "DEVICES"]
 
 #: Arithmetic ops (the per-op library, ``part="arith"``); ``sub`` runs the add kernel.
 ARITH = ("add", "sub", "mul", "div", "sqrt")
+#: Row reductions over the last dim, one kernel call per tensor (``mc_rowsumsq`` in the
+#: ``nc + 1`` arith library): sums of squares, norms and ``1 - c|x|^2`` (the ball's deficit).
+ROWS = ("sumsq",)
 #: Elementary functions (the float64 ``part="elementary"`` library).
 ELEMENTARY = ("exp", "log", "expm1", "log1p", "sin", "cos", "tan", "sinh", "cosh", "tanh", "asinh", "acosh", "atanh")
 #: The manifold kernels (:mod:`hypermc.manifolds.math.fused`: the half-space distances).
 MANIFOLD = ("halfspace_dist",)
-OPS = ARITH + ELEMENTARY + MANIFOLD
+OPS = ARITH + ROWS + ELEMENTARY + MANIFOLD
 DEVICES = ("cpu", "cuda")
 _DTYPES = {"float32": torch.float32, "float64": torch.float64}
 # float32 elementary functions whose torch path enters float64 as a double-word (nc = 3, 4)
@@ -60,6 +63,12 @@ def _library(op: str, dtype: torch.dtype, nc: int, device: str) -> tuple[tuple, 
         if device != "cpu":
             return "no CUDA kernel (CPU only)"
         return ("halfspace", dtype, nc), "halfspace"
+    if op in ROWS:
+        if nc + 1 not in native.NCS:
+            return f"the slotted sum tree (no arith kernels at nc + 1 = {nc + 1})"
+        if device != "cpu":
+            return "no row kernel on CUDA (one fused kernel per tree level and step)"
+        return native._key(name, nc + 1, "arith", device), "rows"
     if op in ARITH:
         if op == "sqrt" and nc == 2:
             return "no double-word sqrt kernel"
@@ -80,6 +89,8 @@ def _library(op: str, dtype: torch.dtype, nc: int, device: str) -> tuple[tuple, 
 def _build(key: tuple, kind: str, dtype: torch.dtype, nc: int, device: str) -> None:
     if kind == "halfspace":
         manifold_kernels.available(dtype, nc)
+    elif kind == "rows":
+        native.available(dtype, nc + 1, "arith", device)
     else:
         native.available(torch.float64 if kind == "elementary" else dtype, key[-2] if kind == "elementary" else nc, kind, device)
 
@@ -98,7 +109,7 @@ def _row(op: str, dtype: str, nc: int, device: str, build: bool) -> Backend:
     if device == "cuda" and native_cuda.available() is not None:
         return torch_path(str(native_cuda.available()))
     key, kind = found
-    fma = {"arith": dtype if op in ("mul", "div", "sqrt") else None, "elementary": "float64"}.get(kind)
+    fma = {"arith": dtype if op in ("mul", "div", "sqrt") else None, "rows": dtype, "elementary": "float64"}.get(kind)
     if fma is not None and not has_fused_addcmul(device, _DTYPES[fma]):
         return torch_path(f"no measured fused multiply-add for {fma} on {device}")
     if build:

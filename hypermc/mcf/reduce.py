@@ -399,7 +399,13 @@ def sumsq(x: torch.Tensor, dim: Dim = None, keepdim: bool = False) -> torch.Tens
         True
     """
     if _pairwise(x):
-        return arith.round_to(sumsq_wide(x, dim, keepdim), x.shape[-1])
+        nc = x.shape[-1]
+        if x.dim() > 1 and _reduce_dims(x.dim() - 1, dim) == (x.dim() - 2,):  # the last dim: one call
+            res = registry.call("rowsumsq", x, "rounded")
+            if res is not None:
+                out = _patch_rows(res, x, lambda rows: arith.round_to(sumsq_wide(rows, dim=-1), nc))
+                return out.unsqueeze(-2) if keepdim else out
+        return arith.round_to(sumsq_wide(x, dim, keepdim), nc)
     return _sumsq_tree(x, dim, keepdim)
 
 
@@ -445,7 +451,7 @@ def sumsq_wide(x: torch.Tensor, dim: Dim = None, keepdim: bool = False) -> torch
         return arith.mul(w, w)
     dims = _reduce_dims(x.dim() - 1, dim)
     if dims == (x.dim() - 2,):  # the last dim: one fused kernel call where a backend has it
-        res = registry.call("rowsumsq", x, None)
+        res = registry.call("rowsumsq", x, "wide")
         if res is not None:
             out = _patch_rows(res, x, lambda rows: _restore(_sumsq_wide_levels(rows, (1,)), rows.shape[:-1], (1,), False))
             return out.unsqueeze(-2) if keepdim else out
@@ -508,7 +514,7 @@ def one_minus_sumsq(x: torch.Tensor, c: float = 1.0) -> torch.Tensor:
         True
     """
     if _pairwise(x):
-        res = registry.call("rowsumsq", x, float(c))
+        res = registry.call("rowsumsq", x, "one_minus", float(c))
         if res is not None:
             return _patch_rows(res, x, lambda rows: _one_minus_sumsq(rows, c))
     return _one_minus_sumsq(x, c)

@@ -323,6 +323,7 @@ ROW_OPS = {
     "1 - |x|^2": lambda x: reduce.one_minus_sumsq(x * 2.0**-4),
     "1 - 3|x|^2": lambda x: reduce.one_minus_sumsq(x * 2.0**-4, c=3.0),
     "sumsq": lambda x: reduce.sumsq(x, dim=-1),
+    "sumsq keepdim": lambda x: reduce.sumsq(x, dim=-1, keepdim=True),
     "norm": lambda x: reduce.norm(x, dim=-1),
 }
 
@@ -362,15 +363,17 @@ def test_row_kernel_second_pass_all_or_nothing(dtype):
     x[..., 0] = 0.25
     x[1, 2, 0] = 0  # one zero coordinate
     x[3, 0, 0] = 0
-    res = native.rowsumsq(x, 1.0)
+    res = native.rowsumsq(x, "one_minus")
     assert res is not None and res.bad == 0 and bool(res.ok.all())
     assert _same_bits(reduce.one_minus_sumsq(x), _torch_kernels(reduce.one_minus_sumsq, x))
     x[4] = 0  # all zero: 1 - |x|^2 is fine but the sum of zero squares is rejected
-    res = native.rowsumsq(x, 1.0)
+    res = native.rowsumsq(x, "one_minus")
     assert res.ok.tolist() == [True, False, True, False, False] and res.bad == 3
     assert _same_bits(reduce.one_minus_sumsq(x), _torch_kernels(reduce.one_minus_sumsq, x))
-    assert native.rowsumsq(x[..., :1], 1.0) is None  # plain values (nc = 1): not this kernel
-    assert native.rowsumsq(torch.zeros(2, 3, 4, dtype=dtype), 1.0) is None  # nc = 4: the tree
+    assert native.rowsumsq(x[..., :1], "one_minus") is None  # plain values (nc = 1): not this kernel
+    assert native.rowsumsq(torch.zeros(2, 3, 4, dtype=dtype), "one_minus") is None  # nc = 4: the tree
+    with pytest.raises(ValueError, match=r"rowsumsq: form must be one of 'wide', 'one_minus', 'rounded'; got 'squares'"):
+        native.rowsumsq(x, "squares")
 
 
 @needs_compiler

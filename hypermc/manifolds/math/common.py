@@ -523,7 +523,7 @@ class _SqNorm(torch.autograd.Function):
     """:func:`sqnorm` of an MCTensor by :func:`reduce.sumsq` (eager)."""
 
     @staticmethod
-    def forward(ctx: Any, x: torch.Tensor) -> torch.Tensor:
+    def forward(ctx: Any, x: MCTensor) -> torch.Tensor:
         ctx.save_for_backward(x)
         return MCTensor(reduce.sumsq(x.components.detach(), dim=-1))
 

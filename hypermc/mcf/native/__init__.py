@@ -346,6 +346,7 @@ def _self_check(lib: Kernels, dtype: torch.dtype, nc: int, part: str = "arith", 
         for n in (8, 5):
             rows = xr[: xr.shape[0] // n * n].view(-1, n, nc - 1)
             ops[f"row sums of squares, n={n}"] = functools.partial(_on_fixed, functools.partial(reduce.sumsq_wide, dim=-1), rows)
+            ops[f"row sums of squares rounded, n={n}"] = functools.partial(_on_fixed, functools.partial(reduce.sumsq, dim=-1), rows)
             ops[f"row 1 - |x|^2, n={n}"] = functools.partial(_on_fixed, reduce.one_minus_sumsq, rows * 2.0**-4)
             ops[f"row 1 - 3|x|^2, n={n}"] = functools.partial(_on_fixed, functools.partial(reduce.one_minus_sumsq, c=3.0), rows)
     ints = {torch.float32: torch.int32, torch.float64: torch.int64}
@@ -639,24 +640,30 @@ def mul(x: torch.Tensor, y: torch.Tensor) -> Result | None:
     return _second_pass(lib, "mul_general", res, [x, y], (y.shape[-1],)) if x.shape[-1] >= 3 else res
 
 
-def rowsumsq(x: torch.Tensor, c: float | None) -> Result | None:
-    """Over the last logical dim of a component tensor ``x`` ``(*, n, nc)`` (nc = 2, 3):
-    :func:`hypermc.mcf.reduce.sumsq_wide` (``c`` None; ``nc + 1`` components) or
-    :func:`hypermc.mcf.reduce.one_minus_sumsq` (``1 - c |x|^2``, ``nc`` components), one
-    kernel call (``mc_rowsumsq``, in the ``nc + 1`` library) instead of one per tree level
-    and step. ``ok`` false for the rows whose fast paths a check rejects (the caller
-    recomputes them by its torch path); None where the kernel does not apply (CUDA: the
-    per-level kernels run there).
+#: The row kernel's modes (``mc_rowsumsq``).
+_ROW_MODES = {"wide": 0, "one_minus": 1, "rounded": 2}
+
+
+def rowsumsq(x: torch.Tensor, form: str, c: float = 1.0) -> Result | None:
+    """Over the last logical dim of a component tensor ``x`` ``(*, n, nc)`` (nc = 2, 3),
+    ``form``: ``"wide"`` :func:`hypermc.mcf.reduce.sumsq_wide` (``nc + 1`` components),
+    ``"rounded"`` :func:`hypermc.mcf.reduce.sumsq` (``nc``) or ``"one_minus"``
+    :func:`hypermc.mcf.reduce.one_minus_sumsq` (``1 - c |x|^2``, ``nc``): one kernel call
+    (``mc_rowsumsq``, in the ``nc + 1`` library) instead of one per tree level and step.
+    ``ok`` false for the rows whose fast paths a check rejects (the caller recomputes them
+    by its torch path); None where the kernel does not apply (CUDA: the per-level kernels
+    run there).
 
     Example:
         >>> x = torch.tensor([[[3.0, 0.0], [4.0, 0.0]]], dtype=torch.float64)  # one row (3, 4), nc = 2
-        >>> r = rowsumsq(x, None)  # None without a C++ compiler
+        >>> r = rowsumsq(x, "wide")  # None without a C++ compiler
         >>> r is None or (r.out.tolist(), r.bad) == ([[25.0, 0.0, 0.0]], 0)
         True
-        >>> r = rowsumsq(x * 0.1, 1.0)  # 1 - |(0.3, 0.4)|^2 = 0.75, to 2 components
+        >>> r = rowsumsq(x * 0.1, "one_minus")  # 1 - |(0.3, 0.4)|^2 = 0.75, to 2 components
         >>> r is None or abs(r.out[0, 0].item() - 0.75) < 1e-15
         True
     """
+    mode = check_choice("rowsumsq", "form", form, ("wide", "one_minus", "rounded"))
     nc = x.shape[-1]
     if x.dim() < 2 or x.shape[-2] == 0 or nc not in (2, 3):
         return None
@@ -666,10 +673,10 @@ def rowsumsq(x: torch.Tensor, c: float | None) -> Result | None:
     shape, n = x.shape[:-2], x.shape[-2]
     v = x.reshape(-1, n, nc)
     rows, dtype, item = v.shape[0], v.dtype, v.element_size()
-    nout = nc + 1 if c is None else nc
+    nout = nc + 1 if mode == "wide" else nc
     out = torch.empty((nout, rows), dtype=dtype)
     ok = torch.empty(rows, dtype=torch.bool)  # per row 1 (good), 2 (good, a square by the second pass) or 0
-    if c is None or c == 1.0:
+    if mode != "one_minus" or c == 1.0:
         cw, cptr = None, None
     else:
         cw = arith.from_engine(torch.tensor(c, dtype=torch.float64), dtype, nc + 1).contiguous()
@@ -686,7 +693,7 @@ def rowsumsq(x: torch.Tensor, c: float | None) -> Result | None:
             xsr,
             xsi,
             xsc,
-            0 if c is None else 1,
+            _ROW_MODES[mode],
             cptr,
             out.data_ptr() + r0 * item,
             rows,

@@ -1674,7 +1674,8 @@ ROW_BLOCK = 64
 
 def _rowsumsq_kernel(name: str, w: int) -> str:
     """``mc_rowsumsq_{name}_{w}``: per row of ``n`` coordinates of ``w - 1`` components,
-    :func:`hypermc.mcf.reduce.sumsq_wide` over the row (``mode`` 0: ``w`` components) or
+    :func:`hypermc.mcf.reduce.sumsq_wide` over the row (``mode`` 0: ``w`` components),
+    :func:`hypermc.mcf.reduce.sumsq` (``mode`` 2: that rounded to ``w - 1``) or
     :func:`hypermc.mcf.reduce.one_minus_sumsq` (``mode`` 1: ``1 - c |x|^2`` rounded to
     ``w - 1`` components; ``cw`` the ``w`` components of ``c``, or null for ``c = 1``).
 
@@ -1706,7 +1707,7 @@ def _rowsumsq_kernel(name: str, w: int) -> str:
     b = ROW_BLOCK
     loop = "#pragma omp simd\n      for (int64_t j = 0; j < m; ++j) {"
     out = [
-        f"// Row sums of squares (mode 0, {w} components) or 1 - c |x|^2 (mode 1, {nin} components) of rows of n",
+        f"// Row sums of squares (mode 0, {w} components; mode 2, rounded to {nin}) or 1 - c |x|^2 (mode 1, {nin}) of rows of n",
         f"// coordinates of {nin} components at x + r * xsr + i * xsi + k * xsc; returns the rows with ok = 0",
         f'extern "C" int64_t mc_rowsumsq_{name}_{w}(int64_t rows, int64_t n, const {ctype} *x, int64_t xsr, int64_t xsi, '
         f"int64_t xsc, int mode, const {ctype} *cw, {ctype} *out, int64_t os, uint8_t *ok) {{",
@@ -1783,7 +1784,7 @@ def _rowsumsq_kernel(name: str, w: int) -> str:
         f"      for (int64_t k = 0; k < {w}; ++k)",
         "        for (int64_t j = 0; j < m; ++j) out[k * os + r0 + j] = s[k * B + j];",
         "    } else {",
-        "      if (cw != nullptr) {  // arith.mul(s, c)",
+        "      if (mode == 1 && cw != nullptr) {  // arith.mul(s, c)",
         "        " + loop.replace("\n      ", "\n        "),
         "#define X(k) s[(k) * B + j]",
         "#define Y(k) cw[k]",
@@ -1798,7 +1799,7 @@ def _rowsumsq_kernel(name: str, w: int) -> str:
         "#undef OK",
         "        }",
         "      }",
-        "      {",
+        "      if (mode == 1) {",
         "        const T sign = T(-1);  // arith.sub(1, s)",
         "        " + loop.replace("\n      ", "\n        "),
         "#define X(k) ((k) == 0 ? T(1) : T(0))",
@@ -1814,7 +1815,7 @@ def _rowsumsq_kernel(name: str, w: int) -> str:
         "#undef OK",
         "        }",
         "      }",
-        "      " + loop,  # arith.round_to(1 - c s, w - 1)
+        "      " + loop,  # arith.round_to(s or 1 - c s, w - 1)
         "#define X(k) s[(k) * B + j]",
         "#define OUT(k) out[(k) * os + r0 + j]",
         "#define OK okv",
