@@ -165,6 +165,7 @@ def test_retraction_has_the_reference_bits_and_runs_fused(dtype, nc, monkeypatch
         u[::7, -1] = -1e4 * comps[::7, -1, 0]  # underflowing heights: clamped to the smallest normal number
     reference = fused.halfspace_retr_reference
     ref = reference(comps, u)
+    assert fused._retr_eligible(comps, u) is not None  # loaded (and self-checked, which runs the reference) first
     calls = []
     monkeypatch.setattr(fused, "halfspace_retr_reference", lambda *a: calls.append(a) or reference(*a))
     out = fused.halfspace_retr(comps, u)
