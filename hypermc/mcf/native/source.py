@@ -1668,6 +1668,27 @@ def _block_body(lines: list[str], indent: str) -> list[str]:
     return [indent + "{", *(indent + "  " + line for line in lines), indent + "}"]
 
 
+def _block_loop(
+    body: list[str], x: str, y: str | None, out: str, tail: list[str], indent: str, decls: tuple[str, ...] | list[str] = ()
+) -> list[str]:
+    """One vectorised loop over a block's rows ``j < m`` running a traced ``body`` with
+    ``X(k)``, ``Y(k)`` and ``OUT(k)`` defined as the given expressions of ``k`` and ``j``
+    (``Y`` not defined where None), its ``OK`` in ``okv``; ``tail`` after the body."""
+    inner = indent + "  "
+    macros = [("X", x), ("Y", y), ("OUT", out), ("OK", "okv")]
+    return [
+        indent + "#pragma omp simd",
+        indent + "for (int64_t j = 0; j < m; ++j) {",
+        *(f"#define {name}{'' if name == 'OK' else '(k)'} {expr}" for name, expr in macros if expr is not None),
+        *(inner + decl for decl in decls),
+        inner + "bool okv;",
+        *_block_body(body, inner),
+        *(inner + line for line in tail),
+        *(f"#undef {name}" for name, expr in macros if expr is not None),
+        indent + "}",
+    ]
+
+
 #: Rows per block of :func:`_rowsumsq_kernel` (the vectorised loops run over a block's rows).
 ROW_BLOCK = 64
 
@@ -1695,17 +1716,13 @@ def _rowsumsq_kernel(name: str, w: int) -> str:
     vectorised loop over the block's rows."""
     ctype = DTYPES[name][0]
     nin = w - 1
-    square = _mul_body(w, w)
-    general = _mul_general_body(w, w)
-    add = _add_body(w, w)
-    scale = _mul_body(w, w)
-    sub = _add_body(w, w)
     net = _Net()
     d = [net.let(f"X({k})") for k in range(w)]
     c = trace(net, _round_to_network, d, nin)
     rounding = _body(net, c, net.oks or ["true"])
-    b = ROW_BLOCK
-    loop = "#pragma omp simd\n      for (int64_t j = 0; j < m; ++j) {"
+    # the squares' X and Y: the coordinate's components padded with a zero
+    padded = f"((k) < {nin} ? xi[j * xsr + (k) * xsc] : T(0))"
+    s_k = "s[(k) * B + j]"
     out = [
         f"// Row sums of squares (mode 0, {w} components; mode 2, rounded to {nin}) or 1 - c |x|^2 (mode 1, {nin}) of rows of n",
         f"// coordinates of {nin} components at x + r * xsr + i * xsi + k * xsc; returns the rows with ok = 0",
@@ -1714,7 +1731,7 @@ def _rowsumsq_kernel(name: str, w: int) -> str:
         f"  using T = {ctype};",
         "  constexpr T CANCEL = T(1) / (T(64) * (std::numeric_limits<T>::epsilon() / T(2)));",
         "  (void)CANCEL;",
-        f"  constexpr int64_t B = {b};",
+        f"  constexpr int64_t B = {ROW_BLOCK};",
         f"  std::unique_ptr<T[]> buf(new T[(n > 0 ? n : 1) * {w} * B]);",
         "  uint8_t good[B], used[B], fix[B];",
         "  int64_t bad = 0;",
@@ -1724,35 +1741,24 @@ def _rowsumsq_kernel(name: str, w: int) -> str:
         "    for (int64_t i = 0; i < n; ++i) {  // the squares, padded to w components",
         f"      T *t = buf.get() + i * {w} * B;",
         "      const T *xi = x + r0 * xsr + i * xsi;",
-        "      " + loop,
-        f"#define X(k) ((k) < {nin} ? xi[j * xsr + (k) * xsc] : T(0))",
-        "#define Y(k) X(k)",
-        "#define OUT(k) t[(k) * B + j]",
-        "#define OK okv",
-        "        bool okv;",
-        *_block_body(square, "        "),
-        "        fix[j] = (uint8_t)okv;",
-        "#undef OUT",
-        "#undef OK",
-        "      }",
+        *_block_loop(_mul_body(w, w), padded, padded, "t[(k) * B + j]", ["fix[j] = (uint8_t)okv;"], "      "),
         "      int64_t rejected = 0;",
         "      for (int64_t j = 0; j < m; ++j) rejected += !fix[j];",
         "      if (rejected) {  // arith.mul's second pass (mc_mul_general) for the squares its check rejects",
-        "        " + loop.replace("\n      ", "\n        "),
-        "#define OUT(k) g[k]",
-        "#define OK okv",
-        f"          T g[{w}];",
-        "          bool okv;",
-        *_block_body(general, "          "),
-        f"          for (int k = 0; k < {w}; ++k) t[k * B + j] = select<T>(fix[j], t[k * B + j], g[k]);",
-        "          used[j] |= (uint8_t)!fix[j];",
-        "          good[j] &= (uint8_t)(fix[j] | okv);",
-        "#undef OUT",
-        "#undef OK",
-        "        }",
+        *_block_loop(
+            _mul_general_body(w, w),
+            padded,
+            padded,
+            "g[k]",
+            [
+                f"for (int k = 0; k < {w}; ++k) t[k * B + j] = select<T>(fix[j], t[k * B + j], g[k]);",
+                "used[j] |= (uint8_t)!fix[j];",
+                "good[j] &= (uint8_t)(fix[j] | okv);",
+            ],
+            "        ",
+            decls=[f"T g[{w}];"],
+        ),
         "      }",
-        "#undef X",
-        "#undef Y",
         "    }",
         "    const T sign = T(1);",
         "    for (int64_t len = n; len > 1;) {  // pairwise: the first half plus the second half",
@@ -1760,19 +1766,7 @@ def _rowsumsq_kernel(name: str, w: int) -> str:
         "      for (int64_t i = 0; i < h; ++i) {",
         f"        T *a = buf.get() + i * {w} * B;",
         f"        const T *c2 = buf.get() + (h + i) * {w} * B;",
-        "        " + loop.replace("\n      ", "\n        "),
-        "#define X(k) a[(k) * B + j]",
-        "#define Y(k) c2[(k) * B + j]",
-        "#define OUT(k) a[(k) * B + j]",
-        "#define OK okv",
-        "          bool okv;",
-        *_block_body(add, "          "),
-        "          good[j] &= (uint8_t)okv;",
-        "#undef X",
-        "#undef Y",
-        "#undef OUT",
-        "#undef OK",
-        "        }",
+        *_block_loop(_add_body(w, w), "a[(k) * B + j]", "c2[(k) * B + j]", "a[(k) * B + j]", ["good[j] &= (uint8_t)okv;"], "        "),
         "      }",
         f"      if (len % 2) std::memcpy(buf.get() + h * {w} * B, buf.get() + 2 * h * {w} * B, sizeof(T) * {w} * B);",
         "      len = h + len % 2;",
@@ -1785,47 +1779,14 @@ def _rowsumsq_kernel(name: str, w: int) -> str:
         "        for (int64_t j = 0; j < m; ++j) out[k * os + r0 + j] = s[k * B + j];",
         "    } else {",
         "      if (mode == 1 && cw != nullptr) {  // arith.mul(s, c)",
-        "        " + loop.replace("\n      ", "\n        "),
-        "#define X(k) s[(k) * B + j]",
-        "#define Y(k) cw[k]",
-        "#define OUT(k) s[(k) * B + j]",
-        "#define OK okv",
-        "          bool okv;",
-        *_block_body(scale, "          "),
-        "          good[j] &= (uint8_t)okv;",
-        "#undef X",
-        "#undef Y",
-        "#undef OUT",
-        "#undef OK",
-        "        }",
+        *_block_loop(_mul_body(w, w), s_k, "cw[k]", s_k, ["good[j] &= (uint8_t)okv;"], "        "),
         "      }",
         "      if (mode == 1) {",
         "        const T sign = T(-1);  // arith.sub(1, s)",
-        "        " + loop.replace("\n      ", "\n        "),
-        "#define X(k) ((k) == 0 ? T(1) : T(0))",
-        "#define Y(k) s[(k) * B + j]",
-        "#define OUT(k) s[(k) * B + j]",
-        "#define OK okv",
-        "          bool okv;",
-        *_block_body(sub, "          "),
-        "          good[j] &= (uint8_t)okv;",
-        "#undef X",
-        "#undef Y",
-        "#undef OUT",
-        "#undef OK",
-        "        }",
+        *_block_loop(_add_body(w, w), "((k) == 0 ? T(1) : T(0))", s_k, s_k, ["good[j] &= (uint8_t)okv;"], "        "),
         "      }",
-        "      " + loop,  # arith.round_to(s or 1 - c s, w - 1)
-        "#define X(k) s[(k) * B + j]",
-        "#define OUT(k) out[(k) * os + r0 + j]",
-        "#define OK okv",
-        "        bool okv;",
-        *_block_body(rounding, "        "),
-        "        good[j] &= (uint8_t)okv;",
-        "#undef X",
-        "#undef OUT",
-        "#undef OK",
-        "      }",
+        # arith.round_to(s or 1 - c s, w - 1)
+        *_block_loop(rounding, s_k, None, "out[(k) * os + r0 + j]", ["good[j] &= (uint8_t)okv;"], "      "),
         "    }",
         "    for (int64_t j = 0; j < m; ++j) {",
         "      ok[r0 + j] = good[j] ? (uint8_t)(1 + used[j]) : (uint8_t)0;",
