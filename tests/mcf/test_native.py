@@ -377,6 +377,17 @@ def test_row_kernel_second_pass_all_or_nothing(dtype):
 
 
 @needs_compiler
+@pytest.mark.parametrize("rows, n", [(1, 300_000), (100, 20_000), (3, 7)])
+def test_row_kernel_long_and_few_rows(rows, n):
+    """Blocks of fewer rows where the rows are few or long (one row of 300,000
+    coordinates: a buffer of one row, not 64): the torch path's bits."""
+    gen = torch.Generator().manual_seed(n)
+    x = hm.mc(torch.randn(rows, n, generator=gen, dtype=torch.float64), nc=2).components * (1 + 2.0**-40)
+    for f in (lambda a: reduce.sumsq_wide(a, dim=-1), lambda a: reduce.one_minus_sumsq(a * 2.0**-10)):
+        assert _same_bits(f(x), _torch_kernels(f, x))
+
+
+@needs_compiler
 def test_row_kernel_thread_split():
     """Rows split over torch's threads land where they belong (the same bits)."""
     gen = torch.Generator().manual_seed(5)

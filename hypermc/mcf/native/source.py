@@ -1731,9 +1731,12 @@ def _rowsumsq_kernel(name: str, w: int) -> str:
         f"  using T = {ctype};",
         "  constexpr T CANCEL = T(1) / (T(64) * (std::numeric_limits<T>::epsilon() / T(2)));",
         "  (void)CANCEL;",
-        f"  constexpr int64_t B = {ROW_BLOCK};",
+        f"  constexpr int64_t BMAX = {ROW_BLOCK};",
+        # rows per block: fewer where there are few rows or long ones (the buffer stays <= 2^21
+        # values unless one row alone is longer)
+        f"  const int64_t B = std::max<int64_t>(1, std::min<int64_t>({{BMAX, rows, (int64_t(1) << 21) / std::max<int64_t>(1, n * {w})}}));",
         f"  std::unique_ptr<T[]> buf(new T[(n > 0 ? n : 1) * {w} * B]);",
-        "  uint8_t good[B], used[B], fix[B];",
+        "  uint8_t good[BMAX], used[BMAX], fix[BMAX];",
         "  int64_t bad = 0;",
         "  for (int64_t r0 = 0; r0 < rows; r0 += B) {",
         "    const int64_t m = std::min<int64_t>(B, rows - r0);",
