@@ -157,6 +157,12 @@ class Lorentz(Manifold):
             1e-06
         """
         self._check("dist", x=x, y=y)
+        if check_bool("Lorentz.dist", "check", check) and common.row_blocks_apply(x, y):
+            # large plain points: the check in the distance's own pass over the rows
+            d, ok = common.row_blocked(lambda a, b: (L.dist(a, b, c=self.c), self._rows_ok(a) & self._rows_ok(b)), x, y)
+            if not bool(ok.all()):
+                self._check_on("dist", True, x=x, y=y)  # raises, with the reason
+            return self._keep("dist", d, keepdim)
         self._check_on("dist", check, x=x, y=y)
         return self._keep("dist", L.dist(x, y, c=self.c), keepdim)
 
@@ -406,26 +412,28 @@ class Lorentz(Manifold):
         return True, None
 
     def _points_ok(self, *points: torch.Tensor) -> bool:
-        # plain points: check_point's test (x_0 > 0 and the constraint within its
-        # tolerance, which a plain point carries to one component) in one norm pass per
-        # argument and one host sync; a non-finite coordinate makes the residual inf or
-        # NaN, which fails here (an inf residual would pass `<= inf` where x_0^2
-        # overflows). Anything that fails here goes through check_point.
+        # plain points: check_point's test in one pass per argument (block by block where
+        # large) and one host sync. Anything that fails here goes through check_point.
         if any(isinstance(p, MCTensor) for p in points):
             return False
-        ok = torch.ones((), dtype=torch.bool, device=points[0].device)
-        for p in points:
-            p = p.detach()
-            x0 = p[..., 0].contiguous()  # read four times below: once strided, not four times
-            xb = common.norm(p[..., 1:])
-            one_c = common.c_power(c=self.c, power=-1.0, like=xb)
-            resid = ((x0 - xb) * (x0 + xb) - one_c).abs_().to(torch.float64)
-            info = torch.finfo(p.dtype)
-            floor = 2.0**CONSTRAINT_MARGIN_BITS * info.smallest_normal * info.eps
-            tol = max(2.0 ** (CONSTRAINT_MARGIN_BITS - float_format(p.dtype).p), floor)
-            scale = (x0 * x0).clamp_min_(1.0).to(torch.float64)  # x0^2 >= 0 (or NaN)
-            ok = ok & ((x0 > 0) & torch.isfinite(resid) & (resid <= tol * scale)).all()
-        return bool(ok)
+        with torch.no_grad():
+            return bool(torch.stack([common.row_blocked(self._rows_ok, p).all() for p in points]).all())
+
+    def _rows_ok(self, p: torch.Tensor) -> torch.Tensor:
+        """Per point of plain ``p``: check_point's test (``x_0 > 0`` and the constraint
+        within its tolerance, which a plain point carries to one component). A non-finite
+        coordinate makes the residual inf or NaN, which fails here (an inf residual would
+        pass ``<= inf`` where ``x_0^2`` overflows)."""
+        p = p.detach()
+        x0 = p[..., 0].contiguous()  # read four times below: once strided, not four times
+        xb = common.norm(p[..., 1:])
+        one_c = common.c_power(c=self.c, power=-1.0, like=xb)
+        resid = ((x0 - xb) * (x0 + xb) - one_c).abs_().to(torch.float64)
+        info = torch.finfo(p.dtype)
+        floor = 2.0**CONSTRAINT_MARGIN_BITS * info.smallest_normal * info.eps
+        tol = max(2.0 ** (CONSTRAINT_MARGIN_BITS - float_format(p.dtype).p), floor)
+        scale = (x0 * x0).clamp_min_(1.0).to(torch.float64)  # x0^2 >= 0 (or NaN)
+        return (x0 > 0) & torch.isfinite(resid) & (resid <= tol * scale)
 
     def _check_values(self, x: torch.Tensor, atol: float | None) -> tuple[bool, str | None]:
         x0 = x[..., 0]

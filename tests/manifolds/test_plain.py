@@ -165,3 +165,77 @@ def test_lorentz_unscaled_difference_norm_has_the_scaled_bits(dtype) -> None:
         assert got[-1] > 0 or not bool(row.any())  # 1e-300 is not lost to the squares' underflow
         got.sum().backward()
         assert torch.isfinite(mixed.grad[:-1]).all()
+
+
+@pytest.fixture
+def small_blocks(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Row blocks of 7 rows of 17 float64 values, from 64 elements on: the blocked path on
+    small tensors, with a short last block."""
+    monkeypatch.setattr(common, "ROW_BLOCK_MIN", 64)
+    monkeypatch.setattr(common, "ROW_BLOCK_BYTES", 7 * 17 * 8)
+
+
+def _lorentz_pairs(rows: int, dtype: torch.dtype, gen: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+    from hypermc.manifolds.math import lorentz as L
+
+    u = torch.randn(rows, 17, generator=gen, dtype=dtype) * 3
+    v = torch.randn(rows, 17, generator=gen, dtype=dtype) * 3
+    u[:, 0] = v[:, 0] = 0
+    x, y = L.expmap0(u), L.expmap0(v)
+    y[5] = x[5]  # equal points and a tiny difference: rows of the scaled form in some blocks
+    y[40, 3] = x[40, 3] + (1e-30 if dtype == torch.float32 else 1e-300)
+    y[40] = L.projx(y[40])
+    return x, y
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=str)
+def test_row_blocked_lorentz_dist_has_the_one_pass_bits(small_blocks: None, dtype: torch.dtype) -> None:
+    """Large plain Lorentz points without an autograd graph are measured block by block
+    (with the membership check in the same pass): the same bits as one pass over all
+    rows, which runs where a gradient is recorded; leading dims are kept."""
+    gen = torch.Generator().manual_seed(11)
+    x, y = _lorentz_pairs(101, dtype, gen)
+    M = Lorentz()
+    assert common.row_blocks_apply(x, y)
+    blocked, blocked_nocheck = M.dist(x, y), M.dist(x, y, check=False)
+    xg = x.clone().requires_grad_()
+    assert not common.row_blocks_apply(xg, y)
+    one_pass = M.dist(xg, y)
+    assert torch.equal(blocked, one_pass.detach()) and torch.equal(blocked_nocheck, blocked)
+    assert blocked[5] == 0 and torch.isfinite(blocked).all()
+    assert torch.equal(M.dist(x, y, keepdim=True)[..., 0], blocked)
+    batched = M.dist(x[:100].reshape(4, 25, 17), y[:100].reshape(4, 25, 17))
+    assert batched.shape == (4, 25) and torch.equal(batched.reshape(-1), blocked[:100])
+
+
+def test_row_blocked_lorentz_dist_check_names_the_bad_argument(small_blocks: None) -> None:
+    """The check inside the blocked pass refuses a point off the hyperboloid, in any block,
+    with check_point's reason; check=False computes."""
+    gen = torch.Generator().manual_seed(12)
+    x, y = _lorentz_pairs(60, torch.float64, gen)
+    y[57, 0] *= 1.5  # in the last block
+    M = Lorentz()
+    with pytest.raises(ValueError, match=r"Lorentz\.dist: y is not a point of .*off the hyperboloid"):
+        M.dist(x, y)
+    assert M.dist(x, y, check=False).shape == (60,)
+    x[3, 0] = float("nan")
+    with pytest.raises(ValueError, match=r"Lorentz\.dist: x is not a point"):
+        M.dist(x, y)
+    with pytest.raises(TypeError, match=r"Lorentz\.dist: check must be True or False; got str"):
+        M.dist(x, y, check="yes")
+
+
+def test_row_blocks_apply_only_to_large_plain_cpu_tensors_without_a_graph(small_blocks: None) -> None:
+    import hypermc as hm
+
+    a = torch.zeros(10, 17, dtype=torch.float64)
+    assert common.row_blocks_apply(a, a)
+    assert not common.row_blocks_apply(a[:3], a[:3])  # below ROW_BLOCK_MIN
+    assert not common.row_blocks_apply(a, a[:1])  # broadcasting: one call
+    assert not common.row_blocks_apply(a[0], a[0])  # one point
+    assert not common.row_blocks_apply(hm.mc(a, nc=2), hm.mc(a, nc=2))
+    assert not common.row_blocks_apply(a.clone().requires_grad_(), a)
+    with torch.no_grad():
+        assert common.row_blocks_apply(a.clone().requires_grad_(), a)
+    pair = common.row_blocked(lambda p, q: (p.sum(-1), q[..., :2]), a + 1, a)
+    assert pair[0].shape == (10,) and pair[1].shape == (10, 2) and bool((pair[0] == 17).all())

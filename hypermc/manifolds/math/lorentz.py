@@ -16,6 +16,8 @@ spatial part, so points stay on the hyperboloid to rounding.
 
 from __future__ import annotations
 
+import functools
+
 import mpmath
 import torch
 
@@ -125,6 +127,11 @@ def dist(x: torch.Tensor, y: torch.Tensor, *, c: float = 1.0) -> torch.Tensor:
         >>> round(float(dist(o, x)), 9), round(float(dist(x, x)), 9)
         (1.5, 0.0)
     """
+    return common.row_blocked(functools.partial(_dist, c=c), x, y)
+
+
+def _dist(x: torch.Tensor, y: torch.Tensor, *, c: float) -> torch.Tensor:
+    """:func:`dist` in one call (:func:`dist` runs it on blocks of rows of large plain tensors)."""
     n = _mul_c(sqdist_l(x - y), c, 0.5)
     return _mul_c(2 * torch.asinh(n / 2), c, -0.5)
 
