@@ -1,4 +1,4 @@
-"""Issue 18: bad input gets a clear error or an exact result; nothing is lost on save/load.
+"""Bad input gets a clear error or an exact result; nothing is lost on save/load.
 
 Each test reproduces a failure observed before the fix (a ManifoldParameter that lost its
 manifold when pickled, ``mc(None)`` giving NaN, ``mc(2**53 + 1)`` silently rounded, complex

@@ -1,4 +1,4 @@
-"""The script modes that print the docs' summary tables (issue #20: a table is one command's output).
+"""The script modes that print the docs' summary tables (a table is one command's output).
 
 * ``examples/lowprec_summary.py``: README.md's low-precision summary (``--table loss``) and
   docs/low_precision.md's time-per-epoch table (``--table time``); its losses equal those

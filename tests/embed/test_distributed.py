@@ -178,7 +178,7 @@ def test_dying_rank_stops_the_others(tmp_path):
 
     Measured with the stalled-rank test on the busy shared 2-core machine (load 5-10):
     ``pytest -k "dying or stall"`` 20 times in a row, 20/20 green (10-58 s for this
-    test); see docs/reliability.md (issue #18 checklist) for the runs under ``-n 2``.
+    test).
     """
     start = time.perf_counter()
     ranks, codes = _run(tmp_path, 2, {**KW, "epochs": 50, "batch_size": 4, "negatives": 4}, graph_name="tree", die_at=2)

@@ -1,10 +1,10 @@
-"""torch.compile of manifold ops on MC input (issue 16): fullgraph, eager's bits.
+"""torch.compile of manifold ops on MC input: fullgraph, eager's bits.
 
 The MC ops inside compile to opaque ``hypermc::mc_op`` calls (``hypermc/mcf/compile.py``);
 the manifolds' leading-component reads and the ball's ``1 - c|x|^2`` go through
 ``hypermc::lead`` / ``hypermc::deficit``, and their data-dependent shortcuts are not taken
-while tracing. Before issue 16 a compiled ``PoincareBall.dist0`` failed with a
-FakeTensor error.
+while tracing (a compiled ``PoincareBall.dist0`` would otherwise fail with a FakeTensor
+error).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""torch.compile and MC arithmetic (issue 16): compiled MC code is eager's, bit for bit.
+"""torch.compile and MC arithmetic: compiled MC code is eager's, bit for bit.
 
 See ``hypermc/mcf/compile.py`` for the design (every computing MC op is one opaque
 ``hypermc::mc_op`` in the compiled graph, run by the eager kernels). Each compiled result

@@ -355,9 +355,8 @@ def test_16_bit_dtypes_keep_the_general_kernels(dtype):
     assert fixed.applies(torch.float64, 3) and not fixed.applies(torch.float64, 2)
 
 
-# The general kernels' merge network is an lru_cache'd function of eft.py (owned by the
-# compile work of issue 16, which removes the cache); Dynamo warns that it traces through
-# the cache, which does not change the values checked here.
+# The general kernels' merge network is an lru_cache'd function of eft.py; Dynamo warns
+# that it traces through the cache, which does not change the values checked here.
 @pytest.mark.filterwarnings("ignore:Dynamo detected a call to a `functools.lru_cache`")
 @pytest.mark.parametrize("nc", NCS)
 @pytest.mark.parametrize("op", ["add", "sub"])

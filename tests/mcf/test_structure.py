@@ -1,4 +1,4 @@
-"""Code shape of ``hypermc.mcf`` (issue 20): a thin tensor class over a functional core.
+"""Code shape of ``hypermc.mcf``: a thin tensor class over a functional core.
 
 The kernels (component tensors in, component tensors out) never import ``tensor`` (the
 ``MCTensor`` class) or ``ops`` (its op table), every import is a plain module-level

@@ -294,9 +294,9 @@ def test_non_contiguous_inputs_with_exact_reductions(fn):
 @pytest.mark.parametrize("fn", FUNCS)
 @pytest.mark.parametrize(("dtype", "nc"), [(torch.float64, 2), (torch.float64, 3), (torch.float32, 3), (torch.float32, 4)], ids=str)
 def test_non_finite_tail_behind_a_finite_lead_gives_nan(fn, dtype, nc):
-    """Found in review (stop 30): a finite ``x_0`` with a NaN or infinite tail (not an
-    expansion) made the exact reduction's ``n`` NaN, and its loop (until every ``n`` is 0)
-    never ended. The NaN now propagates: alone, and batched with ordinary arguments."""
+    """A finite ``x_0`` with a NaN or infinite tail (not an expansion) would make the exact
+    reduction's ``n`` NaN, and its loop (until every ``n`` is 0) would never end. The NaN
+    propagates instead: alone, and batched with ordinary arguments."""
     rows = [[lead, bad] + [0.0] * (nc - 2) for lead in (0.5, 1.0, -3.0, 1e10) for bad in (math.nan, math.inf, -math.inf)]
     bad_rows = torch.tensor(rows, dtype=dtype)
     ordinary = torch.tensor([[0.7] + [0.0] * (nc - 1), [2.5] + [0.0] * (nc - 1)], dtype=dtype)
