@@ -7,13 +7,15 @@ machine the wall time depends on the load, the CPU time much less), the evaluati
 time, and the run's context: command, commit (``(modified)`` for a dirty tree), torch,
 machine, thread count, load average at start and end.
 
-``--table FILE`` prints the rows of such a file as the markdown table of docs/training.md.
+After the runs it prints their markdown table (``--write-results PATH`` also writes it to
+a results fragment, as every benchmark does); ``--table FILE`` prints the rows of a
+JSON-lines file as such a table.
 
 Usage::
 
-    OMP_NUM_THREADS=2 python benchmarks/bench_defaults.py --dim 10 --seeds 0 1 2 --out docs/results/mammals_defaults.jsonl
-    OMP_NUM_THREADS=2 python benchmarks/bench_defaults.py --dim 2 --manifold ball --nc plain --seeds 0 --out ...
-    python benchmarks/bench_defaults.py --table docs/results/mammals_defaults.jsonl
+    python benchmarks/bench_defaults.py --dim 10 --seeds 0 1 2 --threads 1 --write-results docs/results/mammals_defaults_10d.md
+    python benchmarks/bench_defaults.py --dim 10 --manifold ball --nc plain --seeds 0 --threads 1 --out runs.jsonl
+    python benchmarks/bench_defaults.py --table runs.jsonl
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ import time
 
 import torch
 
+from hypermc import _results
 from hypermc.data import load_mammals
 from hypermc.embed import evaluate, train
 from hypermc.embed.config import RULE_KEYS
@@ -50,11 +53,15 @@ _COLUMNS = ("manifold", "dim", "nc", "seed", "scale", "epochs", "fast", "map", "
 def table(path: str) -> str:
     """The rows of a JSON-lines file written by this script, as a markdown table (with load and commit)."""
     with open(path) as f:
-        rows = [json.loads(line) for line in f if line.strip()]
-    head = [*_COLUMNS, "load (start-end)", "commit"]
+        return markdown([json.loads(line) for line in f if line.strip()], commit=True)
+
+
+def markdown(rows: list[dict], *, commit: bool) -> str:
+    """``rows`` as a markdown table: the columns, the load average and (``commit``) each row's commit."""
+    head = [*_COLUMNS, "load (start-end)"] + (["commit"] if commit else [])
     out = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in rows:
-        cells = [str(r[k]) for k in _COLUMNS] + [f"{r['load_start']}-{r['load_end']}", r["commit"]]
+        cells = [str(r[k]) for k in _COLUMNS] + [f"{r['load_start']}-{r['load_end']}"] + ([r["commit"]] if commit else [])
         out.append("| " + " | ".join(cells) + " |")
     return "\n".join(out)
 
@@ -67,13 +74,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--nc", default="2", help="components, or 'plain' for float64 tensors")
     p.add_argument("--seeds", type=int, nargs="+", default=[0])
     p.add_argument("--threads", type=int, default=None, help="torch.set_num_threads (default: torch's, i.e. OMP_NUM_THREADS)")
-    p.add_argument("--out", default=None, help="JSON-lines file to append to")
+    p.add_argument("--out", default=None, help="JSON-lines file to append the runs to")
+    _results.add_argument(p)
     args = p.parse_args(argv)
     if args.table is not None:
         print(table(args.table))
         return 0
-    if args.dim is None or args.out is None:
-        p.error("--dim and --out are required (or --table FILE)")
+    if args.dim is None:
+        p.error("--dim is required (or --table FILE)")
     if args.threads is not None:
         torch.set_num_threads(args.threads)
     nc = None if args.nc == "plain" else int(args.nc)
@@ -86,6 +94,7 @@ def main(argv: list[str] | None = None) -> int:
         "machine": f"{platform.machine()} {os.cpu_count()} CPUs",
         "threads": torch.get_num_threads(),
     }
+    rows = []
     for seed in args.seeds:
         load0 = os.getloadavg()[0]
         t0, c0 = time.perf_counter(), time.process_time()
@@ -110,10 +119,14 @@ def main(argv: list[str] | None = None) -> int:
         }
         line = json.dumps(row)
         print(line, flush=True)
-        with open(args.out, "a") as f:
-            f.write(line + "\n")
+        rows.append(row)
+        if args.out is not None:
+            with open(args.out, "a") as f:
+                f.write(line + "\n")
+    print()
+    print(markdown(rows, commit=False))  # the fragment's header names the commit
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    _results.run(main)

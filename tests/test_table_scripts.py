@@ -133,3 +133,23 @@ def test_bench_matmul_markdown():
         "| Matmul (500x200)@(200x50) | float32 | 15.2x (15.1x) | 16.5x (16.8x) | <= 20x |",
         "| Matmul (500x200)@(200x50) | float64 | 37.0x | - |  |",
     ]
+
+
+def test_bench_defaults_tables(tmp_path):
+    """bench_defaults' run table (for its results fragment: no commit column) and its
+    ``--table`` of a JSON-lines file (each row's commit)."""
+    import importlib.util
+    import json
+
+    spec = importlib.util.spec_from_file_location("bench_defaults", ROOT / "benchmarks" / "bench_defaults.py")
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    row = {k: i for i, k in enumerate(mod._COLUMNS)} | {"load_start": 0.5, "load_end": 0.7, "commit": "abc1234"}
+    run = _table(mod.markdown([row], commit=False))
+    assert run[0] == [*mod._COLUMNS, "load (start-end)"] and run[1][-1] == "0.5-0.7" and len(run) == 2
+    path = tmp_path / "runs.jsonl"
+    path.write_text(json.dumps(row) + "\n\n" + json.dumps(row | {"seed": 9}) + "\n")
+    listed = _table(mod.table(str(path)))
+    assert listed[0][-1] == "commit" and [r[-1] for r in listed[1:]] == ["abc1234", "abc1234"]
+    assert listed[2][mod._COLUMNS.index("seed")] == "9"
