@@ -239,3 +239,17 @@ def test_row_blocks_apply_only_to_large_plain_cpu_tensors_without_a_graph(small_
         assert common.row_blocks_apply(a.clone().requires_grad_(), a)
     pair = common.row_blocked(lambda p, q: (p.sum(-1), q[..., :2]), a + 1, a)
     assert pair[0].shape == (10,) and pair[1].shape == (10, 2) and bool((pair[0] == 17).all())
+
+
+@pytest.mark.filterwarnings("ignore:`torch.jit.script_method` is deprecated:DeprecationWarning")
+def test_lorentz_dist_compiles_in_one_graph_without_blocks(small_blocks: None) -> None:
+    """Under torch.compile the distance is one traced pass (no row blocks, no guards on
+    the row count), fullgraph, and agrees with the eager blocked result."""
+    x, y = _lorentz_pairs(45, torch.float64, torch.Generator().manual_seed(13))
+    M = Lorentz()
+    torch._dynamo.reset()
+    compiled = torch.compile(lambda a, b: M.dist(a, b, check=False), fullgraph=True)
+    got, want = compiled(x, y), M.dist(x, y)
+    assert common.row_blocks_apply(x, y)
+    torch.testing.assert_close(got, want, rtol=1e-13, atol=1e-300)
+    torch._dynamo.reset()

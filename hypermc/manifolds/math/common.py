@@ -342,13 +342,13 @@ def row_blocks_apply(*xs: torch.Tensor) -> bool:
         (True, False, False)
     """
     x0 = xs[0]
+    if torch.compiler.is_compiling():  # first: no guards on the shapes below
+        return False
     if isinstance(x0, MCTensor) or x0.device.type != "cpu" or x0.dim() < 2 or x0.numel() < ROW_BLOCK_MIN:
         return False
     if any(isinstance(x, MCTensor) or x.shape != x0.shape or x.device != x0.device for x in xs):
         return False
-    if torch.is_grad_enabled() and any(x.requires_grad for x in xs):
-        return False
-    return not torch.compiler.is_compiling()
+    return not (torch.is_grad_enabled() and any(x.requires_grad for x in xs))
 
 
 def row_blocked(fn: Callable[..., Any], *xs: torch.Tensor) -> Any:
