@@ -137,17 +137,20 @@ class PoincareBall(GyrovectorMixin, Manifold):
             (2.451939429, torch.Size([1]))
         """
         self._check("dist", x=x, y=y)
-        if isinstance(x, MCTensor) or isinstance(y, MCTensor):
-            # MC points are checked by the deficits the distance needs anyway (the
-            # check's one pass for plain points is cheaper than a second MC deficit)
-            dx, dy = B.deficit(x, c=self.c), B.deficit(y, c=self.c)
-            if check_bool("PoincareBall.dist", "check", check) and not eft.tracing():
-                inside = (common.lead(dx) > 0).all() & (common.lead(dy) > 0).all()
-                if not bool(inside):
-                    self._check_on("dist", True, x=x, y=y)  # raises, with the reason
-            return self._keep("dist", B.dist_from_deficits(x, y, dx, dy, c=self.c), keepdim)
-        self._check_on("dist", check, x=x, y=y)
-        return self._keep("dist", B.dist(x, y, c=self.c), keepdim)
+        check = check_bool("PoincareBall.dist", "check", check)
+
+        def measured(a: torch.Tensor, b: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+            da, db = B.deficit(a, c=self.c), B.deficit(b, c=self.c)
+            return B.dist_from_deficits(a, b, da, db, c=self.c), da, db
+
+        # the points are checked by the deficits the distance needs anyway (finite and
+        # inside <=> deficit > 0); large plain CPU points block by block over the rows
+        d, dx, dy = common.row_blocked(measured, x, y)
+        if check and not eft.tracing():
+            inside = (common.lead(dx) > 0).all() & (common.lead(dy) > 0).all()
+            if not bool(inside):
+                self._check_on("dist", True, x=x, y=y)  # raises, with the reason
+        return self._keep("dist", d, keepdim)
 
     def dist0(self, x: torch.Tensor, *, keepdim: bool = False, check: bool = True) -> torch.Tensor:
         """Distance from the origin; see :func:`.math.ball.dist0`. ``check``: see :mod:`.base`.
@@ -397,13 +400,12 @@ class PoincareBall(GyrovectorMixin, Manifold):
 
     def _points_ok(self, *points: torch.Tensor) -> bool:
         # plain points: finite and inside <=> deficit > 0 (inf or NaN coordinates give a NaN
-        # or -inf deficit), one compensated pass per argument and one host sync
+        # or -inf deficit), one compensated pass per argument (block by block where large)
+        # and one host sync
         if any(isinstance(p, MCTensor) for p in points):
             return False
-        ok = torch.ones((), dtype=torch.bool, device=points[0].device)
-        for p in points:
-            ok = ok & (B.deficit(p.detach(), c=self.c) > 0).all()
-        return bool(ok)
+        with torch.no_grad():
+            return bool(torch.stack([common.row_blocked(lambda a: B.deficit(a, c=self.c) > 0, p).all() for p in points]).all())
 
     def _check_values(self, x: torch.Tensor, atol: float | None) -> tuple[bool, str | None]:
         d = B.deficit(x, c=self.c)

@@ -169,10 +169,10 @@ def test_lorentz_unscaled_difference_norm_has_the_scaled_bits(dtype) -> None:
 
 @pytest.fixture
 def small_blocks(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Row blocks of 7 rows of 17 float64 values, from 64 elements on: the blocked path on
-    small tensors, with a short last block."""
+    """Row blocks of 64 rows (:data:`common.ROW_BLOCK_ALIGN`) of 17 float64 values, from 64
+    elements on: the blocked path on small tensors, with a short last block."""
     monkeypatch.setattr(common, "ROW_BLOCK_MIN", 64)
-    monkeypatch.setattr(common, "ROW_BLOCK_BYTES", 7 * 17 * 8)
+    monkeypatch.setattr(common, "ROW_BLOCK_BYTES", 64 * 17 * 8)
 
 
 def _lorentz_pairs(rows: int, dtype: torch.dtype, gen: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
@@ -194,7 +194,7 @@ def test_row_blocked_lorentz_dist_has_the_one_pass_bits(small_blocks: None, dtyp
     (with the membership check in the same pass): the same bits as one pass over all
     rows, which runs where a gradient is recorded; leading dims are kept."""
     gen = torch.Generator().manual_seed(11)
-    x, y = _lorentz_pairs(101, dtype, gen)
+    x, y = _lorentz_pairs(197, dtype, gen)
     M = Lorentz()
     assert common.row_blocks_apply(x, y)
     blocked, blocked_nocheck = M.dist(x, y), M.dist(x, y, check=False)
@@ -205,19 +205,19 @@ def test_row_blocked_lorentz_dist_has_the_one_pass_bits(small_blocks: None, dtyp
     assert blocked[5] == 0 and torch.isfinite(blocked).all()
     assert torch.equal(M.dist(x, y, keepdim=True)[..., 0], blocked)
     batched = M.dist(x[:100].reshape(4, 25, 17), y[:100].reshape(4, 25, 17))
-    assert batched.shape == (4, 25) and torch.equal(batched.reshape(-1), blocked[:100])
+    assert batched.shape == (4, 25) and torch.equal(batched.reshape(-1), M.dist(x[:100], y[:100]))
 
 
 def test_row_blocked_lorentz_dist_check_names_the_bad_argument(small_blocks: None) -> None:
     """The check inside the blocked pass refuses a point off the hyperboloid, in any block,
     with check_point's reason; check=False computes."""
     gen = torch.Generator().manual_seed(12)
-    x, y = _lorentz_pairs(60, torch.float64, gen)
-    y[57, 0] *= 1.5  # in the last block
+    x, y = _lorentz_pairs(150, torch.float64, gen)
+    y[148, 0] *= 1.5  # in the last block
     M = Lorentz()
     with pytest.raises(ValueError, match=r"Lorentz\.dist: y is not a point of .*off the hyperboloid"):
         M.dist(x, y)
-    assert M.dist(x, y, check=False).shape == (60,)
+    assert M.dist(x, y, check=False).shape == (150,)
     x[3, 0] = float("nan")
     with pytest.raises(ValueError, match=r"Lorentz\.dist: x is not a point"):
         M.dist(x, y)
@@ -253,3 +253,46 @@ def test_lorentz_dist_compiles_in_one_graph_without_blocks(small_blocks: None) -
     assert common.row_blocks_apply(x, y)
     torch.testing.assert_close(got, want, rtol=1e-13, atol=1e-300)
     torch._dynamo.reset()
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=str)
+def test_row_blocked_ball_methods_have_the_one_pass_bits(small_blocks: None, dtype: torch.dtype, rng: torch.Generator) -> None:
+    """dist, expmap, logmap and mobius_add of large plain ball points without an autograd
+    graph run block by block (dist with the membership check in its pass): the same bits
+    as one pass, which runs where a gradient is recorded; leading dims kept."""
+    from hypermc.manifolds.math import ball as B
+
+    M = PoincareBall()
+    x = M.projx(_points(17, torch.float64, rng)[:197].to(dtype))  # 197 rows of 17: blocks of 64 rows (float64)
+    y = M.projx(_points(17, torch.float64, rng)[:197].flip(0).to(dtype))
+    y[3] = x[3]
+    u = (torch.randn(197, 17, generator=rng, dtype=torch.float64) * 0.3).to(dtype)
+    assert common.row_blocks_apply(x, y)
+    xg = x.clone().requires_grad_()
+    pairs = [
+        (lambda a: M.dist(a, y), "dist"),
+        (lambda a: M.dist(a, y, check=False), "dist check=False"),
+        (lambda a: B.expmap(a, u), "expmap"),
+        (lambda a: B.logmap(a, y), "logmap"),
+        (lambda a: B.mobius_add(a, y), "mobius_add"),
+    ]
+    for fn, name in pairs:
+        blocked, one_pass = fn(x), fn(xg).detach()
+        assert torch.equal(blocked, one_pass), name
+    assert M.dist(x, y)[3] == 0
+    batched = M.dist(x[:196].reshape(2, 98, 17), y[:196].reshape(2, 98, 17))
+    assert batched.shape == (2, 98) and torch.equal(batched.reshape(-1), M.dist(x[:196], y[:196]))
+
+
+def test_row_blocked_ball_dist_check_names_the_bad_argument(small_blocks: None, rng: torch.Generator) -> None:
+    x, y = _points(17, torch.float64, rng)[:150], _points(17, torch.float64, rng)[:150]
+    y[148] = y[58] / torch.linalg.vector_norm(y[58]) * 1.5  # outside, in the last block
+    M = PoincareBall()
+    with pytest.raises(ValueError, match=r"PoincareBall\.dist: y is not a point of .*outside the ball"):
+        M.dist(x, y)
+    assert M.dist(x, y, check=False).shape == (150,)
+    x[2, 0] = float("inf")
+    with pytest.raises(ValueError, match=r"PoincareBall\.dist: x is not a point"):
+        M.dist(x, y)
+    with pytest.raises(ValueError, match=r"PoincareBall\.expmap: x is not a point"):
+        M.expmap(x, y)

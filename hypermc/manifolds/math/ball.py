@@ -15,6 +15,7 @@ and distances between the stored points are accurate to far beyond that.
 
 from __future__ import annotations
 
+import functools
 import math
 
 import torch
@@ -91,7 +92,7 @@ def dist(x: torch.Tensor, y: torch.Tensor, *, c: float = 1.0) -> torch.Tensor:
         >>> round(float(dist(x, y)), 9), float(dist(x.approx(), y.approx()))
         (0.09995838, nan)
     """
-    return dist_from_deficits(x, y, deficit(x, c=c), deficit(y, c=c), c=c)
+    return common.row_blocked(lambda a, b: dist_from_deficits(a, b, deficit(a, c=c), deficit(b, c=c), c=c), x, y)
 
 
 def dist_from_deficits(x: torch.Tensor, y: torch.Tensor, dx: torch.Tensor, dy: torch.Tensor, *, c: float = 1.0) -> torch.Tensor:
@@ -152,7 +153,7 @@ def mobius_add(x: torch.Tensor, y: torch.Tensor, *, c: float = 1.0) -> torch.Ten
         >>> bool(torch.allclose(mobius_add(-x, mobius_add(x, y)), y)), mobius_add(-x, x)
         (True, tensor([0., 0.], dtype=torch.float64))
     """
-    return _mobius_add(x, y, deficit(x, c=c, keepdim=True), deficit(y, c=c, keepdim=True), c)[0]
+    return common.row_blocked(lambda a, b: _mobius_add(a, b, deficit(a, c=c, keepdim=True), deficit(b, c=c, keepdim=True), c)[0], x, y)
 
 
 def mobius_scalar_mul(r: float | torch.Tensor, x: torch.Tensor, *, c: float = 1.0) -> torch.Tensor:
@@ -223,6 +224,11 @@ def expmap(x: torch.Tensor, u: torch.Tensor, *, c: float = 1.0) -> torch.Tensor:
         >>> round(float(dist(x, expmap(x, u))), 9), round(float(norm(x, u)), 9)  # 2 |u| / D_x
         (0.8, 0.8)
     """
+    return common.row_blocked(functools.partial(_expmap, c=c), x, u)
+
+
+def _expmap(x: torch.Tensor, u: torch.Tensor, *, c: float) -> torch.Tensor:
+    """:func:`expmap` in one call (:func:`expmap` runs it on blocks of rows of large plain tensors)."""
     dx = deficit(x, c=c, keepdim=True)
     r = 1 / dx
     z = _scale_sqrt_c(common.norm(u, keepdim=True), c) * r
@@ -274,6 +280,11 @@ def logmap(x: torch.Tensor, y: torch.Tensor, *, c: float = 1.0) -> torch.Tensor:
         >>> bool(torch.allclose(expmap(x, u), y)), abs(float(norm(x, u) - dist(x, y))) < 1e-12
         (True, True)
     """
+    return common.row_blocked(functools.partial(_logmap, c=c), x, y)
+
+
+def _logmap(x: torch.Tensor, y: torch.Tensor, *, c: float) -> torch.Tensor:
+    """:func:`logmap` in one call (:func:`logmap` runs it on blocks of rows of large plain tensors)."""
     _, w, theta, dx, _ = _log_parts(x, y, c)
     return w * (dx * common.x_over_tanh(theta))
 

@@ -329,6 +329,12 @@ def _where(cond: torch.Tensor, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor
 ROW_BLOCK_BYTES = 1 << 21
 #: Elements of the first input below which :func:`row_blocked` makes one call.
 ROW_BLOCK_MIN = 1 << 21
+#: Rows per block are a multiple of this: torch's vectorised elementwise loops take
+#: ``2 x`` the vector width (at most 64 values) per step and round the remainder at the
+#: end of a tensor with the scalar function (``std::cosh`` instead of the vectorised
+#: one, which can differ in the last bit). With aligned blocks every block but the last
+#: is whole steps, and the last ends on the same remainder as the whole tensor.
+ROW_BLOCK_ALIGN = 64
 
 
 def row_blocks_apply(*xs: torch.Tensor) -> bool:
@@ -363,7 +369,8 @@ def row_blocked(fn: Callable[..., Any], *xs: torch.Tensor) -> Any:
     (:data:`ROW_BLOCK_BYTES` of input rows) are reused by the allocator block after
     block, and stay in cache between the steps of ``fn``. Torch's row-wise kernels
     (elementwise ops, reductions over the last dim) compute each row the same way
-    whatever the number of rows, so both evaluations give the same bits (tested).
+    whatever the number of rows, given blocks of :data:`ROW_BLOCK_ALIGN` rows, so both
+    evaluations give the same bits (tested).
 
     Example:
         >>> x = torch.rand(ROW_BLOCK_MIN // 8 + 3, 8, dtype=torch.float64)
@@ -374,7 +381,7 @@ def row_blocked(fn: Callable[..., Any], *xs: torch.Tensor) -> Any:
         return fn(*xs)
     rows, n = xs[0].shape[:-1], xs[0].shape[-1]
     flat = [x.reshape(-1, n) for x in xs]
-    step = max(1, ROW_BLOCK_BYTES // max(1, n * xs[0].element_size()))
+    step = max(ROW_BLOCK_ALIGN, ROW_BLOCK_BYTES // max(1, n * xs[0].element_size()) // ROW_BLOCK_ALIGN * ROW_BLOCK_ALIGN)
     parts = [fn(*(f[s : s + step] for f in flat)) for s in range(0, flat[0].shape[0], step)]
     if isinstance(parts[0], tuple):
         return tuple(torch.cat(list(p)).reshape(*rows, *p[0].shape[1:]) for p in zip(*parts, strict=True))
