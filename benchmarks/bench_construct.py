@@ -44,7 +44,6 @@ import argparse
 import os
 import platform
 import statistics
-import subprocess
 import time
 
 import numpy as np
@@ -225,20 +224,8 @@ def balanced_rows(args):
 
 
 def header(args):
-    commit = (
-        subprocess.run(
-            ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=os.path.dirname(os.path.abspath(__file__))
-        ).stdout.strip()
-        or "unknown"
-    )
-    dirty = subprocess.run(
-        ["git", "status", "--porcelain", "--untracked-files=no"],
-        capture_output=True,
-        text=True,
-        cwd=os.path.dirname(os.path.abspath(__file__)),
-    ).stdout.strip()
     print(
-        f"commit {commit}{' (modified)' if dirty else ''}; torch {torch.__version__}; "
+        f"{_results.commit()}; torch {torch.__version__}; "
         f"{platform.machine()} {os.cpu_count()} CPUs; threads {torch.get_num_threads()}; "
         f"load average {os.getloadavg()[0]:.2f}"
     )

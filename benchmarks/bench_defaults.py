@@ -4,7 +4,7 @@ One JSON line per run, appended to ``--out``: the manifold, ``dim``, ``nc``, see
 hyperparameters the rule picked (:func:`hypermc.embed.rule_hyperparameters`), MAP and
 mean rank on all sources, the training wall time and CPU time (all threads; on a shared
 machine the wall time depends on the load, the CPU time much less), the evaluation wall
-time, and the run's context: command, commit (``(modified)`` for a dirty tree), torch,
+time, and the run's context: command, commit (flagged where the sources differ from it), torch,
 machine, thread count, load average at start and end.
 
 After the runs it prints their markdown table (``--write-results PATH`` also writes it to
@@ -24,7 +24,6 @@ import argparse
 import json
 import os
 import platform
-import subprocess
 import sys
 import time
 
@@ -38,13 +37,9 @@ from hypermc.embed.train import MANIFOLDS
 
 
 def _commit() -> str:
-    here = os.path.dirname(os.path.abspath(__file__))
-    try:
-        head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=here, capture_output=True, text=True, check=True).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=here, capture_output=True, text=True).stdout
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
-    return head + (" (modified)" if dirty.strip() else "")
+    """The commit, flagged where the sources (hypermc, benchmarks, examples) differ from it
+    (:func:`hypermc._results.commit`)."""
+    return _results.commit().removeprefix("commit ")
 
 
 _COLUMNS = ("manifold", "dim", "nc", "seed", "scale", "epochs", "fast", "map", "mean_rank", "threads", "train_s", "train_cpu_s", "eval_s")

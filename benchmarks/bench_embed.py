@@ -360,16 +360,9 @@ def _machine() -> str:
 
 
 def _commit() -> str:
-    """The commit of the checkout hypermc was imported from, flagged when its tracked files differ."""
-    import hypermc
-
-    here = os.path.dirname(os.path.abspath(hypermc.__file__))
-    try:
-        head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=True, cwd=here)
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], capture_output=True, text=True, cwd=here)
-    except (OSError, subprocess.CalledProcessError):
-        return "not recorded"
-    return head.stdout.strip() + (" (with uncommitted changes)" if dirty.stdout.strip() else "")
+    """The commit, flagged where the sources (hypermc, benchmarks, examples) differ from it
+    (:func:`hypermc._results.commit`)."""
+    return _results.commit().removeprefix("commit ")
 
 
 def epoch_table(args) -> None:
