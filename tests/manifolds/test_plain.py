@@ -208,20 +208,30 @@ def test_row_blocked_lorentz_dist_has_the_one_pass_bits(small_blocks: None, dtyp
     assert batched.shape == (4, 25) and torch.equal(batched.reshape(-1), M.dist(x[:100], y[:100]))
 
 
-def test_row_blocked_lorentz_dist_check_names_the_bad_argument(small_blocks: None) -> None:
-    """The check inside the blocked pass refuses a point off the hyperboloid, in any block,
-    with check_point's reason; check=False computes."""
+@pytest.mark.parametrize("model", ["ball", "lorentz"])
+def test_row_blocked_dist_check_names_the_bad_argument(small_blocks: None, model: str) -> None:
+    """The check inside the blocked pass refuses a point off the manifold, in any block,
+    with check_point's reason; check=False computes; the other methods' pre-check too."""
     gen = torch.Generator().manual_seed(12)
-    x, y = _lorentz_pairs(150, torch.float64, gen)
-    y[148, 0] *= 1.5  # in the last block
-    M = Lorentz()
-    with pytest.raises(ValueError, match=r"Lorentz\.dist: y is not a point of .*off the hyperboloid"):
+    M: PoincareBall | Lorentz
+    if model == "ball":
+        M, reason = PoincareBall(), "outside the ball"
+        x, y = _points(17, torch.float64, gen)[:150], _points(17, torch.float64, gen)[:150]
+        y[148] = y[148] / torch.linalg.vector_norm(y[148]) * 1.5  # in the last block
+    else:
+        M, reason = Lorentz(), "off the hyperboloid"
+        x, y = _lorentz_pairs(150, torch.float64, gen)
+        y[148, 0] *= 1.5  # in the last block
+    name = type(M).__name__
+    with pytest.raises(ValueError, match=rf"{name}\.dist: y is not a point of .*{reason}"):
         M.dist(x, y)
     assert M.dist(x, y, check=False).shape == (150,)
     x[3, 0] = float("nan")
-    with pytest.raises(ValueError, match=r"Lorentz\.dist: x is not a point"):
+    with pytest.raises(ValueError, match=rf"{name}\.dist: x is not a point"):
         M.dist(x, y)
-    with pytest.raises(TypeError, match=r"Lorentz\.dist: check must be True or False; got str"):
+    with pytest.raises(ValueError, match=rf"{name}\.expmap: x is not a point"):
+        M.expmap(x, y)
+    with pytest.raises(TypeError, match=rf"{name}\.dist: check must be True or False; got str"):
         M.dist(x, y, check="yes")
 
 
@@ -282,17 +292,3 @@ def test_row_blocked_ball_methods_have_the_one_pass_bits(small_blocks: None, dty
     assert M.dist(x, y)[3] == 0
     batched = M.dist(x[:196].reshape(2, 98, 17), y[:196].reshape(2, 98, 17))
     assert batched.shape == (2, 98) and torch.equal(batched.reshape(-1), M.dist(x[:196], y[:196]))
-
-
-def test_row_blocked_ball_dist_check_names_the_bad_argument(small_blocks: None, rng: torch.Generator) -> None:
-    x, y = _points(17, torch.float64, rng)[:150], _points(17, torch.float64, rng)[:150]
-    y[148] = y[58] / torch.linalg.vector_norm(y[58]) * 1.5  # outside, in the last block
-    M = PoincareBall()
-    with pytest.raises(ValueError, match=r"PoincareBall\.dist: y is not a point of .*outside the ball"):
-        M.dist(x, y)
-    assert M.dist(x, y, check=False).shape == (150,)
-    x[2, 0] = float("inf")
-    with pytest.raises(ValueError, match=r"PoincareBall\.dist: x is not a point"):
-        M.dist(x, y)
-    with pytest.raises(ValueError, match=r"PoincareBall\.expmap: x is not a point"):
-        M.expmap(x, y)
