@@ -369,8 +369,11 @@ def row_blocked(fn: Callable[..., Any], *xs: torch.Tensor) -> Any:
     (:data:`ROW_BLOCK_BYTES` of input rows) are reused by the allocator block after
     block, and stay in cache between the steps of ``fn``. Torch's row-wise kernels
     (elementwise ops, reductions over the last dim) compute each row the same way
-    whatever the number of rows, given blocks of :data:`ROW_BLOCK_ALIGN` rows, so both
-    evaluations give the same bits (tested).
+    whatever the number of rows, given blocks of :data:`ROW_BLOCK_ALIGN` rows, so on one
+    thread both evaluations give the same bits (tested). On several threads torch itself
+    splits a large elementwise op at thread boundaries, each part ending on scalar
+    forms, so its transcendental functions' last bits depend on the thread count, blocked
+    or not.
 
     Example:
         >>> x = torch.rand(ROW_BLOCK_MIN // 8 + 3, 8, dtype=torch.float64)
