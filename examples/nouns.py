@@ -89,6 +89,9 @@ def main() -> None:
     p.add_argument("--burnin-lr-mult", type=float, default=0.01)
     p.add_argument("--scale", type=float, default=4.0)
     p.add_argument("--negatives", type=int, default=50)
+    p.add_argument(
+        "--near-negatives", type=int, default=0, help="of the negatives, how many are drawn below the positive's target (after burn-in)"
+    )
     p.add_argument("--eval-sample", type=int, default=2000)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--threads", type=int, default=None)
@@ -126,6 +129,7 @@ def main() -> None:
         burnin_lr_mult=args.burnin_lr_mult,
         scale=args.scale,
         negatives=args.negatives,
+        near_negatives=args.near_negatives,
         seed=args.seed,
         lr_schedule=args.lr_schedule,
         lr_end_mult=args.lr_end_mult,

@@ -122,6 +122,12 @@ def _parser() -> argparse.ArgumentParser:
     t.add_argument("--lr", type=float, default=None, help="default: by the rule (dim 2: 10, dim >= 3: 5)")
     t.add_argument("--batch-size", type=int, default=DEFAULTS["batch_size"])
     t.add_argument("--negatives", type=int, default=DEFAULTS["negatives"])
+    t.add_argument(
+        "--near-negatives",
+        type=int,
+        default=0,
+        help="of the negatives, how many are drawn among the other descendants of the positive edge's target (after burn-in)",
+    )
     t.add_argument("--burnin", type=int, default=None, help="default: by the rule (dim 2: 20, dim >= 3: 5)")
     t.add_argument("--burnin-lr-mult", type=float, default=DEFAULTS["burnin_lr_mult"])
     t.add_argument("--scale", type=float, default=None, help="logits -scale * distance; default: by the rule, dim / 4")
@@ -366,6 +372,7 @@ def _train_config(args):
         dtype=DTYPES[args.dtype],
         batch_size=args.batch_size,
         negatives=args.negatives,
+        near_negatives=args.near_negatives,
         burnin_lr_mult=args.burnin_lr_mult,
         seed=args.seed,
         retraction=not args.expmap,

@@ -189,6 +189,10 @@ class TrainConfig:
         lr: learning rate after burn-in (the loss is a batch mean).
         batch_size: positive edges per batch.
         negatives: negatives per positive edge.
+        near_negatives: how many of the ``negatives`` are drawn, after burn-in, among the
+            other descendants of the positive edge's target (its node's siblings and
+            cousins: :class:`~hypermc.embed.sampler.NegativeSampler`'s ``near``); the
+            rest uniformly. ``0 <= near_negatives <= negatives``.
         burnin: number of burn-in epochs.
         burnin_lr_mult: learning-rate factor during burn-in.
         scale: logits are ``-scale * distance``.
@@ -232,6 +236,7 @@ class TrainConfig:
     lr: float = DEFAULTS["lr"]
     batch_size: int = DEFAULTS["batch_size"]
     negatives: int = DEFAULTS["negatives"]
+    near_negatives: int = 0
     burnin: int = DEFAULTS["burnin"]
     burnin_lr_mult: float = DEFAULTS["burnin_lr_mult"]
     scale: float = DEFAULTS["scale"]
@@ -260,6 +265,7 @@ class TrainConfig:
             "lr": positive("lr"),
             "batch_size": check_int(where, "batch_size", self.batch_size),
             "negatives": check_int(where, "negatives", self.negatives),
+            "near_negatives": check_int(where, "near_negatives", self.near_negatives, minimum=0),
             "burnin": check_int(where, "burnin", self.burnin, minimum=0),
             "burnin_lr_mult": positive("burnin_lr_mult"),
             "scale": positive("scale"),
@@ -274,6 +280,8 @@ class TrainConfig:
             "device": device_name(self.device, where),
             "fast": check_bool(where, "fast", self.fast),
         }
+        if checked["near_negatives"] > checked["negatives"]:
+            raise ValueError(f"{where}: near_negatives must be <= negatives ({checked['negatives']}); got {checked['near_negatives']}")
         if checked["fast"] and not checked["retraction"]:
             raise ValueError(f"{where}: fast=True needs retraction=True (the fast update is a retraction); got retraction=False")
         for name, value in checked.items():
@@ -333,14 +341,14 @@ class TrainConfig:
             TrainConfig
               dim=2  nc=2  dtype=float64  device=cpu  seed=0
               epochs=10  lr=10.0  lr_schedule=linear  lr_end_mult=8.0  burnin=20  burnin_lr_mult=0.01
-              batch_size=512  negatives=50  max_rounds=10  scale=0.5
+              batch_size=512  negatives=50  near_negatives=0  max_rounds=10  scale=0.5
               retraction=True  fast=False  max_step=1.0  init_std=0.001  checkpoint_every=None
         """
         d = self.to_dict()
         groups = (
             ("dim", "nc", "dtype", "device", "seed"),
             ("epochs", "lr", "lr_schedule", "lr_end_mult", "burnin", "burnin_lr_mult"),
-            ("batch_size", "negatives", "max_rounds", "scale"),
+            ("batch_size", "negatives", "near_negatives", "max_rounds", "scale"),
             ("retraction", "fast", "max_step", "init_std", "checkpoint_every"),
         )
         lines = ["  " + "  ".join(f"{name}={d[name]}" for name in group) for group in groups]

@@ -9,7 +9,14 @@ come from
 * an :class:`AliasTable` over ``count(n) ** 0.75`` during burn-in, where ``count(n) = 1
   + (total weight of the edges whose target is n)`` -- the smoothed unigram
   distribution of the target slot, as in word2vec;
-* the uniform distribution over all nodes afterwards.
+* the uniform distribution over all nodes afterwards; with ``near = k`` (after burn-in),
+  the last ``k`` of each row's candidates are drawn instead among the **other
+  descendants of the positive target** ``v``: the sources ``w`` of the edges ``(w, v)``,
+  uniformly, rejecting ``u``'s own descendants as well (the edges ``(w, u)``: they are
+  pulled towards ``u`` by their own positives). These are ``u``'s siblings and cousins
+  under ``v``, the nodes that compete with ``v`` in ``u``'s ranking and that uniform
+  draws over a large graph rarely hit. A rejected near slot is redrawn from the same
+  set; where that set holds no valid node, the slot ends masked.
 
 Everything is vectorised over the batch: a batch draws ``(B, negatives)`` candidates at
 once, tests them against the sorted edge keys ``u * N + v`` with one ``searchsorted``,
@@ -139,12 +146,15 @@ class NegativeSampler:
         negatives: candidates per positive edge.
         weights: optional ``(E,)`` edge weights (for the burn-in counts).
         max_rounds: redraw rounds for rejected candidates before they are masked.
+        near: how many of the ``negatives`` are drawn among the other descendants of the
+            positive target after burn-in (``0 <= near <= negatives``; needs ``dst`` in
+            :meth:`sample`).
 
     Every table (edge keys, alias table) lives on ``edges.device``; draws happen there,
     so the generator passed to :meth:`sample` must be on that device.
 
     Raises:
-        ValueError: on a bad ``negatives``, ``max_rounds`` or edge tensor.
+        ValueError: on a bad ``negatives``, ``max_rounds``, ``near`` or edge tensor.
 
     Example:
         A chain 0 -> 1 -> 2 -> 3 with its closure: node 0's ancestors are 1, 2 and 3, so
@@ -155,6 +165,16 @@ class NegativeSampler:
         >>> targets, valid = sampler.sample(torch.tensor([0, 1]), generator=torch.Generator().manual_seed(0))
         >>> targets.shape, valid[0].any().item(), targets[1][valid[1]].eq(0).all().item()
         (torch.Size([2, 5]), False, True)
+
+        Near negatives: a root 0 with children 1, 2, 3 and grandchild 4 under 1. For the
+        positive edge (4, 0), the near candidates are 0's other descendants that are not
+        4's ancestors, 2 and 3; for (4, 1) there is none, so the near slots are masked.
+
+        >>> edges = torch.tensor([[1, 0], [2, 0], [3, 0], [4, 1], [4, 0]])
+        >>> sampler = NegativeSampler(edges, 5, negatives=4, near=4)
+        >>> t, v = sampler.sample(torch.tensor([4, 4]), dst=torch.tensor([0, 1]), generator=torch.Generator().manual_seed(0))
+        >>> sorted(set(t[0].tolist())) <= [2, 3], v[0].all().item(), v[1].any().item()
+        (True, True, False)
     """
 
     def __init__(
@@ -165,6 +185,7 @@ class NegativeSampler:
         negatives: int = 50,
         weights: torch.Tensor | None = None,
         max_rounds: int = MAX_ROUNDS,
+        near: int = 0,
     ):
         if not isinstance(edges, torch.Tensor) or edges.dtype != torch.int64 or edges.dim() != 2 or edges.shape[1] != 2:
             raise ValueError(
@@ -175,8 +196,11 @@ class NegativeSampler:
             raise ValueError(f"NegativeSampler: negatives must be an int >= 1, got {negatives!r}")
         if isinstance(max_rounds, bool) or not isinstance(max_rounds, int) or max_rounds < 0:
             raise ValueError(f"NegativeSampler: max_rounds must be an int >= 0, got {max_rounds!r}")
+        if isinstance(near, bool) or not isinstance(near, int) or not 0 <= near <= negatives:
+            raise ValueError(f"NegativeSampler: near must be an int in [0, negatives={negatives}], got {near!r}")
         self.num_nodes = int(num_nodes)
         self.negatives = negatives
+        self.near = near
         self.max_rounds = max_rounds
         self.keys = edge_keys(edges, self.num_nodes)
         self.unigram = AliasTable(target_counts(edges, self.num_nodes, weights) ** UNIGRAM_POWER)
@@ -184,6 +208,13 @@ class NegativeSampler:
         self._starts = None
         if self.keys.device.type == "cpu" and self.keys.numel():
             self._starts = torch.searchsorted(self.keys, torch.arange(self.num_nodes + 1, dtype=torch.int64) * self.num_nodes)
+        # near draws: the edges' sources grouped by target (node v's are below[into[v]:into[v + 1]])
+        self._below = self._into = None
+        if near:
+            by_target = torch.argsort(edges[:, 1], stable=True)
+            self._below = edges[by_target, 0].contiguous()
+            nodes = torch.arange(self.num_nodes + 1, dtype=torch.int64, device=edges.device)
+            self._into = torch.searchsorted(edges[by_target, 1].contiguous(), nodes)
 
     def is_edge(self, src: torch.Tensor, dst: torch.Tensor) -> torch.Tensor:
         """Elementwise membership of ``(src, dst)`` in the edge set (broadcasting).
@@ -218,32 +249,73 @@ class NegativeSampler:
             return self.unigram.sample(shape, generator=generator)
         return torch.randint(self.num_nodes, shape, generator=generator, device=self.keys.device)
 
+    def draw_near(self, dst: torch.Tensor, *, generator: torch.Generator | None) -> torch.Tensor:
+        """Raw near candidates (no rejection): for each target ``dst[i]``, the source of a
+        uniformly drawn edge into it (a node below it), or ``dst[i]`` itself where no edge
+        points at it (then the candidate is rejected as the positive's own slot would be)."""
+        if self._below is None or self._into is None:
+            raise ValueError("NegativeSampler.draw_near: the sampler was built with near=0")
+        lo = self._into[dst]
+        count = self._into[dst + 1] - lo
+        coin = torch.rand(dst.shape, dtype=torch.float64, generator=generator, device=dst.device)
+        pick = (coin * count).to(torch.int64).clamp_(max=(count - 1).clamp(min=0))
+        below = self._below[(lo + pick).clamp_(max=max(self._below.numel() - 1, 0))] if self._below.numel() else dst
+        return torch.where(count > 0, below, dst)
+
     def sample(
-        self, src: torch.Tensor, *, generator: torch.Generator | None = None, burnin: bool = False
+        self,
+        src: torch.Tensor,
+        *,
+        dst: torch.Tensor | None = None,
+        generator: torch.Generator | None = None,
+        burnin: bool = False,
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """Negative targets for the sources ``src``.
 
         Args:
             src: ``(B,)`` source (child) ids of the positive edges.
+            dst: ``(B,)`` target (ancestor) ids of the positive edges; needed for the
+                near slots (``near > 0``) after burn-in.
             generator: the random source.
-            burnin: draw from the unigram table instead of uniformly.
+            burnin: draw from the unigram table instead of uniformly (and no near slots).
 
         Returns:
             ``(targets, valid)``: ``(B, negatives)`` int64 ids and a bool mask; where
             ``valid`` is false the id is meaningless (0) and must be masked out.
+
+        Raises:
+            ValueError: ``dst`` missing (or not shaped as ``src``) for a sampler with near slots.
         """
         shape = (src.shape[0], self.negatives)
+        near = 0 if burnin else self.near
+        if near and (dst is None or dst.shape != src.shape):
+            raise ValueError(
+                f"NegativeSampler.sample: dst must be the (B,) targets of the positive edges when near={self.near}; "
+                f"got {None if dst is None else tuple(dst.shape)} for src of shape {tuple(src.shape)}"
+            )
         cand = self.draw(shape, generator=generator, burnin=burnin)
+        far = self.negatives - near
+        if near:
+            assert dst is not None  # checked above
+            cand[:, far:] = self.draw_near(dst.unsqueeze(1).expand(-1, near), generator=generator)
         src2 = src.unsqueeze(1).expand(shape)
         bad = (cand == src2) | self.is_edge(src2, cand)
+        if near:
+            bad[:, far:] |= self.is_edge(cand[:, far:], src2[:, far:])
         for _ in range(self.max_rounds):
             idx = bad.nonzero(as_tuple=True)
             if idx[0].numel() == 0:
                 break
             new = self.draw((idx[0].numel(),), generator=generator, burnin=burnin)
+            if near:
+                assert dst is not None
+                slot = idx[1] >= far
+                new = torch.where(slot, self.draw_near(dst[idx[0]], generator=generator), new)
             s = src[idx[0]]
             cand[idx] = new
             bad[idx] = (new == s) | self.is_edge(s, new)
+            if near:
+                bad[idx] |= slot & self.is_edge(new, s)
         cand[bad] = 0
         return cand, ~bad
 

@@ -538,6 +538,7 @@ class _Trainer:
             negatives=config.negatives,
             weights=None if graph.weights is None else graph.weights.to(self.device),
             max_rounds=config.max_rounds,
+            near=config.near_negatives,
         )
         # fast=True: the fused CPU distance kernels where the model has them
         self.distance: Callable[..., torch.Tensor] = distance_function(manifold, config.fast)
@@ -686,7 +687,7 @@ class _Trainer:
 
     def sample(self, pairs: torch.Tensor, burnin: bool) -> _Batch:
         """Negatives for the batch ``pairs`` (then this rank's share of it under data parallelism)."""
-        neg, valid = self.sampler.sample(pairs[:, 0], generator=self.gen, burnin=burnin)
+        neg, valid = self.sampler.sample(pairs[:, 0], dst=pairs[:, 1], generator=self.gen, burnin=burnin)
         n_masked, n_pairs = (~valid).sum(), pairs.shape[0]
         if self.parallel is not None:  # this rank's share of the global batch
             pairs, neg, valid = self.parallel.share(pairs, neg, valid)

@@ -62,6 +62,8 @@ def test_values_are_normalised():
         (dict(lr="1"), TypeError, r"TrainConfig: lr must be a finite number > 0.0; got str '1'"),
         (dict(batch_size=0), ValueError, r"TrainConfig: batch_size must be an int >= 1; got 0"),
         (dict(negatives=True), TypeError, r"TrainConfig: negatives must be an int >= 1; got bool True"),
+        (dict(near_negatives=-1), ValueError, r"TrainConfig: near_negatives must be an int >= 0; got -1"),
+        (dict(negatives=5, near_negatives=6), ValueError, r"TrainConfig: near_negatives must be <= negatives \(5\); got 6"),
         (dict(burnin=-2), ValueError, r"TrainConfig: burnin must be an int >= 0; got -2"),
         (dict(burnin_lr_mult=-0.5), ValueError, r"TrainConfig: burnin_lr_mult must be a finite number > 0.0"),
         (dict(scale=float("inf")), ValueError, r"TrainConfig: scale must be a finite number > 0.0; got inf"),
@@ -175,6 +177,21 @@ def test_train_with_config_equals_train_with_keywords(tmp_path):
         assert [h["loss"] for h in r.history] == [h["loss"] for h in a.history]
         assert r.config == a.config
     assert TrainConfig.from_dict(a.config) == cfg
+
+
+def test_near_negatives_change_the_run_after_burn_in_only():
+    """``near_negatives`` draws from the sampler's near slots after burn-in: the burn-in
+    epochs are those of the plain run, the later ones differ; a run is reproducible."""
+    g = tree_closure(3, 3)
+    M = PoincareHalfspace()
+    kw = dict(TINY, epochs=3, burnin=1, negatives=6)
+    plain = train(g, M, **kw, progress=False)
+    near = train(g, M, **kw, near_negatives=3, progress=False)
+    again = train(g, M, **kw, near_negatives=3, progress=False)
+    assert near.history[0]["loss"] == plain.history[0]["loss"]
+    assert near.history[-1]["loss"] != plain.history[-1]["loss"]
+    assert torch.equal(near.embeddings.components, again.embeddings.components)
+    assert near.config["near_negatives"] == 3
 
 
 def test_train_refuses_config_with_keywords_and_unknown_keywords():

@@ -85,6 +85,56 @@ def test_sampler_argument_errors():
         NegativeSampler(g.edges.int(), g.num_nodes)
 
 
+def test_near_negatives_are_other_descendants_of_the_target(rng):
+    """The last ``near`` slots hold nodes below the positive's target, uniformly, never
+    the source, its ancestors or its descendants; burn-in has no near slots."""
+    g = tree_closure(3, 3)  # 40 nodes; r -> 3 children -> 9 -> 27 leaves
+    s = NegativeSampler(g.edges, g.num_nodes, negatives=12, near=8)
+    keys = set((g.edges[:, 0] * g.num_nodes + g.edges[:, 1]).tolist())
+    below = {v: {int(w) for w in g.edges[g.edges[:, 1] == v, 0]} for v in range(g.num_nodes)}
+    pairs = g.edges.repeat(50, 1)
+    src, dst = pairs[:, 0], pairs[:, 1]
+    neg, valid = s.sample(src, dst=dst, generator=rng)
+    assert neg.shape == (pairs.shape[0], 12)
+    for i in range(0, pairs.shape[0], 7):
+        u, v = int(src[i]), int(dst[i])
+        allowed = {w for w in below[v] - below[u] if w != u and u * g.num_nodes + w not in keys}
+        near = set(neg[i, 4:][valid[i, 4:]].tolist())
+        assert near <= allowed, (u, v, near, allowed)
+        assert valid[i, 4:].all() == bool(allowed)  # masked exactly where nothing is allowed
+        for w in neg[i][valid[i]].tolist():
+            assert w != u and u * g.num_nodes + w not in keys
+    # a leaf under its grandparent: the grandparent's 12 descendants less the leaf and
+    # its parent (the 2 siblings of the leaf and 2 subtrees of 4 nodes), uniformly
+    leaf, grand = g.node_id("r000"), g.node_id("r0")
+    allowed = sorted(w for w in below[grand] if w != leaf and leaf * g.num_nodes + w not in keys)
+    assert len(allowed) == 10
+    many, ok = s.sample(torch.full((20_000,), leaf), dst=torch.full((20_000,), grand), generator=rng)
+    assert bool(ok.all())
+    freq = torch.bincount(many[:, 4:].reshape(-1), minlength=g.num_nodes).double()
+    freq = freq[allowed] / freq.sum()
+    torch.testing.assert_close(freq, torch.full_like(freq, 1 / len(allowed)), atol=5e-3, rtol=0)
+    # burn-in: unigram everywhere, and no dst needed
+    nb, vb = s.sample(src, generator=rng, burnin=True)
+    assert nb.shape == (src.numel(), 12) and int(vb.sum()) > 0.9 * vb.numel()
+
+
+def test_near_negatives_are_reproducible_and_checked():
+    g = tree_closure(2, 3)
+    s = NegativeSampler(g.edges, g.num_nodes, negatives=5, near=2)
+    a = s.sample(g.edges[:, 0], dst=g.edges[:, 1], generator=torch.Generator().manual_seed(3))
+    b = s.sample(g.edges[:, 0], dst=g.edges[:, 1], generator=torch.Generator().manual_seed(3))
+    assert torch.equal(a[0], b[0]) and torch.equal(a[1], b[1])
+    with pytest.raises(ValueError, match=r"dst must be the \(B,\) targets of the positive edges when near=2; got None"):
+        s.sample(g.edges[:, 0], generator=torch.Generator())
+    with pytest.raises(ValueError, match=r"dst must be .* got \(3,\) for src of shape"):
+        s.sample(g.edges[:, 0], dst=g.edges[:3, 1], generator=torch.Generator())
+    with pytest.raises(ValueError, match=r"near must be an int in \[0, negatives=5\], got 6"):
+        NegativeSampler(g.edges, g.num_nodes, negatives=5, near=6)
+    with pytest.raises(ValueError, match="built with near=0"):
+        NegativeSampler(g.edges, g.num_nodes, negatives=5).draw_near(g.edges[:, 1], generator=None)
+
+
 def test_cpu_segment_search_is_searchsorted(monkeypatch):
     """The CPU kernel (each child's own keys) gives searchsorted's booleans, ids out of
     range included (their key may be a real one), and the same negatives."""
