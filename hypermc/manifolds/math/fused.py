@@ -47,7 +47,7 @@ import torch
 
 from ...mcf import arith, native, registry
 from ...mcf.eft import has_fused_addcmul, tracing
-from ...mcf.native.source import _PRELUDE, _add2_body, _add_body, _mul2_body, _mul_body
+from ...mcf.native.source import inline_function, op_body, prelude
 from . import batch
 
 __all__ = ["halfspace", "halfspace_retr", "halfspace_retr_reference", "available", "applies", "status", "NCS"]
@@ -69,15 +69,13 @@ static inline void prefetch_row(const T* row, int64_t w) {
     for (int64_t i = 0; i < w * (int64_t)sizeof(T); i += 64) __builtin_prefetch((const char*)row + i);
 }
 
-// a - b of two MC numbers (NC components each), rounded once: batch.rounded_difference.
+// a - b of two MC numbers (NC components each), rounded once: batch.rounded_difference,
+// traced (rounded_difference_2/3/4 above).
 template <typename T, int NC>
 static inline T rounded_difference(const T* a, const T* b) {
-    T x = a[0], y = -b[0];
-    T s = x + y;
-    T bb = s - x;
-    T e = (x - (s - bb)) + (y - bb);
-    for (int i = 1; i < NC; ++i) e = e + (a[i] - b[i]);
-    return s + e;
+    if constexpr (NC == 2) return rounded_difference_2(a, b);
+    else if constexpr (NC == 3) return rounded_difference_3(a, b);
+    else return rounded_difference_4(a, b);
 }
 
 // Distances of the pairs [p0, p1): d, and m = |delta / h| and h for the backward pass.
@@ -224,12 +222,12 @@ def source() -> str:
         >>> "hs_forward_f64_2" in src and "hs_backward_f32_4" in src and "hs_retr_f64_3" in src
         True
     """
-    parts = [_PRELUDE, "}  // namespace", _TEMPLATE]
+    differences = [inline_function(f"rounded_difference_{nc}", batch.rounded_difference, nc, 2) for nc in NCS]
+    parts = [prelude(), "}  // namespace\n", *(f"{d}\n" for d in differences), _TEMPLATE]
     for name, ctype in _TYPES.values():
         for nc in NCS:
             parts.append(_INSTANCE.format(name=name, ctype=ctype, nc=nc))
-            add = _add2_body(1) if nc == 2 else _add_body(nc, 1)
-            mul = _mul2_body(1) if nc == 2 else _mul_body(nc, 1)
+            add, mul = op_body("add", nc, 1), op_body("mul", nc, 1)
             body = "\n                ".join
             parts.append(_RETR.format(name=name, ctype=ctype, nc=nc, add=body(add), mul=body(mul)))
     return "".join(parts)

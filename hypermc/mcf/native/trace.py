@@ -419,9 +419,9 @@ class SymVec:
     def __getitem__(self, k: Any) -> Sym:
         if isinstance(k, int):
             return self.items[k]
-        if k == (Ellipsis, 0) or k == (..., 0):
-            return self.items[0]
-        raise TraceError(f"a traced network indexed a component buffer with {k!r}; only an int is supported")
+        if isinstance(k, tuple) and len(k) == 2 and k[0] is Ellipsis and isinstance(k[1], int):
+            return self.items[k[1]]  # x[..., i]: component i of the element
+        raise TraceError(f"a traced network indexed a component buffer with {k!r}; only an int or [..., int] is supported")
 
     def movedim(self, src: int, dst: int) -> SymVec:
         return self  # (n,) planar <-> (n,) component-last: the same list for one element
