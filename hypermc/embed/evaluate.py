@@ -294,7 +294,8 @@ class _Distance(NamedTuple):
 
 def _fused_applies(manifold: Manifold, rows: torch.Tensor) -> bool:
     """Whether ``evaluate(fast=True)`` computes these rows' distances by a fused kernel."""
-    return manifold.fused_dist_batch is not None and fused.applies(rows)
+    kernel = manifold.fused_dist_batch
+    return kernel is not None and fused.applies(rows, fused.model_of(kernel))
 
 
 def _distances(distance: _Distance, rows: torch.Tensor, src: torch.Tensor, cache: dict[str, torch.Tensor]) -> torch.Tensor:

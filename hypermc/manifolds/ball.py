@@ -10,7 +10,7 @@ from ..mcf.tensor import MCTensor
 from .base import Device, Manifold, _reason, geoopt_curvature
 from .gyrovector import GyrovectorMixin
 from .math import ball as B
-from .math import batch, common
+from .math import batch, common, fused
 from .registry import register_manifold
 
 __all__ = ["PoincareBall"]
@@ -75,6 +75,7 @@ class PoincareBall(GyrovectorMixin, Manifold):
     name = "ball"
     min_dim = 1
     converts_to_ball = True
+    fused_dist_batch = staticmethod(fused.ball)
 
     def __init__(
         self, *, curvature: float | torch.Tensor | None = None, c: float | torch.Tensor | None = None, learnable: bool = False

@@ -241,21 +241,24 @@ def test_fast_halfspace_uses_the_fused_distance_only_with_fast():
     for manifold, fast, want in [
         (PoincareHalfspace(), True, fused.halfspace),
         (PoincareHalfspace(), False, batch_distance),
-        (PoincareBall(), True, batch_distance),
+        (PoincareBall(), True, fused.ball),
+        (PoincareBall(), False, batch_distance),
+        (Lorentz(), True, batch_distance),
     ]:
         trainer = _Trainer(g, manifold, TrainConfig(dim=2, nc=2, fast=fast))
         assert trainer.distance.func is want
 
 
 @pytest.mark.skipif(not fused.available(F64, 2), reason="fused kernels not in use")
-def test_fast_fused_run_agrees_with_the_torch_path(monkeypatch):
+@pytest.mark.parametrize("manifold", [PoincareHalfspace(), PoincareBall()], ids=["halfspace", "ball"])
+def test_fast_fused_run_agrees_with_the_torch_path(manifold, monkeypatch):
     """fast=True on the CPU with and without the fused kernels: the same run up to the
     rounding of the plain parts (one epoch: losses and points agree to ~1e-12)."""
     g = tree_closure(2, 3)
     kw = dict(dim=3, nc=2, dtype=F64, epochs=1, seed=0, fast=True, **{k: v for k, v in TOY.items() if k != "burnin"}, burnin=0)
-    with_kernels = train(g, PoincareHalfspace(), **kw)
-    monkeypatch.setattr(fused, "_kernels", lambda dtype, nc: None)
-    torch_path = train(g, PoincareHalfspace(), **kw)
+    with_kernels = train(g, manifold, **kw)
+    monkeypatch.setattr(fused, "_kernels", lambda *args: None)
+    torch_path = train(g, manifold, **kw)
     a, b = with_kernels.embeddings.components, torch_path.embeddings.components
     assert not torch.equal(a, b) or a.numel() == 0  # the fused path did run (different roundings)
     torch.testing.assert_close(a[..., 0], b[..., 0], rtol=1e-12, atol=0.0)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import importlib
 import math
 
@@ -10,7 +11,7 @@ import torch
 
 import hypermc as hm
 from hypermc.embed import evaluate
-from hypermc.manifolds import PoincareBall, PoincareHalfspace
+from hypermc.manifolds import Lorentz, PoincareBall, PoincareHalfspace
 from tests.embed.helpers import brute_force_metrics, tree_closure
 
 F64 = torch.float64
@@ -46,7 +47,8 @@ def test_fast_uses_the_fused_kernels_and_matches_brute_force(nc, tile, rng, monk
     calls = []
     kernel = PoincareHalfspace.fused_dist_batch
     assert kernel is fused.halfspace
-    monkeypatch.setattr(PoincareHalfspace, "fused_dist_batch", staticmethod(lambda *a, **k: calls.append(1) or kernel(*a, **k)))
+    spy = functools.wraps(kernel)(lambda *a, **k: calls.append(1) or kernel(*a, **k))
+    monkeypatch.setattr(PoincareHalfspace, "fused_dist_batch", staticmethod(spy))
     if tile is not None:
         monkeypatch.setattr(evaluate_module, "FUSED_TILE_PAIRS", tile)
     g = tree_closure(3, 2)
@@ -61,7 +63,23 @@ def test_fast_uses_the_fused_kernels_and_matches_brute_force(nc, tile, rng, monk
     assert len(calls) == (4 if tile is None else 3 * 15 + 8)
 
 
-@pytest.mark.parametrize("M, nc", [(PoincareBall(), 2), (PoincareHalfspace(), None)], ids=["ball-nc2", "halfspace-plain"])
+@pytest.mark.parametrize("nc", [2, 3])
+def test_fast_ball_matches_brute_force(nc, rng):
+    """``fast=True`` on the ball: its fused kernel, the reference's metrics."""
+    from hypermc.manifolds.math import fused
+
+    if not fused.available(F64, nc, "ball"):
+        pytest.skip(f"fused kernels unavailable: {fused.status(F64, nc, 'ball')}")
+    g = tree_closure(3, 2)
+    M = PoincareBall()
+    x = M.random(g.num_nodes, 3, std=1.5, nc=nc, dtype=F64, generator=rng)
+    res = evaluate(M, x, g.edges, chunk_size=4, fast=True)
+    ref_map, ref_mr = brute_force_metrics(M.dist(x[:, None], x[None]).approx(), g.edges)
+    assert res["map"] == pytest.approx(ref_map, rel=1e-12)
+    assert res["mean_rank"] == pytest.approx(ref_mr, rel=1e-12)
+
+
+@pytest.mark.parametrize("M, nc", [(Lorentz(), 2), (PoincareHalfspace(), None)], ids=["lorentz-nc2", "halfspace-plain"])
 def test_fast_elsewhere_is_the_reference_path(M, nc, rng):
     """Models without fused kernels and plain tables: ``fast=True`` gives the same bits."""
     g = tree_closure(3, 2)

@@ -144,10 +144,147 @@ def test_disabled_runs_the_torch_path(monkeypatch):
 @needs_fused
 def test_a_failed_check_warns_and_falls_back(monkeypatch):
     monkeypatch.setattr(registry, "_states", {})
-    monkeypatch.setattr(fused, "_check", lambda lib, dtype, nc: "halfspace f64 nc=2 (values 99.0 ulps, gradients 0.0 ulps)")
+    monkeypatch.setattr(fused, "_check", lambda lib, dtype, nc, model: "halfspace f64 nc=2 (values 99.0 ulps, gradients 0.0 ulps)")
     with pytest.warns(RuntimeWarning, match=r"fused halfspace kernels disabled for torch.float64 nc=2: halfspace f64 nc=2 \(values 99"):
         assert not fused.available(torch.float64, 2)
     assert fused.status(torch.float64, 2).startswith("self-check failed: halfspace f64 nc=2")
+
+
+# ------------------------------------------------------------------ the ball
+
+
+def _ball_table(gen: torch.Generator, u: int, n: int, nc: int, dtype: torch.dtype, depth: float) -> torch.Tensor:
+    """MC ball points at Euclidean radii ``1 - 10^-k``, ``k`` uniform in ``[0, depth]``
+    (MC arithmetic: the points stay inside where float64 would round them onto the
+    sphere), with real tails."""
+    direction = torch.randn(u, n, generator=gen, dtype=torch.float64)
+    direction = direction / torch.linalg.vector_norm(direction, dim=-1, keepdim=True)
+    gap = 10.0 ** -(torch.rand(u, 1, generator=gen, dtype=torch.float64) * depth)
+    x = hm.mc(direction, nc=nc + 1, dtype=torch.float64) * (1 - hm.mc(gap, nc=nc + 1, dtype=torch.float64))
+    comps = x.components[..., :nc].to(dtype)
+    return hm.MCTensor.from_components(comps).components
+
+
+@needs_fused
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("nc", fused.NCS)
+@pytest.mark.parametrize("c", [1.0, 0.3])
+def test_ball_distance_and_gradient_agree_with_torch(dtype, nc, c):
+    assert fused.status(dtype, nc, "ball") == "in use"
+    gen = torch.Generator().manual_seed(10 + nc)
+    for depth in (0.5, 6.0, 14.0 if dtype == torch.float64 else 6.0):
+        rows = _ball_table(gen, 50, 6, nc, dtype, depth) * math.sqrt(1 / c)
+        rows = hm.MCTensor.from_components(rows).components
+        ia = torch.randint(50, (40, 1), generator=gen)
+        ib = torch.randint(50, (40, 9), generator=gen)
+        value, grad = fused.agreement(rows, ia, ib, c=c, model="ball")
+        assert value <= fused.VALUE_ULPS and grad <= fused.GRAD_ULPS, (depth, value, grad)
+        assert fused.ball(rows, ia, ib, c=c).dtype == dtype
+
+
+@needs_fused
+@settings(max_examples=30, deadline=None)
+@given(st.integers(0, 2**32 - 1), st.floats(0.0, 15.0), st.sampled_from([2, 3, 4]))
+@example(0, 15.0, 2)  # 1 - |x| ~ 1e-15: float64 alone puts such points on the sphere
+@example(1, 0.0, 3)
+def test_ball_agreement_near_the_boundary(seed, depth, nc):
+    gen = torch.Generator().manual_seed(seed)
+    rows = _ball_table(gen, 12, 4, nc, torch.float64, depth)
+    ia, ib = torch.randint(12, (6, 1), generator=gen), torch.randint(12, (6, 5), generator=gen)
+    value, grad = fused.agreement(rows, ia, ib, c=1.0, model="ball")
+    assert value <= fused.VALUE_ULPS and grad <= fused.GRAD_ULPS
+
+
+@needs_fused
+def test_ball_coincident_points_the_origin_and_the_cache():
+    """``d(x, x) = 0`` with a zero gradient, ``d(0, x) = 2 atanh|x|``, and the per-row
+    deficits are cached without a leaf (as batch.ball)."""
+    table = hm.mc([[0.0, 0.0], [0.5, 0.0], [0.0, -0.5]], nc=2, dtype=torch.float64)
+    rows = batch.components_of(table)
+    leaf = rows[..., 0].clone().requires_grad_(True)
+    d = fused.ball(rows, torch.tensor([[1], [0]]), torch.tensor([[1, 2], [1, 2]]), c=1.0, leaf=leaf)
+    assert d[0, 0].item() == 0.0 and abs(d[1, 0].item() - 2 * math.atanh(0.5)) <= 4e-16
+    (g,) = torch.autograd.grad(d[0, 0], leaf)
+    assert torch.equal(g, torch.zeros_like(g))
+    cache: dict = {}
+    first = fused.ball(rows, torch.tensor([0]), torch.tensor([1]), c=1.0, cache=cache)
+    assert sorted(cache) == ["deficit"] and torch.equal(cache["deficit"], batch._ball_deficit(rows, None, 1.0))
+    assert torch.equal(fused.ball(rows, torch.tensor([0]), torch.tensor([1]), c=1.0, cache=cache), first)
+
+
+@needs_fused
+def test_ball_backward_is_independent_of_the_thread_count():
+    gen = torch.Generator().manual_seed(4)
+    rows = _ball_table(gen, 3000, 10, 2, torch.float64, 8.0)
+    ia, ib = torch.randint(3000, (600, 1), generator=gen), torch.randint(3000, (600, 51), generator=gen)
+    w = torch.rand(600, 51, generator=gen, dtype=torch.float64)
+    before = torch.get_num_threads()
+    out = []
+    try:
+        for threads in (1, 2, 3):
+            torch.set_num_threads(threads)
+            leaf = rows[..., 0].clone().requires_grad_(True)
+            d = fused.ball(rows, ia, ib, c=1.0, leaf=leaf)
+            (g,) = torch.autograd.grad((d * w).sum(), leaf)
+            out.append((d, g))
+    finally:
+        torch.set_num_threads(before)
+    for d, g in out[1:]:
+        assert torch.equal(d, out[0][0]) and torch.equal(g, out[0][1])
+
+
+def test_ball_unfused_cases_are_the_torch_path():
+    gen = torch.Generator().manual_seed(0)
+    ia, ib = torch.tensor([[0], [2]]), torch.tensor([[1, 2, 3]])
+    for rows in (_ball_table(gen, 4, 3, 1, torch.float64, 3.0), _ball_table(gen, 4, 3, 2, torch.float32, 2.0).to(torch.float16)):
+        leaf = rows[..., 0].clone().requires_grad_(True)
+        d = fused.ball(rows, ia, ib, c=1.0, leaf=leaf)
+        ref_leaf = rows[..., 0].clone().requires_grad_(True)
+        ref = batch.ball(rows, ia, ib, c=1.0, leaf=ref_leaf)
+        assert torch.equal(d, ref)
+        d.sum().backward()
+        ref.sum().backward()
+        assert torch.equal(leaf.grad, ref_leaf.grad)
+    assert not fused.available(torch.float64, 1, "ball")
+
+
+def test_model_names_are_checked():
+    assert fused.model_of(fused.ball) == "ball" and fused.model_of(fused.halfspace) == "halfspace"
+    with pytest.raises(ValueError, match=r"status: model must be one of 'halfspace', 'ball'; got 'lorentz'"):
+        fused.status(torch.float64, 2, "lorentz")
+    with pytest.raises(ValueError, match=r"applies: model must be one of 'halfspace', 'ball'; got 'Ball'"):
+        fused.applies(torch.zeros(3, 2, 2, dtype=torch.float64), "Ball")
+    with pytest.raises(ValueError, match=r"model_of: kernel must be one of this module's fused distances \(halfspace, ball\); got"):
+        fused.model_of(batch.ball)
+
+
+@needs_fused
+def test_the_ball_trains_and_evaluates_through_its_kernel(monkeypatch):
+    """``train(fast=True)`` and ``evaluate(fast=True)`` on the ball call :func:`fused.ball`
+    (each batch, each evaluation tile) and no torch-path batch distance."""
+    from hypermc.embed import evaluate, train
+    from hypermc.manifolds import PoincareBall
+    from tests.embed.helpers import tree_closure
+
+    calls = {"fused": 0, "torch": 0}
+    real_fused, real_torch = fused._ball_forward, batch.ball
+
+    def spy_fused(*a, **k):
+        calls["fused"] += 1
+        return real_fused(*a, **k)
+
+    def spy_torch(*a, **k):
+        calls["torch"] += 1
+        return real_torch(*a, **k)
+
+    monkeypatch.setattr(fused, "_ball_forward", spy_fused)
+    monkeypatch.setattr(batch, "ball", spy_torch)
+    g = tree_closure(3, 3)
+    r = train(g, PoincareBall(), dim=5, nc=2, epochs=3, batch_size=32, negatives=5, fast=True, progress=False)
+    assert calls["fused"] >= 3 * 3 and calls["torch"] == 0
+    before = calls["fused"]
+    m = evaluate(PoincareBall(), r.embeddings, g.edges, fast=True, progress=False)
+    assert calls["fused"] > before and calls["torch"] == 0 and 0 < m["map"] <= 1
 
 
 # ------------------------------------------------------------------ retraction

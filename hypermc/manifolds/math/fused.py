@@ -45,12 +45,13 @@ from typing import Any
 
 import torch
 
+from ..._checks import check_choice
 from ...mcf import arith, native, registry
 from ...mcf.eft import has_fused_addcmul, tracing
 from ...mcf.native.source import inline_function, op_body, prelude
 from . import batch
 
-__all__ = ["halfspace", "halfspace_retr", "halfspace_retr_reference", "available", "applies", "status", "NCS"]
+__all__ = ["halfspace", "ball", "halfspace_retr", "halfspace_retr_reference", "available", "applies", "status", "model_of", "NCS"]
 
 #: Component counts with fused kernels (nc = 1 is plain arithmetic: the torch path).
 NCS = (2, 3, 4)
@@ -136,6 +137,66 @@ static void backward(int64_t r0, int64_t r1, int64_t P, const T* rows, int64_t n
         if (own_b) gb[n - 1] += gh * sa / (sb + sb);
     }
 }
+
+// Ball distances of the pairs [p0, p1) from the rows' deficits D (plain, one per row):
+// d = scale asinh(m), m = sqrt(c) |delta / h|, h = sqrt(D_a) sqrt(D_b); m and h are kept
+// for the backward pass.
+template <typename T, int NC>
+static void ball_forward(int64_t p0, int64_t p1, const T* rows, const T* dfc, int64_t n, const int64_t* ia,
+                         const int64_t* ib, T sqrt_c, T scale, T* d, T* m, T* h) {
+    const int64_t w = n * NC;
+    for (int64_t p = p0; p < p1; ++p) {
+        if (p + AHEAD < p1) prefetch_row(rows + ib[p + AHEAD] * w, w);
+        const T* ra = rows + ia[p] * w;
+        const T* rb = rows + ib[p] * w;
+        const T hp = std::sqrt(dfc[ia[p]]) * std::sqrt(dfc[ib[p]]);
+        T ss = 0;
+        for (int64_t i = 0; i < n; ++i) {
+            const T q = rounded_difference<T, NC>(ra + i * NC, rb + i * NC) / hp;
+            ss += q * q;
+        }
+        const T mp = std::sqrt(ss) * sqrt_c;
+        d[p] = std::asinh(mp) * scale;
+        m[p] = mp;
+        h[p] = hp;
+    }
+}
+
+// Ball gradient rows [r0, r1) (as backward): with G = dL/d|q| = g scale sqrt(c) / sqrt(1 + m^2)
+// and |q| = m / sqrt(c): dL/dq_i = G q_i / |q|, dL/dh = -G |q| / h, dh/dD_a = sqrt(D_b) / (2 sqrt(D_a))
+// and dD_a/dx_a = -2c x_a (the leading components: the surrogate derivative of batch.ball).
+template <typename T, int NC>
+static void ball_backward(int64_t r0, int64_t r1, int64_t P, const T* rows, const T* dfc, int64_t n, const int64_t* ia,
+                          const int64_t* ib, T c, T scale, const T* g, const T* m, const T* h, T* grad) {
+    const int64_t w = n * NC;
+    const T sqrt_c = std::sqrt(c);
+    for (int64_t i = r0 * n; i < r1 * n; ++i) grad[i] = 0;
+    for (int64_t p = 0; p < P; ++p) {
+        if (p + AHEAD < P) {
+            const int64_t b2 = ib[p + AHEAD];
+            if (b2 >= r0 && b2 < r1) prefetch_row(rows + b2 * w, w);
+        }
+        const int64_t a = ia[p], b = ib[p];
+        const bool own_a = a >= r0 && a < r1, own_b = b >= r0 && b < r1;
+        if (!own_a && !own_b) continue;
+        const T* ra = rows + a * w;
+        const T* rb = rows + b * w;
+        const T mp = m[p], hp = h[p];
+        const T gq = g[p] * scale * sqrt_c / std::sqrt(mp * mp + T(1));
+        const T qn = mp / sqrt_c;
+        const T s = qn == 0 ? T(0) : gq / qn / hp;
+        const T gh = -(gq * qn) / hp;
+        const T sa = std::sqrt(dfc[a]), sb = std::sqrt(dfc[b]);
+        const T ka = -c * gh * sb / sa, kb = -c * gh * sa / sb;
+        T* ga = grad + a * n;
+        T* gb = grad + b * n;
+        for (int64_t i = 0; i < n; ++i) {
+            const T gd = rounded_difference<T, NC>(ra + i * NC, rb + i * NC) / hp * s;
+            if (own_a) ga[i] += gd + ka * ra[i * NC];
+            if (own_b) gb[i] += kb * rb[i * NC] - gd;
+        }
+    }
+}
 """
 
 _INSTANCE = r"""
@@ -151,6 +212,22 @@ extern "C" void hs_backward_{name}_{nc}(int64_t U, int64_t P, const {ctype}* row
     #pragma omp parallel for num_threads(threads) schedule(static, 1)
     for (int64_t t = 0; t < threads; ++t)
         backward<{ctype}, {nc}>(U * t / threads, U * (t + 1) / threads, P, rows, n, ia, ib, ({ctype})scale, g, m, h, grad);
+}}
+extern "C" void ball_forward_{name}_{nc}(int64_t P, const {ctype}* rows, const {ctype}* dfc, int64_t n, const int64_t* ia,
+        const int64_t* ib, double c, {ctype}* d, {ctype}* m, {ctype}* h, int64_t threads) {{
+    const {ctype} sqrt_c = ({ctype})std::sqrt(c), scale = ({ctype})(2.0 / std::sqrt(c));
+    #pragma omp parallel for num_threads(threads) schedule(static, 1)
+    for (int64_t t = 0; t < threads; ++t)
+        ball_forward<{ctype}, {nc}>(P * t / threads, P * (t + 1) / threads, rows, dfc, n, ia, ib, sqrt_c, scale, d, m, h);
+}}
+extern "C" void ball_backward_{name}_{nc}(int64_t U, int64_t P, const {ctype}* rows, const {ctype}* dfc, int64_t n,
+        const int64_t* ia, const int64_t* ib, double c, const {ctype}* g, const {ctype}* m, const {ctype}* h, {ctype}* grad,
+        int64_t threads) {{
+    const {ctype} scale = ({ctype})(2.0 / std::sqrt(c));
+    #pragma omp parallel for num_threads(threads) schedule(static, 1)
+    for (int64_t t = 0; t < threads; ++t)
+        ball_backward<{ctype}, {nc}>(U * t / threads, U * (t + 1) / threads, P, rows, dfc, n, ia, ib, ({ctype})c, scale, g, m, h,
+                                     grad);
 }}
 """
 
@@ -246,6 +323,12 @@ def _declare(lib: ctypes.CDLL) -> None:
             retr = getattr(lib, f"hs_retr_{name}_{nc}")
             retr.argtypes = [i64, i64, vp, vp, vp, vp, i64]
             retr.restype = i64
+            bfwd = getattr(lib, f"ball_forward_{name}_{nc}")
+            bfwd.argtypes = [i64, vp, vp, i64, vp, vp, dbl, vp, vp, vp, i64]
+            bfwd.restype = None
+            bbwd = getattr(lib, f"ball_backward_{name}_{nc}")
+            bbwd.argtypes = [i64, i64, vp, vp, i64, vp, vp, dbl, vp, vp, vp, vp, i64]
+            bbwd.restype = None
 
 
 #: Tolerances of the load-time check and the tests (ulps of the component dtype): values,
@@ -287,9 +370,34 @@ def _retr_inputs(dtype: torch.dtype, nc: int) -> tuple[torch.Tensor, torch.Tenso
     return comps, u
 
 
-def agreement(rows: torch.Tensor, ia: torch.Tensor, ib: torch.Tensor, *, c: float) -> tuple[float, float]:
+def _ball_check_inputs(dtype: torch.dtype, nc: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Ball points at Euclidean radii from 0 to ``1 - 1e-12`` (float64; ``1 - 1e-5`` in
+    float32), close pairs, cancelling tails, the origin."""
+    gen = torch.Generator().manual_seed(20261129)
+    u, n = 64, 5
+    direction = torch.randn(u, n, generator=gen, dtype=torch.float64)
+    direction = direction / torch.linalg.vector_norm(direction, dim=-1, keepdim=True)
+    depth = 12 if dtype == torch.float64 else 5
+    radius = 1 - 10.0 ** -(torch.rand(u, 1, generator=gen, dtype=torch.float64) * depth)
+    lead = direction * radius
+    lead[1::4] = lead[0::4] * (1 + 1e-9 * torch.rand(16, 1, generator=gen, dtype=torch.float64))  # close pairs
+    lead[2] = 0.0  # the origin
+    eps = torch.finfo(dtype).eps
+    comps = [lead.to(dtype)]
+    for _ in range(1, nc):
+        comps.append((comps[-1] * eps * (torch.rand(u, n, generator=gen, dtype=torch.float64).to(dtype) - 0.5)).to(dtype))
+    rows = torch.stack(comps, dim=-1)
+    ia = torch.randint(u, (40, 1), generator=gen)
+    ib = torch.randint(u, (40, 7), generator=gen)
+    ib[:, 0] = ia[:, 0] ^ 1  # the close neighbour
+    return rows, ia, ib
+
+
+def agreement(rows: torch.Tensor, ia: torch.Tensor, ib: torch.Tensor, *, c: float, model: str = "halfspace") -> tuple[float, float]:
     """Largest value error (ulps) and gradient error (ulps of the terms' magnitude) of
-    :func:`halfspace` against :func:`.batch.halfspace` (for the load check and the tests).
+    the fused kernels of ``model`` (``"halfspace"``: :func:`halfspace`, ``"ball"``:
+    :func:`ball`) against the torch path (:func:`.batch.halfspace`, :func:`.batch.ball`),
+    for the load check and the tests.
 
     The gradient is that of ``sum(w * d)`` for fixed pseudo-random weights ``w`` in
     ``[-1, 1]``; each entry's error is measured in ulps of the sum over pairs of the
@@ -301,19 +409,23 @@ def agreement(rows: torch.Tensor, ia: torch.Tensor, ib: torch.Tensor, *, c: floa
         >>> value_ulps, grad_ulps = agreement(rows, ia, ib, c=1.0)
         >>> value_ulps <= VALUE_ULPS and grad_ulps <= GRAD_ULPS
         True
+        >>> value_ulps, grad_ulps = agreement(*_ball_check_inputs(torch.float64, 2), c=1.0, model="ball")
+        >>> value_ulps <= VALUE_ULPS and grad_ulps <= GRAD_ULPS
+        True
     """
+    fused_fn, torch_fn, magnitude = _MODELS[check_choice("agreement", "model", model, tuple(_MODELS))]
     gen = torch.Generator().manual_seed(1)
     shape = torch.broadcast_shapes(ia.shape, ib.shape)
     w = (torch.rand(shape, generator=gen, dtype=torch.float64) * 2 - 1).to(rows.dtype)
     results: list[tuple[torch.Tensor, torch.Tensor]] = []
-    for fn in (halfspace, batch.halfspace):
+    for fn in (fused_fn, torch_fn):
         leaf = rows[..., 0].clone().requires_grad_(True)
         with torch.enable_grad():
             d = fn(rows, ia, ib, c=c, leaf=leaf)
             (g,) = torch.autograd.grad((d * w).sum(), leaf)
         results.append((d.detach(), g))
     (d, g), (d_ref, g_ref) = results
-    return _ulps(d, d_ref, d_ref.abs()), _ulps(g, g_ref, _term_magnitude(rows, ia, ib, c, w))
+    return _ulps(d, d_ref, d_ref.abs()), _ulps(g, g_ref, magnitude(rows, ia, ib, c, w))
 
 
 def _ulps(a: torch.Tensor, ref: torch.Tensor, scale: torch.Tensor) -> float:
@@ -349,9 +461,38 @@ def _term_magnitude(rows: torch.Tensor, ia: torch.Tensor, ib: torch.Tensor, c: f
     return out.to(rows.dtype)
 
 
-def _check(lib: ctypes.CDLL, dtype: torch.dtype, nc: int) -> str | None:
-    """What of the (dtype, nc) kernels disagrees with the torch path, else None."""
+def _ball_term_magnitude(rows: torch.Tensor, ia: torch.Tensor, ib: torch.Tensor, c: float, w: torch.Tensor) -> torch.Tensor:
+    """:func:`_term_magnitude` of the ball's gradient (float64)."""
+    x = rows.to(torch.float64)
+    shape = torch.broadcast_shapes(ia.shape, ib.shape)
+    ia_f, ib_f = ia.expand(shape).reshape(-1), ib.expand(shape).reshape(-1)
+    dfc = batch._ball_deficit(x, None, c)
+    delta = batch.rounded_difference(x[ia_f], x[ib_f])
+    xa, xb = x[ia_f, :, 0], x[ib_f, :, 0]
+    sa, sb = dfc[ia_f].sqrt().unsqueeze(-1), dfc[ib_f].sqrt().unsqueeze(-1)
+    h = sa * sb
+    q = delta / h
+    qn = q.norm(dim=-1, keepdim=True)
+    gq = w.reshape(-1, 1).to(torch.float64).abs() * 2 / torch.sqrt(1 + c * qn * qn)
+    gd = torch.where(qn > 0, gq / qn, torch.zeros_like(qn)) * q.abs() / h
+    gh = gq * qn / h
+    ta = gd + c * gh * sb / sa * xa.abs()
+    tb = gd + c * gh * sa / sb * xb.abs()
+    out = torch.zeros(rows.shape[:2], dtype=torch.float64)
+    out.index_add_(0, ia_f, ta)
+    out.index_add_(0, ib_f, tb)
+    return out.to(rows.dtype)
+
+
+def _check(lib: ctypes.CDLL, dtype: torch.dtype, nc: int, model: str) -> str | None:
+    """What of the (dtype, nc) kernels of ``model`` disagrees with the torch path, else None."""
     name = _TYPES[dtype][0]
+    if model == "ball":
+        for c in (1.0, 0.3):
+            value, grad = agreement(*_ball_check_inputs(dtype, nc), c=c, model="ball")
+            if not (value <= VALUE_ULPS and grad <= GRAD_ULPS):
+                return f"ball {name} nc={nc} c={c} (values {value:.1f} ulps, gradients {grad:.1f} ulps)"
+        return None
     rows, ia, ib = _check_inputs(dtype, nc)
     value, grad = agreement(rows, ia, ib, c=1.0)
     if not (value <= VALUE_ULPS and grad <= GRAD_ULPS):
@@ -364,24 +505,25 @@ def _check(lib: ctypes.CDLL, dtype: torch.dtype, nc: int) -> str | None:
     return None
 
 
-def _kernels(dtype: torch.dtype, nc: int) -> ctypes.CDLL | None:
-    """The library, for a (dtype, nc) whose kernels passed their check in this process
-    (checked on first use: a fraction of a second; a failure warns once and the torch
-    path runs). One state per (dtype, nc) in :mod:`hypermc.mcf.registry`, above the
-    library's own."""
+def _kernels(dtype: torch.dtype, nc: int, model: str = "halfspace") -> ctypes.CDLL | None:
+    """The library, for a (dtype, nc) whose kernels of ``model`` passed their check in
+    this process (checked on first use: a fraction of a second; a failure warns once and
+    the torch path runs). One state per (model, dtype, nc) in
+    :mod:`hypermc.mcf.registry`, above the library's own."""
 
     def open_() -> ctypes.CDLL | str:
         lib = native.library(_STEM, source(), _declare, lambda lib: None, flags=("-fopenmp",))
         return native.library_status(_STEM) if lib is None else lib
 
-    warning = f"hypermc fused halfspace kernels disabled for {dtype} nc={nc}: {{}} {registry.HINT}; using the torch path"
-    return registry.load(("halfspace", dtype, nc), open_, lambda lib: _check(lib, dtype, nc), warning.format)
+    warning = f"hypermc fused {model} kernels disabled for {dtype} nc={nc}: {{}} {registry.HINT}; using the torch path"
+    return registry.load((model, dtype, nc), open_, lambda lib: _check(lib, dtype, nc, model), warning.format)
 
 
-def available(dtype: torch.dtype = torch.float64, nc: int = 2) -> bool:
-    """Whether :func:`halfspace` runs the fused kernels for CPU rows of this dtype and nc
-    (builds the library on the first call -- a few seconds, then cached -- and checks
-    the (dtype, nc) kernels against the torch path once per process).
+def available(dtype: torch.dtype = torch.float64, nc: int = 2, model: str = "halfspace") -> bool:
+    """Whether the fused kernels of ``model`` (``"halfspace"``: :func:`halfspace`,
+    ``"ball"``: :func:`ball`) run for CPU rows of this dtype and nc (builds the library on
+    the first call -- a few seconds, then cached -- and checks the (dtype, nc) kernels
+    against the torch path once per process).
 
     Example:
         >>> isinstance(available(torch.float64, 2), bool)  # True with a working C++ compiler
@@ -389,11 +531,12 @@ def available(dtype: torch.dtype = torch.float64, nc: int = 2) -> bool:
         >>> available(torch.float64, 1), available(torch.float16, 2)  # never fused
         (False, False)
     """
-    return dtype in _TYPES and nc in NCS and _kernels(dtype, nc) is not None
+    model = check_choice("available", "model", model, tuple(_MODELS))
+    return dtype in _TYPES and nc in NCS and _kernels(dtype, nc, model) is not None
 
 
-def status(dtype: torch.dtype = torch.float64, nc: int = 2) -> str:
-    """``"in use"`` or why the fused kernels are not used for ``(dtype, nc)``.
+def status(dtype: torch.dtype = torch.float64, nc: int = 2, model: str = "halfspace") -> str:
+    """``"in use"`` or why the fused kernels of ``model`` are not used for ``(dtype, nc)``.
 
     Example:
         >>> (status() == "in use") == available()
@@ -401,14 +544,15 @@ def status(dtype: torch.dtype = torch.float64, nc: int = 2) -> str:
         >>> status(torch.float64, 1)
         'no fused kernels for torch.float64 nc=1 (float32/float64, nc in (2, 3, 4))'
     """
+    model = check_choice("status", "model", model, tuple(_MODELS))
     if dtype not in _TYPES or nc not in NCS:
         return f"no fused kernels for {dtype} nc={nc} (float32/float64, nc in {NCS})"
-    _kernels(dtype, nc)
-    return registry.state(("halfspace", dtype, nc))
+    _kernels(dtype, nc, model)
+    return registry.state((model, dtype, nc))
 
 
-def applies(rows: torch.Tensor) -> bool:
-    """Whether :func:`halfspace` runs the fused kernels for these rows (without ``leaf``).
+def applies(rows: torch.Tensor, model: str = "halfspace") -> bool:
+    """Whether the fused kernels of ``model`` run for these rows (without ``leaf``).
 
     Example:
         >>> applies(torch.zeros(3, 2, 2, dtype=torch.float64)) == available(torch.float64, 2)
@@ -416,15 +560,15 @@ def applies(rows: torch.Tensor) -> bool:
         >>> applies(torch.zeros(3, 2, 1, dtype=torch.float64))  # nc = 1: the torch path
         False
     """
-    return _eligible(rows, None) is not None
+    return _eligible(rows, None, check_choice("applies", "model", model, tuple(_MODELS))) is not None
 
 
-def _eligible(rows: torch.Tensor, leaf: torch.Tensor | None) -> ctypes.CDLL | None:
+def _eligible(rows: torch.Tensor, leaf: torch.Tensor | None, model: str = "halfspace") -> ctypes.CDLL | None:
     if rows.device.type != "cpu" or rows.dtype not in _TYPES or rows.shape[-1] not in NCS or rows.requires_grad:
         return None
     if leaf is not None and (leaf.device.type != "cpu" or leaf.dtype != rows.dtype):
         return None
-    return None if tracing() else _kernels(rows.dtype, rows.shape[-1])
+    return None if tracing() else _kernels(rows.dtype, rows.shape[-1], model)
 
 
 def halfspace(
@@ -589,3 +733,128 @@ class _HalfspaceDistance(torch.autograd.Function):
         rows, ia, ib, m, h = ctx.saved_tensors
         grad = _backward(ctx.lib, rows, ia, ib, ctx.scale, g.contiguous(), m, h)
         return grad, None, None, None, None, None
+
+
+def ball(
+    rows: torch.Tensor, ia: torch.Tensor, ib: torch.Tensor, *, c: float, leaf: torch.Tensor | None = None, cache: dict | None = None
+) -> torch.Tensor:
+    """:func:`.batch.ball` by the fused kernels where they apply (as :func:`halfspace`);
+    the torch path otherwise. The per-row deficits ``1 - c|x|^2`` are :func:`.batch.ball`'s
+    (MC arithmetic, rounded once; kept in ``cache`` when there is no ``leaf``), and the
+    kernels take them as they are.
+
+    Bound: values within :data:`VALUE_ULPS` ulps of :func:`.batch.ball`, gradient entries
+    within :data:`GRAD_ULPS` ulps of the sum of their terms' magnitudes.
+
+    Example:
+        >>> table = hm.mc([[0.0, 0.0], [0.5, 0.0], [0.0, -0.5]], nc=2, dtype=torch.float64)
+        >>> rows = batch.components_of(table)
+        >>> leaf = rows[..., 0].clone().requires_grad_()
+        >>> d = ball(rows, torch.tensor([[0], [1]]), torch.tensor([[1], [2]]), c=1.0, leaf=leaf)
+        >>> [round(v, 6) for v in d.flatten().tolist()]  # ln 3, then d((.5, 0), (0, -.5))
+        [1.098612, 1.6807]
+        >>> d.sum().backward()
+        >>> leaf.grad.shape
+        torch.Size([3, 2])
+    """
+    lib = _eligible(rows, leaf, "ball")
+    if lib is None:
+        return batch.ball(rows, ia, ib, c=c, leaf=leaf, cache=cache)
+    shape = torch.broadcast_shapes(ia.shape, ib.shape)
+    ia_f = ia.to(torch.int64).expand(shape).reshape(-1).contiguous()
+    ib_f = ib.to(torch.int64).expand(shape).reshape(-1).contiguous()
+    rows = rows.contiguous()
+    dfc: torch.Tensor | None = None if cache is None or leaf is not None else cache.get("deficit")
+    if dfc is None:
+        dfc = batch._ball_deficit(rows, None, c).contiguous()
+        if cache is not None and leaf is None:
+            cache["deficit"] = dfc
+    if leaf is None or not torch.is_grad_enabled():
+        return _ball_forward(lib, rows, dfc, ia_f, ib_f, c)[0].view(shape)
+    return _BallDistance.apply(leaf, rows, dfc, ia_f, ib_f, c, lib).view(shape)
+
+
+def _ball_forward(
+    lib: ctypes.CDLL, rows: torch.Tensor, dfc: torch.Tensor, ia: torch.Tensor, ib: torch.Tensor, c: float
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    p = ia.numel()
+    d, m, h = torch.empty((3, p), dtype=rows.dtype)
+    fn = getattr(lib, f"ball_forward_{_TYPES[rows.dtype][0]}_{rows.shape[-1]}")
+    fn(
+        p,
+        rows.data_ptr(),
+        dfc.data_ptr(),
+        rows.shape[1],
+        ia.data_ptr(),
+        ib.data_ptr(),
+        c,
+        d.data_ptr(),
+        m.data_ptr(),
+        h.data_ptr(),
+        _threads(p),
+    )
+    return d, m, h
+
+
+class _BallDistance(torch.autograd.Function):
+    """Ball distances of flattened pairs; the gradient with respect to ``leaf`` by the fused backward."""
+
+    @staticmethod
+    def forward(
+        ctx: Any, leaf: torch.Tensor, rows: torch.Tensor, dfc: torch.Tensor, ia: torch.Tensor, ib: torch.Tensor, c: float, lib: ctypes.CDLL
+    ) -> torch.Tensor:  # noqa: D102
+        d, m, h = _ball_forward(lib, rows, dfc, ia, ib, c)
+        ctx.save_for_backward(rows, dfc, ia, ib, m, h)
+        ctx.c, ctx.lib = c, lib
+        return d
+
+    @staticmethod
+    def backward(ctx: Any, g: torch.Tensor) -> tuple[torch.Tensor, None, None, None, None, None, None]:  # noqa: D102
+        rows, dfc, ia, ib, m, h = ctx.saved_tensors
+        u, n = rows.shape[0], rows.shape[1]
+        grad = torch.empty((u, n), dtype=rows.dtype)
+        p = ia.numel()
+        fn = getattr(ctx.lib, f"ball_backward_{_TYPES[rows.dtype][0]}_{rows.shape[-1]}")
+        threads = min(_threads(p), max(u, 1))
+        gc = g.contiguous()
+        fn(
+            u,
+            p,
+            rows.data_ptr(),
+            dfc.data_ptr(),
+            n,
+            ia.data_ptr(),
+            ib.data_ptr(),
+            ctx.c,
+            gc.data_ptr(),
+            m.data_ptr(),
+            h.data_ptr(),
+            grad.data_ptr(),
+            threads,
+        )
+        return grad, None, None, None, None, None, None
+
+
+#: Per model: the fused function, its torch path and the magnitude of its gradient terms.
+_MODELS: dict[str, tuple[Callable[..., torch.Tensor], Callable[..., torch.Tensor], Callable[..., torch.Tensor]]] = {
+    "halfspace": (halfspace, batch.halfspace, _term_magnitude),
+    "ball": (ball, batch.ball, _ball_term_magnitude),
+}
+
+
+def model_of(kernel: Callable[..., torch.Tensor]) -> str:
+    """The model name (for :func:`available`, :func:`status`, :func:`applies`) of a fused
+    distance function of this module (or of a wrapper of one that sets ``__wrapped__``,
+    as :func:`functools.wraps` does).
+
+    Example:
+        >>> model_of(ball), model_of(halfspace)
+        ('ball', 'halfspace')
+    """
+    target = kernel
+    while hasattr(target, "__wrapped__"):
+        target = target.__wrapped__
+    for model, (fn, _, _) in _MODELS.items():
+        if fn is target:
+            return model
+    raise ValueError(f"model_of: kernel must be one of this module's fused distances ({', '.join(_MODELS)}); got {kernel!r}")
