@@ -91,9 +91,13 @@ def test_agreement_at_every_scale(seed, exponent, nc):
 
 
 @needs_fused
-def test_backward_is_independent_of_the_thread_count():
+@pytest.mark.parametrize("model", ["halfspace", "ball"])
+def test_backward_is_independent_of_the_thread_count(model):
     gen = torch.Generator().manual_seed(3)
-    rows = _table(gen, 3000, 10, 2, torch.float64, 2)
+    if model == "halfspace":
+        rows, fn = _table(gen, 3000, 10, 2, torch.float64, 2), fused.halfspace
+    else:
+        rows, fn = _ball_table(gen, 3000, 10, 2, torch.float64, 8.0), fused.ball
     ia, ib = torch.randint(3000, (600, 1), generator=gen), torch.randint(3000, (600, 51), generator=gen)
     w = torch.rand(600, 51, generator=gen, dtype=torch.float64)
     before = torch.get_num_threads()
@@ -102,7 +106,7 @@ def test_backward_is_independent_of_the_thread_count():
         for threads in (1, 2, 3):
             torch.set_num_threads(threads)
             leaf = rows[..., 0].clone().requires_grad_(True)
-            d = fused.halfspace(rows, ia, ib, c=1.0, leaf=leaf)
+            d = fn(rows, ia, ib, c=1.0, leaf=leaf)
             (g,) = torch.autograd.grad((d * w).sum(), leaf)
             out.append((d, g))
     finally:
@@ -210,27 +214,6 @@ def test_ball_coincident_points_the_origin_and_the_cache():
     first = fused.ball(rows, torch.tensor([0]), torch.tensor([1]), c=1.0, cache=cache)
     assert sorted(cache) == ["deficit"] and torch.equal(cache["deficit"], batch._ball_deficit(rows, None, 1.0))
     assert torch.equal(fused.ball(rows, torch.tensor([0]), torch.tensor([1]), c=1.0, cache=cache), first)
-
-
-@needs_fused
-def test_ball_backward_is_independent_of_the_thread_count():
-    gen = torch.Generator().manual_seed(4)
-    rows = _ball_table(gen, 3000, 10, 2, torch.float64, 8.0)
-    ia, ib = torch.randint(3000, (600, 1), generator=gen), torch.randint(3000, (600, 51), generator=gen)
-    w = torch.rand(600, 51, generator=gen, dtype=torch.float64)
-    before = torch.get_num_threads()
-    out = []
-    try:
-        for threads in (1, 2, 3):
-            torch.set_num_threads(threads)
-            leaf = rows[..., 0].clone().requires_grad_(True)
-            d = fused.ball(rows, ia, ib, c=1.0, leaf=leaf)
-            (g,) = torch.autograd.grad((d * w).sum(), leaf)
-            out.append((d, g))
-    finally:
-        torch.set_num_threads(before)
-    for d, g in out[1:]:
-        assert torch.equal(d, out[0][0]) and torch.equal(g, out[0][1])
 
 
 def test_ball_unfused_cases_are_the_torch_path():

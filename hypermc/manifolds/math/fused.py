@@ -102,12 +102,13 @@ static void forward(int64_t p0, int64_t p1, const T* rows, int64_t n, const int6
     }
 }
 
-// Gradient rows [r0, r1) of the U x n result from all P pairs (each pair adds to the rows
-// it touches in this range, in pair order).
-template <typename T, int NC>
-static void backward(int64_t r0, int64_t r1, int64_t P, const T* rows, int64_t n, const int64_t* ia,
-                     const int64_t* ib, T scale, const T* g, const T* m, const T* h, T* grad) {
-    const int64_t w = n * NC;
+// The backward passes' loop: zero the gradient rows [r0, r1) of the U x n result, then
+// call pair(p, a, b, own_a, own_b) for each of the P pairs that touches a row in this
+// range, in pair order (so each row's terms are added in pair order whatever the thread
+// count), prefetching the target rows ahead.
+template <typename T, typename Pair>
+static inline void owned_pairs(int64_t r0, int64_t r1, int64_t P, const T* rows, int64_t n, int64_t w, const int64_t* ia,
+                               const int64_t* ib, T* grad, Pair pair) {
     for (int64_t i = r0 * n; i < r1 * n; ++i) grad[i] = 0;
     for (int64_t p = 0; p < P; ++p) {
         if (p + AHEAD < P) {
@@ -116,7 +117,17 @@ static void backward(int64_t r0, int64_t r1, int64_t P, const T* rows, int64_t n
         }
         const int64_t a = ia[p], b = ib[p];
         const bool own_a = a >= r0 && a < r1, own_b = b >= r0 && b < r1;
-        if (!own_a && !own_b) continue;
+        if (own_a || own_b) pair(p, a, b, own_a, own_b);
+    }
+}
+
+// Gradient rows [r0, r1) of the U x n result from all P pairs (each pair adds to the rows
+// it touches in this range, in pair order).
+template <typename T, int NC>
+static void backward(int64_t r0, int64_t r1, int64_t P, const T* rows, int64_t n, const int64_t* ia,
+                     const int64_t* ib, T scale, const T* g, const T* m, const T* h, T* grad) {
+    const int64_t w = n * NC;
+    owned_pairs(r0, r1, P, rows, n, w, ia, ib, grad, [&](int64_t p, int64_t a, int64_t b, bool own_a, bool own_b) {
         const T* ra = rows + a * w;
         const T* rb = rows + b * w;
         const T mp = m[p], hp = h[p], ih = T(1) / hp;
@@ -135,7 +146,7 @@ static void backward(int64_t r0, int64_t r1, int64_t P, const T* rows, int64_t n
         }
         if (own_a) ga[n - 1] += gh * sb / (sa + sa);
         if (own_b) gb[n - 1] += gh * sa / (sb + sb);
-    }
+    });
 }
 
 // Ball distances of the pairs [p0, p1) from the rows' deficits D (plain, one per row):
@@ -170,15 +181,7 @@ static void ball_backward(int64_t r0, int64_t r1, int64_t P, const T* rows, cons
                           const int64_t* ib, T c, T scale, const T* g, const T* m, const T* h, T* grad) {
     const int64_t w = n * NC;
     const T sqrt_c = std::sqrt(c);
-    for (int64_t i = r0 * n; i < r1 * n; ++i) grad[i] = 0;
-    for (int64_t p = 0; p < P; ++p) {
-        if (p + AHEAD < P) {
-            const int64_t b2 = ib[p + AHEAD];
-            if (b2 >= r0 && b2 < r1) prefetch_row(rows + b2 * w, w);
-        }
-        const int64_t a = ia[p], b = ib[p];
-        const bool own_a = a >= r0 && a < r1, own_b = b >= r0 && b < r1;
-        if (!own_a && !own_b) continue;
+    owned_pairs(r0, r1, P, rows, n, w, ia, ib, grad, [&](int64_t p, int64_t a, int64_t b, bool own_a, bool own_b) {
         const T* ra = rows + a * w;
         const T* rb = rows + b * w;
         const T mp = m[p], hp = h[p];
@@ -195,7 +198,7 @@ static void ball_backward(int64_t r0, int64_t r1, int64_t P, const T* rows, cons
             if (own_a) ga[i] += gd + ka * ra[i * NC];
             if (own_b) gb[i] += kb * rb[i * NC] - gd;
         }
-    }
+    });
 }
 """
 
