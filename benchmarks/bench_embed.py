@@ -22,9 +22,11 @@ Five tables:
    also the CPU seconds per epoch of rank 0, which is what an idle machine would turn
    into wall time (on a loaded machine the wall-clock speedup is not meaningful).
 
-4. **devices** (``--only devices``): seconds per epoch of 10-D halfspace training on
+4. **devices** (``--only devices``): seconds per epoch of 10-D training of each model of
+   ``--manifolds`` (default the half-space) on
    mammals (full epochs) and nouns (the edge subset of ``--nouns-edges``, extrapolated
-   to the full epoch as in table 2; ``--nouns-edges 0``: full epochs) at nc 1/2/3, with
+   to the full epoch as in table 2; ``--nouns-edges 0``: full epochs) at each nc of ``--nc``
+   (``plain`` skipped; default 1/2/3), with
    the full MC optimizer step and with the fast update (``train(fast=True)``), on each
    device of ``--devices`` (``cuda`` is skipped, and says so, without a GPU). The
    median of the epochs after the first; the ratio column is off / fast.
@@ -51,6 +53,7 @@ Usage::
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
 import resource
@@ -67,11 +70,11 @@ from hypermc import _results
 from hypermc.data import Graph, load_mammals
 from hypermc.embed import train
 from hypermc.embed.train import DEFAULTS
-from hypermc.manifolds import PoincareBall, PoincareHalfspace
+from hypermc.manifolds import Lorentz, PoincareBall, PoincareHalfspace
 
 #: Nouns settings of table 2: (label, manifold class, nc).
 NOUNS_SETTINGS = [("halfspace", "halfspace", 1), ("halfspace", "halfspace", 2), ("halfspace", "halfspace", 3), ("ball", "ball", None)]
-MANIFOLDS = {"halfspace": PoincareHalfspace, "ball": PoincareBall}
+MANIFOLDS = {"halfspace": PoincareHalfspace, "ball": PoincareBall, "lorentz": Lorentz}
 
 
 def mammals_table(args) -> None:
@@ -301,37 +304,40 @@ def devices_table(args) -> None:
     nouns = _nouns_graph(args.nouns_csv)
     sub = nouns if args.nouns_edges <= 0 else nouns_subset(nouns, args.nouns_edges)
     data = [("mammals", load_mammals(), 1.0), ("nouns", sub, nouns.num_edges / sub.num_edges)]
+    ncs = [int(t) for t in args.nc if t != "plain"]
     print(
-        f"\ndevices: 10-D halfspace, float64, batch {args.batch_size}, {DEFAULTS['negatives']} negatives, "
+        f"\ndevices: 10-D {', '.join(args.manifolds)}, float64, batch {args.batch_size}, {DEFAULTS['negatives']} negatives, "
         f"threads {torch.get_num_threads()}, median of {args.epochs - 1} epochs after the first; nouns on "
         f"{sub.num_edges} of {nouns.num_edges} edges, "
         f"{'full epochs' if sub is nouns else 'EXTRAPOLATED to the full epoch'}"
     )
-    print(f"{'device':>6} {'data':>8} {'nc':>3} {'off s/epoch':>12} {'fast s/epoch':>13} {'off/fast':>9}")
+    print(f"{'device':>6} {'model':>9} {'data':>8} {'nc':>3} {'off s/epoch':>12} {'fast s/epoch':>13} {'off/fast':>9}")
     for device in args.devices:
         if device == "cuda" and not torch.cuda.is_available():
             print(f"{device:>6}  skipped: CUDA is not available on this machine", flush=True)
             continue
-        for name, graph, factor in data:
-            for nc in (1, 2, 3):
-                med = {}
-                for fast in (False, True):
-                    r = train(
-                        graph,
-                        PoincareHalfspace(),
-                        dim=10,
-                        nc=nc,
-                        dtype=torch.float64,
-                        epochs=args.epochs,
-                        batch_size=args.batch_size,
-                        burnin=1,
-                        seed=0,
-                        progress=False,
-                        device=device,
-                        fast=fast,
-                    )
-                    med[fast] = statistics.median(h["seconds"] for h in r.history[1:]) * factor
-                print(f"{device:>6} {name:>8} {nc:>3} {med[False]:12.3f} {med[True]:13.3f} {med[False] / med[True]:9.2f}", flush=True)
+        for model, (name, graph, factor), nc in itertools.product(args.manifolds, data, ncs):
+            med = {}
+            for fast in (False, True):
+                r = train(
+                    graph,
+                    MANIFOLDS[model](),
+                    dim=10,
+                    nc=nc,
+                    dtype=torch.float64,
+                    epochs=args.epochs,
+                    batch_size=args.batch_size,
+                    burnin=1,
+                    seed=0,
+                    progress=False,
+                    device=device,
+                    fast=fast,
+                )
+                med[fast] = statistics.median(h["seconds"] for h in r.history[1:]) * factor
+            print(
+                f"{device:>6} {model:>9} {name:>8} {nc:>3} {med[False]:12.3f} {med[True]:13.3f} {med[False] / med[True]:9.2f}",
+                flush=True,
+            )
 
 
 #: Table 5 settings: (label, nc, fast). Plain float64 and nc=1 run the torch path (they
@@ -430,6 +436,9 @@ def main() -> None:
     p.add_argument("--threads", type=int, default=1, help="torch.set_num_threads (1 is robust on a loaded machine)")
     p.add_argument("--nouns-edges", type=int, default=10240, help="nouns: edges of the timed subset")
     p.add_argument("--nouns-dim", type=int, default=10)
+    p.add_argument(
+        "--manifolds", nargs="+", default=["halfspace"], choices=sorted(MANIFOLDS), help="devices: the models timed (default: halfspace)"
+    )
     p.add_argument("--lr", type=float, default=80.0, help="epoch: learning rate of the timed nouns epochs")
     p.add_argument("--parallel-epochs", type=int, default=5, help="2 ranks: epochs (the first is dropped)")
     p.add_argument(
