@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 
+import hypermc as hm
 from hypermc.manifolds import Euclidean, Lorentz, Manifold, PoincareBall, PoincareHalfspace
 from hypermc.manifolds.math.batch import components_of
 
@@ -33,6 +34,28 @@ def test_specialised_equals_generic(name, rng):
         fn(rows, ia, ib, leaf=leaf).sum().backward()
         grads.append(leaf.grad)
     torch.testing.assert_close(grads[0], grads[1], rtol=1e-11, atol=1e-12)
+
+
+@pytest.mark.parametrize(("nc", "radius"), [(2, 12.0), (3, 30.0)])
+def test_lorentz_close_pairs_far_out_equal_the_mc_distance(nc, radius):
+    """Close pairs (distance ~1e-3 .. 1) at hyperbolic radius 12 / 30, where the time
+    coordinate is ~e^radius and ``<delta, delta>_L`` cancels by ~e^(2 radius): the batched
+    form (one rounded Minkowski square from MC arithmetic) equals the full MC distance."""
+    gen = torch.Generator().manual_seed(nc)
+    M = Lorentz()
+    u = torch.randn(8, 4, generator=gen, dtype=F64)
+    u[:, 0] = 0.0
+    u = u / torch.linalg.vector_norm(u, dim=-1, keepdim=True) * radius
+    step = torch.randn(8, 4, generator=gen, dtype=F64) * 10.0 ** -torch.randint(0, 4, (8, 1), generator=gen)
+    step[:, 0] = 0.0
+    x = M.expmap0(hm.mc(u, nc=nc, dtype=F64))
+    y = M.expmap0(hm.mc(u + step, nc=nc, dtype=F64))
+    rows = components_of(torch.cat([x, y]))
+    ia, ib = torch.arange(8), torch.arange(8, 16)
+    fast = M.dist_batch(rows, ia, ib)
+    exact = M.dist(x, y).approx()
+    assert bool((exact > 1e-5).all())
+    torch.testing.assert_close(fast, exact, rtol=1e-10, atol=0.0)
 
 
 def test_argument_errors():

@@ -49,6 +49,7 @@ from typing import Any, cast
 
 import torch
 
+from ...mcf import arith, reduce
 from ...mcf.eft import two_sum
 from ...mcf.tensor import MCTensor
 from . import common
@@ -216,9 +217,10 @@ def lorentz(
             delta = rows[ia][..., 0] - rows[ib][..., 0]
             q = _minkowski(delta, delta)
         else:
-            dm = MCTensor.from_components(rows[ia]) - MCTensor.from_components(rows[ib])
-            q = ((dm[..., 1:] * dm[..., 1:]).sum(-1) - dm[..., 0] * dm[..., 0]).components[..., 0]
-            delta = dm.components[..., 0]
+            d = arith.sub(rows[ia], rows[ib])
+            spatial = reduce.sumsq(d[..., 1:, :], -1)  # one fused row kernel (nc = 2, 3)
+            q = arith.sub(spatial, arith.mul(d[..., 0, :], d[..., 0, :]))[..., 0]
+            delta = d[..., 0]
     # <delta, delta>_L >= 0 for points of the hyperboloid; rounding can make it slightly
     # negative for coincident points: clamp at the smallest normal number (distance ~0).
     q = _exact(lambda: 2.0 * _minkowski(delta, pa - pb), q, leaf)
