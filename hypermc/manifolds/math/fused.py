@@ -340,13 +340,11 @@ VALUE_ULPS = 8
 GRAD_ULPS = 16
 
 
-def _check_inputs(dtype: torch.dtype, nc: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """A fixed table (heights from 1e-6 to 1e6, close and far pairs, cancelling tails)."""
-    gen = torch.Generator().manual_seed(20261126)
-    u, n = 64, 5
-    lead = (torch.rand(u, n, generator=gen, dtype=torch.float64) * 2 - 1) * 10.0 ** torch.randint(-3, 3, (u, 1), generator=gen)
-    lead[:, -1] = 10.0 ** (torch.rand(u, generator=gen, dtype=torch.float64) * 12 - 6)
-    lead[1::4] = lead[0::4] * (1 + 1e-9 * torch.rand(16, n, generator=gen, dtype=torch.float64))  # close pairs
+def _with_tails(lead: torch.Tensor, dtype: torch.dtype, nc: int, gen: torch.Generator) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """MC rows ``(u, n, nc)`` from leading values ``lead`` (float64) with random tails of
+    relative size ~``eps`` (some cancelling), and pairs ``(40, 1) x (40, 7)`` whose first
+    column pairs each row with its neighbour ``i ^ 1``."""
+    u, n = lead.shape
     eps = torch.finfo(dtype).eps
     comps = [lead.to(dtype)]
     for _ in range(1, nc):
@@ -356,6 +354,16 @@ def _check_inputs(dtype: torch.dtype, nc: int) -> tuple[torch.Tensor, torch.Tens
     ib = torch.randint(u, (40, 7), generator=gen)
     ib[:, 0] = ia[:, 0] ^ 1  # the close neighbour
     return rows, ia, ib
+
+
+def _check_inputs(dtype: torch.dtype, nc: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """A fixed table (heights from 1e-6 to 1e6, close and far pairs, cancelling tails)."""
+    gen = torch.Generator().manual_seed(20261126)
+    u, n = 64, 5
+    lead = (torch.rand(u, n, generator=gen, dtype=torch.float64) * 2 - 1) * 10.0 ** torch.randint(-3, 3, (u, 1), generator=gen)
+    lead[:, -1] = 10.0 ** (torch.rand(u, generator=gen, dtype=torch.float64) * 12 - 6)
+    lead[1::4] = lead[0::4] * (1 + 1e-9 * torch.rand(16, n, generator=gen, dtype=torch.float64))  # close pairs
+    return _with_tails(lead, dtype, nc, gen)
 
 
 def _retr_inputs(dtype: torch.dtype, nc: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -385,15 +393,7 @@ def _ball_check_inputs(dtype: torch.dtype, nc: int) -> tuple[torch.Tensor, torch
     lead = direction * radius
     lead[1::4] = lead[0::4] * (1 + 1e-9 * torch.rand(16, 1, generator=gen, dtype=torch.float64))  # close pairs
     lead[2] = 0.0  # the origin
-    eps = torch.finfo(dtype).eps
-    comps = [lead.to(dtype)]
-    for _ in range(1, nc):
-        comps.append((comps[-1] * eps * (torch.rand(u, n, generator=gen, dtype=torch.float64).to(dtype) - 0.5)).to(dtype))
-    rows = torch.stack(comps, dim=-1)
-    ia = torch.randint(u, (40, 1), generator=gen)
-    ib = torch.randint(u, (40, 7), generator=gen)
-    ib[:, 0] = ia[:, 0] ^ 1  # the close neighbour
-    return rows, ia, ib
+    return _with_tails(lead, dtype, nc, gen)
 
 
 def agreement(rows: torch.Tensor, ia: torch.Tensor, ib: torch.Tensor, *, c: float, model: str = "halfspace") -> tuple[float, float]:
