@@ -599,14 +599,18 @@ def halfspace(
     lib = _eligible(rows, leaf)
     if lib is None:
         return batch.halfspace(rows, ia, ib, c=c, leaf=leaf, cache=cache)
-    shape = torch.broadcast_shapes(ia.shape, ib.shape)
-    ia_f = ia.to(torch.int64).expand(shape).reshape(-1).contiguous()
-    ib_f = ib.to(torch.int64).expand(shape).reshape(-1).contiguous()
+    shape, ia_f, ib_f = _flat_pairs(ia, ib)
     rows = rows.contiguous()
     scale = 2.0 / math.sqrt(c)
     if leaf is None or not torch.is_grad_enabled():
         return _forward(lib, rows, ia_f, ib_f, scale)[0].view(shape)
     return _HalfspaceDistance.apply(leaf, rows, ia_f, ib_f, scale, lib).view(shape)
+
+
+def _flat_pairs(ia: torch.Tensor, ib: torch.Tensor) -> tuple[torch.Size, torch.Tensor, torch.Tensor]:
+    """The broadcast shape of the pairs and their row indices, flat, contiguous int64."""
+    shape = torch.broadcast_shapes(ia.shape, ib.shape)
+    return shape, *(i.to(torch.int64).expand(shape).reshape(-1).contiguous() for i in (ia, ib))
 
 
 def _kernel(lib: ctypes.CDLL, which: str, rows: torch.Tensor) -> Callable[..., None]:
@@ -763,9 +767,7 @@ def ball(
     lib = _eligible(rows, leaf, "ball")
     if lib is None:
         return batch.ball(rows, ia, ib, c=c, leaf=leaf, cache=cache)
-    shape = torch.broadcast_shapes(ia.shape, ib.shape)
-    ia_f = ia.to(torch.int64).expand(shape).reshape(-1).contiguous()
-    ib_f = ib.to(torch.int64).expand(shape).reshape(-1).contiguous()
+    shape, ia_f, ib_f = _flat_pairs(ia, ib)
     rows = rows.contiguous()
     dfc: torch.Tensor | None = None if cache is None or leaf is not None else cache.get("deficit")
     if dfc is None:
