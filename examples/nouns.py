@@ -92,6 +92,9 @@ def main() -> None:
     p.add_argument(
         "--near-negatives", type=int, default=0, help="of the negatives, how many are drawn below the positive's target (after burn-in)"
     )
+    p.add_argument(
+        "--optimizer", choices=("sgd", "rmsprop"), default="sgd", help="rmsprop: each row moves about lr hyperbolic units per batch"
+    )
     p.add_argument("--eval-sample", type=int, default=2000)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--threads", type=int, default=None)
@@ -130,6 +133,7 @@ def main() -> None:
         scale=args.scale,
         negatives=args.negatives,
         near_negatives=args.near_negatives,
+        optimizer=args.optimizer,
         seed=args.seed,
         lr_schedule=args.lr_schedule,
         lr_end_mult=args.lr_end_mult,

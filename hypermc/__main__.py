@@ -128,6 +128,12 @@ def _parser() -> argparse.ArgumentParser:
         default=0,
         help="of the negatives, how many are drawn among the other descendants of the positive edge's target (after burn-in)",
     )
+    t.add_argument(
+        "--optimizer",
+        default="sgd",
+        choices=["sgd", "rmsprop"],
+        help="rmsprop: each row's gradient over the root of its running mean square norm (lr is then a length, 0.01-0.05)",
+    )
     t.add_argument("--burnin", type=int, default=None, help="default: by the rule (dim 2: 20, dim >= 3: 5)")
     t.add_argument("--burnin-lr-mult", type=float, default=DEFAULTS["burnin_lr_mult"])
     t.add_argument("--scale", type=float, default=None, help="logits -scale * distance; default: by the rule, dim / 4")
@@ -373,6 +379,7 @@ def _train_config(args):
         batch_size=args.batch_size,
         negatives=args.negatives,
         near_negatives=args.near_negatives,
+        optimizer=args.optimizer,
         burnin_lr_mult=args.burnin_lr_mult,
         seed=args.seed,
         retraction=not args.expmap,

@@ -33,6 +33,9 @@ __all__ = [
     "DEFAULTS",
     "DEFAULT_INIT_STD",
     "LR_SCHEDULES",
+    "OPTIMIZERS",
+    "RMSPROP_BETA",
+    "RMSPROP_EPS",
     "RECORD_KEYS",
     "RULE_KEYS",
     "device_name",
@@ -129,6 +132,12 @@ def auto_config(**hyperparameters: Any) -> TrainConfig:
 DEFAULT_INIT_STD = 1e-3
 #: The learning-rate schedules after burn-in (see :func:`~hypermc.embed.train.epoch_lr`).
 LR_SCHEDULES = ("constant", "linear")
+#: The update rules of :func:`~hypermc.embed.train` (``TrainConfig.optimizer``).
+OPTIMIZERS = ("sgd", "rmsprop")
+#: ``optimizer="rmsprop"``: decay of each row's mean square Riemannian gradient norm,
+#: and the ``eps`` added to its square root.
+RMSPROP_BETA = 0.99
+RMSPROP_EPS = 1e-12
 #: Keys that ``train`` adds to a checkpoint's ``config`` record next to the
 #: :class:`TrainConfig` fields (the run, not its hyperparameters); :meth:`TrainConfig.from_dict`
 #: skips them.
@@ -199,6 +208,13 @@ class TrainConfig:
         seed: seed of the run's ``torch.Generator`` (every random draw).
         init_std: standard deviation of the initial points around the origin.
         retraction: update with ``retr`` (default) instead of ``expmap``.
+        optimizer: ``"sgd"`` (Riemannian SGD: each row moves ``lr |rgrad|_x``) or
+            ``"rmsprop"`` (each row keeps the running mean ``v`` of its squared
+            Riemannian gradient norm, ``v = beta v + (1 - beta) |rgrad|_x^2`` with
+            ``beta`` :data:`RMSPROP_BETA`, updated when the row is in a batch, and its
+            gradient is divided by ``sqrt(v) + eps`` (:data:`RMSPROP_EPS`): each row moves
+            about ``lr`` hyperbolic units per batch whatever its gradient's size, so ``lr``
+            is a length (0.01-0.05), not the SGD rate (tens to hundreds)).
         max_rounds: redraw rounds of rejected negatives (then masked).
         max_step: optional bound on the Riemannian length ``lr |rgrad|_x`` of one row's
             update (hyperbolic units); longer steps are shortened, direction kept.
@@ -243,6 +259,7 @@ class TrainConfig:
     seed: int = 0
     init_std: float = DEFAULT_INIT_STD
     retraction: bool = True
+    optimizer: str = "sgd"
     max_rounds: int = MAX_ROUNDS
     max_step: float | None = DEFAULTS["max_step"]
     lr_schedule: str = DEFAULTS["lr_schedule"]
@@ -272,6 +289,7 @@ class TrainConfig:
             "seed": check_int(where, "seed", self.seed, minimum=None),
             "init_std": positive("init_std"),
             "retraction": check_bool(where, "retraction", self.retraction),
+            "optimizer": check_choice(where, "optimizer", self.optimizer, OPTIMIZERS),
             "max_rounds": check_int(where, "max_rounds", self.max_rounds, minimum=0),
             "max_step": positive("max_step", allow_none=True),
             "lr_schedule": check_choice(where, "lr_schedule", self.lr_schedule, LR_SCHEDULES),
@@ -340,14 +358,14 @@ class TrainConfig:
             >>> print(TrainConfig(epochs=10))
             TrainConfig
               dim=2  nc=2  dtype=float64  device=cpu  seed=0
-              epochs=10  lr=10.0  lr_schedule=linear  lr_end_mult=8.0  burnin=20  burnin_lr_mult=0.01
+              epochs=10  optimizer=sgd  lr=10.0  lr_schedule=linear  lr_end_mult=8.0  burnin=20  burnin_lr_mult=0.01
               batch_size=512  negatives=50  near_negatives=0  max_rounds=10  scale=0.5
               retraction=True  fast=False  max_step=1.0  init_std=0.001  checkpoint_every=None
         """
         d = self.to_dict()
         groups = (
             ("dim", "nc", "dtype", "device", "seed"),
-            ("epochs", "lr", "lr_schedule", "lr_end_mult", "burnin", "burnin_lr_mult"),
+            ("epochs", "optimizer", "lr", "lr_schedule", "lr_end_mult", "burnin", "burnin_lr_mult"),
             ("batch_size", "negatives", "near_negatives", "max_rounds", "scale"),
             ("retraction", "fast", "max_step", "init_std", "checkpoint_every"),
         )

@@ -20,6 +20,9 @@ stored as multi-component floats:
 * Optimisation: :class:`~hypermc.optim.RiemannianSGD` in its row-sparse mode on the
   MC embedding table (``retraction=True`` by default: the first-order retraction of
   each model; in MC it costs ~10 ms per batch where ``expmap`` costs ~100 ms at nc=2).
+  With ``optimizer="rmsprop"`` each row's gradient is first divided by the root of its
+  running mean square Riemannian norm (one number per row), so every row moves about
+  ``lr`` hyperbolic units per batch it is in, leaves and hubs alike.
   Each row's step is bounded by ``max_step`` (hyperbolic units). Each batch gathers its
   unique rows, computes all ``B x (1 + N)`` distances in a few vectorised ops
   (:func:`~hypermc.embed.distance.batch_distance`: cancellation-prone parts in MC,
@@ -32,7 +35,8 @@ stored as multi-component floats:
 * Reproducibility: every random draw (initialisation, edge order, negatives) comes from
   one ``torch.Generator`` seeded with ``seed``. A checkpoint holds the MC components,
   the optimizer state, the generator state, the epoch and the configuration
-  (:meth:`TrainConfig.to_dict` plus the manifold, the graph checksum, ...);
+  (:meth:`TrainConfig.to_dict` plus the manifold, the graph checksum, ...) and, with
+  ``optimizer="rmsprop"``, the rows' mean squares;
   ``resume`` continues bit-identically to a run that was never interrupted (same torch
   build, thread count and device type; a run resumes only on the device type it was
   started on, since CPU and CUDA generators draw different streams).
@@ -72,7 +76,7 @@ from ..manifolds.parameter import ManifoldParameter
 from ..manifolds.registry import MANIFOLDS, manifold_from_config  # noqa: F401  (MANIFOLDS: re-exported)
 from ..mcf.tensor import MCTensor
 from ..optim.riemannian import RiemannianSGD
-from .config import DEFAULT_INIT_STD, DEFAULTS, TrainConfig, auto_config, device_name
+from .config import DEFAULT_INIT_STD, DEFAULTS, RMSPROP_BETA, RMSPROP_EPS, TrainConfig, auto_config, device_name
 from .distance import components_of, distance_function
 from .sampler import NegativeSampler
 
@@ -115,6 +119,8 @@ TRAJECTORY_KEYS = (
     "seed",
     "init_std",
     "retraction",
+    "optimizer",
+    "near_negatives",
     "max_rounds",
     "max_step",
     "lr_schedule",
@@ -233,9 +239,9 @@ def train(
             :func:`~hypermc.embed.embed_tree` construction; the config records their
             content hash (``init``), so a resumed run must start from the same points.
         **hyperparameters: :class:`TrainConfig` fields (``dim``, ``nc``, ``dtype``,
-            ``epochs``, ``lr``, ``batch_size``, ``negatives``, ``burnin``,
+            ``epochs``, ``lr``, ``batch_size``, ``negatives``, ``near_negatives``, ``burnin``,
             ``burnin_lr_mult``, ``scale``, ``seed``, ``init_std``, ``retraction``,
-            ``max_rounds``, ``max_step``, ``lr_schedule``, ``lr_end_mult``,
+            ``optimizer``, ``max_rounds``, ``max_step``, ``lr_schedule``, ``lr_end_mult``,
             ``checkpoint_every``, ``device``, ``fast``), when ``config`` is not given.
 
     Returns:
@@ -547,6 +553,8 @@ class _Trainer:
         self.grad = torch.zeros_like(self.table.detach())
         self.grad_comps = components_of(self.grad)
         self.table.grad = self.grad
+        # optimizer="rmsprop": each row's running mean square Riemannian gradient norm
+        self.row_ms = torch.zeros(graph.num_nodes, dtype=torch.float64, device=self.device) if config.optimizer == "rmsprop" else None
 
     def _initial_table(self, init: torch.Tensor | None) -> ManifoldParameter:
         """Random points around the origin (drawn from the run's generator), or ``init``."""
@@ -573,6 +581,14 @@ class _Trainer:
                 f"{self.device.type}: pass device={saved_type!r} (load_checkpoint reads its embeddings anywhere)"
             )
         self.comps.copy_(ckpt["components"].reshape(self.comps.shape))
+        if self.row_ms is not None:
+            row_ms = ckpt.get("row_ms")
+            if not isinstance(row_ms, torch.Tensor) or tuple(row_ms.shape) != tuple(self.row_ms.shape):
+                raise ValueError(
+                    f"train: cannot resume from {os.fspath(path)!r}: optimizer='rmsprop' needs the rows' mean squares "
+                    f"(row_ms, shape ({self.row_ms.shape[0]},)); the checkpoint has {getattr(row_ms, 'shape', None)}"
+                )
+            self.row_ms.copy_(row_ms)
         self.opt.load_state_dict(ckpt["optimizer"])
         self.gen.set_state(ckpt["generator"])
         self.history = list(ckpt["history"])
@@ -595,6 +611,7 @@ class _Trainer:
                 "config": dict(self.record),
                 "components": self.comps.detach().clone(),
                 "optimizer": self.opt.state_dict(),
+                **({} if self.row_ms is None else {"row_ms": self.row_ms.detach().cpu().clone()}),
                 "generator": self.gen.get_state(),
                 "history": list(self.history),
                 "names": list(self.graph.names),
@@ -750,10 +767,26 @@ class _Trainer:
         Raises:
             FloatingPointError: an updated row is not finite (the table keeps the old rows).
         """
+        if self.row_ms is not None:
+            g = self._rmsprop(self.row_ms, ids, rows[..., 0].contiguous(), g)
         if self.config.fast:
             self._update_fast(epoch, ids, rows, g)
         else:
             self._update_exact(epoch, ids, rows, g)
+
+    def _rmsprop(self, row_ms: torch.Tensor, ids: torch.Tensor, x: torch.Tensor, g: torch.Tensor) -> torch.Tensor:
+        """``optimizer="rmsprop"``: update the rows' mean squares ``v`` (``row_ms``) with
+        ``|rgrad|_x^2`` and return ``g / (sqrt(v) + eps)`` (per row; the Riemannian gradient
+        is linear in ``g``, so the step is scaled the same way). ``v`` starts at 0, so a
+        row's first steps are longer (the first ``1 / sqrt(1 - beta) = 10`` times ``lr``,
+        then bounded by ``max_step``). Plain arithmetic on the leading components: it sets
+        step lengths, not positions."""
+        rgrad = self.manifold.egrad2rgrad(x, g)
+        # clamped: a Lorentz tangent vector's Minkowski square can round below 0
+        sq = torch.clamp_min(self.manifold.inner(x, rgrad, rgrad), 0.0).to(torch.float64)
+        v = row_ms[ids] * RMSPROP_BETA + sq * (1.0 - RMSPROP_BETA)
+        row_ms[ids] = v
+        return g * (1.0 / (torch.sqrt(v) + RMSPROP_EPS)).to(g.dtype).unsqueeze(-1)
 
     def _update_exact(self, epoch: int, ids: torch.Tensor, rows: torch.Tensor, g: torch.Tensor) -> None:
         """The full update: clipped gradient into the buffer, one MC :class:`RiemannianSGD` step."""
@@ -1003,7 +1036,7 @@ def _check_checkpoint_tensors(ckpt: dict, name: str) -> None:
 
 # Trajectory keys added after checkpoints were first written, with the value every older
 # checkpoint was trained with (a checkpoint without "fast" used the exact update).
-_LATER_KEYS = {"fast": False, "init": None}
+_LATER_KEYS = {"fast": False, "init": None, "optimizer": "sgd", "near_negatives": 0}
 
 
 def _check_resume(saved: dict[str, Any], current: dict[str, Any], path: str | os.PathLike[str]) -> None:

@@ -109,6 +109,59 @@ def test_resume_is_bit_identical(tmp_path, schedule):
             train(g, M, epochs=6, resume=path, **kw)
 
 
+def test_rmsprop_first_step_is_ten_lr_per_row():
+    """``optimizer="rmsprop"``: the rows' mean squares start at 0, so on its first update
+    every row moves ``lr / sqrt(1 - beta) = 10 lr`` along the geodesic (``expmap``, one
+    batch of all edges, no burn-in, no step bound), whatever its gradient's size."""
+    g = tree_closure(2, 3)
+    M = PoincareHalfspace()
+    kw = dict(
+        dim=2,
+        nc=2,
+        dtype=F64,
+        seed=1,
+        lr=1e-3,
+        batch_size=64,
+        negatives=4,
+        burnin=0,
+        max_step=None,
+        retraction=False,
+        lr_schedule="constant",
+    )
+    start = train(g, M, epochs=0, progress=False, **kw).embeddings
+    moved = train(g, M, epochs=1, progress=False, optimizer="rmsprop", **kw).embeddings
+    d = M.dist(start, moved).approx()
+    assert bool((d > 0).all())
+    torch.testing.assert_close(d, torch.full_like(d, 1e-2), rtol=1e-6, atol=0)  # eps 1e-12 against sqrt(v)
+    sgd = train(g, M, epochs=1, progress=False, **kw).embeddings
+    d_sgd = M.dist(start, sgd).approx()
+    assert float(d_sgd.max() / d_sgd.min()) > 10  # SGD: steps as unequal as the gradients
+
+
+@pytest.mark.parametrize("fast", [False, True])
+def test_rmsprop_reconstructs_and_resumes_bit_identically(tmp_path, fast):
+    g = tree_closure(2, 3)
+    M = PoincareHalfspace()
+    kw = dict(dim=2, nc=2, dtype=F64, seed=2, **{**TOY, "lr": 0.05, "lr_end_mult": 0.1}, optimizer="rmsprop", fast=fast)
+    full = train(g, M, epochs=100, checkpoint_dir=tmp_path / "full", **kw)
+    res = evaluate(M, full.embeddings, g.edges)
+    assert res["map"] == 1.0 and res["mean_rank"] == 1.0
+    assert load_checkpoint(tmp_path / "full" / CHECKPOINT_NAME)["row_ms"].shape == (13,)
+    path = tmp_path / "part" / CHECKPOINT_NAME
+    with pytest.raises(_Interrupt):
+        train(g, M, epochs=100, checkpoint_dir=tmp_path / "part", checkpoint_every=1, callback=_stop_after(7), **kw)
+    resumed = train(g, M, epochs=100, resume=path, **kw)
+    assert torch.equal(resumed.embeddings.components, full.embeddings.components)
+    with pytest.raises(ValueError, match="optimizer is 'rmsprop' in the checkpoint but 'sgd' now"):
+        train(g, M, epochs=100, resume=path, **{**kw, "optimizer": "sgd"})
+    raw = torch.load(path, weights_only=True)
+    del raw["row_ms"]
+    raw["sha256"] = _content_hash(raw)
+    torch.save(raw, path)
+    with pytest.raises(ValueError, match=r"optimizer='rmsprop' needs the rows' mean squares \(row_ms, shape \(13,\)\)"):
+        train(g, M, epochs=100, resume=path, **kw)
+
+
 def test_checkpoint_without_fast_key_resumes_as_exact_update(tmp_path):
     """Checkpoints written before ``fast`` existed were trained with the exact update."""
     g = tree_closure(2, 2)
