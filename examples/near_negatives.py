@@ -29,7 +29,7 @@ from hypermc.embed import evaluate, train
 from hypermc.manifolds import PoincareHalfspace
 
 
-def run(graph, near: int, at: list[int], lr: float) -> tuple[list[str], float]:
+def run(graph, near: int, at: list[int], lr: float, optimizer: str = "sgd") -> tuple[list[str], float]:
     """One training run; the ``MAP / mean rank`` cells at the epochs ``at`` and its wall time."""
     cells: list[str] = []
     manifold = PoincareHalfspace()
@@ -38,7 +38,7 @@ def run(graph, near: int, at: list[int], lr: float) -> tuple[list[str], float]:
         if epoch in at:
             m = evaluate(manifold, table, graph.edges, progress=False)
             cells.append(f"{m['map']:.3f} / {m['mean_rank']:.2f}")
-            print(f"near {near}, epoch {epoch}: MAP {m['map']:.4f}, mean rank {m['mean_rank']:.3f}", flush=True)
+            print(f"{optimizer}, lr {lr}, near {near}, epoch {epoch}: MAP {m['map']:.4f}, mean rank {m['mean_rank']:.3f}", flush=True)
 
     start = time.perf_counter()
     train(
@@ -54,6 +54,7 @@ def run(graph, near: int, at: list[int], lr: float) -> tuple[list[str], float]:
         scale=4.0,
         negatives=50,
         near_negatives=near,
+        optimizer=optimizer,
         seed=0,
         lr_schedule="constant",
         epochs=max(at),
