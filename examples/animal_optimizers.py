@@ -18,12 +18,9 @@ from __future__ import annotations
 
 import argparse
 
-import torch
-from near_negatives import run  # examples/near_negatives.py, beside this script
-from nouns import subtree  # examples/nouns.py
+from near_negatives import prepare, run  # examples/near_negatives.py, beside this script
 
 from hypermc import _results
-from hypermc.data import load_edges, wordnet_closure
 from hypermc.embed.config import OPTIMIZERS
 
 
@@ -48,12 +45,7 @@ def main() -> None:
     p.add_argument("--threads", type=int, default=1)
     _results.add_argument(p)
     args = p.parse_args()
-    if min(args.at) < 1:
-        p.error(f"--at: epochs must be >= 1, got {args.at}")
-    torch.set_num_threads(args.threads)
-    graph = subtree(load_edges(args.csv) if args.csv else wordnet_closure(None), args.root)
-    print(f"{args.root}: {graph.num_nodes} nodes, {graph.num_edges} edges; {args.threads} thread(s)")
-    at = sorted(set(args.at))
+    graph, at = prepare(p, args)
     rows = []
     for optimizer, lr in args.rows:
         cells, seconds = run(graph, 0, at, lr, optimizer)

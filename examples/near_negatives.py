@@ -65,6 +65,17 @@ def run(graph, near: int, at: list[int], lr: float, optimizer: str = "sgd") -> t
     return cells, time.perf_counter() - start
 
 
+def prepare(p: argparse.ArgumentParser, args: argparse.Namespace, label: str = "") -> tuple:
+    """The checked ``--at`` epochs and the subtree graph of ``--csv`` / ``--root`` (threads set,
+    one line printed): the set-up of this script and of ``examples/animal_optimizers.py``."""
+    if min(args.at) < 1:
+        p.error(f"--at: epochs must be >= 1, got {args.at}")
+    torch.set_num_threads(args.threads)
+    graph = subtree(load_edges(args.csv) if args.csv else wordnet_closure(None), args.root)
+    print(f"{args.root}: {graph.num_nodes} nodes, {graph.num_edges} edges; {label}{args.threads} thread(s)")
+    return graph, sorted(set(args.at))
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--csv", default=None, help="nouns closure CSV (default: built from WordNet)")
@@ -75,12 +86,7 @@ def main() -> None:
     p.add_argument("--threads", type=int, default=1)
     _results.add_argument(p)
     args = p.parse_args()
-    if min(args.at) < 1:
-        p.error(f"--at: epochs must be >= 1, got {args.at}")
-    torch.set_num_threads(args.threads)
-    graph = subtree(load_edges(args.csv) if args.csv else wordnet_closure(None), args.root)
-    print(f"{args.root}: {graph.num_nodes} nodes, {graph.num_edges} edges; lr {args.lr}, {args.threads} thread(s)")
-    at = sorted(set(args.at))
+    graph, at = prepare(p, args, f"lr {args.lr}, ")
     rows = []
     for near in args.near:
         cells, seconds = run(graph, near, at, args.lr)
