@@ -129,17 +129,25 @@ def test_refused_settings_make_no_run_directory(tmp_path):
 
 def test_animal_optimizers_table(tmp_path, monkeypatch):
     """``examples/animal_optimizers.py`` (docs/training.md's optimizer rows): one row per
-    ``OPTIMIZER:LR``, MAP / mean rank at each ``--at`` epoch; a bad setting is refused."""
+    ``OPTIMIZER:LR`` and model, MAP / mean rank at each ``--at`` epoch; a bad setting is refused."""
     csv = tmp_path / "tree.csv"
     tree_closure(3, 3).to_csv(csv)
     monkeypatch.syspath_prepend(str(ROOT / "examples"))  # its sibling imports
     out = _run("animal_optimizers.py", "--csv", str(csv), "--root", "r0", "--rows", "sgd:2", "rmsprop:0.05", "--at", "1", "2")
     table = [line for line in out.splitlines() if line.startswith("| ")]
-    assert table[0] == "| optimizer | lr | epoch 1 | epoch 2 | wall s |"
-    assert [row.split(" | ")[:2] for row in table[1:]] == [["| sgd", "2"], ["| rmsprop", "0.05"]]
-    for row in table[1:]:
-        for cell in row.split(" | ")[2:4]:
+    assert table[0] == "| model | optimizer | lr | epoch 1 | epoch 2 | wall s |"
+    assert [row.split(" | ")[:3] for row in table[1:]] == [["| halfspace float64", "sgd", "2"], ["| halfspace float64", "rmsprop", "0.05"]]
+    models = ("--manifolds", "ball", "lorentz", "--nc", "2")
+    out = _run("animal_optimizers.py", "--csv", str(csv), "--root", "r0", "--rows", "rmsprop:0.05", *models, "--at", "2")
+    rows = [line for line in out.splitlines() if line.startswith("| ")][1:]
+    assert [row.split(" | ")[:3] for row in rows] == [["| ball nc=2", "rmsprop", "0.05"], ["| lorentz nc=2", "rmsprop", "0.05"]]
+    for row in table[1:] + rows:
+        for cell in row.split(" | ")[3:-1]:
             mean_ap, rank = (float(v) for v in cell.split(" / "))
             assert 0 < mean_ap <= 1 and rank >= 1
     with pytest.raises(SystemExit):
         _run("animal_optimizers.py", "--csv", str(csv), "--rows", "adam:0.1")
+    with pytest.raises(SystemExit):
+        _run("animal_optimizers.py", "--csv", str(csv), "--manifolds", "sphere")
+    with pytest.raises(SystemExit):
+        _run("animal_optimizers.py", "--csv", str(csv), "--nc", "0")
