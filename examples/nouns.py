@@ -40,6 +40,7 @@ from hypermc import _results
 from hypermc._progress import show_progress
 from hypermc.data import Graph, load_edges, wordnet_closure
 from hypermc.embed import TrainConfig, evaluate, load_checkpoint, train
+from hypermc.embed.config import RMSPROP_EPS
 from hypermc.embed.plot import plot_curve
 from hypermc.embed.train import CHECKPOINT_NAME, MANIFOLDS
 
@@ -95,6 +96,12 @@ def main() -> None:
     p.add_argument(
         "--optimizer", choices=("sgd", "rmsprop"), default="sgd", help="rmsprop: each row moves about lr hyperbolic units per batch"
     )
+    p.add_argument(
+        "--rmsprop-eps",
+        type=float,
+        default=RMSPROP_EPS,
+        help="rmsprop: added to the root of each row's mean square; rows with much smaller gradients barely move",
+    )
     p.add_argument("--eval-sample", type=int, default=2000)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--threads", type=int, default=None)
@@ -134,6 +141,7 @@ def main() -> None:
         negatives=args.negatives,
         near_negatives=args.near_negatives,
         optimizer=args.optimizer,
+        rmsprop_eps=args.rmsprop_eps,
         seed=args.seed,
         lr_schedule=args.lr_schedule,
         lr_end_mult=args.lr_end_mult,

@@ -96,6 +96,7 @@ def _mib(value: int | None) -> int | None:
 
 
 def _parser() -> argparse.ArgumentParser:
+    from .embed.config import RMSPROP_EPS
     from .embed.distributed import DEFAULT_TIMEOUT
     from .embed.train import DEFAULTS
     from .manifolds.registry import ball_models, registered_manifolds
@@ -133,6 +134,12 @@ def _parser() -> argparse.ArgumentParser:
         default="sgd",
         choices=["sgd", "rmsprop"],
         help="rmsprop: each row's gradient over the root of its running mean square norm (lr is then a length, 0.01-0.05)",
+    )
+    t.add_argument(
+        "--rmsprop-eps",
+        type=float,
+        default=RMSPROP_EPS,
+        help="rmsprop: added to the root of each row's mean square; rows with much smaller gradients barely move",
     )
     t.add_argument("--burnin", type=int, default=None, help="default: by the rule (dim 2: 20, dim >= 3: 5)")
     t.add_argument("--burnin-lr-mult", type=float, default=DEFAULTS["burnin_lr_mult"])
@@ -380,6 +387,7 @@ def _train_config(args):
         negatives=args.negatives,
         near_negatives=args.near_negatives,
         optimizer=args.optimizer,
+        rmsprop_eps=args.rmsprop_eps,
         burnin_lr_mult=args.burnin_lr_mult,
         seed=args.seed,
         retraction=not args.expmap,

@@ -135,7 +135,7 @@ LR_SCHEDULES = ("constant", "linear")
 #: The update rules of :func:`~hypermc.embed.train` (``TrainConfig.optimizer``).
 OPTIMIZERS = ("sgd", "rmsprop")
 #: ``optimizer="rmsprop"``: decay of each row's mean square Riemannian gradient norm,
-#: and the ``eps`` added to its square root.
+#: and the default ``eps`` added to its square root (``TrainConfig.rmsprop_eps``).
 RMSPROP_BETA = 0.99
 RMSPROP_EPS = 1e-12
 #: Keys that ``train`` adds to a checkpoint's ``config`` record next to the
@@ -212,9 +212,16 @@ class TrainConfig:
             ``"rmsprop"`` (each row keeps the running mean ``v`` of its squared
             Riemannian gradient norm, ``v = beta v + (1 - beta) |rgrad|_x^2`` with
             ``beta`` :data:`RMSPROP_BETA`, updated when the row is in a batch, and its
-            gradient is divided by ``sqrt(v) + eps`` (:data:`RMSPROP_EPS`): each row moves
-            about ``lr`` hyperbolic units per batch whatever its gradient's size, so ``lr``
-            is a length (0.01-0.05), not the SGD rate (tens to hundreds)).
+            gradient is divided by ``sqrt(v) + rmsprop_eps``: each row whose gradient norm
+            is well above ``rmsprop_eps`` moves about ``lr`` hyperbolic units per batch
+            whatever its gradient's size, so ``lr`` is a length (0.01-0.05), not the SGD
+            rate (tens to hundreds)).
+        rmsprop_eps: ``optimizer="rmsprop"``: added to the root of each row's mean square
+            (default :data:`RMSPROP_EPS`, 1e-12: every row moves about ``lr``). A row whose
+            gradient norm is far below it moves about ``lr |rgrad| / rmsprop_eps``, so a
+            larger value leaves rows whose loss is already small nearly in place (training
+            from a constructed embedding; docs/training.md). Gradients are of the batch's
+            mean loss, so their size scales as ``1 / batch_size``.
         max_rounds: redraw rounds of rejected negatives (then masked).
         max_step: optional bound on the Riemannian length ``lr |rgrad|_x`` of one row's
             update (hyperbolic units); longer steps are shortened, direction kept.
@@ -260,6 +267,7 @@ class TrainConfig:
     init_std: float = DEFAULT_INIT_STD
     retraction: bool = True
     optimizer: str = "sgd"
+    rmsprop_eps: float = RMSPROP_EPS
     max_rounds: int = MAX_ROUNDS
     max_step: float | None = DEFAULTS["max_step"]
     lr_schedule: str = DEFAULTS["lr_schedule"]
@@ -290,6 +298,7 @@ class TrainConfig:
             "init_std": positive("init_std"),
             "retraction": check_bool(where, "retraction", self.retraction),
             "optimizer": check_choice(where, "optimizer", self.optimizer, OPTIMIZERS),
+            "rmsprop_eps": positive("rmsprop_eps"),
             "max_rounds": check_int(where, "max_rounds", self.max_rounds, minimum=0),
             "max_step": positive("max_step", allow_none=True),
             "lr_schedule": check_choice(where, "lr_schedule", self.lr_schedule, LR_SCHEDULES),
@@ -359,14 +368,14 @@ class TrainConfig:
             TrainConfig
               dim=2  nc=2  dtype=float64  device=cpu  seed=0
               epochs=10  optimizer=sgd  lr=10.0  lr_schedule=linear  lr_end_mult=8.0  burnin=20  burnin_lr_mult=0.01
-              batch_size=512  negatives=50  near_negatives=0  max_rounds=10  scale=0.5
+              batch_size=512  negatives=50  near_negatives=0  max_rounds=10  scale=0.5  rmsprop_eps=1e-12
               retraction=True  fast=False  max_step=1.0  init_std=0.001  checkpoint_every=None
         """
         d = self.to_dict()
         groups = (
             ("dim", "nc", "dtype", "device", "seed"),
             ("epochs", "optimizer", "lr", "lr_schedule", "lr_end_mult", "burnin", "burnin_lr_mult"),
-            ("batch_size", "negatives", "near_negatives", "max_rounds", "scale"),
+            ("batch_size", "negatives", "near_negatives", "max_rounds", "scale", "rmsprop_eps"),
             ("retraction", "fast", "max_step", "init_std", "checkpoint_every"),
         )
         lines = ["  " + "  ".join(f"{name}={d[name]}" for name in group) for group in groups]

@@ -120,6 +120,7 @@ TRAJECTORY_KEYS = (
     "init_std",
     "retraction",
     "optimizer",
+    "rmsprop_eps",
     "near_negatives",
     "max_rounds",
     "max_step",
@@ -776,7 +777,7 @@ class _Trainer:
 
     def _rmsprop(self, row_ms: torch.Tensor, ids: torch.Tensor, x: torch.Tensor, g: torch.Tensor) -> torch.Tensor:
         """``optimizer="rmsprop"``: update the rows' mean squares ``v`` (``row_ms``) with
-        ``|rgrad|_x^2`` and return ``g / (sqrt(v) + eps)`` (per row; the Riemannian gradient
+        ``|rgrad|_x^2`` and return ``g / (sqrt(v) + rmsprop_eps)`` (per row; the Riemannian gradient
         is linear in ``g``, so the step is scaled the same way). ``v`` starts at 0, so a
         row's first steps are longer (the first ``1 / sqrt(1 - beta) = 10`` times ``lr``,
         then bounded by ``max_step``). Plain arithmetic on the leading components: it sets
@@ -786,7 +787,7 @@ class _Trainer:
         sq = torch.clamp_min(self.manifold.inner(x, rgrad, rgrad), 0.0).to(torch.float64)
         v = row_ms[ids] * RMSPROP_BETA + sq * (1.0 - RMSPROP_BETA)
         row_ms[ids] = v
-        return g * (1.0 / (torch.sqrt(v) + RMSPROP_EPS)).to(g.dtype).unsqueeze(-1)
+        return g * (1.0 / (torch.sqrt(v) + self.config.rmsprop_eps)).to(g.dtype).unsqueeze(-1)
 
     def _update_exact(self, epoch: int, ids: torch.Tensor, rows: torch.Tensor, g: torch.Tensor) -> None:
         """The full update: clipped gradient into the buffer, one MC :class:`RiemannianSGD` step."""
@@ -1036,7 +1037,7 @@ def _check_checkpoint_tensors(ckpt: dict, name: str) -> None:
 
 # Trajectory keys added after checkpoints were first written, with the value every older
 # checkpoint was trained with (a checkpoint without "fast" used the exact update).
-_LATER_KEYS = {"fast": False, "init": None, "optimizer": "sgd", "near_negatives": 0}
+_LATER_KEYS = {"fast": False, "init": None, "optimizer": "sgd", "near_negatives": 0, "rmsprop_eps": RMSPROP_EPS}
 
 
 def _check_resume(saved: dict[str, Any], current: dict[str, Any], path: str | os.PathLike[str]) -> None:

@@ -74,6 +74,7 @@ def test_values_are_normalised():
         (dict(max_step=0.0), ValueError, r"TrainConfig: max_step must be a finite number > 0.0 or None; got 0.0"),
         (dict(lr_schedule="cosine"), ValueError, r"TrainConfig: lr_schedule must be one of 'constant', 'linear'; got 'cosine'"),
         (dict(optimizer="adam"), ValueError, r"TrainConfig: optimizer must be one of 'sgd', 'rmsprop'; got 'adam'"),
+        (dict(rmsprop_eps=0.0), ValueError, r"TrainConfig: rmsprop_eps must be a finite number > 0.0; got 0.0"),
         (dict(lr_end_mult=0.0), ValueError, r"TrainConfig: lr_end_mult must be a finite number > 0.0; got 0.0"),
         (dict(checkpoint_every=0), ValueError, r"TrainConfig: checkpoint_every must be an int >= 1 or None; got 0"),
         (dict(device=0), TypeError, r"TrainConfig: device must be a str, a torch.device or 'auto'; got int"),

@@ -136,6 +136,11 @@ def test_rmsprop_first_step_is_ten_lr_per_row():
     sgd = train(g, M, epochs=1, progress=False, **kw).embeddings
     d_sgd = M.dist(start, sgd).approx()
     assert float(d_sgd.max() / d_sgd.min()) > 10  # SGD: steps as unequal as the gradients
+    # rmsprop_eps far above every gradient norm: lr |rgrad| / (sqrt(v) + eps), the SGD
+    # step over eps (sqrt(v) = 0.1 |rgrad| adds a relative 0.1 |rgrad| / eps < 1e-7)
+    eps = 1e6
+    damped = train(g, M, epochs=1, progress=False, optimizer="rmsprop", rmsprop_eps=eps, **kw).embeddings
+    torch.testing.assert_close(M.dist(start, damped).approx() * eps, d_sgd, rtol=1e-6, atol=0)
 
 
 @pytest.mark.parametrize("fast", [False, True])
@@ -154,6 +159,8 @@ def test_rmsprop_reconstructs_and_resumes_bit_identically(tmp_path, fast):
     assert torch.equal(resumed.embeddings.components, full.embeddings.components)
     with pytest.raises(ValueError, match="optimizer is 'rmsprop' in the checkpoint but 'sgd' now"):
         train(g, M, epochs=100, resume=path, **{**kw, "optimizer": "sgd"})
+    with pytest.raises(ValueError, match="rmsprop_eps is 1e-12 in the checkpoint but 1e-06 now"):
+        train(g, M, epochs=100, resume=path, **{**kw, "rmsprop_eps": 1e-6})
     raw = torch.load(path, weights_only=True)
     del raw["row_ms"]
     raw["sha256"] = _content_hash(raw)
