@@ -9,7 +9,9 @@ after a warm-up (so a change of machine load affects both), medians of the repea
   ``ManifoldParameter``, ``geoopt.optim.RiemannianSGD``; hypermc: ``PoincareBall()``,
   ``hm.ManifoldParameter``, ``hypermc.optim.RiemannianSGD`` on plain float64 points
   (``dist`` with its default ``check=True`` and with ``check=False``) and on MC points
-  with ``nc = 2`` (each ratio is to geoopt float64);
+  with ``nc = 2``, once moving along the geodesic (``expmap``, hypermc's default) and
+  once by ``retraction=True`` (``projx(x + u)``, the update geoopt's ``RiemannianSGD``
+  makes); each ratio is to geoopt float64;
 * *ops*: ``dist``, ``expmap``, ``logmap``, ``mobius_add`` of the ball and ``dist``,
   ``expmap0``, ``logmap0`` of the hyperboloid (geoopt ``Lorentz(k=1)``, hypermc
   ``Lorentz()``: the same space) on ``--size`` (default 1M) pairs of 16-D float64 points
@@ -99,12 +101,15 @@ def step_rows(points: list[int], repeats: int, gen: torch.Generator) -> list[tup
         oh = RiemannianSGD([ph], lr=1e-3)
         pm = hm.ManifoldParameter(hm.mc(x0.clone(), nc=2), manifold=mh)
         om = RiemannianSGD([pm], lr=1e-3)
+        pr = hm.ManifoldParameter(hm.mc(x0.clone(), nc=2), manifold=mh)
+        orr = RiemannianSGD([pr], lr=1e-3, retraction=True)
 
         geo = functools.partial(_step, og, mg, pg, t, {})
         plain = functools.partial(_step, oh, mh, ph, t, {"check": True})
         plain_nocheck = functools.partial(_step, oh, mh, ph, t, {"check": False})
         mc2 = functools.partial(_step, om, mh, pm, t, {})
-        rows.append((f"step N={n}", time_pair([geo, plain, plain_nocheck, mc2], repeats)))
+        mc2_retr = functools.partial(_step, orr, mh, pr, t, {})
+        rows.append((f"step N={n}", time_pair([geo, plain, plain_nocheck, mc2, mc2_retr], repeats)))
     return rows
 
 
@@ -171,7 +176,7 @@ def main(argv: list[str] | None = None) -> None:
     start = time.perf_counter()
     tables = []
     if args.only in (None, "step"):
-        heads = ["hypermc f64", "hypermc f64 check=False", "hypermc nc=2"]
+        heads = ["hypermc f64", "hypermc f64 check=False", "hypermc nc=2", "hypermc nc=2 retraction=True"]
         print(f"{'case':<22} {'geoopt f64':>12}  " + "  ".join(f"{h:>28}" for h in heads))
         rows = step_rows(args.points, args.repeats, gen)
         for name, ts in rows:
