@@ -218,10 +218,11 @@ class TrainConfig:
             rate (tens to hundreds)).
         rmsprop_eps: ``optimizer="rmsprop"``: added to the root of each row's mean square
             (default :data:`RMSPROP_EPS`, 1e-12: every row moves about ``lr``). A row whose
-            gradient norm is far below it moves about ``lr |rgrad| / rmsprop_eps``, so a
-            larger value leaves rows whose loss is already small nearly in place (training
-            from a constructed embedding; docs/training.md). Gradients are of the batch's
-            mean loss, so their size scales as ``1 / batch_size``.
+            gradient norm is far below it moves about ``lr |rgrad| / rmsprop_eps`` (SGD at
+            rate ``lr / rmsprop_eps``), so a larger value leaves rows whose loss is already
+            small nearly in place. Gradients are of the batch's mean loss, so their size
+            scales as ``1 / batch_size``; on WordNet nouns at batch 32,768 the rows' root
+            mean squares spread from 1e-15 to 3e-5 (docs/training.md).
         max_rounds: redraw rounds of rejected negatives (then masked).
         max_step: optional bound on the Riemannian length ``lr |rgrad|_x`` of one row's
             update (hyperbolic units); longer steps are shortened, direction kept.
