@@ -222,7 +222,7 @@ class TrainConfig:
             rate ``lr / rmsprop_eps``), so a larger value leaves rows whose loss is already
             small nearly in place. Gradients are of the batch's mean loss, so their size
             scales as ``1 / batch_size``; on WordNet nouns at batch 32,768 the rows' root
-            mean squares spread from 1e-15 to 3e-5 (docs/training.md).
+            mean squares spread from 1e-15 to 3e-5 (docs/closure.md).
         max_rounds: redraw rounds of rejected negatives (then masked).
         max_step: optional bound on the Riemannian length ``lr |rgrad|_x`` of one row's
             update (hyperbolic units); longer steps are shortened, direction kept.
