@@ -29,8 +29,9 @@ ARITH = ("add", "sub", "mul", "div", "sqrt")
 ROWS = ("sumsq",)
 #: Elementary functions (the float64 ``part="elementary"`` library).
 ELEMENTARY = ("exp", "log", "expm1", "log1p", "sin", "cos", "tan", "sinh", "cosh", "tanh", "asinh", "acosh", "atanh")
-#: The manifold kernels (:mod:`hypermc.manifolds.math.fused`: the half-space distances).
-MANIFOLD = ("halfspace_dist",)
+#: The manifold kernels (:mod:`hypermc.manifolds.math.fused`: the trainer's and the
+#: evaluator's batched distances of the half-space, the ball and the hyperboloid).
+MANIFOLD = ("halfspace_dist", "ball_dist", "lorentz_dist")
 OPS = ARITH + ROWS + ELEMENTARY + MANIFOLD
 DEVICES = ("cpu", "cuda")
 _DTYPES = {"float32": torch.float32, "float64": torch.float64}
@@ -60,9 +61,12 @@ def _library(op: str, dtype: torch.dtype, nc: int, device: str) -> tuple[tuple, 
     (as :mod:`hypermc.mcf.arith` and :mod:`hypermc.mcf.elementary` dispatch)."""
     name = native._NAMES[dtype]
     if op in MANIFOLD:
+        model = op.removesuffix("_dist")
         if device != "cpu":
             return "no CUDA kernel (CPU only)"
-        return ("halfspace", dtype, nc), "halfspace"
+        if model == "lorentz" and nc not in manifold_kernels.LORENTZ_NCS:
+            return f"no fused kernel at nc={nc} (its sum of squares would need arith kernels at nc + 1 = {nc + 1})"
+        return (model, dtype, nc), model
     if op in ROWS:
         if nc + 1 not in native.NCS:
             return f"the slotted sum tree (no arith kernels at nc + 1 = {nc + 1})"
@@ -87,8 +91,8 @@ def _library(op: str, dtype: torch.dtype, nc: int, device: str) -> tuple[tuple, 
 
 
 def _build(key: tuple, kind: str, dtype: torch.dtype, nc: int, device: str) -> None:
-    if kind == "halfspace":
-        manifold_kernels.available(dtype, nc)
+    if kind in ("halfspace", "ball", "lorentz"):
+        manifold_kernels.available(dtype, nc, kind)
     elif kind == "rows":
         native.available(dtype, nc + 1, "arith", device)
     else:
@@ -109,7 +113,7 @@ def _row(op: str, dtype: str, nc: int, device: str, build: bool) -> Backend:
     if device == "cuda" and native_cuda.available() is not None:
         return torch_path(str(native_cuda.available()))
     key, kind = found
-    fma = {"arith": dtype if op in ("mul", "div", "sqrt") else None, "rows": dtype, "elementary": "float64"}.get(kind)
+    fma = {"arith": dtype if op in ("mul", "div", "sqrt") else None, "rows": dtype, "elementary": "float64", "lorentz": dtype}.get(kind)
     if fma is not None and not has_fused_addcmul(device, _DTYPES[fma]):
         return torch_path(f"no measured fused multiply-add for {fma} on {device}")
     if build:

@@ -9,7 +9,7 @@ from ..mcf.eft import float_format
 from ..mcf.tensor import MCTensor
 from . import convert
 from .base import Device, Manifold, _reason, geoopt_curvature
-from .math import batch, common
+from .math import batch, common, fused
 from .math import lorentz as L
 from .math.batch import components_of
 from .registry import register_manifold
@@ -82,6 +82,7 @@ class Lorentz(Manifold):
     min_dim = 2
     extra_coordinates = 1  # the time coordinate x_0
     converts_to_ball = True
+    fused_dist_batch = staticmethod(fused.lorentz)
 
     def __init__(
         self, *, curvature: float | torch.Tensor | None = None, k: float | torch.Tensor | None = None, learnable: bool = False

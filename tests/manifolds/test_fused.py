@@ -91,13 +91,16 @@ def test_agreement_at_every_scale(seed, exponent, nc):
 
 
 @needs_fused
-@pytest.mark.parametrize("model", ["halfspace", "ball"])
+@pytest.mark.parametrize("model", ["halfspace", "ball", "lorentz"])
 def test_backward_is_independent_of_the_thread_count(model):
     gen = torch.Generator().manual_seed(3)
     if model == "halfspace":
         rows, fn = _table(gen, 3000, 10, 2, torch.float64, 2), fused.halfspace
-    else:
+    elif model == "ball":
         rows, fn = _ball_table(gen, 3000, 10, 2, torch.float64, 8.0), fused.ball
+    else:
+        assert fused.available(torch.float64, 2, "lorentz"), fused.status(model="lorentz")
+        rows, fn = _lorentz_table(gen, 3000, 10, 2, torch.float64, 8.0), fused.lorentz
     ia, ib = torch.randint(3000, (600, 1), generator=gen), torch.randint(3000, (600, 51), generator=gen)
     w = torch.rand(600, 51, generator=gen, dtype=torch.float64)
     before = torch.get_num_threads()
@@ -233,11 +236,12 @@ def test_ball_unfused_cases_are_the_torch_path():
 
 def test_model_names_are_checked():
     assert fused.model_of(fused.ball) == "ball" and fused.model_of(fused.halfspace) == "halfspace"
-    with pytest.raises(ValueError, match=r"status: model must be one of 'halfspace', 'ball'; got 'lorentz'"):
-        fused.status(torch.float64, 2, "lorentz")
-    with pytest.raises(ValueError, match=r"applies: model must be one of 'halfspace', 'ball'; got 'Ball'"):
+    assert fused.model_of(fused.lorentz) == "lorentz"
+    with pytest.raises(ValueError, match=r"status: model must be one of 'halfspace', 'ball', 'lorentz'; got 'hyperboloid'"):
+        fused.status(torch.float64, 2, "hyperboloid")
+    with pytest.raises(ValueError, match=r"applies: model must be one of 'halfspace', 'ball', 'lorentz'; got 'Ball'"):
         fused.applies(torch.zeros(3, 2, 2, dtype=torch.float64), "Ball")
-    with pytest.raises(ValueError, match=r"model_of: kernel must be one of this module's fused distances \(halfspace, ball\); got"):
+    with pytest.raises(ValueError, match=r"model_of: kernel must be one of this module's fused distances \(halfspace, ball, lorentz\)"):
         fused.model_of(batch.ball)
 
 
@@ -267,6 +271,135 @@ def test_the_ball_trains_and_evaluates_through_its_kernel(monkeypatch):
     assert calls["fused"] >= 3 * 3 and calls["torch"] == 0
     before = calls["fused"]
     m = evaluate(PoincareBall(), r.embeddings, g.edges, fast=True, progress=False)
+    assert calls["fused"] > before and calls["torch"] == 0 and 0 < m["map"] <= 1
+
+
+# ------------------------------------------------------------------ Lorentz
+
+
+needs_lorentz = pytest.mark.skipif(
+    not fused.available(torch.float64, 2, "lorentz"), reason=f"fused Lorentz kernels not in use: {fused.status(model='lorentz')}"
+)
+
+
+def _lorentz_table(gen: torch.Generator, u: int, n: int, nc: int, dtype: torch.dtype, top: float) -> torch.Tensor:
+    """MC hyperboloid points (time first, ``n`` coordinates) at radii uniform in ``[0, top]``
+    (``expmap0`` in MC arithmetic of MC tangent vectors with real tails)."""
+    from hypermc.manifolds.math import lorentz as lorentz_math
+
+    direction = torch.randn(u, n - 1, generator=gen, dtype=torch.float64)
+    direction = direction / torch.linalg.vector_norm(direction, dim=-1, keepdim=True)
+    lead = direction * torch.rand(u, 1, generator=gen, dtype=torch.float64) * top
+    eps = torch.finfo(dtype).eps
+    tail = lead * eps * (torch.rand(u, n - 1, generator=gen, dtype=torch.float64) - 0.5)
+    tangent = hm.mc(lead, nc=nc, dtype=dtype) + hm.mc(tail, nc=nc, dtype=dtype)
+    return lorentz_math.expmap0(torch.cat([torch.zeros_like(tangent[..., :1]), tangent], dim=-1)).components.contiguous()
+
+
+@needs_lorentz
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("nc", fused.LORENTZ_NCS)
+@pytest.mark.parametrize("c", [1.0, 0.3])
+def test_lorentz_values_are_the_torch_bits_and_gradients_agree(dtype, nc, c):
+    assert fused.status(dtype, nc, "lorentz") == "in use"
+    gen = torch.Generator().manual_seed(20 + nc)
+    for top in (0.5, 5.0, 30.0 if dtype == torch.float64 else 8.0):
+        rows = _lorentz_table(gen, 50, 6, nc, dtype, top)
+        ia = torch.randint(50, (40, 1), generator=gen)
+        ib = torch.randint(50, (40, 9), generator=gen)
+        value, grad = fused.agreement(rows, ia, ib, c=c, model="lorentz")
+        assert value == 0 and grad <= fused.GRAD_ULPS, (top, value, grad)
+        d = fused.lorentz(rows, ia, ib, c=c)
+        assert d.dtype == dtype and torch.equal(_bits(d), _bits(batch.lorentz(rows, ia, ib, c=c)))
+
+
+@needs_lorentz
+@settings(max_examples=30, deadline=None)
+@given(st.integers(0, 2**32 - 1), st.floats(0.0, 40.0), st.sampled_from([2, 3]), st.integers(2, 12))
+@example(0, 40.0, 2, 11)  # coordinates ~1e17: <delta, delta>_L cancels ~34 digits
+@example(1, 0.0, 3, 2)  # the origin and a 1-D hyperboloid
+def test_lorentz_bits_at_every_radius_and_dimension(seed, top, nc, n):
+    gen = torch.Generator().manual_seed(seed)
+    rows = _lorentz_table(gen, 12, n, nc, torch.float64, top)
+    ia, ib = torch.randint(12, (6, 1), generator=gen), torch.randint(12, (6, 5), generator=gen)
+    value, grad = fused.agreement(rows, ia, ib, c=1.0, model="lorentz")
+    assert value == 0 and grad <= fused.GRAD_ULPS
+
+
+@needs_lorentz
+def test_lorentz_pairs_the_kernel_rejects_take_the_torch_path(monkeypatch):
+    """A zero coordinate difference (equal coordinates, coincident points) fails the traced
+    fast path's check: those pairs, and only those, are recomputed by
+    :func:`batch.minkowski_sq`, and the values are still the torch path's bits."""
+    gen = torch.Generator().manual_seed(5)
+    rows = _lorentz_table(gen, 20, 5, 2, torch.float64, 4.0)
+    rows[3] = rows[2]  # coincident
+    rows[5, 1] = rows[4, 1]  # one equal coordinate
+    ia, ib = torch.tensor([[2], [4], [0]]), torch.tensor([[3, 1], [5, 6], [7, 8]])
+    seen = []
+    real = batch.minkowski_sq
+
+    def spy(a, b):
+        seen.append(a.shape[0])
+        return real(a, b)
+
+    monkeypatch.setattr(batch, "minkowski_sq", spy)
+    d = fused.lorentz(rows, ia, ib, c=1.0)
+    assert seen == [2]  # the pairs (2, 3) and (4, 5)
+    monkeypatch.setattr(batch, "minkowski_sq", real)
+    assert torch.equal(_bits(d), _bits(batch.lorentz(rows, ia, ib, c=1.0)))
+    assert d[0, 0].item() < 1e-150  # q clamped at the smallest normal number, as the torch path
+
+
+def test_lorentz_unfused_cases_are_the_torch_path():
+    """nc = 1, nc = 4 (its sum of squares needs nc + 1 = 5 components), float16 and rows
+    that require grad run batch.lorentz."""
+    gen = torch.Generator().manual_seed(0)
+    ia, ib = torch.tensor([[0], [2]]), torch.tensor([[1, 2, 3]])
+    cases = (
+        _lorentz_table(gen, 4, 3, 2, torch.float64, 2.0)[..., :1],
+        _lorentz_table(gen, 4, 3, 4, torch.float64, 2.0),
+        _lorentz_table(gen, 4, 3, 2, torch.float32, 2.0).to(torch.float16),
+    )
+    for rows in cases:
+        leaf = rows[..., 0].clone().requires_grad_(True)
+        d = fused.lorentz(rows, ia, ib, c=1.0, leaf=leaf)
+        ref_leaf = rows[..., 0].clone().requires_grad_(True)
+        ref = batch.lorentz(rows, ia, ib, c=1.0, leaf=ref_leaf)
+        assert torch.equal(d, ref)
+        d.sum().backward()
+        ref.sum().backward()
+        assert torch.equal(leaf.grad, ref_leaf.grad)
+    assert not fused.available(torch.float64, 4, "lorentz") and not fused.applies(cases[1], "lorentz")
+    assert fused.status(torch.float64, 4, "lorentz") == "no fused kernels for torch.float64 nc=4 (float32/float64, nc in (2, 3))"
+
+
+@needs_lorentz
+def test_lorentz_trains_and_evaluates_through_its_kernel(monkeypatch):
+    """``train(fast=True)`` and ``evaluate(fast=True)`` on the hyperboloid call the fused
+    kernel (each batch, each evaluation tile) and no torch-path batch distance."""
+    from hypermc.embed import evaluate, train
+    from hypermc.manifolds import Lorentz
+    from tests.embed.helpers import tree_closure
+
+    calls = {"fused": 0, "torch": 0}
+    real_fused, real_torch = fused._lorentz_q, batch.lorentz
+
+    def spy_fused(*a, **k):
+        calls["fused"] += 1
+        return real_fused(*a, **k)
+
+    def spy_torch(*a, **k):
+        calls["torch"] += 1
+        return real_torch(*a, **k)
+
+    monkeypatch.setattr(fused, "_lorentz_q", spy_fused)
+    monkeypatch.setattr(batch, "lorentz", spy_torch)
+    g = tree_closure(3, 3)
+    r = train(g, Lorentz(), dim=5, nc=2, epochs=3, batch_size=32, negatives=5, fast=True, progress=False)
+    assert calls["fused"] >= 3 * 3 and calls["torch"] == 0
+    before = calls["fused"]
+    m = evaluate(Lorentz(), r.embeddings, g.edges, fast=True, progress=False)
     assert calls["fused"] > before and calls["torch"] == 0 and 0 < m["map"] <= 1
 
 

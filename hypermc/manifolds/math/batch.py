@@ -54,7 +54,7 @@ from ...mcf.eft import two_sum
 from ...mcf.tensor import MCTensor
 from . import common
 
-__all__ = ["components_of", "rounded_difference", "halfspace", "ball", "lorentz", "euclidean", "generic"]
+__all__ = ["components_of", "rounded_difference", "halfspace", "ball", "lorentz", "minkowski_sq", "lorentz_from_sq", "euclidean", "generic"]
 
 
 def components_of(table: torch.Tensor) -> torch.Tensor:
@@ -213,17 +213,47 @@ def lorentz(
     p = _plain(rows, leaf)
     pa, pb = p[ia], p[ib]
     with torch.no_grad():
-        if rows.shape[-1] == 1:
-            delta = rows[ia][..., 0] - rows[ib][..., 0]
-            q = _minkowski(delta, delta)
-        else:
-            d = arith.sub(rows[ia], rows[ib])
-            spatial = reduce.sumsq(d[..., 1:, :], -1)  # one fused row kernel (nc = 2, 3)
-            q = arith.sub(spatial, arith.mul(d[..., 0, :], d[..., 0, :]))[..., 0]
-            delta = d[..., 0]
-    # <delta, delta>_L >= 0 for points of the hyperboloid; rounding can make it slightly
-    # negative for coincident points: clamp at the smallest normal number (distance ~0).
+        q, delta = minkowski_sq(rows[ia], rows[ib])
     q = _exact(lambda: 2.0 * _minkowski(delta, pa - pb), q, leaf)
+    return lorentz_from_sq(q, c)
+
+
+def minkowski_sq(a: torch.Tensor, b: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """``<a - b, a - b>_L`` of MC rows ``(..., n, nc)`` (time coordinate first) in MC
+    arithmetic, rounded once to the component dtype, and the coordinate differences
+    ``(..., n)`` (the leading components of the MC differences): the part of
+    :func:`lorentz` that needs the components. The coordinate differences
+    (:func:`hypermc.mcf.arith.sub`), the sum of the spatial squares
+    (:func:`hypermc.mcf.reduce.sumsq`: one fused row kernel at nc = 2, 3), the time
+    coordinate's square and the difference, each an MC operation.
+
+    Example:
+        >>> a = torch.tensor([[[1.25, 0.0], [0.75, 0.0]]], dtype=torch.float64)  # (5/4, 3/4), nc = 2
+        >>> b = torch.tensor([[[1.0, 0.0], [0.0, 0.0]]], dtype=torch.float64)  # the origin
+        >>> q, delta = minkowski_sq(a, b)
+        >>> q.tolist(), delta.tolist()  # 0.75^2 - 0.25^2
+        ([0.5], [[0.25, 0.75]])
+    """
+    if a.shape[-1] == 1:
+        delta = a[..., 0] - b[..., 0]
+        return _minkowski(delta, delta), delta
+    d = arith.sub(a, b)
+    spatial = reduce.sumsq(d[..., 1:, :], -1)
+    return arith.sub(spatial, arith.mul(d[..., 0, :], d[..., 0, :]))[..., 0], d[..., 0]
+
+
+def lorentz_from_sq(q: torch.Tensor, c: float) -> torch.Tensor:
+    """The hyperboloid distance ``(2 / sqrt c) asinh(sqrt(c q) / 2)`` from ``q =
+    <delta, delta>_L`` (plain; differentiable).
+
+    ``q >= 0`` for points of the hyperboloid; rounding can make it slightly negative for
+    coincident points, so it is clamped at the smallest normal number (distance ~0).
+
+    Example:
+        >>> d = lorentz_from_sq(torch.tensor([0.5, -1e-300], dtype=torch.float64), 1.0)
+        >>> round(float(d[0]), 6), float(d[1]) < 1e-150  # ln 2; the clamped pair
+        (0.693147, True)
+    """
     q = q.clamp_min(torch.finfo(q.dtype).tiny)
     return torch.asinh(torch.sqrt(q * c) * 0.5) * (2.0 / math.sqrt(c))
 

@@ -1,4 +1,5 @@
-"""Fused CPU kernels for the trainer's batched half-space distances (forward and backward).
+"""Fused CPU kernels for the trainer's batched distances (half-space, ball, hyperboloid;
+forward and backward) and the half-space retraction.
 
 :func:`hypermc.manifolds.math.batch.halfspace` computes ``B x (1 + negatives)`` distances
 and their gradient in ~15 torch kernels forward and ~25 backward, each one memory pass
@@ -30,7 +31,20 @@ Gradient: with ``q = delta / h``, ``h = sqrt(x_n) sqrt(y_n)``, ``m = |q|``,
 deterministic and independent of the thread count: each thread owns a range of rows and
 adds the terms of the pairs touching them in pair order.
 
-Scope: CPU, float32/float64, nc = 2, 3, 4, rows that do not require grad, outside
+The ball (:func:`ball`) follows the same contract, with the per-row deficits of
+:func:`.batch.ball` passed in. The hyperboloid (:func:`lorentz`) is stricter: its MC part,
+``q = <delta, delta>_L``, is the traced fast paths of :func:`.batch.minkowski_sq` in its
+order (the coordinate differences, the squares at ``nc + 1`` components summed pairwise
+as :func:`hypermc.mcf.reduce.sumsq` does, the rounding, the time square, the difference),
+the pairs whose checks fail are recomputed by the torch path, and the distance is the
+torch path's own expression of ``q``: the values are the torch path's bits; only the
+gradient's scatter to the rows runs in another order. It needs nc + 1 component
+arithmetic, so nc = 2, 3 (nc = 4 runs the torch path). Pairs are processed in blocks whose
+coordinates are gathered into planar buffers, so each traced step is one vectorised loop
+over a block (gathering inside the loop kept the compiler from vectorising it, 3x slower);
+the epoch times per model are in docs/training.md ("Epoch times on the CPU").
+
+Scope: CPU, float32/float64, nc = 2, 3, 4 (Lorentz: 2, 3), rows that do not require grad, outside
 ``torch.compile`` tracing. Anything else -- CUDA, plain tables, nc = 1 (which must equal
 plain torch arithmetic bit for bit), no compiler, ``HYPERMC_NATIVE=0`` -- runs
 :func:`.batch.halfspace`.
@@ -41,20 +55,37 @@ from __future__ import annotations
 import ctypes
 import math
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 import torch
 
 from ..._checks import check_choice
 from ...mcf import arith, native, registry
 from ...mcf.eft import has_fused_addcmul, tracing
-from ...mcf.native.source import inline_function, op_body, prelude
+from ...mcf.native.source import inline_function, op_body, prelude, round_body
+from ...mcf.tensor import MCTensor
 from . import batch
+from . import lorentz as lorentz_math
 
-__all__ = ["halfspace", "ball", "halfspace_retr", "halfspace_retr_reference", "available", "applies", "status", "model_of", "NCS"]
+__all__ = [
+    "halfspace",
+    "ball",
+    "lorentz",
+    "halfspace_retr",
+    "halfspace_retr_reference",
+    "available",
+    "applies",
+    "status",
+    "model_of",
+    "NCS",
+    "LORENTZ_NCS",
+]
 
 #: Component counts with fused kernels (nc = 1 is plain arithmetic: the torch path).
 NCS = (2, 3, 4)
+#: The Lorentz model's (its spatial sum of squares is taken at nc + 1 components, where
+#: :mod:`hypermc.mcf.native` has arithmetic kernels up to 4: nc = 4 runs the torch path).
+LORENTZ_NCS = (2, 3)
 _TYPES = {torch.float32: ("f32", "float"), torch.float64: ("f64", "double")}
 _STEM = "hypermc_fused_halfspace"
 #: Pairs per thread below which the forward pass runs in one call.
@@ -289,6 +320,200 @@ extern "C" int64_t hs_retr_{name}_{nc}(int64_t R, int64_t n, const {ctype}* x, c
 """
 
 
+_LORENTZ_TEMPLATE = r"""
+// Pairs per block of lz_q (its vectorised loops run over a block's pairs).
+constexpr int64_t LZ_BLOCK = 32;
+
+// Lorentz gradient rows [r0, r1) (as backward) from g = dL/dq of each pair's q = <delta, delta>_L:
+// dq/dx_a = 2 J delta, dq/dx_b = -2 J delta (J = diag(-1, 1, ..., 1); the surrogate derivative of
+// batch.lorentz, delta the rounded coordinate differences).
+template <typename T, int NC>
+static void lorentz_backward(int64_t r0, int64_t r1, int64_t P, const T* rows, int64_t n, const int64_t* ia,
+                             const int64_t* ib, const T* g, T* grad) {
+    const int64_t w = n * NC;
+    owned_pairs(r0, r1, P, rows, n, w, ia, ib, grad, [&](int64_t p, int64_t a, int64_t b, bool own_a, bool own_b) {
+        const T* ra = rows + a * w;
+        const T* rb = rows + b * w;
+        const T gg = g[p] * T(2);
+        T* ga = grad + a * n;
+        T* gb = grad + b * n;
+        for (int64_t i = 0; i < n; ++i) {
+            const T d = rounded_difference<T, NC>(ra + i * NC, rb + i * NC) * gg;
+            const T term = i == 0 ? -d : d;
+            if (own_a) ga[i] += term;
+            if (own_b) gb[i] -= term;
+        }
+    });
+}
+"""
+
+_LORENTZ = r"""
+// q = <a - b, a - b>_L of the pairs [0, P) (rows of n coordinates, time first, {nc} components):
+// the operations of batch.minkowski_sq in its order (arith.sub per coordinate; reduce.sumsq of
+// the spatial differences: squares at {w} components, summed pairwise, arith.round_to; the time
+// coordinate's square by arith.mul; arith.sub), each the traced fast path of the torch kernels.
+// good[p] = 0 where one of those checks fails (the caller recomputes those pairs by the torch
+// path); returns their number. Pairs are processed in blocks of LZ_BLOCK, planar in a block
+// buffer, so every step is one vectorised loop over the block's pairs.
+extern "C" int64_t lz_q_{name}_{nc}(int64_t P, const {ctype}* rows, int64_t n, const int64_t* ia, const int64_t* ib,
+        {ctype}* q, uint8_t* good, int64_t threads) {{
+    using T = {ctype};
+    constexpr int NC = {nc}, W = {w};
+    constexpr int64_t B = LZ_BLOCK;
+    constexpr T CANCEL = T(1) / (T(64) * (std::numeric_limits<T>::epsilon() / T(2)));
+    (void)CANCEL;
+    const int64_t rw = n * NC;
+    const int64_t blocks = (P + B - 1) / B;
+    int64_t bad = 0;
+    #pragma omp parallel num_threads(threads) reduction(+ : bad)
+    {{
+        std::unique_ptr<T[]> buf(new T[std::max<int64_t>(n, 1) * W * B]);
+        T t0[NC * B], ga[NC * B], gb[NC * B];
+        uint8_t ok[B];
+        // the coordinate at offset `at` of the block's rows, planar: g[k * B + j]
+        auto gather = [](T* a, T* b, const T* rows, const int64_t* ia, const int64_t* ib, int64_t p0, int64_t m, int64_t rw, int64_t at) {{
+            for (int64_t j = 0; j < m; ++j) {{
+                const T* ra = rows + ia[p0 + j] * rw + at;
+                const T* rb = rows + ib[p0 + j] * rw + at;
+                for (int k = 0; k < NC; ++k) a[k * B + j] = ra[k], b[k * B + j] = rb[k];
+            }}
+        }};
+        #pragma omp for schedule(static)
+        for (int64_t blk = 0; blk < blocks; ++blk) {{
+            const int64_t p0 = blk * B, m = std::min<int64_t>(B, P - p0);
+            T* s = buf.get();
+            gather(ga, gb, rows, ia, ib, p0, m, rw, 0);
+            #pragma omp simd
+            for (int64_t j = 0; j < m; ++j) {{  // the time coordinate: arith.sub(a_0, b_0)
+                const T sign = T(-1);
+                bool okv;
+#define X(k) ga[(k) * B + j]
+#define Y(k) gb[(k) * B + j]
+#define OUT(k) t0[(k) * B + j]
+#define OK okv
+                {sub}
+#undef X
+#undef Y
+#undef OUT
+#undef OK
+                ok[j] = (uint8_t)okv;
+            }}
+            for (int64_t i = 1; i < n; ++i) {{  // spatial: arith.sub(a_i, b_i), its square at W components
+                T* sq = s + (i - 1) * W * B;
+                gather(ga, gb, rows, ia, ib, p0, m, rw, i * NC);
+                #pragma omp simd
+                for (int64_t j = 0; j < m; ++j) {{
+                    T d[W];
+                    d[NC] = T(0);
+                    bool okv, okw;
+                    {{
+                        const T sign = T(-1);
+#define X(k) ga[(k) * B + j]
+#define Y(k) gb[(k) * B + j]
+#define OUT(k) d[k]
+#define OK okv
+                        {sub}
+#undef X
+#undef Y
+#undef OUT
+#undef OK
+                    }}
+                    {{
+#define X(k) d[k]
+#define Y(k) d[k]
+#define OUT(k) sq[(k) * B + j]
+#define OK okw
+                        {square}
+#undef X
+#undef Y
+#undef OUT
+#undef OK
+                    }}
+                    ok[j] &= (uint8_t)(okv & okw);
+                }}
+            }}
+            if (n < 2)
+                for (int64_t k = 0; k < W * B; ++k) s[k] = T(0);
+            for (int64_t len = n - 1; len > 1;) {{  // pairwise: the first half plus the second half
+                const int64_t h = len / 2;
+                for (int64_t i = 0; i < h; ++i) {{
+                    T* a = s + i * W * B;
+                    const T* c2 = s + (h + i) * W * B;
+                    #pragma omp simd
+                    for (int64_t j = 0; j < m; ++j) {{
+                        const T sign = T(1);
+                        bool okv;
+#define X(k) a[(k) * B + j]
+#define Y(k) c2[(k) * B + j]
+#define OUT(k) a[(k) * B + j]
+#define OK okv
+                        {add}
+#undef X
+#undef Y
+#undef OUT
+#undef OK
+                        ok[j] &= (uint8_t)okv;
+                    }}
+                }}
+                if (len % 2) std::memcpy(s + h * W * B, s + 2 * h * W * B, sizeof(T) * W * B);
+                len = h + len % 2;
+            }}
+            #pragma omp simd
+            for (int64_t j = 0; j < m; ++j) {{
+                T sp[NC], t2[NC], qq[NC];
+                bool ok1, ok2, ok3;
+                {{  // arith.round_to(sum, NC)
+#define X(k) s[(k) * B + j]
+#define OUT(k) sp[k]
+#define OK ok1
+                    {rounding}
+#undef X
+#undef OUT
+#undef OK
+                }}
+                {{  // arith.mul(t, t)
+#define X(k) t0[(k) * B + j]
+#define Y(k) t0[(k) * B + j]
+#define OUT(k) t2[k]
+#define OK ok2
+                    {mul}
+#undef X
+#undef Y
+#undef OUT
+#undef OK
+                }}
+                {{
+                    const T sign = T(-1);  // arith.sub(spatial, t^2)
+#define X(k) sp[k]
+#define Y(k) t2[k]
+#define OUT(k) qq[k]
+#define OK ok3
+                    {sub}
+#undef X
+#undef Y
+#undef OUT
+#undef OK
+                }}
+                q[p0 + j] = qq[0];
+                ok[j] &= (uint8_t)(ok1 & ok2 & ok3);
+            }}
+            for (int64_t j = 0; j < m; ++j) {{
+                good[p0 + j] = ok[j];
+                bad += !ok[j];
+            }}
+        }}
+    }}
+    return bad;
+}}
+extern "C" void lz_backward_{name}_{nc}(int64_t U, int64_t P, const {ctype}* rows, int64_t n, const int64_t* ia,
+        const int64_t* ib, const {ctype}* g, {ctype}* grad, int64_t threads) {{
+    #pragma omp parallel for num_threads(threads) schedule(static, 1)
+    for (int64_t t = 0; t < threads; ++t)
+        lorentz_backward<{ctype}, {nc}>(U * t / threads, U * (t + 1) / threads, P, rows, n, ia, ib, g, grad);
+}}
+"""
+
+
 def source() -> str:
     """The C++ source of the library (every dtype and nc of :data:`NCS`).
 
@@ -303,13 +528,23 @@ def source() -> str:
         True
     """
     differences = [inline_function(f"rounded_difference_{nc}", batch.rounded_difference, nc, 2) for nc in NCS]
-    parts = [prelude(), "}  // namespace\n", *(f"{d}\n" for d in differences), _TEMPLATE]
+    parts = [prelude(), "}  // namespace\n", *(f"{d}\n" for d in differences), _TEMPLATE, _LORENTZ_TEMPLATE]
+    body = "\n                ".join
     for name, ctype in _TYPES.values():
         for nc in NCS:
             parts.append(_INSTANCE.format(name=name, ctype=ctype, nc=nc))
             add, mul = op_body("add", nc, 1), op_body("mul", nc, 1)
-            body = "\n                ".join
             parts.append(_RETR.format(name=name, ctype=ctype, nc=nc, add=body(add), mul=body(mul)))
+        for nc in LORENTZ_NCS:
+            w = nc + 1
+            bodies = {
+                "sub": op_body("add", nc, nc),
+                "square": op_body("mul", w, w),
+                "add": op_body("add", w, w),
+                "rounding": round_body(w, nc),
+                "mul": op_body("mul", nc, nc),
+            }
+            parts.append(_LORENTZ.format(name=name, ctype=ctype, nc=nc, w=w, **{k: body(v) for k, v in bodies.items()}))
     return "".join(parts)
 
 
@@ -332,6 +567,13 @@ def _declare(lib: ctypes.CDLL) -> None:
             bbwd = getattr(lib, f"ball_backward_{name}_{nc}")
             bbwd.argtypes = [i64, i64, vp, vp, i64, vp, vp, dbl, vp, vp, vp, vp, i64]
             bbwd.restype = None
+        for nc in LORENTZ_NCS:
+            lq = getattr(lib, f"lz_q_{name}_{nc}")
+            lq.argtypes = [i64, vp, i64, vp, vp, vp, vp, i64]
+            lq.restype = i64
+            lbwd = getattr(lib, f"lz_backward_{name}_{nc}")
+            lbwd.argtypes = [i64, i64, vp, i64, vp, vp, vp, vp, i64]
+            lbwd.restype = None
 
 
 #: Tolerances of the load-time check and the tests (ulps of the component dtype): values,
@@ -394,6 +636,32 @@ def _ball_check_inputs(dtype: torch.dtype, nc: int) -> tuple[torch.Tensor, torch
     lead[1::4] = lead[0::4] * (1 + 1e-9 * torch.rand(16, 1, generator=gen, dtype=torch.float64))  # close pairs
     lead[2] = 0.0  # the origin
     return _with_tails(lead, dtype, nc, gen)
+
+
+def _lorentz_check_inputs(dtype: torch.dtype, nc: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Hyperboloid points (time coordinate first) at radii from 0 to 30 (float64; 8 in
+    float32), close pairs, cancelling tails, coincident points, the origin, and a pair
+    with an equal coordinate (a zero difference: the torch path's second pass)."""
+    gen = torch.Generator().manual_seed(20261130)
+    u, n = 64, 5
+    direction = torch.randn(u, n - 1, generator=gen, dtype=torch.float64)
+    direction = direction / torch.linalg.vector_norm(direction, dim=-1, keepdim=True)
+    top = 30.0 if dtype == torch.float64 else 8.0
+    radius = torch.rand(u, 1, generator=gen, dtype=torch.float64) * top
+    radius[1::4] = radius[0::4] * (1 + 1e-9 * torch.rand(16, 1, generator=gen, dtype=torch.float64))  # close pairs
+    direction[1::4] = direction[0::4]
+    radius[2] = 0.0  # the origin
+    radius[5], direction[5] = radius[4], direction[4]  # coincident with row 4
+    tangent = MCTensor.from_components(_with_tails(direction * radius, dtype, nc, gen)[0])
+    point = lorentz_math.expmap0(torch.cat([torch.zeros_like(tangent[..., :1]), tangent], dim=-1))
+    rows = cast(MCTensor, point).components.contiguous()
+    rows[7, 1] = rows[6, 1]  # an equal spatial coordinate
+    ia = torch.randint(u, (40, 1), generator=gen)
+    ib = torch.randint(u, (40, 7), generator=gen)
+    ib[:, 0] = ia[:, 0] ^ 1  # the close neighbour
+    ia[0, 0], ib[0, 1] = 4, 5
+    ia[1, 0], ib[1, 1] = 6, 7
+    return rows, ia, ib
 
 
 def agreement(rows: torch.Tensor, ia: torch.Tensor, ib: torch.Tensor, *, c: float, model: str = "halfspace") -> tuple[float, float]:
@@ -487,9 +755,33 @@ def _ball_term_magnitude(rows: torch.Tensor, ia: torch.Tensor, ib: torch.Tensor,
     return out.to(rows.dtype)
 
 
+def _lorentz_term_magnitude(rows: torch.Tensor, ia: torch.Tensor, ib: torch.Tensor, c: float, w: torch.Tensor) -> torch.Tensor:
+    """:func:`_term_magnitude` of the Lorentz model's gradient (float64): per pair
+    ``|2 (dd/dq) delta_i|``."""
+    x = rows.to(torch.float64)
+    shape = torch.broadcast_shapes(ia.shape, ib.shape)
+    ia_f, ib_f = ia.expand(shape).reshape(-1), ib.expand(shape).reshape(-1)
+    q, _ = batch.minkowski_sq(x[ia_f], x[ib_f])
+    q = q.clamp_min(torch.finfo(rows.dtype).tiny).requires_grad_(True)
+    with torch.enable_grad():
+        (gq,) = torch.autograd.grad(batch.lorentz_from_sq(q, c).sum(), q)
+    delta = batch.rounded_difference(x[ia_f], x[ib_f])
+    terms = (2 * gq * w.reshape(-1).to(torch.float64)).abs().unsqueeze(-1) * delta.abs()
+    out = torch.zeros(rows.shape[:2], dtype=torch.float64)
+    out.index_add_(0, ia_f, terms)
+    out.index_add_(0, ib_f, terms)
+    return out.to(rows.dtype)
+
+
 def _check(lib: ctypes.CDLL, dtype: torch.dtype, nc: int, model: str) -> str | None:
     """What of the (dtype, nc) kernels of ``model`` disagrees with the torch path, else None."""
     name = _TYPES[dtype][0]
+    if model == "lorentz":
+        for c in (1.0, 0.3):
+            value, grad = agreement(*_lorentz_check_inputs(dtype, nc), c=c, model="lorentz")
+            if not (value == 0 and grad <= GRAD_ULPS):
+                return f"lorentz {name} nc={nc} c={c} (values {value:.1f} ulps, gradients {grad:.1f} ulps)"
+        return None
     if model == "ball":
         for c in (1.0, 0.3):
             value, grad = agreement(*_ball_check_inputs(dtype, nc), c=c, model="ball")
@@ -535,7 +827,9 @@ def available(dtype: torch.dtype = torch.float64, nc: int = 2, model: str = "hal
         (False, False)
     """
     model = check_choice("available", "model", model, tuple(_MODELS))
-    return dtype in _TYPES and nc in NCS and _kernels(dtype, nc, model) is not None
+    if dtype not in _TYPES or nc not in _ncs(model) or (model == "lorentz" and not _lorentz_arith(dtype, nc)):
+        return False
+    return _kernels(dtype, nc, model) is not None
 
 
 def status(dtype: torch.dtype = torch.float64, nc: int = 2, model: str = "halfspace") -> str:
@@ -548,8 +842,10 @@ def status(dtype: torch.dtype = torch.float64, nc: int = 2, model: str = "halfsp
         'no fused kernels for torch.float64 nc=1 (float32/float64, nc in (2, 3, 4))'
     """
     model = check_choice("status", "model", model, tuple(_MODELS))
-    if dtype not in _TYPES or nc not in NCS:
-        return f"no fused kernels for {dtype} nc={nc} (float32/float64, nc in {NCS})"
+    if dtype not in _TYPES or nc not in _ncs(model):
+        return f"no fused kernels for {dtype} nc={nc} (float32/float64, nc in {_ncs(model)})"
+    if model == "lorentz" and not _lorentz_arith(dtype, nc):
+        return f"the arithmetic kernels the Lorentz kernel traces are not in use for {dtype} nc={nc} and {nc + 1}"
     _kernels(dtype, nc, model)
     return registry.state((model, dtype, nc))
 
@@ -566,8 +862,22 @@ def applies(rows: torch.Tensor, model: str = "halfspace") -> bool:
     return _eligible(rows, None, check_choice("applies", "model", model, tuple(_MODELS))) is not None
 
 
+def _ncs(model: str) -> tuple[int, ...]:
+    """The component counts with fused kernels of ``model``."""
+    return LORENTZ_NCS if model == "lorentz" else NCS
+
+
+def _lorentz_arith(dtype: torch.dtype, nc: int) -> bool:
+    """Whether the Lorentz kernel's traced fast paths are what the torch path runs: the
+    arithmetic kernels of :mod:`hypermc.mcf.native` at ``nc`` and ``nc + 1`` in use and
+    ``arith.mul``'s double-word product the FMA kernel."""
+    return has_fused_addcmul("cpu", dtype) and native.available(dtype, nc) and native.available(dtype, nc + 1)
+
+
 def _eligible(rows: torch.Tensor, leaf: torch.Tensor | None, model: str = "halfspace") -> ctypes.CDLL | None:
-    if rows.device.type != "cpu" or rows.dtype not in _TYPES or rows.shape[-1] not in NCS or rows.requires_grad:
+    if rows.device.type != "cpu" or rows.dtype not in _TYPES or rows.shape[-1] not in _ncs(model) or rows.requires_grad:
+        return None
+    if model == "lorentz" and not _lorentz_arith(rows.dtype, rows.shape[-1]):
         return None
     if leaf is not None and (leaf.device.type != "cpu" or leaf.dtype != rows.dtype):
         return None
@@ -840,10 +1150,82 @@ class _BallDistance(torch.autograd.Function):
         return grad, None, None, None, None, None, None
 
 
+def lorentz(
+    rows: torch.Tensor, ia: torch.Tensor, ib: torch.Tensor, *, c: float, leaf: torch.Tensor | None = None, cache: dict | None = None
+) -> torch.Tensor:
+    """:func:`.batch.lorentz` with its MC part, ``q = <delta, delta>_L``, in one fused
+    pass over the pairs where it applies (CPU, float32/float64, nc = 2, 3: the kernel
+    ``lz_q``), and the gradient with respect to ``leaf`` scattered to the rows by one
+    fused backward pass (``lz_backward``); the torch path otherwise.
+
+    ``q`` has the torch path's bits: the kernel runs the same traced fast paths in the
+    same order (:func:`.batch.minkowski_sq`), and the pairs where a check fails (a zero
+    coordinate difference, a heavily cancelling one) are recomputed by the torch path.
+    The distance is then :func:`.batch.lorentz_from_sq`, the torch path's own expression,
+    so the values are the same bits. Gradient entries within :data:`GRAD_ULPS` ulps of
+    the sum of their terms' magnitudes (the terms are summed in another order).
+
+    Example:
+        >>> from hypermc.manifolds.math import lorentz as lorentz_math
+        >>> u = hm.mc([[0.0, 0.0, 0.0], [0.0, 1.0, 0.0], [0.0, 0.0, 2.0]], nc=2, dtype=torch.float64)
+        >>> rows = batch.components_of(lorentz_math.expmap0(u))
+        >>> ia, ib = torch.tensor([[0], [1]]), torch.tensor([[1, 2], [2, 0]])
+        >>> d = lorentz(rows, ia, ib, c=1.0)
+        >>> torch.equal(d, batch.lorentz(rows, ia, ib, c=1.0)), [round(v, 6) for v in d[0].tolist()]
+        (True, [1.0, 2.0])
+    """
+    lib = _eligible(rows, leaf, "lorentz")
+    if lib is None:
+        return batch.lorentz(rows, ia, ib, c=c, leaf=leaf, cache=cache)
+    shape, ia_f, ib_f = _flat_pairs(ia, ib)
+    rows = rows.contiguous()
+    if leaf is None or not torch.is_grad_enabled():
+        q = _lorentz_q(lib, rows, ia_f, ib_f)
+    else:
+        q = _LorentzSquare.apply(leaf, rows, ia_f, ib_f, lib)
+    return batch.lorentz_from_sq(q, c).view(shape)
+
+
+def _lorentz_q(lib: ctypes.CDLL, rows: torch.Tensor, ia: torch.Tensor, ib: torch.Tensor) -> torch.Tensor:
+    """``q`` of the flat pairs by ``lz_q``; the pairs it flags by :func:`.batch.minkowski_sq`."""
+    p = ia.numel()
+    q = torch.empty(p, dtype=rows.dtype)
+    good = torch.empty(p, dtype=torch.uint8)
+    fn = getattr(lib, f"lz_q_{_TYPES[rows.dtype][0]}_{rows.shape[-1]}")
+    bad = fn(p, rows.data_ptr(), rows.shape[1], ia.data_ptr(), ib.data_ptr(), q.data_ptr(), good.data_ptr(), _threads(p)) if p else 0
+    if bad:
+        idx = torch.nonzero(good == 0).squeeze(1)
+        q[idx] = batch.minkowski_sq(rows[ia[idx]], rows[ib[idx]])[0]
+    return q
+
+
+class _LorentzSquare(torch.autograd.Function):
+    """``q = <delta, delta>_L`` of flattened pairs; its gradient with respect to ``leaf``
+    (``2 J delta`` per pair, as :func:`.batch.lorentz`'s surrogate) by the fused backward."""
+
+    @staticmethod
+    def forward(ctx: Any, leaf: torch.Tensor, rows: torch.Tensor, ia: torch.Tensor, ib: torch.Tensor, lib: ctypes.CDLL) -> torch.Tensor:  # noqa: D102
+        ctx.save_for_backward(rows, ia, ib)
+        ctx.lib = lib
+        return _lorentz_q(lib, rows, ia, ib)
+
+    @staticmethod
+    def backward(ctx: Any, g: torch.Tensor) -> tuple[torch.Tensor, None, None, None, None]:  # noqa: D102
+        rows, ia, ib = ctx.saved_tensors
+        u, n = rows.shape[0], rows.shape[1]
+        grad = torch.empty((u, n), dtype=rows.dtype)
+        p = ia.numel()
+        fn = getattr(ctx.lib, f"lz_backward_{_TYPES[rows.dtype][0]}_{rows.shape[-1]}")
+        gc = g.contiguous()
+        fn(u, p, rows.data_ptr(), n, ia.data_ptr(), ib.data_ptr(), gc.data_ptr(), grad.data_ptr(), min(_threads(p), max(u, 1)))
+        return grad, None, None, None, None
+
+
 #: Per model: the fused function, its torch path and the magnitude of its gradient terms.
 _MODELS: dict[str, tuple[Callable[..., torch.Tensor], Callable[..., torch.Tensor], Callable[..., torch.Tensor]]] = {
     "halfspace": (halfspace, batch.halfspace, _term_magnitude),
     "ball": (ball, batch.ball, _ball_term_magnitude),
+    "lorentz": (lorentz, batch.lorentz, _lorentz_term_magnitude),
 }
 
 

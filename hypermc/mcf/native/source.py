@@ -40,7 +40,7 @@ from .. import arith, eft, elementary, fixed
 from ..eft import _merge_network, unpack
 from .trace import SymVec, trace
 
-__all__ = ["source", "fused_source", "prelude", "op_body", "inline_function", "NCS", "DTYPES", "FUSED_TILE"]
+__all__ = ["source", "fused_source", "prelude", "op_body", "round_body", "inline_function", "NCS", "DTYPES", "FUSED_TILE"]
 
 NCS = (2, 3, 4)
 #: name -> (C type, unsigned type of the same width, significand bits, exponent bias)
@@ -1716,10 +1716,7 @@ def _rowsumsq_kernel(name: str, w: int) -> str:
     vectorised loop over the block's rows."""
     ctype = DTYPES[name][0]
     nin = w - 1
-    net = _Net()
-    d = [net.let(f"X({k})") for k in range(w)]
-    c = trace(net, _round_to_network, d, nin)
-    rounding = _body(net, c, net.oks or ["true"])
+    rounding = round_body(w, nin)
     # the squares' X and Y: the coordinate's components padded with a zero
     padded = f"((k) < {nin} ? xi[j * xsr + (k) * xsc] : T(0))"
     s_k = "s[(k) * B + j]"
@@ -1963,6 +1960,25 @@ def op_body(op: str, nc: int, ny: int) -> list[str]:
     if nc == 2:
         return _add2_body(ny) if op == "add" else _mul2_body(ny)
     return _add_body(nc, ny) if op == "add" else _mul_body(nc, ny)
+
+
+def round_body(w: int, nc: int) -> list[str]:
+    """The statements of :func:`hypermc.mcf.arith.round_to` from ``w`` components (read
+    as ``X(k)``) to ``nc`` (written to ``OUT(k)``, the fast-path checks to ``OK``), traced:
+    the rounding that :func:`hypermc.mcf.reduce.sumsq` applies to its ``w = nc + 1``
+    component sum.
+
+    Example:
+        >>> lines = round_body(3, 2)
+        >>> lines[0], lines[-2].startswith("OUT(1) = "), lines[-1].startswith("OK = ")
+        ('T v0 = X(0);', True, True)
+    """
+    if w not in NCS or not 1 <= nc < w:
+        raise ValueError(f"round_body: w must be in {NCS} and nc in [1, w); got w={w}, nc={nc}")
+    net = _Net()
+    d = [net.let(f"X({k})") for k in range(w)]
+    c = trace(net, _round_to_network, d, nc)
+    return _body(net, c, net.oks or ["true"])
 
 
 def inline_function(name: str, fn: Callable[..., Any], nc: int, arity: int) -> str:
