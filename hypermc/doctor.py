@@ -119,6 +119,9 @@ def _row(op: str, dtype: str, nc: int, device: str, build: bool) -> Backend:
     if build:
         _build(key, kind, _DTYPES[dtype], nc, device)
     state = registry.state(key)
+    if kind == "lorentz" and state != registry.IN_USE and build:
+        # its own library may never be opened: the arithmetic it traces is not in use
+        state = manifold_kernels.status(_DTYPES[dtype], nc, "lorentz")
     return Backend(op, dtype, nc, device, "fused", "") if state == registry.IN_USE else torch_path(state)
 
 

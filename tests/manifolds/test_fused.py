@@ -315,15 +315,76 @@ def test_lorentz_values_are_the_torch_bits_and_gradients_agree(dtype, nc, c):
 
 @needs_lorentz
 @settings(max_examples=30, deadline=None)
-@given(st.integers(0, 2**32 - 1), st.floats(0.0, 40.0), st.sampled_from([2, 3]), st.integers(2, 12))
-@example(0, 40.0, 2, 11)  # coordinates ~1e17: <delta, delta>_L cancels ~34 digits
-@example(1, 0.0, 3, 2)  # the origin and a 1-D hyperboloid
-def test_lorentz_bits_at_every_radius_and_dimension(seed, top, nc, n):
+@given(
+    st.integers(0, 2**32 - 1),
+    st.floats(0.0, 40.0),
+    st.sampled_from([2, 3]),
+    st.integers(2, 12),
+    st.sampled_from([torch.float64, torch.float32]),
+    st.sampled_from([1.0, 0.3]),
+)
+@example(0, 40.0, 2, 11, torch.float64, 1.0)  # coordinates ~1e17: <delta, delta>_L cancels ~34 digits
+@example(1, 0.0, 3, 2, torch.float64, 0.3)  # the origin and a 1-D hyperboloid
+@example(2, 12.0, 2, 5, torch.float32, 1.0)  # float32 at its range's edge
+def test_lorentz_bits_at_every_radius_and_dimension(seed, top, nc, n, dtype, c):
+    assert fused.available(dtype, nc, "lorentz"), fused.status(dtype, nc, "lorentz")
     gen = torch.Generator().manual_seed(seed)
-    rows = _lorentz_table(gen, 12, n, nc, torch.float64, top)
+    if dtype == torch.float32:
+        top = min(top, 12.0)  # cosh(r)^2 below float32's overflow
+    rows = _lorentz_table(gen, 12, n, nc, dtype, top)
     ia, ib = torch.randint(12, (6, 1), generator=gen), torch.randint(12, (6, 5), generator=gen)
-    value, grad = fused.agreement(rows, ia, ib, c=1.0, model="lorentz")
+    value, grad = fused.agreement(rows, ia, ib, c=c, model="lorentz")
     assert value == 0 and grad <= fused.GRAD_ULPS
+
+
+@needs_lorentz
+def test_the_gradient_check_sees_an_error_on_clamped_pairs():
+    """Where ``q`` rounds below the smallest normal number the clamp cuts the gradient, so
+    the tolerance there is zero: a fused gradient that is not zero on such a pair fails."""
+    rows, ia, ib = fused._lorentz_check_inputs(torch.float64, 2)
+    shape = torch.broadcast_shapes(ia.shape, ib.shape)
+    a, b = ia.expand(shape).reshape(-1), ib.expand(shape).reshape(-1)
+    q, _ = batch.minkowski_sq(rows[a], rows[b])
+    clamped = (q < torch.finfo(torch.float64).tiny).nonzero().flatten()
+    assert clamped.numel() > 0  # the check inputs have such pairs (coincident points)
+    w = torch.zeros(shape, dtype=torch.float64)
+    w.view(-1)[clamped] = 1.0  # only the clamped pairs count
+    scale = fused._lorentz_term_magnitude(rows, ia, ib, 1.0, w)
+    assert torch.equal(scale, torch.zeros_like(scale))
+    value, grad = fused.agreement(rows, ia, ib, c=1.0, model="lorentz")  # and the fused gradient is zero there too
+    assert value == 0 and grad <= fused.GRAD_ULPS
+
+
+def test_indices_out_of_range_are_refused_and_negative_ones_wrap():
+    """The kernels read rows without bounds checks: an index outside ``[-U, U)`` raises
+    IndexError naming it (as the torch path's indexing does), a negative one counts from
+    the end; boolean or CUDA index tensors take the torch path."""
+    gen = torch.Generator().manual_seed(0)
+    tables = {
+        "halfspace": (fused.halfspace, batch.halfspace, _table(gen, 6, 3, 2, torch.float64, 1)),
+        "ball": (fused.ball, batch.ball, _ball_table(gen, 6, 3, 2, torch.float64, 3.0)),
+        "lorentz": (fused.lorentz, batch.lorentz, _lorentz_table(gen, 6, 3, 2, torch.float64, 3.0)),
+    }
+    for model, (fn, ref, rows) in tables.items():
+        with pytest.raises(IndexError, match=r"ib: index 6 is out of range for 6 rows \(expected -6 <= index < 6\)"):
+            fn(rows, torch.tensor([[0]]), torch.tensor([[1, 6]]), c=1.0)
+        with pytest.raises(IndexError, match=r"ia: index -7 is out of range for 6 rows"):
+            fn(rows, torch.tensor([[-7]]), torch.tensor([[1, 2]]), c=1.0)
+        ia, ib = torch.tensor([[0], [-2]]), torch.tensor([[-1, 2], [1, -6]])
+        assert torch.equal(fn(rows, ia, ib, c=1.0), fn(rows, ia % 6, ib % 6, c=1.0)), model
+        mask = torch.tensor([True, False, True, False, False, False])
+        assert torch.equal(fn(rows, mask, mask, c=1.0), ref(rows, mask, mask, c=1.0)), model
+
+
+def test_rows_without_coordinates_take_the_torch_path():
+    """Rows of zero coordinates never reach a kernel (which would read before the row):
+    the torch path's answer, or its error (the hyperboloid has no time coordinate)."""
+    rows = torch.zeros(4, 0, 2, dtype=torch.float64)
+    ia, ib = torch.tensor([[0]]), torch.tensor([[1]])
+    for fn, ref in ((fused.halfspace, batch.halfspace), (fused.ball, batch.ball)):
+        assert torch.equal(fn(rows, ia, ib, c=1.0), ref(rows, ia, ib, c=1.0))
+    with pytest.raises(IndexError, match="out of bounds for dimension 1 with size 0"):
+        fused.lorentz(rows, ia, ib, c=1.0)
 
 
 @needs_lorentz
@@ -372,6 +433,16 @@ def test_lorentz_unfused_cases_are_the_torch_path():
         assert torch.equal(leaf.grad, ref_leaf.grad)
     assert not fused.available(torch.float64, 4, "lorentz") and not fused.applies(cases[1], "lorentz")
     assert fused.status(torch.float64, 4, "lorentz") == "no fused kernels for torch.float64 nc=4 (float32/float64, nc in (2, 3))"
+
+
+def test_lorentz_status_says_why(monkeypatch):
+    monkeypatch.setattr(registry, "_states", {})  # a process in which nothing was loaded yet
+    monkeypatch.setenv("HYPERMC_NATIVE", "0")
+    assert fused.status(torch.float64, 2, "lorentz") == "disabled by HYPERMC_NATIVE=0"
+    monkeypatch.delenv("HYPERMC_NATIVE")
+    monkeypatch.setattr(fused, "has_fused_addcmul", lambda device, dtype: False)
+    assert fused.status(torch.float64, 2, "lorentz").startswith("no measured fused multiply-add for torch.float64 on cpu")
+    assert not fused.available(torch.float64, 2, "lorentz")
 
 
 @needs_lorentz

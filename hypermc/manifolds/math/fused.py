@@ -762,9 +762,12 @@ def _lorentz_term_magnitude(rows: torch.Tensor, ia: torch.Tensor, ib: torch.Tens
     shape = torch.broadcast_shapes(ia.shape, ib.shape)
     ia_f, ib_f = ia.expand(shape).reshape(-1), ib.expand(shape).reshape(-1)
     q, _ = batch.minkowski_sq(x[ia_f], x[ib_f])
-    q = q.clamp_min(torch.finfo(rows.dtype).tiny).requires_grad_(True)
+    tiny = torch.finfo(rows.dtype).tiny
+    live = q >= tiny  # elsewhere the clamp cuts the gradient: no term at all
+    q = q.clamp_min(tiny).requires_grad_(True)
     with torch.enable_grad():
         (gq,) = torch.autograd.grad(batch.lorentz_from_sq(q, c).sum(), q)
+    gq = torch.where(live, gq, torch.zeros_like(gq))
     delta = batch.rounded_difference(x[ia_f], x[ib_f])
     terms = (2 * gq * w.reshape(-1).to(torch.float64)).abs().unsqueeze(-1) * delta.abs()
     out = torch.zeros(rows.shape[:2], dtype=torch.float64)
@@ -845,7 +848,13 @@ def status(dtype: torch.dtype = torch.float64, nc: int = 2, model: str = "halfsp
     if dtype not in _TYPES or nc not in _ncs(model):
         return f"no fused kernels for {dtype} nc={nc} (float32/float64, nc in {_ncs(model)})"
     if model == "lorentz" and not _lorentz_arith(dtype, nc):
-        return f"the arithmetic kernels the Lorentz kernel traces are not in use for {dtype} nc={nc} and {nc + 1}"
+        if registry.disabled():
+            return registry.DISABLED
+        if not has_fused_addcmul("cpu", dtype):
+            return f"no measured fused multiply-add for {dtype} on cpu (the Lorentz kernel traces arith's FMA products)"
+        for k in (nc, nc + 1):
+            if not native.available(dtype, k):
+                return f"the arithmetic kernels at nc={k} that the Lorentz kernel traces are not in use: {native.status(dtype, k)}"
     _kernels(dtype, nc, model)
     return registry.state((model, dtype, nc))
 
@@ -874,8 +883,16 @@ def _lorentz_arith(dtype: torch.dtype, nc: int) -> bool:
     return has_fused_addcmul("cpu", dtype) and native.available(dtype, nc) and native.available(dtype, nc + 1)
 
 
-def _eligible(rows: torch.Tensor, leaf: torch.Tensor | None, model: str = "halfspace") -> ctypes.CDLL | None:
+#: Index dtypes the kernels take (others, e.g. boolean masks, run the torch path).
+_INDEX_DTYPES = (torch.int64, torch.int32, torch.int16, torch.int8)
+
+
+def _eligible(rows: torch.Tensor, leaf: torch.Tensor | None, model: str = "halfspace", *indices: torch.Tensor) -> ctypes.CDLL | None:
     if rows.device.type != "cpu" or rows.dtype not in _TYPES or rows.shape[-1] not in _ncs(model) or rows.requires_grad:
+        return None
+    if rows.dim() != 3 or rows.shape[1] < 1:  # the torch path says what is wrong with the shape
+        return None
+    if any(i.device.type != "cpu" or i.dtype not in _INDEX_DTYPES for i in indices):
         return None
     if model == "lorentz" and not _lorentz_arith(rows.dtype, rows.shape[-1]):
         return None
@@ -906,10 +923,10 @@ def halfspace(
         >>> leaf.grad.shape
         torch.Size([3, 2])
     """
-    lib = _eligible(rows, leaf)
+    lib = _eligible(rows, leaf, "halfspace", ia, ib)
     if lib is None:
         return batch.halfspace(rows, ia, ib, c=c, leaf=leaf, cache=cache)
-    shape, ia_f, ib_f = _flat_pairs(ia, ib)
+    shape, ia_f, ib_f = _flat_pairs(ia, ib, rows.shape[0])
     rows = rows.contiguous()
     scale = 2.0 / math.sqrt(c)
     if leaf is None or not torch.is_grad_enabled():
@@ -917,10 +934,23 @@ def halfspace(
     return _HalfspaceDistance.apply(leaf, rows, ia_f, ib_f, scale, lib).view(shape)
 
 
-def _flat_pairs(ia: torch.Tensor, ib: torch.Tensor) -> tuple[torch.Size, torch.Tensor, torch.Tensor]:
-    """The broadcast shape of the pairs and their row indices, flat, contiguous int64."""
+def _flat_pairs(ia: torch.Tensor, ib: torch.Tensor, rows: int) -> tuple[torch.Size, torch.Tensor, torch.Tensor]:
+    """The broadcast shape of the pairs and their row indices, flat, contiguous int64;
+    negative indices count from the end (as torch's indexing), others out of range raise
+    IndexError (the kernels read the rows without bounds checks)."""
     shape = torch.broadcast_shapes(ia.shape, ib.shape)
-    return shape, *(i.to(torch.int64).expand(shape).reshape(-1).contiguous() for i in (ia, ib))
+    out = []
+    for name, i in (("ia", ia), ("ib", ib)):
+        flat = i.to(torch.int64).expand(shape).reshape(-1).contiguous()
+        if flat.numel():
+            lo, hi = int(flat.min()), int(flat.max())
+            if lo < -rows or hi >= rows:
+                bad = lo if lo < -rows else hi
+                raise IndexError(f"{name}: index {bad} is out of range for {rows} rows (expected -{rows} <= index < {rows})")
+            if lo < 0:
+                flat = torch.where(flat < 0, flat + rows, flat)
+        out.append(flat)
+    return shape, out[0], out[1]
 
 
 def _kernel(lib: ctypes.CDLL, which: str, rows: torch.Tensor) -> Callable[..., None]:
@@ -1074,10 +1104,10 @@ def ball(
         >>> leaf.grad.shape
         torch.Size([3, 2])
     """
-    lib = _eligible(rows, leaf, "ball")
+    lib = _eligible(rows, leaf, "ball", ia, ib)
     if lib is None:
         return batch.ball(rows, ia, ib, c=c, leaf=leaf, cache=cache)
-    shape, ia_f, ib_f = _flat_pairs(ia, ib)
+    shape, ia_f, ib_f = _flat_pairs(ia, ib, rows.shape[0])
     rows = rows.contiguous()
     dfc: torch.Tensor | None = None if cache is None or leaf is not None else cache.get("deficit")
     if dfc is None:
@@ -1174,10 +1204,10 @@ def lorentz(
         >>> torch.equal(d, batch.lorentz(rows, ia, ib, c=1.0)), [round(v, 6) for v in d[0].tolist()]
         (True, [1.0, 2.0])
     """
-    lib = _eligible(rows, leaf, "lorentz")
+    lib = _eligible(rows, leaf, "lorentz", ia, ib)
     if lib is None:
         return batch.lorentz(rows, ia, ib, c=c, leaf=leaf, cache=cache)
-    shape, ia_f, ib_f = _flat_pairs(ia, ib)
+    shape, ia_f, ib_f = _flat_pairs(ia, ib, rows.shape[0])
     rows = rows.contiguous()
     if leaf is None or not torch.is_grad_enabled():
         q = _lorentz_q(lib, rows, ia_f, ib_f)
