@@ -943,7 +943,7 @@ def _flat_pairs(ia: torch.Tensor, ib: torch.Tensor, rows: int) -> tuple[torch.Si
     for name, i in (("ia", ia), ("ib", ib)):
         flat = i.to(torch.int64).expand(shape).reshape(-1).contiguous()
         if flat.numel():
-            lo, hi = int(flat.min()), int(flat.max())
+            lo, hi = int(i.min()), int(i.max())  # on the index tensor before broadcasting
             if lo < -rows or hi >= rows:
                 bad = lo if lo < -rows else hi
                 raise IndexError(f"{name}: index {bad} is out of range for {rows} rows (expected -{rows} <= index < {rows})")
