@@ -246,15 +246,18 @@ def test_model_names_are_checked():
 
 
 @needs_fused
-def test_the_ball_trains_and_evaluates_through_its_kernel(monkeypatch):
-    """``train(fast=True)`` and ``evaluate(fast=True)`` on the ball call :func:`fused.ball`
-    (each batch, each evaluation tile) and no torch-path batch distance."""
+@pytest.mark.parametrize(("model", "kernel"), [("ball", "_ball_forward"), ("lorentz", "_lorentz_q")])
+def test_the_ball_and_the_hyperboloid_train_and_evaluate_through_their_kernels(model, kernel, monkeypatch):
+    """``train(fast=True)`` and ``evaluate(fast=True)`` on the ball and the hyperboloid call
+    their fused kernels (each batch, each evaluation tile) and no torch-path batch distance."""
     from hypermc.embed import evaluate, train
-    from hypermc.manifolds import PoincareBall
+    from hypermc.manifolds import Lorentz, PoincareBall
     from tests.embed.helpers import tree_closure
 
+    assert fused.available(torch.float64, 2, model), fused.status(torch.float64, 2, model)
+    manifold = {"ball": PoincareBall, "lorentz": Lorentz}[model]()
     calls = {"fused": 0, "torch": 0}
-    real_fused, real_torch = fused._ball_forward, batch.ball
+    real_fused, real_torch = getattr(fused, kernel), getattr(batch, model)
 
     def spy_fused(*a, **k):
         calls["fused"] += 1
@@ -264,13 +267,13 @@ def test_the_ball_trains_and_evaluates_through_its_kernel(monkeypatch):
         calls["torch"] += 1
         return real_torch(*a, **k)
 
-    monkeypatch.setattr(fused, "_ball_forward", spy_fused)
-    monkeypatch.setattr(batch, "ball", spy_torch)
+    monkeypatch.setattr(fused, kernel, spy_fused)
+    monkeypatch.setattr(batch, model, spy_torch)
     g = tree_closure(3, 3)
-    r = train(g, PoincareBall(), dim=5, nc=2, epochs=3, batch_size=32, negatives=5, fast=True, progress=False)
+    r = train(g, manifold, dim=5, nc=2, epochs=3, batch_size=32, negatives=5, fast=True, progress=False)
     assert calls["fused"] >= 3 * 3 and calls["torch"] == 0
     before = calls["fused"]
-    m = evaluate(PoincareBall(), r.embeddings, g.edges, fast=True, progress=False)
+    m = evaluate(manifold, r.embeddings, g.edges, fast=True, progress=False)
     assert calls["fused"] > before and calls["torch"] == 0 and 0 < m["map"] <= 1
 
 
@@ -443,35 +446,6 @@ def test_lorentz_status_says_why(monkeypatch):
     monkeypatch.setattr(fused, "has_fused_addcmul", lambda device, dtype: False)
     assert fused.status(torch.float64, 2, "lorentz").startswith("no measured fused multiply-add for torch.float64 on cpu")
     assert not fused.available(torch.float64, 2, "lorentz")
-
-
-@needs_lorentz
-def test_lorentz_trains_and_evaluates_through_its_kernel(monkeypatch):
-    """``train(fast=True)`` and ``evaluate(fast=True)`` on the hyperboloid call the fused
-    kernel (each batch, each evaluation tile) and no torch-path batch distance."""
-    from hypermc.embed import evaluate, train
-    from hypermc.manifolds import Lorentz
-    from tests.embed.helpers import tree_closure
-
-    calls = {"fused": 0, "torch": 0}
-    real_fused, real_torch = fused._lorentz_q, batch.lorentz
-
-    def spy_fused(*a, **k):
-        calls["fused"] += 1
-        return real_fused(*a, **k)
-
-    def spy_torch(*a, **k):
-        calls["torch"] += 1
-        return real_torch(*a, **k)
-
-    monkeypatch.setattr(fused, "_lorentz_q", spy_fused)
-    monkeypatch.setattr(batch, "lorentz", spy_torch)
-    g = tree_closure(3, 3)
-    r = train(g, Lorentz(), dim=5, nc=2, epochs=3, batch_size=32, negatives=5, fast=True, progress=False)
-    assert calls["fused"] >= 3 * 3 and calls["torch"] == 0
-    before = calls["fused"]
-    m = evaluate(Lorentz(), r.embeddings, g.edges, fast=True, progress=False)
-    assert calls["fused"] > before and calls["torch"] == 0 and 0 < m["map"] <= 1
 
 
 # ------------------------------------------------------------------ retraction
