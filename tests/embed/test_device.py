@@ -243,14 +243,15 @@ def test_fast_halfspace_uses_the_fused_distance_only_with_fast():
         (PoincareHalfspace(), False, batch_distance),
         (PoincareBall(), True, fused.ball),
         (PoincareBall(), False, batch_distance),
-        (Lorentz(), True, batch_distance),
+        (Lorentz(), True, fused.lorentz),
+        (Lorentz(), False, batch_distance),
     ]:
         trainer = _Trainer(g, manifold, TrainConfig(dim=2, nc=2, fast=fast))
         assert trainer.distance.func is want
 
 
 @pytest.mark.skipif(not fused.available(F64, 2), reason="fused kernels not in use")
-@pytest.mark.parametrize("manifold", [PoincareHalfspace(), PoincareBall()], ids=["halfspace", "ball"])
+@pytest.mark.parametrize("manifold", [PoincareHalfspace(), PoincareBall(), Lorentz()], ids=["halfspace", "ball", "lorentz"])
 def test_fast_fused_run_agrees_with_the_torch_path(manifold, monkeypatch):
     """fast=True on the CPU with and without the fused kernels: the same run up to the
     rounding of the plain parts (one epoch: losses and points agree to ~1e-12)."""

@@ -94,7 +94,7 @@ def test_what_each_model_declares():
     assert [cls.identity_metric for cls in BUILT_IN.values()] == [False, True, False, False]
     assert Euclidean.config_args == () and PoincareBall.config_args == ("curvature",)
     assert PoincareHalfspace.fused_dist_batch is not None and PoincareBall.fused_dist_batch is not None
-    assert Lorentz.fused_dist_batch is None
+    assert Lorentz.fused_dist_batch is not None and Euclidean.fused_dist_batch is None
 
 
 @pytest.mark.parametrize("K", [-1.0, -3.0])
