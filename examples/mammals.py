@@ -18,12 +18,13 @@ digit: ``.ci/run`` runs them and compares (``.ci/check_main_job.py``). The digit
 depend on the thread count (``--threads``): every random draw comes from the seeded
 generator, and the softmax loss sums in one fixed order
 (:func:`hypermc.embed.train.fixed_order_logsumexp`), not in the SIMD-width-dependent order of
-``torch.logsumexp``. They depend on the torch version and on its vectorised elementwise
-functions (exp, log, sqrt, asinh), whose roundings differ between kernel widths and between
-MKL's code paths: on an x86-64 CPU with AVX2 and FMA the script selects torch's AVX2 kernels
-(``ATEN_CPU_CAPABILITY=avx2``) and MKL's compatible path (``MKL_CBWR=COMPATIBLE``), unless
-those variables are set (:func:`_select_cpu_kernels`); other CPUs (aarch64, x86-64 without
-AVX2) run other kernels and can print other digits. The wall times are
+``torch.logsumexp``. Nor do they depend on the CPU model: the trainer's ``exp``, ``log`` and
+``sqrt`` (:mod:`hypermc.mcf.portable`) avoid MKL's vector math, whose rounding
+differs between Intel and AMD CPUs. They depend on the torch version and on the width of
+its vectorised kernels (``expm1``, ``log1p``, ``asinh`` round differently at other widths):
+on an x86-64 CPU with AVX2 and FMA the script selects torch's AVX2 kernels
+(``ATEN_CPU_CAPABILITY=avx2``) unless that variable is set (:func:`_select_cpu_kernels`);
+other CPUs (aarch64, x86-64 without AVX2) run other kernels and can print other digits. The wall times are
 printed after the table, not in it. The paper's setting --
 1000 epochs, 50 negatives, 20 burn-in epochs -- is ``--epochs 1000``; the trainer's
 defaults (batch 512, distance scale 0.5, lr ramped linearly from 10 to 80 after burn-in)
@@ -57,17 +58,11 @@ import time
 
 
 def _select_cpu_kernels() -> None:
-    """Before torch is imported (both settings are read once, when the libraries load), and
-    only for variables the caller has not set:
-
-    * ``ATEN_CPU_CAPABILITY=avx2`` where the CPU has AVX2 and FMA (torch's own condition
-      for those kernels). Elsewhere nothing: a capability the CPU lacks would crash, and an
-      unknown one is ignored with a warning.
-    * ``MKL_CBWR=COMPATIBLE`` on x86-64: MKL's vector math (torch's float64 ``exp``,
-      ``log``, ``sqrt``, ``tanh``, ... on the CPU) picks its code path by CPU model, and the
-      paths round differently (``torch.sqrt`` of 10^6 float64 numbers: 8,466 results differ
-      between MKL's default and its AVX2 path on an AVX-512 Xeon); this fixes one path on
-      every x86-64 CPU.
+    """Before torch is imported (the setting is read once, when its libraries load), unless
+    the caller has set it: ``ATEN_CPU_CAPABILITY=avx2`` where the CPU has AVX2 and FMA
+    (torch's own condition for those kernels), so that an AVX-512 CPU runs the same kernel
+    widths as an AVX2 one. Elsewhere nothing: a capability the CPU lacks would crash, and an
+    unknown one is ignored with a warning.
     """
     if "torch" in sys.modules:
         return
@@ -78,8 +73,6 @@ def _select_cpu_kernels() -> None:
         return
     if {"avx2", "fma"} <= set(flags):
         os.environ.setdefault("ATEN_CPU_CAPABILITY", "avx2")
-    if "sse2" in flags:
-        os.environ.setdefault("MKL_CBWR", "COMPATIBLE")
 
 
 _select_cpu_kernels()
@@ -178,8 +171,7 @@ def main() -> None:
         f"mammals: {graph.num_nodes} nodes, {graph.num_edges} edges; {args.manifold} dim {args.dim}; "
         f"{args.epochs} epochs, lr {args.lr} ({_schedule(args)}), batch {args.batch_size}, "
         f"{args.negatives} negatives, burn-in {args.burnin}, scale {args.scale}{', fast update' if args.fast else ''}; "
-        f"seeds {args.seeds}; {torch.get_num_threads()} threads; CPU kernels {torch.backends.cpu.get_cpu_capability()}, "
-        f"MKL {os.environ.get('MKL_CBWR', 'AUTO')}",
+        f"seeds {args.seeds}; {torch.get_num_threads()} threads; CPU kernels {torch.backends.cpu.get_cpu_capability()}",
         flush=True,
     )
     header = f"{'manifold':<10} {'dim':>3} {'dtype':<8} {'nc':>5} {'MAP':>17} {'MR':>17}"

@@ -74,6 +74,7 @@ from ..manifolds import registry as _registry
 from ..manifolds.base import Manifold
 from ..manifolds.parameter import ManifoldParameter
 from ..manifolds.registry import MANIFOLDS, manifold_from_config  # noqa: F401  (MANIFOLDS: re-exported)
+from ..mcf import portable
 from ..mcf.tensor import MCTensor
 from ..optim.riemannian import RiemannianSGD
 from .config import DEFAULT_INIT_STD, DEFAULTS, RMSPROP_BETA, RMSPROP_EPS, TrainConfig, auto_config, device_name
@@ -418,11 +419,13 @@ def fixed_order_logsumexp(x: torch.Tensor) -> torch.Tensor:
     ``m + log(s)`` with ``m`` the row maximum (0 where it is infinite, as
     :func:`torch.logsumexp` does) and ``s`` the sum of ``exp(x - m)`` in a pairwise tree:
     the row is padded with zeros to a power of two and its halves added elementwise until
-    one value is left. Every addition is one elementwise IEEE operation, so the result,
-    and the gradient (the softmax of ``x``, through the same ops), are the same bits on
-    any CPU or thread count; :func:`torch.logsumexp` sums in an order that depends on the
-    SIMD width of the kernels torch picked for the CPU (AVX2, AVX-512, ...). The trainer's
-    softmax loss uses it so that a run gives the same digits on every machine.
+    one value is left. Every addition is one elementwise IEEE operation and ``exp`` /
+    ``log`` are :mod:`hypermc.mcf.portable`'s (not MKL's, whose rounding
+    depends on the CPU model), so the result, and the gradient (the softmax of ``x``,
+    through the same ops), are the same bits on any x86-64 CPU (at one kernel width) and
+    thread count; :func:`torch.logsumexp` sums in an order that depends on the SIMD width
+    of the kernels torch picked for the CPU (AVX2, AVX-512, ...). The trainer's softmax
+    loss uses it so that a run gives the same digits on every machine.
 
     Bound: relative error of ``s`` at most ``(ceil(log2 n) + 1) u`` (the tree depth, plus
     ``exp``'s own error), the same order as :func:`torch.logsumexp`.
@@ -440,7 +443,7 @@ def fixed_order_logsumexp(x: torch.Tensor) -> torch.Tensor:
     """
     m = x.detach().amax(dim=-1, keepdim=True)
     m = torch.where(torch.isinf(m), torch.zeros_like(m), m)
-    s = torch.exp(x - m)
+    s = portable.exp(x - m)
     n = s.shape[-1]
     width = 1 << (n - 1).bit_length()
     if width != n:
@@ -448,7 +451,7 @@ def fixed_order_logsumexp(x: torch.Tensor) -> torch.Tensor:
     while s.shape[-1] > 1:
         half = s.shape[-1] // 2
         s = s[..., :half] + s[..., half:]
-    return torch.log(s.squeeze(-1)) + m.squeeze(-1)
+    return portable.log(s.squeeze(-1)) + m.squeeze(-1)
 
 
 def epoch_lr(config: TrainConfig | Mapping[str, Any], epoch: int) -> float:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import torch
 
 from .._checks import check_bool
+from ..mcf import portable
 from ..mcf.tensor import MCTensor
 from . import convert
 from .base import Device, Manifold, _reason
@@ -117,7 +118,7 @@ class PoincareHalfspace(Manifold):
         if isinstance(x, MCTensor):  # the same MC ops on the components: no per-op dispatch
             return MCTensor(fused.halfspace_retr(x.components, u))
         t0 = batch.components_of(x)[..., -1:, 0]
-        factor = torch.exp(u[..., -1:] / t0)
+        factor = portable.exp(u[..., -1:] / t0)
         head = x[..., :-1] + u[..., :-1]
         tail = x[..., -1:] * factor
         return self.projx(torch.cat([head, tail], dim=-1))

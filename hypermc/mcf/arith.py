@@ -1144,7 +1144,8 @@ def sqrt(x: torch.Tensor) -> torch.Tensor:
     ``nc + 1`` components. Since ``r`` is only ``p``-bit accurate each step gains about
     ``p - 1`` bits, so ``nc + 1`` steps reach ``nc * p`` bits; the residual is formed in MC
     arithmetic so nothing cancels. Tested <= 8 ``u^nc``. Negative input gives NaN,
-    ``sqrt(±0) = ±0``, ``sqrt(inf) = inf``.
+    ``sqrt(±0) = ±0``, ``sqrt(inf) = inf``. ``nc = 1``: the IEEE square root
+    (:func:`~hypermc.mcf.eft.sqrt_rn`; torch's CPU ``sqrt`` is not correctly rounded).
 
     Example:
         >>> import mpmath
@@ -1158,7 +1159,7 @@ def sqrt(x: torch.Tensor) -> torch.Tensor:
     """
     nc = x.shape[-1]
     if nc == 1:
-        return torch.sqrt(x)
+        return sqrt_rn(x)  # IEEE (torch's CPU sqrt rounds by the CPU model)
     engine = engine_dtype(x.dtype, nc)
     if engine is not None:
         xs = unpack(x)

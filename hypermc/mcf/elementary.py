@@ -5,7 +5,10 @@ its ``nc`` non-overlapping components (leading first). ``u = 2**-p`` is the unit
 roundoff of the component dtype. Every function here is pure, elementwise and
 vectorised, and picks one of three paths, always in this order:
 
-1. ``nc == 1``: the plain torch function (``torch.exp`` …), bitwise identical to it.
+1. ``nc == 1``: the plain torch function (``torch.exp`` …), bitwise identical to it; for
+   ``exp``, ``log`` and ``tanh`` on the CPU the one of :mod:`.portable` (torch's go through
+   MKL, whose rounding depends on the CPU model), so that ``nc = 1`` stays plain
+   arithmetic with the same bits on every x86-64 CPU.
 2. *Wide engine* (:func:`arith.engine_dtype`, e.g. float32 ``nc = 2`` in float64): the
    torch function of the wide dtype, whose error (about one engine ulp) is far below
    ``u^nc``. Where the function cancels (log near 1, log1p near -1, acosh near 1,
@@ -94,7 +97,7 @@ import mpmath
 import torch
 from torch.utils._python_dispatch import _disable_current_modes
 
-from . import arith, fixed, registry
+from . import arith, fixed, portable, registry
 from .arith import add_float, engine_dtype, from_float
 from .eft import (
     fast_two_sum,
@@ -1356,7 +1359,7 @@ _ARGS_DOC = """
 def exp(x: torch.Tensor) -> torch.Tensor:
     """Exponential of a component tensor.
 
-    Algorithm: ``nc == 1`` torch.exp; wide engine ``exp``; generic: Tang's
+    Algorithm: ``nc == 1`` :func:`.portable.exp`; wide engine ``exp``; generic: Tang's
     table-driven reduction ``x = k ln2 + j ln2/256 + r`` (Cody–Waite ``ln2/256``, exact
     products with ``n = 256 k + j``), Taylor series of ``expm1(r)``, ``|r| <= ln2/512``,
     in mixed-component Horner form, ``exp(x) = 2^k (1 + D_j + T_j expm1(r))`` with
@@ -1379,7 +1382,7 @@ def exp(x: torch.Tensor) -> torch.Tensor:
         >>> exp(x).tolist()  # gradual underflow to the smallest subnormal (not 0), overflow to inf
         [[5e-324, 0.0], [inf, 0.0], [0.0, 0.0]]
     """
-    return _dispatch(x, torch.exp, _engine_unary("exp"), _exp_generic, fused="exp")
+    return _dispatch(x, portable.exp, _engine_unary("exp"), _exp_generic, fused="exp")
 
 
 def expm1(x: torch.Tensor) -> torch.Tensor:
@@ -1443,7 +1446,7 @@ def log(x: torch.Tensor) -> torch.Tensor:
         >>> [e < 64 for e in err]  # the bound above
         [True]
     """
-    return _dispatch(x, torch.log, _log_engine, _log1p_masked_generic, prepare=_prepare_log, fused="log")
+    return _dispatch(x, portable.log, _log_engine, _log1p_masked_generic, prepare=_prepare_log, fused="log")
 
 
 def log1p(x: torch.Tensor) -> torch.Tensor:
@@ -1544,7 +1547,7 @@ def tanh(x: torch.Tensor) -> torch.Tensor:
         >>> [e < 64 for e in err]  # the bound above
         [True]
     """
-    return _dispatch(x, torch.tanh, _engine_unary("tanh", odd=True), _tanh_generic, odd=True, fused="tanh")
+    return _dispatch(x, portable.tanh, _engine_unary("tanh", odd=True), _tanh_generic, odd=True, fused="tanh")
 
 
 def asinh(x: torch.Tensor) -> torch.Tensor:

@@ -49,7 +49,7 @@ from typing import Any, cast
 
 import torch
 
-from ...mcf import arith, reduce
+from ...mcf import arith, portable, reduce
 from ...mcf.eft import two_sum
 from ...mcf.tensor import MCTensor
 from . import common
@@ -145,7 +145,7 @@ def halfspace(
     p = _plain(rows, leaf)
     pa, pb = p[ia], p[ib]
     delta = _exact(lambda: pa - pb, rounded_difference(rows[ia], rows[ib]), leaf)
-    h = torch.sqrt(pa[..., -1:]) * torch.sqrt(pb[..., -1:])
+    h = portable.sqrt(pa[..., -1:]) * portable.sqrt(pb[..., -1:])
     a = torch.linalg.vector_norm(delta / h, dim=-1) * 0.5
     return torch.asinh(a) * (2.0 / math.sqrt(c))
 
@@ -188,7 +188,7 @@ def ball(
         if cache is not None and leaf is None:
             cache["deficit"] = dfc
     delta = _exact(lambda: pa - pb, rounded_difference(rows[ia], rows[ib]), leaf)
-    h = (torch.sqrt(dfc[ia]) * torch.sqrt(dfc[ib])).unsqueeze(-1)
+    h = (portable.sqrt(dfc[ia]) * portable.sqrt(dfc[ib])).unsqueeze(-1)
     a = torch.linalg.vector_norm(delta / h, dim=-1) * math.sqrt(c)
     return torch.asinh(a) * (2.0 / math.sqrt(c))
 
@@ -260,7 +260,7 @@ def lorentz_from_sq(q: torch.Tensor, c: float) -> torch.Tensor:
         (0.693147, True)
     """
     q = q.clamp_min(torch.finfo(q.dtype).tiny)
-    return torch.asinh(torch.sqrt(q * c) * 0.5) * (2.0 / math.sqrt(c))
+    return torch.asinh(portable.sqrt(q * c) * 0.5) * (2.0 / math.sqrt(c))
 
 
 def euclidean(

@@ -28,7 +28,7 @@ from typing import Any
 import mpmath
 import torch
 
-from ...mcf import reduce
+from ...mcf import portable, reduce
 from ...mcf.eft import all_true, float_format
 from ...mcf.tensor import MCTensor, from_mpmath, implements
 from . import _plain
@@ -431,7 +431,7 @@ def clamped_sqrt(a: torch.Tensor) -> torch.Tensor:
         tensor([0., 2.])
     """
     pos = lead(a) > 0
-    s = torch.sqrt(_where(pos, a, torch.ones_like(a)))
+    s = portable.sqrt(_where(pos, a, torch.ones_like(a)))
     return _where(pos, s, torch.zeros_like(a))
 
 
@@ -475,7 +475,7 @@ def _regular(name: str, fn: Callable[[torch.Tensor], torch.Tensor]) -> Callable[
     return helper
 
 
-tanhc = _regular("tanhc", lambda z: torch.tanh(z) / z)
+tanhc = _regular("tanhc", lambda z: portable.tanh(z) / z)
 tanhc.__doc__ = """``tanh(z) / z`` (1 at 0), forward and backward free of ``0/0``.
 
 Example:

@@ -60,7 +60,7 @@ from typing import Any, cast
 import torch
 
 from ..._checks import check_choice
-from ...mcf import arith, native, registry
+from ...mcf import arith, native, portable, registry
 from ...mcf.eft import has_fused_addcmul, tracing
 from ...mcf.native.source import inline_function, op_body, prelude, round_body
 from ...mcf.tensor import MCTensor
@@ -1018,7 +1018,7 @@ def halfspace_retr_reference(comps: torch.Tensor, u: torch.Tensor) -> torch.Tens
 
 def _factor(comps: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
     """The height factors ``exp(u_n / x_n0)`` ``(R, 1)`` in the component dtype."""
-    return torch.exp(u[..., -1:] / comps[..., -1:, 0])
+    return portable.exp(u[..., -1:] / comps[..., -1:, 0])
 
 
 def _retr_eligible(comps: torch.Tensor, u: torch.Tensor) -> ctypes.CDLL | None:

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import torch
 
+from ...mcf import portable
 from ...mcf.eft import sqrt_rn
 from ...mcf.tensor import MCTensor
 from . import common
@@ -123,7 +124,7 @@ def expmap(x: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
     p = torch.where(up, ubn * (ubn / den), un - w)  # beta |u|, no cancellation
     tau = un / t
     g = common.expm1c(2 * tau)  # (1 - e^{-2 tau}) / (2 tau)
-    q = torch.exp(-tau)
+    q = portable.exp(-tau)
     e = q * q + (p / t) * g
     return _cat(x[..., :-1] + ub * (g / e), t * (q / e))
 
@@ -224,7 +225,7 @@ def retr(x: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
         tensor([0.5000, 0.3679], dtype=torch.float64)
     """
     t = x[..., -1:]
-    return _cat(x[..., :-1] + u[..., :-1], t * torch.exp(u[..., -1:] / t))
+    return _cat(x[..., :-1] + u[..., :-1], t * portable.exp(u[..., -1:] / t))
 
 
 def inner(x: torch.Tensor, u: torch.Tensor, v: torch.Tensor, *, c: float = 1.0, keepdim: bool = False) -> torch.Tensor:

@@ -21,6 +21,7 @@ import functools
 import mpmath
 import torch
 
+from ...mcf import portable
 from ...mcf.tensor import MCTensor
 from . import common
 
@@ -163,7 +164,7 @@ def projx(x: torch.Tensor, *, c: float = 1.0) -> torch.Tensor:
     xb = x[..., 1:]
     s = common.sqnorm(xb, keepdim=True)
     one_c = _mul_c(torch.ones_like(s), c, -1.0)
-    return torch.cat([torch.sqrt(one_c + s), xb], dim=-1)
+    return torch.cat([portable.sqrt(one_c + s), xb], dim=-1)
 
 
 def origin_time(*, c: float = 1.0) -> mpmath.mpf:
