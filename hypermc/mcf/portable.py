@@ -122,55 +122,26 @@ def _in64(fn: Any, x: torch.Tensor) -> torch.Tensor:
     return fn(x.to(torch.float64)).to(x.dtype)
 
 
-class _Exp(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx: Any, x: torch.Tensor) -> torch.Tensor:  # noqa: D102
-        y = _in64(_exp64, x)
-        ctx.save_for_backward(y)
+def _function(name: str, fn64: Any, grad: Any, *, save_input: bool = False) -> Any:
+    """An autograd function: the value ``fn64`` (in float64), the gradient ``grad(g, t)`` of
+    the saved input (``save_input``) or value ``t`` -- torch's formula for the function."""
+
+    def forward(ctx: Any, x: torch.Tensor) -> torch.Tensor:
+        y = _in64(fn64, x)
+        ctx.save_for_backward(x if save_input else y)
         return y
 
-    @staticmethod
-    def backward(ctx: Any, g: torch.Tensor) -> torch.Tensor:  # noqa: D102
-        (y,) = ctx.saved_tensors
-        return g * y
+    def backward(ctx: Any, g: torch.Tensor) -> torch.Tensor:
+        (t,) = ctx.saved_tensors
+        return grad(g, t)
+
+    return type(name, (torch.autograd.Function,), {"forward": staticmethod(forward), "backward": staticmethod(backward)})
 
 
-class _Log(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx: Any, x: torch.Tensor) -> torch.Tensor:  # noqa: D102
-        ctx.save_for_backward(x)
-        return _in64(_log64, x)
-
-    @staticmethod
-    def backward(ctx: Any, g: torch.Tensor) -> torch.Tensor:  # noqa: D102
-        (x,) = ctx.saved_tensors
-        return g / x
-
-
-class _Sqrt(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx: Any, x: torch.Tensor) -> torch.Tensor:  # noqa: D102
-        y = _in64(_sqrt64, x)
-        ctx.save_for_backward(y)
-        return y
-
-    @staticmethod
-    def backward(ctx: Any, g: torch.Tensor) -> torch.Tensor:  # noqa: D102
-        (y,) = ctx.saved_tensors
-        return g / (2 * y)
-
-
-class _Tanh(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx: Any, x: torch.Tensor) -> torch.Tensor:  # noqa: D102
-        y = _in64(_tanh64, x)
-        ctx.save_for_backward(y)
-        return y
-
-    @staticmethod
-    def backward(ctx: Any, g: torch.Tensor) -> torch.Tensor:  # noqa: D102
-        (y,) = ctx.saved_tensors
-        return g * (1 - y * y)
+_Exp = _function("_Exp", _exp64, lambda g, y: g * y)
+_Log = _function("_Log", _log64, lambda g, x: g / x, save_input=True)
+_Sqrt = _function("_Sqrt", _sqrt64, lambda g, y: g / (2 * y))
+_Tanh = _function("_Tanh", _tanh64, lambda g, y: g * (1 - y * y))
 
 
 def exp(x: torch.Tensor) -> torch.Tensor:
