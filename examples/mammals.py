@@ -18,8 +18,8 @@ digit: ``.ci/run`` runs them and compares (``.ci/check_main_job.py``). The digit
 depend on the thread count (``--threads``): every random draw comes from the seeded
 generator, and the softmax loss sums in one fixed order
 (:func:`hypermc.embed.train.fixed_order_logsumexp`), not in the SIMD-width-dependent order of
-``torch.logsumexp``. Nor do they depend on the CPU model: the trainer's ``exp``, ``log`` and
-``sqrt`` (:mod:`hypermc.mcf.portable`) avoid MKL's vector math, whose rounding
+``torch.logsumexp``. Nor do they depend on the CPU model: the trainer's ``exp``, ``log``,
+``sqrt`` and ``tanh`` (:mod:`hypermc.mcf.portable`) avoid MKL's vector math, whose rounding
 differs between Intel and AMD CPUs. They depend on the torch version and on the width of
 its vectorised kernels (``expm1``, ``log1p``, ``asinh`` round differently at other widths):
 on an x86-64 CPU with AVX2 and FMA the script selects torch's AVX2 kernels

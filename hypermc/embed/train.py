@@ -790,7 +790,7 @@ class _Trainer:
         sq = torch.clamp_min(self.manifold.inner(x, rgrad, rgrad), 0.0).to(torch.float64)
         v = row_ms[ids] * RMSPROP_BETA + sq * (1.0 - RMSPROP_BETA)
         row_ms[ids] = v
-        return g * (1.0 / (torch.sqrt(v) + self.config.rmsprop_eps)).to(g.dtype).unsqueeze(-1)
+        return g * (1.0 / (portable.sqrt(v) + self.config.rmsprop_eps)).to(g.dtype).unsqueeze(-1)
 
     def _update_exact(self, epoch: int, ids: torch.Tensor, rows: torch.Tensor, g: torch.Tensor) -> None:
         """The full update: clipped gradient into the buffer, one MC :class:`RiemannianSGD` step."""

@@ -774,4 +774,4 @@ def sqrt_rn(t: torch.Tensor) -> torch.Tensor:
         with np.errstate(invalid="ignore"):  # sqrt(-1) = NaN without a warning, as in torch
             a = t.detach().resolve_conj().resolve_neg().numpy()
             return torch.from_numpy(np.sqrt(a, out=np.empty_like(a)))  # out=: an array also for 0-d
-    return torch.sqrt(t.double()).to(t.dtype)
+    return sqrt_rn(t.double()).to(t.dtype)  # IEEE float64 (numpy), rounded once

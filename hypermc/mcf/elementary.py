@@ -5,10 +5,10 @@ its ``nc`` non-overlapping components (leading first). ``u = 2**-p`` is the unit
 roundoff of the component dtype. Every function here is pure, elementwise and
 vectorised, and picks one of three paths, always in this order:
 
-1. ``nc == 1``: the plain torch function (``torch.exp`` …), bitwise identical to it; for
-   ``exp``, ``log`` and ``tanh`` on the CPU the one of :mod:`.portable` (torch's go through
-   MKL, whose rounding depends on the CPU model), so that ``nc = 1`` stays plain
-   arithmetic with the same bits on every x86-64 CPU.
+1. ``nc == 1``: the plain function, bitwise: torch's (``torch.expm1`` …), except
+   ``exp``, ``log`` and ``tanh`` on the CPU, which are :mod:`.portable`'s (torch's go
+   through MKL, whose rounding depends on the CPU model; ``sin``, ``cos`` and ``tan``
+   still do).
 2. *Wide engine* (:func:`arith.engine_dtype`, e.g. float32 ``nc = 2`` in float64): the
    torch function of the wide dtype, whose error (about one engine ulp) is far below
    ``u^nc``. Where the function cancels (log near 1, log1p near -1, acosh near 1,

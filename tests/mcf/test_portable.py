@@ -22,8 +22,10 @@ from hypermc.mcf import portable
 from tests.oracle import floats_of, rel_err_units
 
 F64 = torch.float64
-#: Relative error of portable.exp / portable.log in units of u (float64): about 1 ulp.
-BOUND_UNITS = 2.0
+#: Relative error of portable.exp / portable.log in units of u (float64): about 1.5 ulps.
+BOUND_UNITS = 3.0
+#: Absolute error bounds in ulps of the exact value (the module docstring's bounds).
+EXP_ULPS, LOG_ULPS, TANH_ULPS = 1.0, 1.5, 2.5
 #: The smallest and largest arguments whose exp is a normal float64.
 EXP_NORMAL = (-708.39, 709.78)
 
@@ -77,7 +79,7 @@ def test_exp_hypothesis(x: float) -> None:
         return
     # absolute error at most one ulp of the result (subnormal results: one subnormal quantum)
     quantum = max(math.ulp(float(exact)), 5e-324)
-    assert abs(mpmath.mpf(got) - exact) <= quantum, (x, got, exact)
+    assert abs(mpmath.mpf(got) - exact) <= EXP_ULPS * quantum, (x, got, exact)
 
 
 @given(floats_of(F64, max_exp=6))
@@ -88,11 +90,13 @@ def test_exp_hypothesis(x: float) -> None:
 @example(19.0)
 @example(-19.06154746539849)  # tanh rounds to -1 from here on
 @example(0.5493061443340549)  # atanh(1/2)
+@example(0.55)  # TANH_SPLIT: where the formula changes
+@example(2.898352903067463)  # 2.42 ulps with -e / (2 + e) alone
 def test_tanh_hypothesis(x: float) -> None:
     got = float(portable.tanh(torch.tensor([x], dtype=F64))[0])
     with mpmath.workprec(200):
         exact = mpmath.tanh(mpmath.mpf(x))
-    assert abs(mpmath.mpf(got) - exact) <= 2 * max(math.ulp(float(exact)), 5e-324), (x, got, exact)
+    assert abs(mpmath.mpf(got) - exact) <= TANH_ULPS * max(math.ulp(float(exact)), 5e-324), (x, got, exact)
     assert math.copysign(1.0, got) == math.copysign(1.0, x)
 
 
@@ -109,7 +113,7 @@ def test_log_hypothesis(x: float) -> None:
     got = float(portable.log(torch.tensor([x], dtype=F64))[0])
     with mpmath.workprec(200):
         exact = mpmath.log(mpmath.mpf(x))
-    assert abs(mpmath.mpf(got) - exact) <= math.ulp(float(exact)), (x, got, exact)
+    assert abs(mpmath.mpf(got) - exact) <= LOG_ULPS * math.ulp(float(exact)), (x, got, exact)
 
 
 @given(floats_of(F64))
@@ -162,8 +166,10 @@ def test_other_inputs_take_torchs_functions() -> None:
 
 
 #: The CPU functions torch computes with MKL's vector math (the code path, so the bits,
-#: depend on the CPU model).
-MKL_VML = {"exp", "log", "sqrt", "tanh", "exp_", "log_", "sqrt_", "tanh_"}
+#: depend on the CPU model), and composite ops that call them inside C++ (a dispatch mode
+#: sees only the composite).
+_VML = ("exp", "log", "sqrt", "tanh", "log2", "log10", "sin", "cos", "tan", "asin", "acos", "atan", "erf", "erfc", "erfinv")
+MKL_VML = {*_VML, *(f"{n}_" for n in _VML), "logsumexp", "softplus", "logaddexp", "softmax", "_softmax", "log_softmax", "_log_softmax"}
 
 
 class _Spy(TorchDispatchMode):
@@ -203,6 +209,38 @@ def test_training_calls_no_mkl_vector_function(model: type, nc: int | None, fast
         result = train(graph, model(), dim=2, nc=nc, dtype=F64, epochs=2, burnin=1, seed=0, fast=fast)
         evaluate(result.manifold, result.embeddings, graph.edges)
     assert spy.seen == []
+
+
+@pytest.mark.parametrize("model", [PoincareHalfspace, PoincareBall, Lorentz])
+def test_rmsprop_training_calls_no_mkl_vector_function(model: type) -> None:
+    """Per-row RMSprop's step lengths (``sqrt`` of the mean squares) too."""
+    graph = load_mammals()
+    fused.available(F64, 2, model.name)
+    spy = _Spy()
+    with spy:
+        train(graph, model(), dim=2, nc=2, dtype=F64, epochs=2, burnin=1, seed=0, optimizer="rmsprop", lr=0.02)
+    assert spy.seen == []
+
+
+def test_spy_sees_a_call_inside_an_mc_operation() -> None:
+    """The spy is not blind: MKL functions called by MC operations on their components,
+    and composite ops, are seen."""
+    spy = _Spy()
+    with spy:
+        torch.sin(hm.mc(torch.tensor([0.5], dtype=F64), nc=1))  # nc = 1 sin: torch's, on the component
+        torch.logsumexp(torch.ones(3, dtype=F64), dim=0)
+    assert spy.seen == ["sin", "logsumexp"]
+
+
+@pytest.mark.filterwarnings("ignore:`torch.jit.script` is deprecated:DeprecationWarning")  # torch.func's own set-up
+def test_torch_func_transforms_take_torchs_functions() -> None:
+    """vmap and jvp work on the portable functions (they use torch's rules there)."""
+    x = torch.tensor([[0.5, 1.0], [2.0, 3.0]], dtype=F64)
+    for name in portable.__all__:
+        fn = getattr(portable, name)
+        assert torch.equal(torch.func.vmap(fn)(x), getattr(torch, name)(x))
+        _, tangent = torch.func.jvp(fn, (x,), (torch.ones_like(x),))
+        assert tangent.shape == x.shape
 
 
 def test_logsumexp_uses_them(rng: torch.Generator) -> None:
