@@ -40,8 +40,8 @@ rounded once to their dtype):
 
 Special values are those of IEEE ``exp``/``log``/``sqrt``/``tanh``: ``exp(-inf) = 0``,
 ``exp(inf) = inf``, ``log(0) = -inf``, ``log(x < 0) = NaN``, ``sqrt(-0) = -0``,
-``tanh(+-inf) = +-1``, ``tanh(-0) = -0``, NaN stays NaN (tested against mpmath in
-``tests/mcf/test_portable.py``). Gradients are torch's formulas on these values
+``tanh(+-inf) = +-1``, ``tanh(-0) = -0``, NaN stays NaN (``tests/mcf/test_portable.py``
+checks them and the bounds above, against mpmath). Gradients are torch's formulas on these values
 (``g exp(x)``, ``g / x``, ``g / (2 sqrt(x))``, ``g (1 - tanh(x)^2)``).
 
 Other devices (CUDA computes the same bits on every GPU of one architecture), tensor

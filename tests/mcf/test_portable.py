@@ -243,7 +243,8 @@ def test_torch_func_transforms_take_torchs_functions() -> None:
         assert tangent.shape == x.shape
 
 
-def test_logsumexp_uses_them(rng: torch.Generator) -> None:
+def test_fixed_order_logsumexp_is_accurate(rng: torch.Generator) -> None:
+    """The trainer's loss on portable's exp and log, against mpmath."""
     from hypermc.embed.train import fixed_order_logsumexp
 
     x = torch.randn(64, 51, generator=rng, dtype=F64) * 30
