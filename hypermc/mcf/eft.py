@@ -51,6 +51,7 @@ __all__ = [
     "fused_addcmul",
     "fused_addcmul_",
     "sqrt_rn",
+    "pow2",
     "renormalize",
     "pack",
     "unpack",
@@ -747,6 +748,21 @@ def _clean_nonfinite(c: torch.Tensor) -> torch.Tensor:
 for _dtype in (torch.float32, torch.float64):
     has_fused_addcmul("cpu", _dtype)
 del _dtype
+
+
+#: float64's exponent bias and stored significand bits (the bit layout :func:`pow2` builds).
+F64_BIAS, F64_MANTISSA_BITS = 1023, 52
+
+
+def pow2(k: torch.Tensor) -> torch.Tensor:
+    """Exact float64 ``2**k`` for an integer-valued tensor ``k`` in ``[-1022, 1023]``
+    (the normal range), built from its bit pattern: no rounding, no ``pow``.
+
+    Example:
+        >>> pow2(torch.tensor([-1022, 0, 3])).tolist() == [2.0**-1022, 1.0, 8.0]
+        True
+    """
+    return ((k.to(torch.int64) + F64_BIAS) << F64_MANTISSA_BITS).view(torch.float64)
 
 
 def sqrt_rn(t: torch.Tensor) -> torch.Tensor:

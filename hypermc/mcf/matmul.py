@@ -93,7 +93,7 @@ import torch
 
 from .._checks import check_dtype, check_instance, check_nc
 from . import arith
-from .eft import float_format, is_traced, unpack
+from .eft import float_format, is_traced, pow2, unpack
 
 __all__ = [
     "MATMUL_BOUND",
@@ -133,10 +133,8 @@ _ACCUMULATION_GUARD_BITS = 4
 # The wide engine path is taken when its worst-case GEMM error is at most this many
 # u^nc * |A||B| (the final rounding adds ~1 more, the total stays below MATMUL_BOUND).
 _WIDE_SHARE = 1.5
-# Scaling of float64 data: exponents whose powers of two are normal float64 numbers, and
-# the exponent range within which two successive broadcast multiplications cannot underflow.
-_F64_BIAS = 1023
-_F64_MANTISSA_BITS = 52
+# Scaling of float64 data (exact powers of two: :func:`.eft.pow2`): the exponent range
+# within which two successive broadcast multiplications cannot underflow.
 _SAFE_BROADCAST_EXPONENT = 300
 # GPUs whose float64 GEMM runs at full rate (compute capability): P100, V100, A100,
 # H100/H200, B200. Others (and MPS) get the float32 engine.
@@ -781,12 +779,6 @@ def _exact_bits(x: torch.Tensor, exp: torch.Tensor, dim: int, p: int, pool: _Poo
     return (p - (e_min - exp)).amax()
 
 
-def _pow2(e: torch.Tensor) -> torch.Tensor:
-    """Exact float64 ``2**e`` for an integer tensor with ``-1022 <= e <= 1023``."""
-    bits = torch.bitwise_left_shift(e.to(torch.int64) + _F64_BIAS, _F64_MANTISSA_BITS)
-    return bits.view(torch.float64)
-
-
 def _scaled_terms(x: torch.Tensor, exp: torch.Tensor, pool: _Pool) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
     """Components of ``x`` as float64 tensors times ``2**-exp`` (exact), so ``|term_0| < 1``.
 
@@ -797,10 +789,10 @@ def _scaled_terms(x: torch.Tensor, exp: torch.Tensor, pool: _Pool) -> tuple[list
     comps = unpack(x)
     out = [pool.take(c.shape, _ACC, c.device).copy_(c) for c in comps]
     if x.dtype != torch.float64:
-        factors = [_pow2(-exp)]
+        factors = [pow2(-exp)]
     else:
         half = torch.div(-exp, 2, rounding_mode="floor")
-        factors = [_pow2(half), _pow2(-exp - half)]
+        factors = [pow2(half), pow2(-exp - half)]
     for t in out:
         for f in factors:
             t.mul_(f)
@@ -1197,7 +1189,7 @@ def _unscale(comps: list[torch.Tensor], stats: _Stats) -> list[torch.Tensor]:
     total = stats.exp_a + stats.exp_b
     e1 = torch.div(total, 3, rounding_mode="floor")
     e2 = torch.div(total - e1, 2, rounding_mode="floor")
-    s1, s2, s3 = _pow2(e1), _pow2(e2), _pow2(total - e1 - e2)
+    s1, s2, s3 = pow2(e1), pow2(e2), pow2(total - e1 - e2)
     return [c.mul_(s1).mul_(s2).mul_(s3) for c in comps]
 
 

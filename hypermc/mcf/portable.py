@@ -57,7 +57,7 @@ from typing import Any
 
 import torch
 
-from .eft import sqrt_rn, tracing
+from .eft import pow2, sqrt_rn, tracing
 
 __all__ = ["exp", "log", "sqrt", "tanh"]
 
@@ -71,7 +71,6 @@ SQRT_HALF = 0.7071067811865476
 #: are first limited to ``[-EXP_LIMIT, EXP_LIMIT]``, which changes no result (inf and 0
 #: stay inf and 0) and keeps ``k`` in the range where the two powers of two are normal.
 EXP_LIMIT = 800.0
-_BIAS, _MANTISSA_BITS = 1023, 52
 _PLAIN_DISPATCH = torch.Tensor.__torch_dispatch__
 #: Where :func:`tanh` changes formula (fdlibm's split is near ``ln(3) / 2 ~ 0.55``).
 TANH_SPLIT = 0.55
@@ -88,11 +87,6 @@ def _portable(x: Any) -> bool:
     )
 
 
-def _pow2(k: torch.Tensor) -> torch.Tensor:
-    """``2^k`` exactly for integer-valued float64 ``k`` in ``[-1022, 1023]``, from its bits."""
-    return ((k.to(torch.int64) + _BIAS) << _MANTISSA_BITS).view(torch.float64)
-
-
 def _exp64(x: torch.Tensor) -> torch.Tensor:
     x = x.clamp(-EXP_LIMIT, EXP_LIMIT)  # NaN stays NaN; see EXP_LIMIT
     k = torch.round(x * INV_LN2)
@@ -100,7 +94,7 @@ def _exp64(x: torch.Tensor) -> torch.Tensor:
     m = torch.expm1(r) + 1.0
     k = torch.nan_to_num(k)  # NaN x: m is NaN already
     half = torch.floor(k * 0.5)
-    return m * _pow2(half) * _pow2(k - half)
+    return m * pow2(half) * pow2(k - half)
 
 
 def _log64(x: torch.Tensor) -> torch.Tensor:

@@ -52,7 +52,7 @@ from collections.abc import Callable, Sequence
 import torch
 
 from . import arith, registry
-from .eft import float_format, renormalize, two_prod, unpack
+from .eft import float_format, pow2, renormalize, two_prod, unpack
 
 __all__ = [
     "sum",
@@ -71,11 +71,6 @@ __all__ = [
 ]
 
 Dim = int | Sequence[int] | None
-
-# Exponent bias and significand field width of the float64 bit pattern, used to build
-# exact powers of two for the scaling in :func:`norm`.
-_F64_BIAS = 1023
-_F64_MANTISSA_BITS = 52
 
 
 # ------------------------------------------------------------------------ layout helpers
@@ -531,8 +526,7 @@ def _one_minus_sumsq(x: torch.Tensor, c: float) -> torch.Tensor:
 
 def _pow2(e: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
     """Exact ``2**e`` in ``dtype`` for an integer tensor ``e`` in the normal range."""
-    bits = (e.to(torch.int64) + _F64_BIAS) << _F64_MANTISSA_BITS
-    return bits.view(torch.float64).to(dtype)
+    return pow2(e).to(dtype)
 
 
 def _scale(x: torch.Tensor, e: torch.Tensor) -> torch.Tensor:
