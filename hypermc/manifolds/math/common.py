@@ -23,6 +23,7 @@ from __future__ import annotations
 import functools
 import math
 from collections.abc import Callable, Sequence
+from fractions import Fraction
 from typing import Any
 
 import mpmath
@@ -61,18 +62,22 @@ __all__ = [
     "exponent",
     "ldexp",
     "scaled_sqnorm",
+    "float_pieces",
 ]
 
-#: Taylor coefficients (of z^0, z^1, ..., z^5) of the removable-singularity helpers.
-#: Six terms: the first omitted one is ``O(z^6)``, below ``u^nc`` under
-#: :func:`series_threshold`.
-_SERIES: dict[str, tuple[float, ...]] = {
-    "tanhc": (1.0, 0.0, -1 / 3, 0.0, 2 / 15, 0.0),
-    "sinhc": (1.0, 0.0, 1 / 6, 0.0, 1 / 120, 0.0),
-    "x_over_sinh": (1.0, 0.0, -1 / 6, 0.0, 7 / 360, 0.0),
-    "x_over_tanh": (1.0, 0.0, 1 / 3, 0.0, -1 / 45, 0.0),
-    "asinhc": (1.0, 0.0, -1 / 6, 0.0, 3 / 40, 0.0),
-    "expm1c": (1.0, -1 / 2, 1 / 6, -1 / 24, 1 / 120, -1 / 720),
+#: Taylor coefficients (of z^0, z^1, ..., z^5) of the removable-singularity helpers,
+#: exact (:func:`_horner` rounds them to the operand's precision). Six terms: the first
+#: omitted one is ``O(z^6)``, below ``u^nc`` under :func:`series_threshold`.
+_SERIES: dict[str, tuple[Fraction, ...]] = {
+    name: tuple(Fraction(c) for c in coeffs)
+    for name, coeffs in {
+        "tanhc": ("1", "0", "-1/3", "0", "2/15", "0"),
+        "sinhc": ("1", "0", "1/6", "0", "1/120", "0"),
+        "x_over_sinh": ("1", "0", "-1/6", "0", "7/360", "0"),
+        "x_over_tanh": ("1", "0", "1/3", "0", "-1/45", "0"),
+        "asinhc": ("1", "0", "-1/6", "0", "3/40", "0"),
+        "expm1c": ("1", "-1/2", "1/6", "-1/24", "1/120", "-1/720"),
+    }.items()
 }
 
 
@@ -450,13 +455,44 @@ def series_threshold(x: torch.Tensor) -> float:
     return unit_roundoff(x) ** (1.0 / 6.0)
 
 
-def _horner(z: torch.Tensor, coeffs: Sequence[float]) -> torch.Tensor:
+def float_pieces(c: Fraction | float) -> tuple[float, ...]:
+    """``c`` as a sum of non-overlapping float64 numbers, largest first (exact where the
+    sum of at most eight of them is; enough for ``8 * 53`` bits).
+
+    Example:
+        >>> float_pieces(Fraction(1, 2)), float_pieces(Fraction(1, 3))[:2]
+        ((0.5,), (0.3333333333333333, 1.850371707708594e-17))
+    """
+    rest, out = Fraction(c), list[float]()
+    while rest and len(out) < 8:
+        out.append(float(rest))
+        rest -= Fraction(out[-1])
+    return tuple(out) or (0.0,)
+
+
+def _pieces_for(z: torch.Tensor) -> int:
+    """How many float64 pieces of a constant ``z``'s precision holds (``nc p`` bits)."""
+    return 1 if not isinstance(z, MCTensor) else -(-z.nc * float_format(z.dtype).p // 53)
+
+
+def _horner(z: torch.Tensor, coeffs: Sequence[Fraction | float]) -> torch.Tensor:
+    """``sum_k coeffs[k] z^k`` by Horner's rule, each coefficient to ``z``'s precision:
+    added as the float64 pieces (:func:`float_pieces`) an MCTensor's ``nc`` components
+    hold (``-1/3`` to ``u^nc``, not to float64's ``u``; Python floats, so the same under
+    ``torch.compile``)."""
+    keep = _pieces_for(z)
     out: torch.Tensor | None = None
     for c in reversed(coeffs):
+        pieces = float_pieces(c)[:keep]
         if out is None:
-            out = torch.full_like(z, c) if c != 0 else torch.zeros_like(z)
+            out = torch.full_like(z, pieces[0]) if pieces[0] != 0 else torch.zeros_like(z)
         else:
-            out = out * z + c if c != 0 else out * z
+            out = out * z
+            if c == 0:
+                continue
+            out = out + pieces[0]
+        for p in pieces[1:]:
+            out = out + p
     return out  # type: ignore[return-value]  # coeffs is never empty
 
 

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
+from fractions import Fraction
 from typing import Any
 
 import torch
@@ -83,12 +84,16 @@ __all__ = [
 Curvature = float | torch.Tensor
 
 #: Taylor coefficients in ``s = k z^2`` (of s^0 ... s^4) of the even helpers.
-_SERIES: dict[str, tuple[float, ...]] = {
-    "tan": (1.0, 1 / 3, 2 / 15, 17 / 315, 62 / 2835),
-    "artan": (1.0, -1 / 3, 1 / 5, -1 / 7, 1 / 9),
-    "arsin": (1.0, 1 / 6, 3 / 40, 5 / 112, 35 / 1152),
-    "cos": (1.0, -1 / 2, 1 / 24, -1 / 720, 1 / 40320),
-    "sin": (1.0, -1 / 6, 1 / 120, -1 / 5040, 1 / 362880),
+#: Exact (``common._horner`` rounds them to the operand's precision).
+_SERIES: dict[str, tuple[Fraction, ...]] = {
+    name: tuple(Fraction(c) for c in coeffs)
+    for name, coeffs in {
+        "tan": ("1", "1/3", "2/15", "17/315", "62/2835"),
+        "artan": ("1", "-1/3", "1/5", "-1/7", "1/9"),
+        "arsin": ("1", "1/6", "3/40", "5/112", "35/1152"),
+        "cos": ("1", "-1/2", "1/24", "-1/720", "1/40320"),
+        "sin": ("1", "-1/6", "1/120", "-1/5040", "1/362880"),
+    }.items()
 }
 #: Where the helper's argument stays harmless in the branch ``torch.where`` does not select.
 _HARMLESS = 0.5
