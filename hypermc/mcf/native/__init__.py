@@ -530,14 +530,39 @@ def _call(lib: Kernels, op: str, operands: list[torch.Tensor], extra: tuple, nc:
     if isinstance(lib, native_cuda.Backend):
         return Result(*lib.call(op, operands, extra, nc, nout))
     nout = nc if nout is None else nout
-    shape = broadcast_shapes(*(o.shape[:-1] for o in operands))
-    rows = [_rows(o, shape, i == 0) for i, o in enumerate(operands)]
-    n = rows[0][0].shape[0]
+    shape = operands[0].shape[:-1]
+    if any(o.shape[:-1] != shape for o in operands[1:]):
+        shape = broadcast_shapes(*(o.shape[:-1] for o in operands))
+    n = math.prod(shape)
+    planar = _planar_strides(shape, n)
+    # operands already planar (the kernels' own outputs: the common case) are read in
+    # place; the others are broadcast or copied by _rows
+    rows = [(o, 1, n) if _is_planar(o, shape, planar, n) else _rows(o, shape, i == 0) for i, o in enumerate(operands)]
     dtype = operands[0].dtype
-    out = torch.empty((nout, n), dtype=dtype)
-    ok = torch.empty(n, dtype=torch.bool)
+    out = torch.empty_strided((*shape, nout), (*planar, n), dtype=dtype)  # planar: component k at k * n
+    ok = torch.empty(shape, dtype=torch.bool)
     bad = _run(getattr(lib, f"mc_{op}_{_NAMES[dtype]}_{nc}"), n, rows, extra, out, ok) if n else 0
-    return Result(out.view(nout, *shape).movedim(0, -1), ok.view(shape), bad)
+    return Result(out, ok, bad)
+
+
+def _planar_strides(shape: torch.Size, n: int) -> tuple[int, ...]:
+    """The element strides of a planar ``(*shape, m)`` buffer: row-major over ``shape``
+    (its component stride is ``n``, the number of elements)."""
+    strides, step = [], 1
+    for d in reversed(shape):
+        strides.append(step)
+        step *= d
+    return tuple(reversed(strides))
+
+
+def _is_planar(t: torch.Tensor, shape: torch.Size, planar: tuple[int, ...], n: int) -> bool:
+    """Whether ``t`` is ``(*shape, m)`` laid out as a planar buffer (the strides of
+    :func:`_planar_strides` on the dims longer than 1, component stride ``n``): the
+    kernels then read it in place, element stride 1 and component stride ``n``."""
+    if t.shape[:-1] != shape or (t.shape[-1] > 1 and t.stride(-1) != n):
+        return False
+    st = t.stride()
+    return all(d == 1 or st[i] == planar[i] for i, d in enumerate(shape))
 
 
 class Result(NamedTuple):
