@@ -568,6 +568,20 @@ class Manifold(abc.ABC):
             [4.0, -8.0]
         """
 
+    def expmap_egrad(self, x: torch.Tensor, g: torch.Tensor, t: float) -> torch.Tensor:
+        """``expmap(x, t * egrad2rgrad(x, g), check=False)``: the step of a Riemannian
+        gradient optimizer (``t = -lr``). A model may compute it in one pass (the ball
+        forms its deficit once); the default is the two calls.
+
+        Example:
+            >>> from hypermc.manifolds import Lorentz
+            >>> M = Lorentz()
+            >>> x, g = M.origin(2, nc=None, dtype=torch.float64), torch.tensor([0.0, 1.0], dtype=torch.float64)
+            >>> torch.equal(M.expmap_egrad(x, g, -0.5), M.expmap(x, -0.5 * M.egrad2rgrad(x, g)))
+            True
+        """
+        return self.expmap(x, self.egrad2rgrad(x, g) * t, check=False)
+
     @abc.abstractmethod
     def _origin_values(self, size: tuple[int, ...], dtype: torch.dtype, device: Device) -> torch.Tensor:
         """The origin as a plain tensor of shape ``size`` (``origin`` projects it)."""

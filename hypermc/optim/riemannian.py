@@ -127,6 +127,9 @@ def riemannian_sgd(
         x_new = M.expmap(x, -lr * d)                       (M.retr if retraction)
         b = M.transp(x, x_new, b)
 
+    Without momentum and retraction the step is ``M.expmap_egrad(x, g, -lr)`` (the same
+    point; the ball computes it in one pass).
+
     Args:
         params: parameters (MCTensors or plain tensors), updated in place.
         grads: their gradients (not modified).
@@ -160,6 +163,9 @@ def riemannian_sgd(
         x, g = _take(param.detach(), r), _take(grad, r)
         if weight_decay != 0:
             g = g + weight_decay * x
+        if momentum == 0 and not retraction:  # the step is expmap(x, -lr rgrad): one pass where the model has it
+            _put(param.detach(), manifold.expmap_egrad(x, g, -lr), r)
+            continue
         rgrad = manifold.egrad2rgrad(x, g)
         buf = momentum_buffer_list[i]
         if momentum != 0:
