@@ -187,6 +187,9 @@ def test_layouts_and_broadcasting(dtype, nc):
         (interleaved[0, 0], planar),  # MC scalar
         (planar, interleaved[2, 3]),
         (interleaved[:0], interleaved[:0]),  # empty
+        (planar.unsqueeze(1), planar.unsqueeze(1)),  # planar with a size-1 dim (any stride there): read in place
+        (planar[2:4], planar[1:3]),  # rows of a planar buffer: its component stride is not theirs
+        (planar[:, 1:], planar[:, :4]),  # columns of one: neither are its element strides
     ]
     for x, y in cases:
         for op, f in OPS.items():
