@@ -60,6 +60,8 @@ def _operand(a: Any, dtype: torch.dtype, nc: int, device) -> torch.Tensor | _Pla
         return a._components
     if isinstance(a, numbers.Number):
         value = float(cast(SupportsFloat, a))  # numbers.Number declares no __float__; a complex raises TypeError
+        if dtype == torch.float64:  # every Python float is a float64: no test to make
+            return _Plain(torch.tensor(value, dtype=dtype, device=device))
         t = torch.tensor(value, dtype=torch.float64)  # on the host: the test reads it
         fitted = t.to(dtype)
         if fitted.to(torch.float64) == t or not math.isfinite(value):

@@ -143,12 +143,12 @@ class MCTensor(torch.Tensor):
 
     @staticmethod
     def __new__(cls, components: torch.Tensor, *, requires_grad: bool = False) -> MCTensor:
-        lead = components[..., 0]
+        # the leading component's view, from the components' metadata (no view made)
         out = torch.Tensor._make_wrapper_subclass(
             cls,
-            lead.shape,
-            strides=lead.stride(),
-            storage_offset=lead.storage_offset(),
+            components.shape[:-1],
+            strides=components.stride()[:-1],
+            storage_offset=components.storage_offset(),
             dtype=components.dtype,
             device=components.device,
             requires_grad=requires_grad,
