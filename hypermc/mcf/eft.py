@@ -30,6 +30,7 @@ from __future__ import annotations
 import functools
 import math
 from collections.abc import Sequence
+from fractions import Fraction
 from typing import NamedTuple, cast
 
 import numpy as np
@@ -51,6 +52,7 @@ __all__ = [
     "fused_addcmul",
     "fused_addcmul_",
     "sqrt_rn",
+    "float_pieces",
     "pow2",
     "renormalize",
     "pack",
@@ -752,6 +754,25 @@ del _dtype
 
 #: float64's exponent bias and stored significand bits (the bit layout :func:`pow2` builds).
 F64_BIAS, F64_MANTISSA_BITS = 1023, 52
+
+
+def float_pieces(c: Fraction | float | int, bits: int = 8 * 53) -> tuple[float, ...]:
+    """The exact number ``c`` as non-overlapping float64 numbers, largest first, as many
+    as ``bits`` bits need (``ceil(bits / 53)``, at most eight; fewer where their sum is
+    exact): a constant that an MC operand of ``nc p`` bits adds or multiplies piece by
+    piece keeps its ``nc p`` bits (a Python float: the same under ``torch.compile``).
+
+    Example:
+        >>> float_pieces(Fraction(1, 2)), float_pieces(Fraction(1, 3), bits=106)
+        ((0.5,), (0.3333333333333333, 1.850371707708594e-17))
+        >>> float_pieces(Fraction(1, 3), bits=53)
+        (0.3333333333333333,)
+    """
+    rest, out = Fraction(c), list[float]()
+    while rest and len(out) < min(8, -(-bits // 53)):
+        out.append(float(rest))
+        rest -= Fraction(out[-1])
+    return tuple(out) or (0.0,)
 
 
 def pow2(k: torch.Tensor) -> torch.Tensor:

@@ -15,13 +15,16 @@ kernels that MCTensor does not implement; use the forms below.
 from __future__ import annotations
 
 import math
+from fractions import Fraction
 from typing import Any, cast
 
+import mpmath
 import torch
 import torch.nn.functional as F
 
 from .._checks import check_choice, check_instance, check_int, check_nc
 from ..mcf import MCTensor, mc
+from ..mcf.eft import float_format, float_pieces
 
 __all__ = [
     "linear",
@@ -41,10 +44,25 @@ __all__ = [
 # torch clamps log(p) at -100 in binary_cross_entropy (so p = 0 gives a finite loss).
 _BCE_LOG_FLOOR = -100.0
 _REDUCTIONS = ("none", "mean", "sum")
-# GELU's tanh approximation: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).
-_GELU_TANH_COEFF = 0.044715
-_SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
+# GELU's tanh approximation: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), its two
+# constants exact (Fractions: 0.044715 is a decimal, sqrt(2/pi) to 600 bits), multiplied
+# in as the float64 pieces an operand's components hold (_times).
+_GELU_TANH_COEFF = Fraction(44715, 10**6)
+with mpmath.workprec(600):
+    _man, _exp = mpmath.sqrt(2 / mpmath.pi).man_exp
+    _SQRT_2_OVER_PI = Fraction(int(_man)) * Fraction(2) ** int(_exp)
 _SQRT_HALF = math.sqrt(0.5)
+
+
+def _times(x: MCTensor, c: Fraction) -> torch.Tensor:
+    """``x * c`` for an exact constant ``c``, to ``x``'s precision: the sum of ``x`` times
+    each float64 piece of ``c`` that ``x``'s ``nc p`` bits hold (one product at nc = 1
+    and for float32 nc = 2)."""
+    pieces = float_pieces(c, x.nc * float_format(x.dtype).p)
+    out = x * pieces[0]
+    for p in pieces[1:]:
+        out = out + x * p
+    return out
 
 
 # ------------------------------------------------------------------------ conversions
@@ -240,7 +258,7 @@ def gelu(input: torch.Tensor, approximate: str = "none") -> MCTensor:
     check_choice("gelu", "approximate", approximate, ("none", "tanh"))
     x = _mc_operand(input)
     if approximate == "tanh":
-        inner = (x + x * x * x * _GELU_TANH_COEFF) * _SQRT_2_OVER_PI
+        inner = _times(x + _times(x * x * x, _GELU_TANH_COEFF), _SQRT_2_OVER_PI)
         return x * 0.5 * (torch.tanh(inner) + 1.0)
     return x * 0.5 * (torch.erf(x * _SQRT_HALF) + 1.0)
 

@@ -11,6 +11,8 @@ within the ``"transcendental"`` bound (64 u^nc, relative).
 
 from __future__ import annotations
 
+from fractions import Fraction
+
 import mpmath
 import pytest
 import torch
@@ -18,6 +20,7 @@ import torch
 import hypermc as hm
 from hypermc.manifolds.math import common
 from hypermc.manifolds.math import stereographic as S
+from hypermc.mcf.eft import float_pieces
 from tests.conftest import BOUNDS
 
 F64 = torch.float64
@@ -80,13 +83,13 @@ def test_stereographic_series_branch(nc, name):
 def test_coefficients_are_exact_pieces():
     """A coefficient is the sum of its float64 pieces (exactly, for these rationals at
     the precisions used); an MC operand takes as many as its components hold."""
-    from fractions import Fraction
-
     for coeffs in list(common._SERIES.values()) + list(S._SERIES.values()):
         for c in coeffs:
-            pieces = common.float_pieces(c)
+            pieces = float_pieces(c)
             assert abs(sum(Fraction(p) for p in pieces) - c) <= abs(c) * Fraction(2) ** -400
             assert all(abs(b) <= abs(a) * 2.0**-52 for a, b in zip(pieces, pieces[1:]))  # non-overlapping
-    assert common._pieces_for(torch.ones(1, dtype=F64)) == 1
-    assert common._pieces_for(hm.mc([1.0], nc=3, dtype=F64)) == 3
-    assert common._pieces_for(hm.mc([1.0], nc=3, dtype=torch.float32)) == 2
+    third = Fraction(1, 3)
+    assert len(float_pieces(third, common.bits_of(torch.ones(1, dtype=F64)))) == 1
+    assert len(float_pieces(third, common.bits_of(hm.mc([1.0], nc=3, dtype=F64)))) == 3
+    assert len(float_pieces(third, common.bits_of(hm.mc([1.0], nc=3, dtype=torch.float32)))) == 2
+    assert float_pieces(Fraction(3, 4), 8 * 53) == (0.75,)  # exact in one: no zero pieces

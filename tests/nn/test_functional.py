@@ -139,3 +139,23 @@ def test_loss_argument_errors():
         MF.as_mc(torch.zeros(3), nc=0)
     with pytest.raises(ValueError, match=r"^gelu: approximate must be one of 'none', 'tanh'; got 'fast'$"):
         MF.gelu(x, approximate="fast")
+
+
+@pytest.mark.parametrize(("dtype", "nc"), [(torch.float64, 2), (torch.float64, 3), (torch.float32, 3), (torch.float32, 4)])
+def test_gelu_tanh_against_mpmath(dtype, nc):
+    """The tanh approximation with its constants to the operand's precision (sqrt(2/pi)
+    and the decimal 0.044715; float64 constants left 3e-16 at every nc): within the
+    transcendental bound where ``1 + tanh`` does not cancel (x >= -0.5)."""
+    import mpmath
+
+    xs = [-0.5, -0.1, 0.3, 1.1, 2.5, 6.0]
+    x = hm.mc(torch.tensor(xs, dtype=torch.float64).to(dtype), nc=nc)
+    got = MF.gelu(x, approximate="tanh").to_mpmath().tolist()
+    p = UNIT_ROUNDOFF_BITS[dtype]
+    with mpmath.workprec(nc * p + 100):
+        beta = mpmath.sqrt(2 / mpmath.pi)
+        for a, g in zip(x.to_mpmath().tolist(), got):
+            a = mpmath.mpf(a)
+            ref = a / 2 * (1 + mpmath.tanh(beta * (a + mpmath.mpf(44715) / 10**6 * a**3)))
+            err = float(abs((mpmath.mpf(g) - ref) / ref))
+            assert err <= BOUNDS["transcendental"] * 2.0 ** (-p * nc), (float(a), err / 2.0 ** (-p * nc))

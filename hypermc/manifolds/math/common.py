@@ -30,7 +30,7 @@ import mpmath
 import torch
 
 from ...mcf import portable, reduce
-from ...mcf.eft import all_true, float_format
+from ...mcf.eft import all_true, float_format, float_pieces
 from ...mcf.tensor import MCTensor, from_mpmath, implements
 from . import _plain
 
@@ -62,7 +62,7 @@ __all__ = [
     "exponent",
     "ldexp",
     "scaled_sqnorm",
-    "float_pieces",
+    "bits_of",
 ]
 
 #: Taylor coefficients (of z^0, z^1, ..., z^5) of the removable-singularity helpers,
@@ -455,35 +455,25 @@ def series_threshold(x: torch.Tensor) -> float:
     return unit_roundoff(x) ** (1.0 / 6.0)
 
 
-def float_pieces(c: Fraction | float) -> tuple[float, ...]:
-    """``c`` as a sum of non-overlapping float64 numbers, largest first (exact where the
-    sum of at most eight of them is; enough for ``8 * 53`` bits).
+def bits_of(z: torch.Tensor) -> int:
+    """The bits ``z`` holds: ``nc p`` for an MCTensor, 53 (one float64 constant) for a
+    plain tensor (:func:`hypermc.mcf.eft.float_pieces` of a constant for ``z``).
 
     Example:
-        >>> float_pieces(Fraction(1, 2)), float_pieces(Fraction(1, 3))[:2]
-        ((0.5,), (0.3333333333333333, 1.850371707708594e-17))
+        >>> bits_of(hm.mc([1.0], nc=3, dtype=torch.float32)), bits_of(torch.ones(1))
+        (72, 53)
     """
-    rest, out = Fraction(c), list[float]()
-    while rest and len(out) < 8:
-        out.append(float(rest))
-        rest -= Fraction(out[-1])
-    return tuple(out) or (0.0,)
-
-
-def _pieces_for(z: torch.Tensor) -> int:
-    """How many float64 pieces of a constant ``z``'s precision holds (``nc p`` bits)."""
-    return 1 if not isinstance(z, MCTensor) else -(-z.nc * float_format(z.dtype).p // 53)
+    return z.nc * float_format(z.dtype).p if isinstance(z, MCTensor) else 53
 
 
 def _horner(z: torch.Tensor, coeffs: Sequence[Fraction | float]) -> torch.Tensor:
     """``sum_k coeffs[k] z^k`` by Horner's rule, each coefficient to ``z``'s precision:
-    added as the float64 pieces (:func:`float_pieces`) an MCTensor's ``nc`` components
-    hold (``-1/3`` to ``u^nc``, not to float64's ``u``; Python floats, so the same under
-    ``torch.compile``)."""
-    keep = _pieces_for(z)
+    added as the float64 pieces (:func:`hypermc.mcf.eft.float_pieces`) an MCTensor's ``nc`` components
+    hold (``-1/3`` to ``u^nc``, not to float64's ``u``)."""
+    bits = bits_of(z)
     out: torch.Tensor | None = None
     for c in reversed(coeffs):
-        pieces = float_pieces(c)[:keep]
+        pieces = float_pieces(c, bits)
         if out is None:
             out = torch.full_like(z, pieces[0]) if pieces[0] != 0 else torch.zeros_like(z)
         else:
