@@ -53,6 +53,7 @@ __all__ = [
     "fused_addcmul_",
     "sqrt_rn",
     "float_pieces",
+    "piece_count",
     "pow2",
     "renormalize",
     "pack",
@@ -756,23 +757,33 @@ del _dtype
 F64_BIAS, F64_MANTISSA_BITS = 1023, 52
 
 
-def float_pieces(c: Fraction | float | int, bits: int = 8 * 53) -> tuple[float, ...]:
-    """The exact number ``c`` as non-overlapping float64 numbers, largest first, as many
-    as ``bits`` bits need (``ceil(bits / 53)``, at most eight; fewer where their sum is
-    exact): a constant that an MC operand of ``nc p`` bits adds or multiplies piece by
-    piece keeps its ``nc p`` bits (a Python float: the same under ``torch.compile``).
+def float_pieces(c: Fraction | float | int) -> tuple[float, ...]:
+    """The exact number ``c`` as non-overlapping float64 numbers, largest first (at most
+    eight, ``8 * 53`` bits; fewer where their sum is exact). An MC operand of ``nc``
+    components adds or multiplies the first :func:`piece_count` of them one by one, so
+    the constant keeps the operand's ``nc p`` bits; computed once (at import, say), they
+    are Python floats, the same under ``torch.compile``.
 
     Example:
-        >>> float_pieces(Fraction(1, 2)), float_pieces(Fraction(1, 3), bits=106)
+        >>> float_pieces(Fraction(1, 2)), float_pieces(Fraction(1, 3))[:2]
         ((0.5,), (0.3333333333333333, 1.850371707708594e-17))
-        >>> float_pieces(Fraction(1, 3), bits=53)
-        (0.3333333333333333,)
     """
     rest, out = Fraction(c), list[float]()
-    while rest and len(out) < min(8, -(-bits // 53)):
+    while rest and len(out) < 8:
         out.append(float(rest))
         rest -= Fraction(out[-1])
     return tuple(out) or (0.0,)
+
+
+def piece_count(dtype: torch.dtype, nc: int) -> int:
+    """How many :func:`float_pieces` an operand of ``nc`` components of ``dtype`` holds:
+    ``ceil(nc p / 53)`` (1 for a plain tensor, ``nc = 1``).
+
+    Example:
+        >>> piece_count(torch.float64, 3), piece_count(torch.float32, 3), piece_count(torch.float32, 1)
+        (3, 2, 1)
+    """
+    return min(8, -(-nc * float_format(dtype).p // 53))
 
 
 def pow2(k: torch.Tensor) -> torch.Tensor:

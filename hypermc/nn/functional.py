@@ -24,7 +24,7 @@ import torch.nn.functional as F
 
 from .._checks import check_choice, check_instance, check_int, check_nc
 from ..mcf import MCTensor, mc
-from ..mcf.eft import float_format, float_pieces
+from ..mcf.eft import float_pieces, piece_count
 
 __all__ = [
     "linear",
@@ -45,22 +45,22 @@ __all__ = [
 _BCE_LOG_FLOOR = -100.0
 _REDUCTIONS = ("none", "mean", "sum")
 # GELU's tanh approximation: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), its two
-# constants exact (Fractions: 0.044715 is a decimal, sqrt(2/pi) to 600 bits), multiplied
-# in as the float64 pieces an operand's components hold (_times).
-_GELU_TANH_COEFF = Fraction(44715, 10**6)
+# constants exact (0.044715 is a decimal, sqrt(2/pi) to 600 bits) as float64 pieces
+# (_times multiplies as many as an operand's components hold).
+_GELU_TANH_COEFF = float_pieces(Fraction(44715, 10**6))
 with mpmath.workprec(600):
     _man, _exp = mpmath.sqrt(2 / mpmath.pi).man_exp
-    _SQRT_2_OVER_PI = Fraction(int(_man)) * Fraction(2) ** int(_exp)
+    _SQRT_2_OVER_PI = float_pieces(Fraction(int(_man)) * Fraction(2) ** int(_exp))
 _SQRT_HALF = math.sqrt(0.5)
 
 
-def _times(x: MCTensor, c: Fraction) -> torch.Tensor:
-    """``x * c`` for an exact constant ``c``, to ``x``'s precision: the sum of ``x`` times
-    each float64 piece of ``c`` that ``x``'s ``nc p`` bits hold (one product at nc = 1
-    and for float32 nc = 2)."""
-    pieces = float_pieces(c, x.nc * float_format(x.dtype).p)
-    out = x * pieces[0]
-    for p in pieces[1:]:
+def _times(x: MCTensor, pieces: tuple[float, ...]) -> torch.Tensor:
+    """``x * c`` for a constant given as its ``float_pieces``, to ``x``'s precision: the
+    sum of ``x`` times each piece its components hold (one product at nc = 1 and for
+    float32 nc = 2)."""
+    keep = pieces[: piece_count(x.dtype, x.nc)]
+    out = x * keep[0]
+    for p in keep[1:]:
         out = out + x * p
     return out
 

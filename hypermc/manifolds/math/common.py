@@ -30,7 +30,7 @@ import mpmath
 import torch
 
 from ...mcf import portable, reduce
-from ...mcf.eft import all_true, float_format, float_pieces
+from ...mcf.eft import all_true, float_format, float_pieces, piece_count
 from ...mcf.tensor import MCTensor, from_mpmath, implements
 from . import _plain
 
@@ -62,7 +62,7 @@ __all__ = [
     "exponent",
     "ldexp",
     "scaled_sqnorm",
-    "bits_of",
+    "series_pieces",
 ]
 
 #: Taylor coefficients (of z^0, z^1, ..., z^5) of the removable-singularity helpers,
@@ -455,30 +455,19 @@ def series_threshold(x: torch.Tensor) -> float:
     return unit_roundoff(x) ** (1.0 / 6.0)
 
 
-def bits_of(z: torch.Tensor) -> int:
-    """The bits ``z`` holds: ``nc p`` for an MCTensor, 53 (one float64 constant) for a
-    plain tensor (:func:`hypermc.mcf.eft.float_pieces` of a constant for ``z``).
-
-    Example:
-        >>> bits_of(hm.mc([1.0], nc=3, dtype=torch.float32)), bits_of(torch.ones(1))
-        (72, 53)
-    """
-    return z.nc * float_format(z.dtype).p if isinstance(z, MCTensor) else 53
-
-
-def _horner(z: torch.Tensor, coeffs: Sequence[Fraction | float]) -> torch.Tensor:
-    """``sum_k coeffs[k] z^k`` by Horner's rule, each coefficient to ``z``'s precision:
-    added as the float64 pieces (:func:`hypermc.mcf.eft.float_pieces`) an MCTensor's ``nc`` components
-    hold (``-1/3`` to ``u^nc``, not to float64's ``u``)."""
-    bits = bits_of(z)
+def _horner(z: torch.Tensor, coeffs: Sequence[tuple[float, ...]]) -> torch.Tensor:
+    """``sum_k c_k z^k`` by Horner's rule for coefficients given as their
+    :func:`hypermc.mcf.eft.float_pieces`: each added piece by piece, as many pieces as
+    ``z``'s components hold (``-1/3`` to ``u^nc``, not to float64's ``u``)."""
+    keep = piece_count(z.dtype, nc_of(z))
     out: torch.Tensor | None = None
     for c in reversed(coeffs):
-        pieces = float_pieces(c, bits)
+        pieces = c[:keep]
         if out is None:
             out = torch.full_like(z, pieces[0]) if pieces[0] != 0 else torch.zeros_like(z)
         else:
             out = out * z
-            if c == 0:
+            if pieces[0] == 0:
                 continue
             out = out + pieces[0]
         for p in pieces[1:]:
@@ -486,8 +475,18 @@ def _horner(z: torch.Tensor, coeffs: Sequence[Fraction | float]) -> torch.Tensor
     return out  # type: ignore[return-value]  # coeffs is never empty
 
 
+def series_pieces(coeffs: Sequence[Fraction]) -> tuple[tuple[float, ...], ...]:
+    """Exact coefficients as the :func:`hypermc.mcf.eft.float_pieces` :func:`_horner` takes.
+
+    Example:
+        >>> series_pieces([Fraction(1), Fraction(-1, 2)])
+        ((1.0,), (-0.5,))
+    """
+    return tuple(float_pieces(c) for c in coeffs)
+
+
 def _regular(name: str, fn: Callable[[torch.Tensor], torch.Tensor]) -> Callable[[torch.Tensor], torch.Tensor]:
-    coeffs = _SERIES[name]
+    coeffs = series_pieces(_SERIES[name])
 
     def helper(z: torch.Tensor) -> torch.Tensor:
         small = lead(z).abs() < series_threshold(z)

@@ -152,7 +152,7 @@ def _atanh(z: torch.Tensor) -> torch.Tensor:
 
 
 def _even(name: str, neg: Callable[[torch.Tensor], torch.Tensor], pos: Callable[[torch.Tensor], torch.Tensor]) -> Any:
-    coeffs = _SERIES[name]
+    coeffs = common.series_pieces(_SERIES[name])
 
     def helper(s: torch.Tensor) -> torch.Tensor:
         lead = common.lead(s)
