@@ -51,6 +51,7 @@ _GELU_TANH_COEFF = float_pieces(Fraction(44715, 10**6))
 with mpmath.workprec(600):
     _man, _exp = mpmath.sqrt(2 / mpmath.pi).man_exp
     _SQRT_2_OVER_PI = float_pieces(Fraction(int(_man)) * Fraction(2) ** int(_exp))
+del _man, _exp
 _SQRT_HALF = math.sqrt(0.5)
 
 

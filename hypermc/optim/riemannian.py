@@ -128,7 +128,7 @@ def riemannian_sgd(
         b = M.transp(x, x_new, b)
 
     Without momentum and retraction the step is ``M.expmap_egrad(x, g, -lr)`` (the same
-    point; the ball computes it in one pass).
+    point to ``u^nc``; the ball computes it with its deficit formed once).
 
     Args:
         params: parameters (MCTensors or plain tensors), updated in place.
