@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from .._checks import check_bool, check_instance
+from .._checks import check_bool, check_instance, check_real
 from ..mcf import eft
 from ..mcf.tensor import MCTensor
 from .base import Device, Manifold, _reason, geoopt_curvature
@@ -332,6 +332,7 @@ class PoincareBall(GyrovectorMixin, Manifold):
             True
         """
         self._check("expmap_egrad", x=x, g=g)
+        t = check_real("PoincareBall.expmap_egrad", "t", t)
         return self.projx(B.expmap_egrad(x, g, t, c=self.c))
 
     def dist_batch(

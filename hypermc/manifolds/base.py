@@ -580,6 +580,7 @@ class Manifold(abc.ABC):
             >>> torch.equal(M.expmap_egrad(x, g, -0.5), M.expmap(x, -0.5 * M.egrad2rgrad(x, g)))
             True
         """
+        t = check_real(f"{type(self).__name__}.expmap_egrad", "t", t)
         return self.expmap(x, self.egrad2rgrad(x, g) * t, check=False)
 
     @abc.abstractmethod

@@ -19,7 +19,7 @@ import pytest
 import torch
 
 import hypermc as hm
-from hypermc.manifolds import PoincareBall
+from hypermc.manifolds import Lorentz, PoincareBall
 from hypermc.manifolds.math import ball as B
 from hypermc.optim import RiemannianSGD
 from tests.conftest import BOUNDS
@@ -96,6 +96,12 @@ def test_expmap_egrad_checks_its_arguments():
         M.expmap_egrad(torch.zeros(2, 3, dtype=F64), torch.zeros(2, 4, dtype=F64), -0.1)
     with pytest.raises(TypeError, match="expmap_egrad: g must be a Tensor or MCTensor"):
         M.expmap_egrad(torch.zeros(2, 3, dtype=F64), [0.0, 1.0, 2.0], -0.1)
+    for manifold in (M, Lorentz()):
+        x = manifold.origin(2, 3, nc=None, dtype=F64)
+        with pytest.raises(ValueError, match=r"expmap_egrad: t must be a finite number; got nan"):
+            manifold.expmap_egrad(x, torch.zeros_like(x), float("nan"))
+        with pytest.raises(TypeError, match=r"expmap_egrad: t must be a finite number; got str"):
+            manifold.expmap_egrad(x, torch.zeros_like(x), "0.1")
 
 
 @pytest.mark.parametrize("momentum", [0.0, 0.9])

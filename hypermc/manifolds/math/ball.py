@@ -155,13 +155,9 @@ class _MCDist(torch.autograd.Function):
     @staticmethod
     def forward(ctx: Any, x: torch.Tensor, y: torch.Tensor, c: float) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:  # noqa: D102
         dx, dy = deficit(x, c=c), deficit(y, c=c)
-        diff = x - y
-        k = common.exponent(common.lead(diff).abs().amax(dim=-1, keepdim=True))
-        e = common.ldexp(diff, -k)
-        s = common.sqnorm(e)
-        k = k[..., 0]
-        a = common.ldexp(common.safe_sqrt(_scale_c(s, c) / (dx * dy)), k)
-        d = _scale_inv_sqrt_c(2 * torch.asinh(a), c)
+        e, k = common.scaled_to_unit(x - y)
+        s, k = common.sqnorm(e), k[..., 0]
+        d = _dist_from_scaled(s, k, dx, dy, c)
         ctx.save_for_backward(x, y, dx, dy, e, s, k)
         ctx.c = c
         ctx.mark_non_differentiable(dx, dy)
@@ -209,6 +205,11 @@ def dist_from_deficits(x: torch.Tensor, y: torch.Tensor, dx: torch.Tensor, dy: t
         1.098612
     """
     s, k = common.scaled_sqnorm(x - y)
+    return _dist_from_scaled(s, k, dx, dy, c)
+
+
+def _dist_from_scaled(s: torch.Tensor, k: torch.Tensor, dx: torch.Tensor, dy: torch.Tensor, c: float) -> torch.Tensor:
+    """The distance from ``|x - y|^2 = s 4^k`` (:func:`common.scaled_sqnorm`) and the deficits."""
     a = common.ldexp(common.safe_sqrt(_scale_c(s, c) / (dx * dy)), k)
     return _scale_inv_sqrt_c(2 * torch.asinh(a), c)
 
@@ -336,7 +337,11 @@ def _expmap(x: torch.Tensor, u: torch.Tensor, *, c: float) -> torch.Tensor:
     dx = deficit(x, c=c, keepdim=True)
     r = 1 / dx
     z = _scale_sqrt_c(common.norm(u, keepdim=True), c) * r
-    v = u * (common.tanhc(z) * r)
+    return _step(x, u * (common.tanhc(z) * r), dx, z, c)
+
+
+def _step(x: torch.Tensor, v: torch.Tensor, dx: torch.Tensor, z: torch.Tensor, c: float) -> torch.Tensor:
+    """``x ⊕ v`` for the step ``v`` of :func:`expmap` with ``D_v = 1 / cosh(z)^2`` taken from ``z``."""
     sech2 = 1 / torch.cosh(z) ** 2  # D_v; 0 (not NaN) where cosh overflows
     s = x + v
     q = _scale_c(common.sqnorm(s, keepdim=True), c)
@@ -366,11 +371,7 @@ def _expmap_egrad(x: torch.Tensor, g: torch.Tensor, *, t: float, c: float) -> to
     dx = deficit(x, c=c, keepdim=True)
     w = dx * (t / 4)
     z = _scale_sqrt_c(common.norm(g, keepdim=True), c) * (dx * (abs(t) / 4))
-    v = g * (w * common.tanhc(z))
-    sech2 = 1 / torch.cosh(z) ** 2  # D_v; 0 (not NaN) where cosh overflows
-    s = x + v
-    q = _scale_c(common.sqnorm(s, keepdim=True), c)
-    return (dx * s + q * x) / (dx * sech2 + q)
+    return _step(x, g * (w * common.tanhc(z)), dx, z, c)
 
 
 def expmap0(u: torch.Tensor, *, c: float = 1.0) -> torch.Tensor:

@@ -62,6 +62,7 @@ __all__ = [
     "exponent",
     "ldexp",
     "scaled_sqnorm",
+    "scaled_to_unit",
     "series_pieces",
 ]
 
@@ -254,8 +255,21 @@ def scaled_sqnorm(v: torch.Tensor, keepdim: bool = False) -> tuple[torch.Tensor,
         >>> f"{float(torch.sqrt(s)) * 2.0 ** int(k):.6e}"
         '5.000000e+200'
     """
+    e, k = scaled_to_unit(v)
+    return sqnorm(e, keepdim=keepdim), (k if keepdim else k[..., 0])
+
+
+def scaled_to_unit(v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(v 2^-k, k)`` with ``k`` ``(*, 1)`` the exponent of ``max_i |v_i|`` (exact
+    scaling: the largest entry in ``[1/2, 1)``); :func:`scaled_sqnorm` squares it.
+
+    Example:
+        >>> e, k = scaled_to_unit(torch.tensor([3e200, 4e200], dtype=torch.float64))
+        >>> int(k), bool((e.abs().max() >= 0.5) & (e.abs().max() < 1))
+        (666, True)
+    """
     k = exponent(lead(v).abs().amax(dim=-1, keepdim=True))
-    return sqnorm(ldexp(v, -k), keepdim=keepdim), (k if keepdim else k[..., 0])
+    return ldexp(v, -k), k
 
 
 def pow2_like(x: torch.Tensor) -> torch.Tensor:
