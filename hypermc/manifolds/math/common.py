@@ -266,7 +266,7 @@ def scaled_to_unit(v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     Example:
         >>> e, k = scaled_to_unit(torch.tensor([3e200, 4e200], dtype=torch.float64))
         >>> int(k), bool((e.abs().max() >= 0.5) & (e.abs().max() < 1))
-        (666, True)
+        (667, True)
     """
     k = exponent(lead(v).abs().amax(dim=-1, keepdim=True))
     return ldexp(v, -k), k
