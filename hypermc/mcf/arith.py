@@ -60,6 +60,7 @@ from .eft import (
     merge_by_magnitude,
     pack,
     renormalize,
+    renormalize_finite,
     sqrt_rn,
     two_prod,
     two_sum,
@@ -411,11 +412,38 @@ def _add_general(x: torch.Tensor, y: torch.Tensor, subtract: bool) -> torch.Tens
     if subtract:
         y = -y
     xs, ys = unpack(x), unpack(y)
+    comps, total, naive = _add_general_finite(*_broadcast_lists(xs, ys))
+    if _all_finite_list([*comps, total, naive]):
+        return pack(comps)
     out = renormalize(merge_by_magnitude(*_broadcast_lists(xs, ys)), nc, presorted=True)
     if not _all_finite(out[..., 0]):
         # overflowing selects or non-finite terms: the order-independent path
         out = renormalize(_merge(xs, ys), nc)
     return _guard(out, x[..., 0] + y[..., 0])
+
+
+def _add_general_finite(xs: list[torch.Tensor], ys: list[torch.Tensor]) -> tuple[list[torch.Tensor], torch.Tensor, torch.Tensor]:
+    """:func:`_add_general`'s path for finite expansions (component lists of one shape):
+    the merged terms renormalised (:func:`_renormalized`); returns the components, the
+    renormalisation's rounded sum and the plain sum ``x_0 + y_0``, which the caller checks
+    for finiteness (elsewhere it takes the non-finite path). The kernel generator traces
+    this function for the general addition kernels."""
+    naive = xs[0] + ys[0]
+    comps, total = _renormalized(merge_by_magnitude(xs, ys), naive, len(xs))
+    return comps, total, naive
+
+
+def _renormalized(terms: list[torch.Tensor], naive: torch.Tensor, nc: int) -> tuple[list[torch.Tensor], torch.Tensor]:
+    """The general kernels' renormalisation of finite terms ordered by magnitude:
+    :func:`eft.renormalize_finite`, then a zero result signed as ``naive`` (the plain op
+    on the leading components) where that is zero too, as :func:`_guard` signs it.
+    Returns the ``nc`` components and the rounded sum of the terms."""
+    comps, total = renormalize_finite(list(torch.broadcast_tensors(*terms)), nc)
+    return [_signed_lead(comps[0], naive), *comps[1:]], total
+
+
+def _all_finite_list(ts: list[torch.Tensor]) -> bool:
+    return all(_all_finite(t) for t in ts)
 
 
 def _broadcast_lists(a: list[torch.Tensor], b: list[torch.Tensor]):
@@ -532,11 +560,19 @@ def _guard(result: torch.Tensor, naive: torch.Tensor) -> torch.Tensor:
 def _signed_zero(result: torch.Tensor, naive: torch.Tensor) -> torch.Tensor:
     """``result`` with a zero leading component replaced by ``naive`` where that is zero."""
     lead = result[..., 0]
+    signed = _signed_lead(lead, naive)
+    if signed is lead:
+        return result
+    return torch.cat([signed.unsqueeze(-1), result[..., 1:]], dim=-1)
+
+
+def _signed_lead(lead: torch.Tensor, naive: torch.Tensor) -> torch.Tensor:
+    """``lead`` (a result's leading component) replaced by ``naive`` where both are zero
+    (``lead`` itself where no element is zero)."""
     zero = lead == 0
     if not is_traced(lead) and not bool(zero.any()):
-        return result
-    signed = torch.where(zero & (naive == 0), naive.expand(lead.shape), lead)
-    return torch.cat([signed.unsqueeze(-1), result[..., 1:]], dim=-1)
+        return lead
+    return torch.where(zero & (naive == 0), naive.expand(lead.shape), lead)
 
 
 def _zero_tail_of_nonfinite(c: torch.Tensor) -> torch.Tensor:
@@ -680,7 +716,12 @@ def _mul_general(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     (``y`` may have fewer components than ``x``)."""
     xs, ys = unpack(x), unpack(y)
     nc = len(xs)
-    return _guard(renormalize(_product_levels(xs, ys, nc), nc, presorted=True), xs[0] * ys[0])
+    levels = _product_levels(xs, ys, nc)
+    naive = xs[0] * ys[0]
+    comps, total = _renormalized(levels, naive, nc)
+    if _all_finite_list([*comps, total, naive]):
+        return pack(comps)
+    return _guard(renormalize(levels, nc, presorted=True), naive)
 
 
 def _product_levels(xs: list[torch.Tensor], ys: list[torch.Tensor], nc: int) -> list[torch.Tensor]:

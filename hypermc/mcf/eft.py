@@ -56,6 +56,7 @@ __all__ = [
     "piece_count",
     "pow2",
     "renormalize",
+    "renormalize_finite",
     "pack",
     "unpack",
 ]
@@ -595,9 +596,9 @@ def renormalize(terms: torch.Tensor | list[torch.Tensor], nc: int, *, presorted:
     # Fast path: arithmetic selects, valid when every term and result is finite (checked
     # by one reduction; otherwise the where-based path below handles inf and NaN).
     fast = _sort_by_magnitude_finite(t) if not presorted else list(torch.broadcast_tensors(*t))
-    first = _distill_finite(fast, min(nc + 1, len(t)))
-    out = pack(_distill_finite(first, nc))
-    if all_finite(out) and all_finite(first[0]):
+    comps, total = renormalize_finite(fast, nc)
+    out = pack(comps)
+    if all_finite(out) and all_finite(total):
         return out
     if nc == 1:
         total = t[-1]
@@ -716,6 +717,25 @@ def _distill_finite(t: list[torch.Tensor], nc: int) -> list[torch.Tensor]:
         o = out[k]
         final.append(eps * write if o is None else o.addcmul_(eps, write))
     return final
+
+
+def renormalize_finite(t: list[torch.Tensor], nc: int) -> tuple[list[torch.Tensor], torch.Tensor]:
+    """:func:`renormalize`'s arithmetic-select path for terms ordered by magnitude: the
+    ``nc`` components and the first pass's rounded sum of the terms.
+
+    Exact (the value :func:`renormalize` returns) where the terms, the components and the
+    sum are finite, which the caller checks; elsewhere the components are meaningless and
+    :func:`renormalize` takes its ``where``-based path. The kernel generator traces this
+    function for the general kernels of :mod:`hypermc.mcf.native`.
+
+    Example:
+        >>> t = [torch.tensor(v, dtype=torch.float64) for v in (1.0, 2.0**-60, 2.0**-60)]
+        >>> comps, total = renormalize_finite(t, 2)
+        >>> [c.item() for c in comps], total.item()
+        ([1.0, 1.734723475976807e-18], 1.0)
+    """
+    first = _distill_finite(t, min(nc + 1, len(t)))
+    return _distill_finite(first, nc), first[0]
 
 
 def _distill(t: list[torch.Tensor], nc: int) -> list[torch.Tensor]:

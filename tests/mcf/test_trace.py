@@ -80,7 +80,7 @@ def _interpret(lines: list[str], env: dict[str, float]) -> dict[str, float]:
         expr = _HEX.sub(lambda h: f"np.float64(float.fromhex('{h.group(1)}'))", expr)
         expr = expr.replace("std::numeric_limits<T>::max()", "MAX").replace("std::fma", "fma").replace("std::fabs", "fabs")
         expr = expr.replace("std::sqrt", "sqrt").replace("select<T>", "select").replace("||", "or")
-        expr = re.sub(r"\((.+) >= (.+) or (.+) != (.+)\) \? (\w+) : (\w+)", r"(\5 if (\1 >= \2 or \3 != \4) else \6)", expr)
+        expr = re.sub(r"\((.+) (>=|<=) (.+) or (.+) != (.+)\) \? (\w+) : (\w+)", r"(\6 if (\1 \2 \3 or \4 != \5) else \7)", expr)
         expr = expr.replace("!", "not ").replace("not =", "!=")
         with np.errstate(all="ignore"):
             val = eval(expr, {"np": np, **ns}, env)  # noqa: S307 - the generator's own statements
@@ -116,6 +116,13 @@ NETWORKS = {
     "mul2": (lambda a, b: arith._mul2_fma_network(a[0], a[1], b[0], b[1]), 2),
     "add_float2": (lambda a, b: arith._add_float2_network(a[0], a[1], b[0]), 2),
     "mul_float2": (lambda a, b: arith._mul_float2_fma_network(a[0], a[1], b[0]), 2),
+    # the general kernels' finite path: merge network (lerp selects), two distillations;
+    # the merge alone is not compared: ATen's scalar tail loop of lerp can give a zero
+    # term the other sign, which the renormalisation's sums absorb
+    "add_general_3": (lambda a, b: arith._add_general_finite(a, b), 3),
+    "add_general_4": (lambda a, b: arith._add_general_finite(a, b), 4),
+    "mul_general_3": (lambda a, b: arith._renormalized(arith._product_levels(a, b, 3), a[0] * b[0], 3), 3),
+    "mul_general_4": (lambda a, b: arith._renormalized(arith._product_levels(a, b, 4), a[0] * b[0], 4), 4),
 }
 
 

@@ -4,7 +4,8 @@ Arithmetic. The kernels of add/sub/add_float, mul/mul_float, div and sqrt are th
 networks of :mod:`hypermc.mcf.fixed` and :mod:`hypermc.mcf.arith` themselves
 (``two_sum``, ``add_levels``, ``renorm_levels``, ``normalised``, ``_product_levels``,
 ``_remainder_step``, ``_add_fixed_network``, ``_mul_fixed_network``, ``_div_digits``,
-``_sqrt_digits`` and the double-word ``_add2_network``, ``_mul2_fma_network``, ...),
+``_sqrt_digits``, the double-word ``_add2_network``, ``_mul2_fma_network``, ..., and
+the general kernels' merge and renormalisation ``_add_general_finite``, ``_renormalized``),
 run on symbolic elements by :mod:`hypermc.mcf.native.trace`: every torch rounding
 becomes one C++ statement, in the same order and with the same negations, so the list
 handling (levels, sorted terms, chains) happens at generation time and the compiler
@@ -37,7 +38,7 @@ from typing import Any, NamedTuple
 import torch
 
 from .. import arith, eft, elementary, fixed
-from ..eft import _merge_network, unpack
+from ..eft import unpack
 from .trace import SymVec, trace
 
 __all__ = ["source", "fused_source", "prelude", "op_body", "round_body", "inline_function", "NCS", "DTYPES", "FUSED_TILE"]
@@ -211,26 +212,27 @@ def _mul_body(nc: int, ny: int) -> list[str]:
 
 def _add_general_body(nc: int) -> list[str]:
     """``x + sign * y`` (``nc`` components each) by ``arith._add_general``: merge by
-    magnitude and renormalise (:func:`_t_add_general`). The second pass over the elements
-    whose check ``mc_add`` rejects; ``ok`` false where a result component or the plain sum
-    ``x_0 + y_0`` is not finite (the torch path's non-finite branches)."""
+    magnitude and renormalise (``arith._add_general_finite``, traced). The second pass over the elements
+    whose check ``mc_add`` rejects; ``ok`` false where a result component, the
+    renormalisation's sum or the plain sum ``x_0 + y_0`` is not finite (the torch path's
+    non-finite branches)."""
     net = _Net()
     xs = [net.let(f"X({k})") for k in range(nc)]
     ys = [net.let(f"Y({k}) * (T)sign") for k in range(nc)]
-    c = _t_add_general(net, xs, ys)
-    return _body(net, c, [net.let(_finite_all(c), "bool"), _finite(net, net.add(xs[0], ys[0]))])
+    c, total, naive = trace(net, arith._add_general_finite, xs, ys)
+    return _body(net, c, [net.let(_finite_all([*c, total, naive]), "bool")])
 
 
 def _mul_general_body(nc: int, ny: int) -> list[str]:
     """``x * y`` (``y``: ``nc`` components or one) by ``arith._mul_general``: the product
-    levels renormalised by the general kernel (:func:`_t_renormalize`). The second pass over
+    levels renormalised by the general kernel (``arith._renormalized``, traced). The second pass over
     the elements whose check ``mc_mul`` rejects; ``ok`` as :func:`_add_general_body`."""
     net = _Net()
     xs = [net.let(f"X({k})") for k in range(nc)]
     ys = [net.let(f"Y({k})") for k in range(ny)]
     naive = net.mul(xs[0], ys[0])
-    c = _t_renormalize(net, net.product_levels(xs, ys, nc), naive, nc)
-    return _body(net, c, [net.let(_finite_all(c), "bool"), _finite(net, naive)])
+    c, total = trace(net, arith._renormalized, net.product_levels(xs, ys, nc), naive, nc)
+    return _body(net, c, [net.let(_finite_all([*c, total, naive]), "bool")])
 
 
 def _scaled(net: _Net, x: list[str], y: list[str], one_step: bool) -> tuple[list[str], list[str], str, str, str]:
@@ -755,81 +757,20 @@ def _log_reduce_body(nc: int, fn: str = "log") -> list[str]:
     return _log_outputs(net, t, e, tiny or "false", oks + [regular])
 
 
-def _t_lerp(net: _Net, a: str, b: str, w: str) -> str:
-    """``torch.lerp(a, b, w)`` for ``w`` in {0, 1} as ATen's vectorised CPU kernel computes
-    it: ``fma(coeff, b - a, base)`` with ``coeff = w`` or ``w - 1`` and ``base = a`` or
-    ``b`` (``|w| < 0.5``). Its scalar loop (a short tail) can give the other sign of a zero
-    result; that sign is absorbed by the next non-zero term of the sums below."""
-    small = net.test(f"{w} < T(0.5)")
-    coeff = net.select(small, w, net.sub(w, "T(1)"))
-    base = net.select(small, a, b)
-    return net.fma(coeff, net.sub(b, a), base)
-
-
-def _t_merge(net: _Net, a: list[str], b: list[str]) -> list[str]:
-    """eft.merge_by_magnitude (finite terms)."""
-    h = 1
-    while h < max(len(a), len(b)):
-        h *= 2
-    wires: list[str | None] = list(a) + [None] * (h - len(a)) + list(b) + [None] * (h - len(b))
-    mag = [None if w is None else net.let(f"std::fabs({w})") for w in wires]
-    for i, j in _merge_network(h):
-        if wires[j] is None:
-            continue
-        if wires[i] is None:
-            wires[i], wires[j], mag[i], mag[j] = wires[j], None, mag[j], None
-            continue
-        swap = net.let(f"select<T>({mag[i]} < {mag[j]}, T(1), T(0))")
-        wi, wj = wires[i], wires[j]
-        assert wi is not None and wj is not None  # both tested above
-        wires[i], wires[j] = _t_lerp(net, wi, wj, swap), _t_lerp(net, wj, wi, swap)
-        mag[i], mag[j] = net.let(f"std::max({mag[i]}, {mag[j]})"), net.let(f"std::min({mag[i]}, {mag[j]})")
-    return [w for w in wires if w is not None]
-
-
-def _t_distill(net: _Net, t: list[str], nc: int) -> list[str]:
-    """eft._distill_finite (arithmetic selects; ``addcmul`` with a 0/1 weight is exact)."""
-    m = len(t)
-    s = t[m - 1]
-    e = [s] * m
-    for i in range(m - 2, -1, -1):
-        s, e[i + 1] = net.two_sum(t[i], s)
-    e[0] = s
-    out: list[str | None] = [None] * nc
-    j = "T(0)"
-    eps = e[0]
-    for i in range(1, m):
-        r, eps_new = net.two_sum(eps, e[i])
-        emit = net.let(f"select<T>({eps_new} != T(0), T(1), T(0))")
-        for k in range(min(i, nc)):
-            write = net.mul(net.let(f"select<T>({j} == T({k}), T(1), T(0))"), emit)
-            prod = net.mul(r, write)
-            prev = out[k]
-            out[k] = prod if prev is None else net.add(prev, prod)
-        j = net.add(j, emit)
-        eps = net.add(eps_new, net.mul(net.add(net.neg(emit), "T(1)"), r))
-    for k in range(nc):
-        prod = net.mul(eps, net.let(f"select<T>({j} == T({k}), T(1), T(0))"))
-        prev = out[k]
-        out[k] = prod if prev is None else net.add(prev, prod)
-    return out  # type: ignore[return-value]
-
-
 def _t_add_general(net: _Net, x: list[str], y: list[str], subtract: bool = False) -> list[str]:
-    """arith._add_general(x, y, subtract) for finite operands: merge by magnitude,
-    renormalise (``eft.renormalize`` with ``presorted``: two distillations), and the
-    sign of a zero sum (``arith._signed_zero``: ``x_0 ± y_0`` where that is zero too)."""
+    """arith._add_general(x, y, subtract) for finite operands and results:
+    ``arith._add_general_finite`` (merge by magnitude, renormalise, the sign of a zero
+    sum), traced."""
     ys = [net.neg(c) for c in y] if subtract else y
-    return _t_renormalize(net, _t_merge(net, x, ys), net.add(x[0], ys[0]), len(x))
+    comps, _, _ = trace(net, arith._add_general_finite, x, ys)
+    return comps
 
 
 def _t_renormalize(net: _Net, terms: list[str], naive: str, nc: int) -> list[str]:
-    """``eft.renormalize(terms, nc, presorted=True)`` of finite terms (two distillations),
-    then ``arith._signed_zero``: a zero result takes the sign of ``naive`` where that is
-    zero too."""
-    out = _t_distill(net, _t_distill(net, terms, min(nc + 1, len(terms))), nc)
-    zero = net.test(f"({out[0]} == T(0)) & ({naive} == T(0))")
-    return [net.select(zero, naive, out[0]), *out[1:]]
+    """``eft.renormalize(terms, nc, presorted=True)`` of finite terms with a zero result
+    signed as ``naive`` where that is zero too: ``arith._renormalized``, traced."""
+    comps, _ = trace(net, arith._renormalized, terms, naive, nc)
+    return comps
 
 
 def _log_core_body(nc: int, tables: _Tables, general: bool = False) -> list[str]:
@@ -879,10 +820,11 @@ def _l_mul_zero(net: _Net, a: list[str], b: list[str], nonzero: str) -> list[str
 
 
 def _t_at_width(net: _Net, a: list[str], nc: int) -> list[str]:
-    """elementary._at_width (finite terms: ``renormalize``'s ``presorted`` fast path)."""
+    """elementary._at_width (finite terms: ``eft.renormalize_finite``, traced)."""
     if len(a) <= nc:
         return _lpad(a, nc)
-    return _t_distill(net, _t_distill(net, a, nc + 1), nc)
+    comps, _ = trace(net, eft.renormalize_finite, a, nc)
+    return comps
 
 
 def _t_trig_reduce(net: _Net, x: list[str], cst, nc: int) -> tuple[str, list[str], str]:

@@ -18,10 +18,13 @@ have to model anyway), and a change to a network changes every kernel generated 
 
 What a traced function may do: elementwise arithmetic (``+ - * /``, unary minus,
 ``abs``, ``sqrt``, ``reciprocal``, ``addcmul`` with ``value=±1`` as a fused multiply-add),
-comparisons and boolean ``& | ~`` (as ``bool`` statements), ``torch.where``,
-``torch.maximum`` (on magnitudes or other operands that are not both zeros of opposite
-signs: there torch's vectorised and scalar loops disagree), ``torch.isfinite``,
-``zeros_like``, ``x.to(torch.float32)`` from a float64 trace (the nearest float32, held in
+comparisons (operators or ``torch.lt`` ... ``torch.ne``; written with ``out=`` into a
+floating buffer they are 1.0 / 0.0) and boolean ``& | ~`` (as ``bool`` statements),
+``torch.where``, ``torch.maximum`` and ``torch.minimum`` (on magnitudes or other operands
+that are not both zeros of opposite signs: there torch's vectorised and scalar loops
+disagree), ``torch.lerp`` as ATen's vectorised CPU kernel computes it (its scalar tail
+loop can give a zero result the other sign), ``torch.isfinite``, ``zeros_like``,
+``empty_like``, ``x.to(torch.float32)`` from a float64 trace (the nearest float32, held in
 the component type), and planar buffers (``torch.empty((n, *shape))``, ``torch.stack``,
 indexing by an int, ``movedim``, ``unbind``). Anything else raises :class:`TraceError`
 naming the call: a traced function that branches on data (``if tensor:``), calls an op
@@ -434,6 +437,7 @@ class SymVec:
 
 
 _BINARY_FUNCS = {torch.add: "+", torch.sub: "-", torch.mul: "*", torch.div: "/"}
+_COMPARE_FUNCS = {torch.lt: "<", torch.le: "<=", torch.gt: ">", torch.ge: ">=", torch.eq: "==", torch.ne: "!="}
 
 
 class _Trace(TorchFunctionMode):
@@ -493,6 +497,10 @@ class _Trace(TorchFunctionMode):
         if out is not None:
             if not isinstance(out, Sym):
                 raise TraceError(f"{_name(func)}(out=...) into {type(out).__name__}")
+            if out.kind == "T" and isinstance(result, Sym) and result.kind == "bool":
+                # a comparison written into a floating buffer: 1.0 or 0.0, as torch stores it
+                one, zero = literal(1.0, self.dtype), literal(0.0, self.dtype)
+                result = self.let(f"select<T>({self.read(result)}, {one}, {zero})")
             return out._rebind(result, "out=")
         return result
 
@@ -524,11 +532,23 @@ class _Trace(TorchFunctionMode):
             if a.kind != "T" or b.kind != "T":
                 raise TraceError(f"torch.where on bool values ({a.name!r}, {b.name!r}) has no traced form; use & | ~")
             return self.let(f"select<T>({self.read(cond)}, {self.read(a)}, {self.read(b)})")
-        if func is torch.maximum:
-            # NaN from either operand propagates, as torch.maximum does (std::fmax would not)
+        if func in (torch.maximum, torch.minimum):
+            # NaN from either operand propagates, as torch's do (std::fmax would not)
             a, b = self.sym(args[0]), self.sym(args[1])
             x, y = self.read(a), self.read(b)
-            return self.let(f"({x} >= {y} || {x} != {x}) ? {x} : {y}")
+            op = ">=" if func is torch.maximum else "<="
+            return self.let(f"({x} {op} {y} || {x} != {x}) ? {x} : {y}")
+        if func in _COMPARE_FUNCS:
+            return self.compare(_COMPARE_FUNCS[func], *args)
+        if func is torch.lerp:
+            # ATen's vectorised CPU kernel: fma(w, b - a, a) for |w| < 1/2, else
+            # fma(w - 1, b - a, b) (exact selects for a weight of 0 or 1 where b - a is finite)
+            a, b, w = (self.sym(t) for t in args)
+            small = self.compare("<", w, 0.5)
+            coeff = self.let(f"select<T>({self.read(small)}, {self.read(w)}, {self.read(self.binary('-', w, 1.0))})")
+            base = self.let(f"select<T>({self.read(small)}, {self.read(a)}, {self.read(b)})")
+            diff = self.binary("-", b, a)
+            return self.let(f"std::fma({self.read(coeff)}, {self.read(diff)}, {self.read(base)})")
         if func is torch.isfinite:
             a = self.sym(args[0])
             return self.let(f"std::fabs({self.read(a)}) <= std::numeric_limits<T>::max()", "bool")
@@ -538,6 +558,8 @@ class _Trace(TorchFunctionMode):
             if isinstance(args[0], Sym) and args[0].kind == "bool":
                 return Sym("false", "bool")
             return Sym(literal(0.0))
+        if func is torch.empty_like and isinstance(args[0], Sym):
+            return Sym(None, args[0].kind if kwargs.get("dtype") is None else "T")
         if func is torch.empty:
             size = args[0] if len(args) == 1 and isinstance(args[0], (tuple, list, torch.Size)) else args
             if len(size) != 1 or not isinstance(size[0], int):
