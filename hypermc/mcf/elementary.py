@@ -668,10 +668,17 @@ def _finish(a: list[torch.Tensor]) -> torch.Tensor:
 
 
 def _expm1_series(r: list[torch.Tensor], cst: _Constants) -> list[torch.Tensor]:
-    """``expm1(r)`` for ``|r| <= ln2/128`` by Horner's rule with the plan of ``cst``.
+    """``expm1(r)`` for ``|r| <= ln2/128``: ``r q`` with ``q`` from :func:`_expm1_poly`."""
+    q = _expm1_poly(r, cst)
+    return _mul_f(r, q[0]) if len(q) == 1 else _mul(r, q)
+
+
+def _expm1_poly(r: list[torch.Tensor], cst: _Constants) -> list[torch.Tensor]:
+    """``q`` with ``expm1(r) = r q`` by Horner's rule with the plan of ``cst`` (one
+    component where the plan keeps every step plain).
 
     ``q_k = 1/k! + r q_(k+1)``: the product is below ``2^-7.5 / (k+1)`` of the
-    coefficient, so the sums never cancel.
+    coefficient, so the sums never cancel. The kernel generator traces this function.
     """
     plan, lead = cst.plan, cst.coeff_lead
     n = len(plan) - 1
@@ -689,9 +696,7 @@ def _expm1_series(r: list[torch.Tensor], cst: _Constants) -> list[torch.Tensor]:
             q_list = _add_f(prod, lead[k])
         else:
             q_list = _add_nc(prod, _lconst(cst.coeffs[k])[:level])
-    if q_list is None:
-        return _mul_f(r, q)
-    return _mul(r, q_list)
+    return [q] if q_list is None else q_list
 
 
 def _exp_parts(x: list[torch.Tensor]) -> tuple[torch.Tensor, list[torch.Tensor]]:
@@ -1155,7 +1160,7 @@ def _trig_horner(
 ) -> list[torch.Tensor]:
     """``sum_k coeffs[k] u^k`` by Horner's rule, step ``k`` at ``plan[k]`` components
     (``lead``: the coefficients' leading components; the terms alternate and shrink by
-    ``2^-16`` or more per step: nothing cancels)."""
+    ``2^-16`` or more per step: nothing cancels). The kernel generator traces this function."""
     n = len(plan) - 1
     q = torch.full_like(u[0], lead[n])
     q_list: list[torch.Tensor] | None = None

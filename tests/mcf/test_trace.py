@@ -19,7 +19,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from hypermc.mcf import arith, eft, fixed
+from hypermc.mcf import arith, eft, elementary, fixed
 from hypermc.mcf.native import source as native_source
 from hypermc.mcf.native.trace import Sym, TraceError, literal, trace
 from tests.oracle import edge_values, expansions
@@ -242,19 +242,34 @@ def test_the_arith_kernels_are_generated_from_the_traced_networks():
     assert net.lines == ref.lines
 
 
-def _traced_bits_match(fn, operands: list[torch.Tensor], dtype: torch.dtype = torch.float64) -> None:
+class CheckedLines(Lines):
+    """:class:`Lines` that also keeps the fast-path checks a traced network flags."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.oks: list[str] = []
+
+
+def _traced_bits_match(fn, operands: list[torch.Tensor], dtype: torch.dtype = torch.float64, float64_literals: bool = False) -> list[int]:
     """Trace ``fn`` (float64 operands named a, b, ...) and compare the interpreted
-    statements with ``fn`` on the tensors, element by element."""
+    statements with ``fn`` on the tensors, element by element, where every check the
+    network flags passes (elsewhere a kernel's caller recomputes the element by the torch
+    path); returns the indices of the flagged elements."""
     names = [chr(ord("a") + k) for k in range(len(operands))]
-    net = Lines()
-    outs = _flatten(trace(net, fn, *names, dtype=dtype))
+    net = CheckedLines()
+    outs = _flatten(trace(net, fn, *names, dtype=dtype, float64_literals=float64_literals))
     want = [t.reshape(-1) for t in _flatten(fn(*operands))]
+    flagged = []
     for i in range(operands[0].numel()):
         env = _interpret(net.lines, {n: np.float64(t[i].item()) for n, t in zip(names, operands)})
+        if not all(env[o] for o in net.oks):
+            flagged.append(i)
+            continue
         for o, w in zip(outs, want):
             g = env[o] if o in env else np.float64(float.fromhex(_HEX.match(o).group(1)))
             wv = w[i].item()
             assert _bits(g) == _bits(wv) or (np.isnan(g) and np.isnan(wv)), (net.lines, i, float(g), wv)
+    return flagged
 
 
 def test_a_number_divided_by_a_tensor_rounds_the_reciprocal_first():
@@ -358,8 +373,8 @@ def test_where_and_copy_refuse_a_value_of_the_wrong_kind():
 
 
 def test_a_refused_call_is_named_as_torch_names_it():
-    with pytest.raises(TraceError, match=r"torch\.Tensor\.mul has no traced form"):
-        trace(Lines(), lambda a: torch.tensor(2.0, dtype=torch.float64) * a, "a")
+    with pytest.raises(TraceError, match=r"torch\.Tensor\.__pow__ has no traced form"):
+        trace(Lines(), lambda a: torch.tensor(2.0, dtype=torch.float64) ** a, "a")
     with pytest.raises(TraceError, match=r"torch\.nextafter has no traced form"):
         trace(Lines(), lambda a, b: torch.nextafter(a, b), "a", "b")
 
@@ -410,3 +425,51 @@ def test_traced_statements_compute_the_torch_networks_bits_on_edge_operands(name
     assert xs[0].dtype == torch.float64
     with np.errstate(all="ignore"):
         _traced_bits_match(lambda *t: fn(list(t[:nc]), list(t[nc:])), [*xs[:nc], *ys[:nc]])
+
+
+def _small_expansions(n: int, nc: int, scale: float, seed: int) -> list[torch.Tensor]:
+    g = torch.Generator().manual_seed(seed)
+    lead = (torch.rand(n, dtype=torch.float64, generator=g) * 2 - 1) * scale
+    comps = [lead]
+    for _ in range(nc - 1):
+        comps.append(comps[-1] * (torch.rand(n, dtype=torch.float64, generator=g) - 0.5) * 2.0**-52)
+    out = list(eft.renormalize(comps, nc).unbind(-1))
+    for c in out:  # pinned: an exact zero and a plain float (zero tail)
+        c[0] = 0.0
+    out[0][1] = scale / 3
+    for c in out[1:]:
+        c[1] = 0.0
+    return out
+
+
+@pytest.mark.parametrize("nc", [2, 3, 4])
+def test_the_elementary_series_are_traced_from_elementary_itself(nc):
+    """The float64 kernels' expm1 and sin/cos series are :mod:`elementary`'s own
+    functions traced (float64 constants, a constant tensor left of a symbolic value): the
+    statements give the torch path's bits."""
+    if not eft.has_fused_addcmul("cpu", torch.float64):
+        pytest.skip("this CPU build's addcmul is not a fused multiply-add: the FMA networks do not run here")
+    cst = elementary._constants(torch.float64, nc, torch.device("cpu"))
+    r = _small_expansions(40, nc, math.log(2) / 256, nc)
+    # the fixed networks (nc >= 3) reject a zero product: only the pinned zero is flagged
+    zero = [0] if nc >= 3 else []
+    assert _traced_bits_match(lambda *r: elementary._expm1_poly(list(r), cst), r, float64_literals=True) == zero
+    trig = elementary._trig_constants(torch.float64, nc, torch.device("cpu"))
+    u = _small_expansions(40, nc, 2.0**-16, 10 + nc)
+    u = [c.abs() if k == 0 else c * torch.sign(u[0]) for k, c in enumerate(u)]  # u = t^2 >= 0
+    for coeffs, leads, plan in ((trig.sin_coeffs, trig.sin_leads, trig.sin_plan), (trig.cos_coeffs, trig.cos_leads, trig.cos_plan)):
+
+        def horner(*u, c=coeffs, lead=leads, p=plan):
+            return elementary._trig_horner(list(u), c, lead, p)
+
+        assert _traced_bits_match(horner, u, float64_literals=True) == zero
+
+
+def test_float64_literals_are_refused_in_a_float32_trace():
+    with pytest.raises(TraceError, match=r"float64 literals \(wide=True\) in a network traced as torch.float32"):
+        trace(Lines(), lambda a: a + 0.1, "a", dtype=torch.float32, float64_literals=True)
+    with pytest.raises(TraceError, match="literal 0.1 of a traced network is not exactly a float32 value"):
+        trace(Lines(), lambda a: a + 0.1, "a")
+    net = Lines()
+    assert trace(net, lambda a: a + 0.1, "a", float64_literals=True) == "v0"
+    assert net.lines == ["T v0 = a + T(0x1.999999999999ap-4);"]

@@ -18,9 +18,12 @@ the traced statements and compares them with the torch networks without a compil
 
 Elementary functions. The float64 exp/log/sin/cos/tan/hyperbolic kernels are composed
 here (the ``_t_*`` and ``_l_*`` functions follow :mod:`hypermc.mcf.elementary` step by
-step) from the traced arithmetic networks above; their own glue (table lookups,
-reductions, series plans) is still written a second time in this module and kept equal
-to the torch path by the load-time self-check and ``tests/mcf/test_native.py``.
+step) from the traced arithmetic networks above; their Taylor series are
+:mod:`~hypermc.mcf.elementary`'s own ``_expm1_poly`` and ``_trig_horner``, traced with
+float64 constants. The rest of their glue (table lookups, argument reductions, the
+power-of-two scalings, which checks a ``where`` discards) is still written a second
+time in this module and kept equal to the torch path by the load-time self-check and
+``tests/mcf/test_native.py``.
 
 Why generated rather than hand-written: a hand-written C++ version of these networks with
 small term lists (tried first) kept the lists in memory and ran 35-50 ns per element;
@@ -561,26 +564,12 @@ class _Tables:
 
 
 def _t_series(net: _Net, r: list[str], cst, general: bool = False) -> list[str]:
-    """elementary._expm1_series (``general``: its last product as :func:`_l_mul_general`)."""
-    mul = _l_mul_general if general else _l_mul
-    plan, lead = cst.plan, cst.coeff_lead
-    n = len(plan) - 1
-    q = _lit(lead[n])
-    q_list: list[str] | None = None
-    for k in range(n - 1, 0, -1):
-        level = plan[k]
-        if q_list is None and level == 1:
-            q = net.add(net.mul(r[0], q), _lit(lead[k]))
-            continue
-        rl = r[:level]
-        prod = _l_mul_f(net, rl, q) if q_list is None else _l_mul(net, rl, q_list)
-        if cst.coeff_is_float[k]:
-            q_list = _l_add_f(net, prod, _lit(lead[k]))
-        else:
-            q_list = _l_add_nc(net, prod, [_lit(v) for v in cst.coeffs[k].tolist()[:level]])
-    if q_list is None:
-        return _l_mul_f(net, r, q)
-    return mul(net, r, q_list)
+    """elementary._expm1_series: its polynomial ``elementary._expm1_poly`` traced, then
+    the product ``r q`` (``general``: as :func:`_l_mul_general`)."""
+    q = trace(net, elementary._expm1_poly, r, cst, float64_literals=True)
+    if len(q) == 1:
+        return _l_mul_f(net, r, q[0])
+    return (_l_mul_general if general else _l_mul)(net, r, q)
 
 
 def _t_exp_parts(net: _Net, tables: _Tables, x: list[str], general: bool = False) -> tuple[str, list[str]]:
@@ -852,19 +841,8 @@ def _t_trig_reduce(net: _Net, x: list[str], cst, nc: int) -> tuple[str, list[str
 
 
 def _t_trig_horner(net: _Net, u: list[str], coeffs, lead, plan) -> list[str]:
-    """elementary._trig_horner."""
-    n = len(plan) - 1
-    q = _lit(lead[n])
-    q_list: list[str] | None = None
-    for k in range(n - 1, -1, -1):
-        level = plan[k]
-        if q_list is None and level == 1:
-            q = net.add(net.mul(u[0], q), _lit(lead[k]))
-            continue
-        ul = u[:level]
-        prod = _l_mul_f(net, ul, q) if q_list is None else _l_mul(net, ul, q_list)
-        q_list = _l_add_nc(net, prod, [_lit(v) for v in coeffs[k].tolist()[:level]])
-    return [q] if q_list is None else q_list
+    """elementary._trig_horner, traced."""
+    return trace(net, elementary._trig_horner, u, coeffs, lead, plan, float64_literals=True)
 
 
 def _t_sin_cos(net: _Net, tables: _Tables, x: list[str], nc: int) -> tuple[list[str], list[str], str]:

@@ -38,7 +38,10 @@ float32 and float64), so a literal that depends on the dtype is written symbolic
 traced dtype only). Any other literal
 must be exactly representable in float32 (so it is the same value in both types); a
 network traced at float32 and at float64 gives the same statements
-(``tests/mcf/test_trace.py``).
+(``tests/mcf/test_trace.py``). A body generated for float64 only (the elementary
+kernels' series) is traced with ``float64_literals=True`` and takes any float64
+constant, also as a 0-d tensor (a coefficient, a table entry) on either side of an
+operator.
 """
 
 from __future__ import annotations
@@ -99,11 +102,12 @@ def _current() -> _Trace:
     return tr
 
 
-def literal(v: float, dtype: torch.dtype = torch.float64) -> str:
+def literal(v: float, dtype: torch.dtype = torch.float64, *, wide: bool = False) -> str:
     """The C++ literal of a float constant of a network traced at ``dtype``
     (``T(hex)``), or its symbolic name where the value is ``dtype``'s ``finfo.max`` or
     cancellation factor (the same number in another dtype is a plain literal: float32's
-    ``1 / (64 u)`` is ``2^18``, an ordinary constant in a float64 network).
+    ``1 / (64 u)`` is ``2^18``, an ordinary constant in a float64 network). ``wide``: the
+    body is generated for float64 only, so any finite float64 value is a literal.
 
     Example:
         >>> literal(0.5), literal(-2.0), literal(-0.0)
@@ -112,6 +116,8 @@ def literal(v: float, dtype: torch.dtype = torch.float64) -> str:
         ('std::numeric_limits<T>::max()', 'std::numeric_limits<T>::max()')
         >>> literal(torch.finfo(torch.float32).max)  # a float32 range check in float64
         'T(0x1.fffffe0000000p+127)'
+        >>> literal(0.1, wide=True)  # a body generated for float64 only
+        'T(0x1.999999999999ap-4)'
         >>> literal(0.1)
         Traceback (most recent call last):
         ...
@@ -123,7 +129,9 @@ def literal(v: float, dtype: torch.dtype = torch.float64) -> str:
         return "std::numeric_limits<T>::max()"
     if v == 1.0 / (CANCEL_FACTOR * fi.eps / 2):
         return "CANCEL"
-    if math.isfinite(v) and (abs(v) > torch.finfo(torch.float32).max or float(np.float32(v)) != v):
+    if wide and dtype != torch.float64:
+        raise TraceError(f"float64 literals (wide=True) in a network traced as {dtype}")
+    if math.isfinite(v) and not wide and (abs(v) > torch.finfo(torch.float32).max or float(np.float32(v)) != v):
         raise TraceError(
             f"literal {v!r} of a traced network is not exactly a float32 value (the generated body serves "
             "float32 and float64); give it a symbolic name in hypermc.mcf.native.trace"
@@ -437,14 +445,18 @@ class SymVec:
 
 
 _BINARY_FUNCS = {torch.add: "+", torch.sub: "-", torch.mul: "*", torch.div: "/"}
+# a constant tensor (a table entry, a coefficient) on the left of a symbolic value
+_BINARY_FUNCS |= {getattr(torch.Tensor, m): op for m, op in (("add", "+"), ("sub", "-"), ("mul", "*"), ("div", "/"))}
+_BINARY_FUNCS |= {getattr(torch.Tensor, f"__{m}__"): op for m, op in (("add", "+"), ("sub", "-"), ("mul", "*"), ("truediv", "/"))}
 _COMPARE_FUNCS = {torch.lt: "<", torch.le: "<=", torch.gt: ">", torch.ge: ">=", torch.eq: "==", torch.ne: "!="}
 
 
 class _Trace(TorchFunctionMode):
-    def __init__(self, net: _Emitter, dtype: torch.dtype) -> None:
+    def __init__(self, net: _Emitter, dtype: torch.dtype, wide: bool = False) -> None:
         super().__init__()
         self.net = net
         self.dtype = dtype
+        self.wide = wide
         self.flags: list[str] = []
 
     # --- values
@@ -459,9 +471,9 @@ class _Trace(TorchFunctionMode):
         if isinstance(v, bool):
             return Sym("true" if v else "false", "bool")
         if isinstance(v, (int, float)):
-            return Sym(literal(v, self.dtype), kind)
+            return Sym(literal(v, self.dtype, wide=self.wide), kind)
         if isinstance(v, torch.Tensor) and v.numel() == 1 and v.dim() == 0:
-            return Sym(literal(v.item(), self.dtype), kind)
+            return Sym(literal(v.item(), self.dtype, wide=self.wide), kind)
         raise TraceError(f"a traced network mixed a symbolic value with {type(v).__name__} {v!r}")
 
     def let(self, expr: str, kind: str = "T") -> Sym:
@@ -554,6 +566,8 @@ class _Trace(TorchFunctionMode):
             return self.let(f"std::fabs({self.read(a)}) <= std::numeric_limits<T>::max()", "bool")
         if func in (torch.tensor, torch.as_tensor) and isinstance(args[0], Sym):
             return args[0]  # a value already symbolic (dtype and device are the trace's)
+        if func is torch.full_like and isinstance(args[0], Sym) and isinstance(args[1], (int, float)):
+            return self.sym(float(args[1]))
         if func is torch.zeros_like:
             if isinstance(args[0], Sym) and args[0].kind == "bool":
                 return Sym("false", "bool")
@@ -601,7 +615,7 @@ def _name(func: Callable) -> str:
 def _to_sym(v: Any) -> Any:
     if isinstance(v, str):
         return Sym(v, argument=True)
-    if isinstance(v, (list, tuple)):
+    if type(v) in (list, tuple):  # not a NamedTuple of constants
         return type(v)(_to_sym(t) for t in v)
     return v
 
@@ -614,18 +628,22 @@ def _to_names(v: Any) -> Any:
     if isinstance(v, (list, tuple)):
         return type(v)(_to_names(t) for t in v)
     if isinstance(v, (int, float)) and not isinstance(v, bool):
-        return literal(v, _current().dtype)
+        return literal(v, _current().dtype, wide=_current().wide)
     return v
 
 
-def trace(net: _Emitter, fn: Callable, *args: Any, dtype: torch.dtype = torch.float64, **kwargs: Any) -> Any:
+def trace(
+    net: _Emitter, fn: Callable, *args: Any, dtype: torch.dtype = torch.float64, float64_literals: bool = False, **kwargs: Any
+) -> Any:
     """Run the torch network ``fn`` on symbolic values; its statements go to ``net``.
 
     ``args``: operand names (``str``) or nested lists/tuples of them become :class:`Sym`
     values; other arguments (ints, flags) pass as they are. Returns ``fn``'s result with
     every :class:`Sym` replaced by its name and every :class:`SymVec` by the list of its
     components' names. ``dtype`` is what the network sees as the component dtype (the
-    statements are the same for float32 and float64, see the module docstring).
+    statements are the same for float32 and float64, see the module docstring);
+    ``float64_literals``: the body serves float64 only (the elementary kernels), so
+    constants need not be float32 values (:func:`literal` with ``wide``).
 
     A checked fast path inside ``fn`` (:func:`hypermc.mcf.fixed.patch`) does not trace
     its general kernel: its check goes to ``net.oks``, the conditions under which the
@@ -649,7 +667,7 @@ def trace(net: _Emitter, fn: Callable, *args: Any, dtype: torch.dtype = torch.fl
     """
     if getattr(_STATE, "trace", None) is not None:
         raise TraceError("trace() is not reentrant")
-    tr = _Trace(net, dtype)
+    tr = _Trace(net, dtype, float64_literals)
     _STATE.trace = tr
     try:
         with tr:
