@@ -70,6 +70,7 @@ def _interpret(lines: list[str], env: dict[str, float]) -> dict[str, float]:
         "fabs": lambda v: np.float64(abs(v)),
         "sqrt": lambda v: np.sqrt(np.float64(v)),
         "select": _select,
+        "sign_bit": lambda v: math.copysign(1.0, float(v)) < 0,
         "MAX": np.float64(np.finfo(np.float64).max),
         "CANCEL": np.float64(1.0 / (64 * np.finfo(np.float64).eps / 2)),
     }
@@ -79,7 +80,7 @@ def _interpret(lines: list[str], env: dict[str, float]) -> dict[str, float]:
         kind, name, expr = m.groups()
         expr = _HEX.sub(lambda h: f"np.float64(float.fromhex('{h.group(1)}'))", expr)
         expr = expr.replace("std::numeric_limits<T>::max()", "MAX").replace("std::fma", "fma").replace("std::fabs", "fabs")
-        expr = expr.replace("std::sqrt", "sqrt").replace("select<T>", "select").replace("||", "or")
+        expr = expr.replace("std::sqrt", "sqrt").replace("select<T>", "select").replace("sign_bit<T>", "sign_bit").replace("||", "or")
         expr = re.sub(r"\((.+) (>=|<=) (.+) or (.+) != (.+)\) \? (\w+) : (\w+)", r"(\6 if (\1 \2 \3 or \4 != \5) else \7)", expr)
         expr = expr.replace("!", "not ").replace("not =", "!=")
         with np.errstate(all="ignore"):
@@ -473,3 +474,16 @@ def test_float64_literals_are_refused_in_a_float32_trace():
     net = Lines()
     assert trace(net, lambda a: a + 0.1, "a", float64_literals=True) == "v0"
     assert net.lines == ["T v0 = a + T(0x1.999999999999ap-4);"]
+
+
+@pytest.mark.parametrize("nc", [2, 3])
+def test_the_elementary_sign_and_edge_helpers_are_traced_from_elementary_itself(nc):
+    """``_abs_sign`` (``torch.signbit``: ``-0`` and NaN's sign too), ``_apply_sign``,
+    ``_keep_tiny`` and ``_finish`` as the kernels trace them give the torch path's bits."""
+    edges = [0.0, -0.0, 5e-324, -5e-324, 1e-300, -1.5, 2.0, math.inf, -math.inf, math.nan, -math.nan]
+    lead = torch.tensor(edges + [0.25] * 5, dtype=torch.float64)
+    x = [lead] + [torch.where(torch.isfinite(lead), lead * 2.0**-60, 0.0) for _ in range(nc - 1)]
+    _traced_bits_match(lambda *x: elementary._abs_sign(list(x)), x)
+    _traced_bits_match(lambda *x: elementary._apply_sign(list(x[1:]), x[0] < 0), x)
+    _traced_bits_match(lambda *x: elementary._keep_tiny(list(x), [c * 3.0 for c in x], 1e-290), x, float64_literals=True)
+    _traced_bits_match(lambda *x: elementary._finish(list(x)), x)

@@ -18,11 +18,11 @@ the traced statements and compares them with the torch networks without a compil
 
 Elementary functions. The float64 exp/log/sin/cos/tan/hyperbolic kernels are composed
 here (the ``_t_*`` and ``_l_*`` functions follow :mod:`hypermc.mcf.elementary` step by
-step) from the traced arithmetic networks above; their Taylor series are
-:mod:`~hypermc.mcf.elementary`'s own ``_expm1_poly`` and ``_trig_horner``, traced with
-float64 constants. The rest of their glue (table lookups, argument reductions, the
-power-of-two scalings, which checks a ``where`` discards) is still written a second
-time in this module and kept equal to the torch path by the load-time self-check and
+step) from the traced arithmetic networks above; their Taylor series and sign and edge
+helpers are :mod:`~hypermc.mcf.elementary`'s own (``_expm1_poly``, ``_trig_horner``,
+``_abs_sign``, ``_apply_sign``, ``_keep_tiny``, ``_finish``), traced with float64
+constants. The rest of their glue (table lookups, argument reductions, the power-of-two
+scalings, which checks a ``where`` discards) is still written a second time in this module and kept equal to the torch path by the load-time self-check and
 ``tests/mcf/test_native.py``.
 
 Why generated rather than hand-written: a hand-written C++ version of these networks with
@@ -42,7 +42,7 @@ import torch
 
 from .. import arith, eft, elementary, fixed
 from ..eft import unpack
-from .trace import SymVec, trace
+from .trace import Sym, SymVec, trace
 
 __all__ = ["source", "fused_source", "prelude", "op_body", "round_body", "inline_function", "NCS", "DTYPES", "FUSED_TILE"]
 
@@ -612,9 +612,8 @@ def _t_lscale(net: _Net, a: list[str], k: str) -> list[str]:
 
 
 def _t_finish(net: _Net, a: list[str]) -> list[str]:
-    """elementary._finish: a zero tail behind a non-finite leading component."""
-    finite = _finite(net, a[0])
-    return [a[0]] + [net.let(f"keep_if<T>({finite}, {c})") for c in a[1:]]
+    """elementary._finish (a zero tail behind a non-finite leading component), traced."""
+    return trace(net, elementary._finish, a)
 
 
 def _exp_body(nc: int, tables: _Tables, net: _Net | None = None) -> list[str]:
@@ -947,18 +946,18 @@ def _gated(net: _Net, skip: str, emit):
 
 
 def _t_abs_sign(net: _Net, x: list[str]) -> tuple[list[str], str]:
-    """elementary._abs_sign for finite ``x``."""
-    neg = net.test(f"sign_bit<T>({x[0]})")
-    return [net.select(neg, net.neg(c), c) for c in x], neg
+    """elementary._abs_sign, traced."""
+    return trace(net, elementary._abs_sign, x)
 
 
 def _t_apply_sign(net: _Net, y: list[str], neg: str) -> list[str]:
-    return [net.select(neg, net.neg(c), c) for c in y]
+    """elementary._apply_sign, traced (``neg`` a bool)."""
+    return trace(net, elementary._apply_sign, y, Sym(neg, "bool", argument=True))
 
 
 def _t_keep_tiny(net: _Net, x: list[str], y: list[str], threshold: float) -> list[str]:
-    tiny = net.test(f"std::fabs({x[0]}) < {_lit(threshold)}")
-    return [net.select(tiny, a, b) for a, b in zip(_lpad(x, len(y)), y)]
+    """elementary._keep_tiny, traced."""
+    return trace(net, elementary._keep_tiny, x, y, threshold, float64_literals=True)
 
 
 def _t_expm1_from_parts(net: _Net, k: str, e: list[str]) -> list[str]:

@@ -24,7 +24,7 @@ floating buffer they are 1.0 / 0.0) and boolean ``& | ~`` (as ``bool`` statement
 that are not both zeros of opposite signs: there torch's vectorised and scalar loops
 disagree), ``torch.lerp`` as ATen's vectorised CPU kernel computes it (its scalar tail
 loop can give a zero result the other sign), ``torch.isfinite``, ``zeros_like``,
-``empty_like``, ``x.to(torch.float32)`` from a float64 trace (the nearest float32, held in
+``empty_like``, ``signbit``, ``x.to(torch.float32)`` from a float64 trace (the nearest float32, held in
 the component type), and planar buffers (``torch.empty((n, *shape))``, ``torch.stack``,
 indexing by an int, ``movedim``, ``unbind``). Anything else raises :class:`TraceError`
 naming the call: a traced function that branches on data (``if tensor:``), calls an op
@@ -561,6 +561,9 @@ class _Trace(TorchFunctionMode):
             base = self.let(f"select<T>({self.read(small)}, {self.read(a)}, {self.read(b)})")
             diff = self.binary("-", b, a)
             return self.let(f"std::fma({self.read(coeff)}, {self.read(diff)}, {self.read(base)})")
+        if func is torch.signbit:
+            a = self.sym(args[0])
+            return self.let(f"sign_bit<T>({self.read(a)})", "bool")
         if func is torch.isfinite:
             a = self.sym(args[0])
             return self.let(f"std::fabs({self.read(a)}) <= std::numeric_limits<T>::max()", "bool")
