@@ -100,6 +100,7 @@ from torch.utils._python_dispatch import _disable_current_modes
 from . import arith, fixed, portable, registry
 from .arith import add_float, engine_dtype, from_float
 from .eft import (
+    all_true,
     fast_two_sum,
     float_format,
     fused_addcmul,
@@ -170,9 +171,12 @@ def _ldexp_plain(k: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
 
 
 def _special(result: torch.Tensor, x0: torch.Tensor, fn: Callable) -> torch.Tensor:
-    """Use the plain function of the leading component where it is inf or NaN."""
-    finite = torch.isfinite(x0).unsqueeze(-1)
-    return torch.where(finite, result, from_float(fn(x0), result.shape[-1]))
+    """Use the plain function of the leading component where it is inf or NaN (in eager
+    mode ``fn`` runs only when some element is)."""
+    finite = torch.isfinite(x0)
+    if all_true(finite):
+        return result
+    return torch.where(finite.unsqueeze(-1), result, from_float(fn(x0), result.shape[-1]))
 
 
 def _tiny_odd_threshold(p: int, nc: int) -> float:
