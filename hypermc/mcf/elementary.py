@@ -171,10 +171,11 @@ def _ldexp_plain(k: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
 
 
 def _special(result: torch.Tensor, x0: torch.Tensor, fn: Callable) -> torch.Tensor:
-    """Use the plain function of the leading component where it is inf or NaN (in eager
-    mode ``fn`` runs only when some element is)."""
+    """Use the plain function of the leading component where it is inf or NaN (on the
+    CPU in eager mode ``fn`` runs only when some element is; elsewhere the test would
+    cost a host sync)."""
     finite = torch.isfinite(x0)
-    if all_true(finite):
+    if x0.device.type == "cpu" and all_true(finite):
         return result
     return torch.where(finite.unsqueeze(-1), result, from_float(fn(x0), result.shape[-1]))
 
