@@ -487,3 +487,33 @@ def test_the_elementary_sign_and_edge_helpers_are_traced_from_elementary_itself(
     _traced_bits_match(lambda *x: elementary._apply_sign(list(x[1:]), x[0] < 0), x)
     _traced_bits_match(lambda *x: elementary._keep_tiny(list(x), [c * 3.0 for c in x], 1e-290), x, float64_literals=True)
     _traced_bits_match(lambda *x: elementary._finish(list(x)), x)
+
+
+def test_lerp_is_atens_formula_for_any_weight():
+    """``torch.lerp`` is traced as ATen's CPU kernel (``|w| < 1/2`` picks the formula), so
+    weights other than the 0/1 masks of the merge network give torch's bits too."""
+    g = torch.Generator().manual_seed(5)
+    a, b = torch.rand(64, dtype=torch.float64, generator=g), torch.rand(64, dtype=torch.float64, generator=g)
+    w = torch.tensor([-1.7382828604565244, -0.5, -0.25, 0.0, 0.3, 0.5, 0.7, 1.0] * 8, dtype=torch.float64)
+    _traced_bits_match(lambda a, b, w: torch.lerp(a, b, w), [a, b, w])
+
+
+def test_an_operation_of_constants_is_computed_by_torch():
+    """A product of two constant tensors inside a traced network is torch's (rounded in
+    their dtype), not a statement of the kernel's component type."""
+    c32, three = torch.tensor(0.1, dtype=torch.float32), torch.tensor(3.0, dtype=torch.float32)
+    net = Lines()
+    trace(net, lambda a: a + (c32 * three).double(), "a", float64_literals=True)
+    assert net.lines == [f"T v0 = a + T({float(c32 * three).hex()});"]
+    vec = torch.tensor([1.0, 2.0], dtype=torch.float64)
+    assert trace(Lines(), lambda a: (vec * vec).sum() + a, "a") is not None
+
+
+def test_buffers_and_fills_of_another_dtype_are_refused():
+    with pytest.raises(TraceError, match=r"torch\.empty_like\(dtype=torch\.float32\) in a network traced as torch\.float64"):
+        trace(Lines(), lambda a, b: torch.add(a, b, out=torch.empty_like(a, dtype=torch.float32)), "a", "b")
+    with pytest.raises(TraceError, match=r"torch\.full_like of a T value with \{'dtype': torch\.float32\}"):
+        trace(Lines(), lambda a: a + torch.full_like(a, 0.5, dtype=torch.float32), "a")
+    net = Lines()
+    assert trace(net, lambda a, b: torch.lt(a, b, out=torch.empty_like(a, dtype=torch.bool)), "a", "b") == "v0"
+    assert net.lines == ["bool v0 = a < b;"]

@@ -22,7 +22,8 @@ step) from the traced arithmetic networks above; their Taylor series and sign an
 helpers are :mod:`~hypermc.mcf.elementary`'s own (``_expm1_poly``, ``_trig_horner``,
 ``_abs_sign``, ``_apply_sign``, ``_keep_tiny``, ``_finish``), traced with float64
 constants. The rest of their glue (table lookups, argument reductions, the power-of-two
-scalings, which checks a ``where`` discards) is still written a second time in this module and kept equal to the torch path by the load-time self-check and
+scalings, which checks a ``where`` discards) is still written a second time in this
+module and kept equal to the torch path by the load-time self-check and
 ``tests/mcf/test_native.py``.
 
 Why generated rather than hand-written: a hand-written C++ version of these networks with

@@ -518,7 +518,7 @@ class _Trace(TorchFunctionMode):
 
     def _call(self, func: Callable, args: tuple, kwargs: dict) -> Any:
         name = _name(func)
-        if func in _BINARY_FUNCS:
+        if func in _BINARY_FUNCS and _has_sym(args):
             if kwargs.get("alpha", 1) != 1 or kwargs.get("rounding_mode") is not None:
                 raise TraceError(f"torch.{name} with {kwargs!r} has no traced form")
             return self.binary(_BINARY_FUNCS[func], *args)
@@ -556,7 +556,7 @@ class _Trace(TorchFunctionMode):
             # ATen's vectorised CPU kernel: fma(w, b - a, a) for |w| < 1/2, else
             # fma(w - 1, b - a, b) (exact selects for a weight of 0 or 1 where b - a is finite)
             a, b, w = (self.sym(t) for t in args)
-            small = self.compare("<", w, 0.5)
+            small = self.compare("<", self.unary("std::fabs({})", w), 0.5)
             coeff = self.let(f"select<T>({self.read(small)}, {self.read(w)}, {self.read(self.binary('-', w, 1.0))})")
             base = self.let(f"select<T>({self.read(small)}, {self.read(a)}, {self.read(b)})")
             diff = self.binary("-", b, a)
@@ -570,13 +570,22 @@ class _Trace(TorchFunctionMode):
         if func in (torch.tensor, torch.as_tensor) and isinstance(args[0], Sym):
             return args[0]  # a value already symbolic (dtype and device are the trace's)
         if func is torch.full_like and isinstance(args[0], Sym) and isinstance(args[1], (int, float)):
+            if kwargs.get("dtype", self.dtype) != self.dtype or args[0].kind != "T":
+                raise TraceError(f"torch.full_like of a {args[0].kind} value with {kwargs!r} in a network traced as {self.dtype}")
             return self.sym(float(args[1]))
         if func is torch.zeros_like:
             if isinstance(args[0], Sym) and args[0].kind == "bool":
                 return Sym("false", "bool")
             return Sym(literal(0.0))
         if func is torch.empty_like and isinstance(args[0], Sym):
-            return Sym(None, args[0].kind if kwargs.get("dtype") is None else "T")
+            dtype = kwargs.get("dtype")
+            if dtype is None:
+                return Sym(None, args[0].kind)
+            if dtype == torch.bool:
+                return Sym(None, "bool")
+            if dtype == self.dtype:
+                return Sym(None, "T")
+            raise TraceError(f"torch.empty_like(dtype={dtype}) in a network traced as {self.dtype}: one component type per kernel")
         if func is torch.empty:
             size = args[0] if len(args) == 1 and isinstance(args[0], (tuple, list, torch.Size)) else args
             if len(size) != 1 or not isinstance(size[0], int):
