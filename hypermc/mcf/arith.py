@@ -412,10 +412,11 @@ def _add_general(x: torch.Tensor, y: torch.Tensor, subtract: bool) -> torch.Tens
     if subtract:
         y = -y
     xs, ys = unpack(x), unpack(y)
-    comps, total, naive = _add_general_finite(*_broadcast_lists(xs, ys))
+    wide = _broadcast_lists(xs, ys)
+    comps, total, naive = _add_general_finite(*wide)
     if _all_finite_list([*comps, total, naive]):
         return pack(comps)
-    out = renormalize(merge_by_magnitude(*_broadcast_lists(xs, ys)), nc, presorted=True)
+    out = renormalize(merge_by_magnitude(*wide), nc, presorted=True)
     if not _all_finite(out[..., 0]):
         # overflowing selects or non-finite terms: the order-independent path
         out = renormalize(_merge(xs, ys), nc)
