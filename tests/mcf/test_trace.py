@@ -66,11 +66,13 @@ def _interpret(lines: list[str], env: dict[str, float]) -> dict[str, float]:
     """Run float64 statements of the generator's C++ subset in Python."""
     env = dict(env)
     ns = {
-        "fma": _fma,
-        "fabs": lambda v: np.float64(abs(v)),
-        "sqrt": lambda v: np.sqrt(np.float64(v)),
-        "select": _select,
-        "sign_bit": lambda v: math.copysign(1.0, float(v)) < 0,
+        "mc_mul": lambda a, b: np.float64(a) * np.float64(b),
+        "mc_div": lambda a, b: np.float64(a) / np.float64(b),
+        "mc_fma": _fma,
+        "mc_fabs": lambda v: np.float64(abs(v)),
+        "mc_sqrt": lambda v: np.sqrt(np.float64(v)),
+        "mc_select": _select,
+        "mc_sign_bit": lambda v: math.copysign(1.0, float(v)) < 0,
         "MAX": np.float64(np.finfo(np.float64).max),
         "CANCEL": np.float64(1.0 / (64 * np.finfo(np.float64).eps / 2)),
     }
@@ -79,8 +81,8 @@ def _interpret(lines: list[str], env: dict[str, float]) -> dict[str, float]:
         assert m, line
         kind, name, expr = m.groups()
         expr = _HEX.sub(lambda h: f"np.float64(float.fromhex('{h.group(1)}'))", expr)
-        expr = expr.replace("std::numeric_limits<T>::max()", "MAX").replace("std::fma", "fma").replace("std::fabs", "fabs")
-        expr = expr.replace("std::sqrt", "sqrt").replace("select<T>", "select").replace("sign_bit<T>", "sign_bit").replace("||", "or")
+        expr = expr.replace("mc_max_value<T>()", "MAX").replace("<T>(", "(").replace("||", "or")
+        assert " * " not in expr and " / " not in expr, line  # products and quotients are mc_mul / mc_div
         expr = re.sub(r"\((.+) (>=|<=) (.+) or (.+) != (.+)\) \? (\w+) : (\w+)", r"(\6 if (\1 \2 \3 or \4 != \5) else \7)", expr)
         expr = expr.replace("!", "not ").replace("not =", "!=")
         with np.errstate(all="ignore"):
@@ -175,7 +177,7 @@ def test_the_fast_path_check_uses_symbolic_constants():
     net = Lines()
     trace(net, arith._add_fixed_network, ["x0", "x1", "x2"], ["y0", "y1", "y2"], 3)
     text = "\n".join(net.lines)
-    assert "std::numeric_limits<T>::max()" in text and "CANCEL" in text
+    assert "mc_max_value<T>()" in text and "CANCEL" in text
     assert "0x1.fffff" not in text  # no dtype-specific constant
 
 
@@ -203,7 +205,7 @@ def test_a_conversion_to_float32_is_one_rounding_and_float64_none():
     the value itself; other conversions are refused."""
     net = Lines()
     assert trace(net, lambda a: (a.to(torch.float32), a.to(torch.float64)), "a") == ("v0", "a")
-    assert net.lines == ["T v0 = round_f32<T>(a);"]
+    assert net.lines == ["T v0 = mc_round_f32<T>(a);"]
     with pytest.raises(TraceError, match=r"\.to\(torch\.float16\) of a value traced as torch\.float64"):
         trace(Lines(), lambda a: a.to(torch.float16), "a")
     with pytest.raises(TraceError, match=r"bool value \.to\(torch\.float64\)"):
@@ -235,10 +237,10 @@ def test_the_arith_kernels_are_generated_from_the_traced_networks():
     (the add kernel's body is the traced ``_add_fixed_network`` plus its inputs)."""
     net = native_source._Net()
     xs = [net.let(f"X({k})") for k in range(3)]
-    ys = [net.let(f"Y({k}) * (T)sign") for k in range(3)]
+    ys = [net.let(f"mc_mul(Y({k}), (T)sign)") for k in range(3)]
     c, oks = native_source._emit_add(net, xs, ys)
     ref = Lines()
-    ref.lines = [f"T v{k} = X({k});" for k in range(3)] + [f"T v{k + 3} = Y({k}) * (T)sign;" for k in range(3)]
+    ref.lines = [f"T v{k} = X({k});" for k in range(3)] + [f"T v{k + 3} = mc_mul(Y({k}), (T)sign);" for k in range(3)]
     trace(ref, arith._add_fixed_network, ["v0", "v1", "v2"], ["v3", "v4", "v5"], 3)
     assert net.lines == ref.lines
 
@@ -307,14 +309,14 @@ def test_a_literal_is_named_symbolically_only_for_the_traced_dtype(dtype):
     dtype they stay literals (``CANCEL`` would be the traced dtype's constant)."""
     other = torch.float64 if dtype == torch.float32 else torch.float32
     fi, fo = torch.finfo(dtype), torch.finfo(other)
-    assert literal(fi.max, dtype) == "std::numeric_limits<T>::max()"
+    assert literal(fi.max, dtype) == "mc_max_value<T>()"
     assert literal(1 / (64 * fi.eps / 2), dtype) == "CANCEL"
     assert literal(1 / (64 * fo.eps / 2), dtype) == f"T({float(1 / (64 * fo.eps / 2)).hex()})"
     if other == torch.float32:
         assert literal(fo.max, dtype) == f"T({float(fo.max).hex()})"
     net = Lines()
     trace(net, lambda a: (a * 2.0**18, a * 2.0**47), "a", dtype=dtype)
-    assert net.lines[0 if dtype == torch.float64 else 1].endswith("* T(" + (2.0**18 if dtype == torch.float64 else 2.0**47).hex() + ");")
+    assert net.lines[0 if dtype == torch.float64 else 1].endswith(", T(" + (2.0**18 if dtype == torch.float64 else 2.0**47).hex() + "));")
     a = torch.tensor([1.0, -3.0, 2.0**100], dtype=torch.float64)
     _traced_bits_match(lambda a: a * 2.0**18, [a])
     _traced_bits_match(lambda a: torch.where(a.abs() <= torch.finfo(torch.float32).max, a, 0.0), [torch.tensor([1e39, 1.0, 3e38])])

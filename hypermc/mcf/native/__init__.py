@@ -88,7 +88,7 @@ NCS = (2, 3, 4)
 #: machine) to over 5 minutes per library at nc = 3 and did not finish nc = 4 in 20
 #: minutes; staged, nc = 3 builds in ~8 s and nc = 4 in ~21 s on the 2-core VM.
 ELEMENTARY_NCS = (2, 3, 4)
-#: The same on CUDA (NVRTC translations of the bodies, not staged).
+#: The same on CUDA (the same bodies compiled by NVRTC, not staged).
 CUDA_ELEMENTARY_NCS = (2, 3, 4)
 
 

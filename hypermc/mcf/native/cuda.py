@@ -8,9 +8,13 @@ work of one MC op is a few hundred flops, which a GPU does at memory speed when 
 one kernel.
 
 How. :mod:`hypermc.mcf.native.source` traces those networks into straight-line
-statements, one per torch rounding; the CPU library compiles them as C++. Here the same
-statement lists are translated to CUDA device code and compiled at first use by
-PyTorch's jiterator (NVRTC, an elementwise kernel over ``TensorIterator``: broadcasting
+statements, one per torch rounding, in a small statement language (``mc_mul``,
+``mc_div``, ``mc_fma``, ``mc_sqrt``, ``mc_select<T>``, ..., the operand components
+``X(k)``, the outputs ``OUT(k)`` and the flag ``OK``) that each backend defines in its
+prelude; the CPU library compiles them as C++. Here the same statements, unchanged, are
+the body of a CUDA device function (:data:`_PRELUDE` gives the names their CUDA
+meaning, a macro per operand and output maps ``X(k)`` to the parameter ``xk``), compiled
+at first use by PyTorch's jiterator (NVRTC, an elementwise kernel over ``TensorIterator``: broadcasting
 and strided operands for free). One kernel per op variant; the component ``k`` of an
 operand is the strided view ``t[..., k]``; the outputs are the components and an
 ``ok`` flag, stacked into ``(*shape, nc)``. No CUDA toolkit is needed beyond what a
@@ -28,8 +32,9 @@ every quotient ``__ddiv_rn``/``__fdiv_rn``, every square root ``__dsqrt_rn``/
 ``__fma_rn``/``__fmaf_rn``: CUDA guarantees that these intrinsics are IEEE
 round-to-nearest operations and are never merged with another operation. Additions and
 subtractions are plain (a contraction needs a product), and nothing is reassociated
-(NVRTC does not without ``-use_fast_math``). The translation is checked: no product,
-quotient or library call of the C++ text survives it. :mod:`hypermc.mcf.native` then
+(NVRTC does not without ``-use_fast_math``). The statement language has no infix product
+or quotient of floats (:class:`hypermc.mcf.native.source._Net` refuses one), so there is
+nothing NVRTC could contract. :mod:`hypermc.mcf.native` then
 runs the same bit-for-bit self-check against the torch kernels on the device as for the
 CPU library before any kernel is used; a mismatch disables the kernels with one warning
 naming the kernel.
@@ -94,6 +99,8 @@ template <class T> __device__ inline T mc_max(T a, T b) { return (a < b) ? b : a
 template <class T> __device__ inline T mc_min(T a, T b) { return (b < a) ? b : a; }
 template <class T> __device__ inline mc_int<T> mc_imax(mc_int<T> a, mc_int<T> b) { return (a < b) ? b : a; }
 template <class T> __device__ inline mc_int<T> mc_imin(mc_int<T> a, mc_int<T> b) { return (b < a) ? b : a; }
+__device__ inline float mc_copysign(float a, float b) { return copysignf(a, b); }
+__device__ inline double mc_copysign(double a, double b) { return copysign(a, b); }
 // std::numeric_limits<T>::max() / min(); CANCEL = 1 / (64 u); 1.5 2^(P-1) for toint
 template <class T> __device__ inline T mc_max_value();
 template <> __device__ inline float mc_max_value<float>() { return 0x1.fffffep+127f; }
@@ -101,6 +108,7 @@ template <> __device__ inline double mc_max_value<double>() { return 0x1.fffffff
 template <class T> __device__ inline T mc_min_normal();
 template <> __device__ inline float mc_min_normal<float>() { return 0x1p-126f; }
 template <> __device__ inline double mc_min_normal<double>() { return 0x1p-1022; }
+template <class T> __device__ inline int mc_max_exponent() { return mc_bits<T>::MAXEXP; }
 template <class T> __device__ inline T mc_cancel();
 template <> __device__ inline float mc_cancel<float>() { return 0x1p+18f; }
 template <> __device__ inline double mc_cancel<double>() { return 0x1p+47; }
@@ -158,43 +166,6 @@ template <class T> __device__ inline T mc_pow2(mc_int<T> k) {
 }
 """
 
-# an operand of a product or quotient in native.source's statements: a name, a literal
-# T(...), (T)sign, X(k)/Y(k), a helper of one name (mc_fabs(v3)), or a negated name
-_OPERAND = r"(?:T\([^()]*\)|\(T\)\w+|[XY]\(\d+\)|mc_\w+\(\w+\)|-?\w+)"
-_PRODUCT = re.compile(rf"({_OPERAND}) \* ({_OPERAND})")
-_QUOTIENT = re.compile(rf"({_OPERAND}) / ({_OPERAND})")
-_CALLS = [
-    ("std::numeric_limits<T>::max()", "mc_max_value<T>()"),
-    ("std::numeric_limits<T>::min()", "mc_min_normal<T>()"),
-    ("std::max<I<T>>(", "mc_imax<T>("),
-    ("std::min<I<T>>(", "mc_imin<T>("),
-    ("std::max(", "mc_max("),
-    ("std::min(", "mc_min("),
-    ("std::fma(", "mc_fma("),
-    ("std::fabs(", "mc_fabs("),
-    ("std::sqrt(", "mc_sqrt("),
-    ("std::rint(", "mc_rint("),
-]
-_HELPERS = re.compile(r"\b(field|sign_bit|normal|expo|keep_if|clampi|select|toint|tofloat|mant|pow2|round_f32)<T>\(")
-
-
-def _translate(line: str) -> str:
-    """One statement of native.source's C++ as CUDA device code (see the module docstring)."""
-    if line.startswith("OK = "):
-        return f"ok = ({line[5:-1]}) ? T(1) : T(0);"
-    line = re.sub(r"\bOUT\((\d+)\)", r"out\1", line)
-    line = re.sub(r"\b([XY])\((\d+)\)", lambda m: f"{m.group(1).lower()}{m.group(2)}", line)
-    for old, new in _CALLS:
-        line = line.replace(old, new)
-    line = _HELPERS.sub(r"mc_\1<T>(", line)
-    line = re.sub(r"\bI<T>", "mc_int<T>", line)
-    line = _PRODUCT.sub(r"mc_mul(\1, \2)", line)
-    if line.startswith("T "):  # a quotient of the component type (integer ones stay)
-        line = _QUOTIENT.sub(r"mc_div(\1, \2)", line)
-    if "*" in line or "std::" in line or (line.startswith("T ") and "/" in line):
-        raise AssertionError(f"hypermc.mcf.native.cuda: untranslated statement {line!r}")
-    return line
-
 
 class Kernel(NamedTuple):
     """One jiterator kernel: its name, code, inputs per operand, extra scalar parameters
@@ -245,10 +216,14 @@ def _function(name: str, inputs: dict[str, int], extras: list[str], nout: int, b
     params += [f"T& out{k}" for k in outs] + ["T& ok"]
     inline = "" if len(body) <= INLINE_LIMIT else "__noinline__ "
     head = f"template <typename T> __device__ {inline}void {name}({', '.join(params)}) {{"
-    lines = [head, "  const T CANCEL = mc_cancel<T>();", "  (void)CANCEL;"]
+    names = [o.upper() for o in inputs] + ["OUT", "OK"]
+    guard = " || ".join(f"defined({m})" for m in names)  # a macro of another header: fail loudly, never reuse it
+    lines = [f"#if {guard}", '#error "hypermc: an operand macro of the kernel is defined already"', "#endif"]
+    lines += [f"#define {o.upper()}(k) {o}##k" for o in inputs] + ["#define OUT(k) out##k", "#define OK ok"]
+    lines += [head, "  const T CANCEL = mc_cancel<T>();", "  (void)CANCEL;"]
     lines += [f"  T out{k};" for k in range(nout) if k not in outs]
-    lines += ["  " + _translate(s) for s in body]
-    return "\n".join(lines + ["}"]) + "\n"
+    lines += ["  " + s for s in body]
+    return "\n".join(lines + ["}", *(f"#undef {m}" for m in names)]) + "\n"
 
 
 def _spec(name: str, nc: int) -> dict[tuple[str, int], tuple[list[str], dict[str, int], list[str], int, list[str]]]:

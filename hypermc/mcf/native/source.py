@@ -26,6 +26,18 @@ scalings, which checks a ``where`` discards) is still written a second time in t
 module and kept equal to the torch path by the load-time self-check and
 ``tests/mcf/test_native.py``.
 
+Statements. A body is written once, in a statement language that every backend compiles
+as it is: ``T vN = expr;`` (``bool`` and ``mc_int<T>`` for flags and exponents), the
+operand components ``X(k)``/``Y(k)``, the results ``OUT(k)`` and the flag ``OK``, and
+named operations for everything whose rounding matters: ``mc_mul``, ``mc_div``,
+``mc_fma``, ``mc_sqrt``, ``mc_rint``, ``mc_fabs``, the bit helpers (``mc_select<T>``,
+``mc_keep_if<T>``, ``mc_pow2<T>``, ``mc_toint<T>``, ...) and the constants
+``mc_max_value<T>()``, ``CANCEL``. :func:`prelude` defines them for C++ (plain operators
+under ``-ffp-contract=off``), :mod:`hypermc.mcf.native.cuda` for CUDA (the ``*_rn``
+intrinsics); no text is rewritten between the two. :class:`_Net` refuses a float
+statement with an infix ``*`` or ``/``, the one construct a compiler may contract into a
+fused multiply-add.
+
 Why generated rather than hand-written: a hand-written C++ version of these networks with
 small term lists (tried first) kept the lists in memory and ran 35-50 ns per element;
 straight-line code runs at a few ns.
@@ -53,7 +65,8 @@ DTYPES = {"f32": ("float", "uint32_t", 24, 127), "f64": ("double", "uint64_t", 5
 
 
 class _Net:
-    """Straight-line code of one element: ``T vN = expr;`` per rounding."""
+    """Straight-line code of one element: ``T vN = expr;`` per rounding, in the
+    statement language of the module docstring."""
 
     def __init__(self) -> None:
         self.lines: list[str] = []
@@ -80,6 +93,8 @@ class _Net:
         return self.lines + [f"OUT({k}) = {c};" for k, c in enumerate(out)] + [f"OK = {ok};"]
 
     def let(self, expr: str, ctype: str = "T") -> str:
+        if ctype != "mc_int<T>" and (" * " in expr or " / " in expr):
+            raise ValueError(f"_Net.let: {expr!r} has an infix product or quotient of floats; write mc_mul / mc_div instead")
         name = f"v{self.count}"
         self.count += 1
         self.lines.append(f"{ctype} {name} = {expr};")
@@ -92,20 +107,20 @@ class _Net:
         return self.let(f"{a} - {b}")
 
     def mul(self, a: str, b: str) -> str:
-        return self.let(f"{a} * {b}")
+        return self.let(f"mc_mul({a}, {b})")
 
     def neg(self, a: str) -> str:
         return self.let(f"-{a}")
 
     def div(self, a: str, b: str) -> str:
-        return self.let(f"{a} / {b}")
+        return self.let(f"mc_div({a}, {b})")
 
     def fma(self, a: str, b: str, c: str) -> str:
-        return self.let(f"std::fma({a}, {b}, {c})")
+        return self.let(f"mc_fma({a}, {b}, {c})")
 
     def select(self, cond: str, a: str, b: str) -> str:
         """``torch.where(cond, a, b)`` (bit masks: a ternary stops the vectoriser)."""
-        return self.let(f"select<T>({cond}, {a}, {b})")
+        return self.let(f"mc_select<T>({cond}, {a}, {b})")
 
     def test(self, expr: str) -> str:
         return self.let(expr, "bool")
@@ -153,15 +168,15 @@ class _Net:
     # arith._scale2 on every component (k an int expression)
     def scale_once(self, xs: list[str], k: str) -> list[str]:
         """:meth:`scale` where ``|k| <= emax - 2`` (its other two factors are 1)."""
-        f = self.let(f"pow2<T>({k})")
+        f = self.let(f"mc_pow2<T>({k})")
         return [self.mul(x, f) for x in xs]
 
     def scale(self, xs: list[str], k: str) -> list[str]:
-        last = self.let(f"clampi<T>({k})", "I<T>")
-        mid = self.let(f"clampi<T>({k} - {last})", "I<T>")
-        first = self.let(f"{k} - {last} - {mid}", "I<T>")
+        last = self.let(f"mc_clampi<T>({k})", "mc_int<T>")
+        mid = self.let(f"mc_clampi<T>({k} - {last})", "mc_int<T>")
+        first = self.let(f"{k} - {last} - {mid}", "mc_int<T>")
         for step in (first, mid, last):
-            f = self.let(f"pow2<T>({step})")
+            f = self.let(f"mc_pow2<T>({step})")
             xs = [self.mul(x, f) for x in xs]
         return xs
 
@@ -203,7 +218,7 @@ def _add_body(nc: int, ny: int) -> list[str]:
     (a product by -1 is exact, signed zeros and NaN included)."""
     net = _Net()
     xs = [net.let(f"X({k})") for k in range(nc)]
-    ys = [net.let(f"Y({k}) * (T)sign") for k in range(ny)]
+    ys = [net.let(f"mc_mul(Y({k}), (T)sign)") for k in range(ny)]
     return _body(net, *_emit_add(net, xs, ys))
 
 
@@ -222,7 +237,7 @@ def _add_general_body(nc: int) -> list[str]:
     non-finite branches)."""
     net = _Net()
     xs = [net.let(f"X({k})") for k in range(nc)]
-    ys = [net.let(f"Y({k}) * (T)sign") for k in range(nc)]
+    ys = [net.let(f"mc_mul(Y({k}), (T)sign)") for k in range(nc)]
     c, total, naive = trace(net, arith._add_general_finite, xs, ys)
     return _body(net, c, [net.let(_finite_all([*c, total, naive]), "bool")])
 
@@ -244,9 +259,9 @@ def _scaled(net: _Net, x: list[str], y: list[str], one_step: bool) -> tuple[list
     (``_scale2`` by ``-frexp`` exponents); returns them, the exponents and whether both
     leading components are normal numbers (the scaling is exact only then).
     ``one_step``: see :func:`_emit_div`."""
-    ex = net.let(f"expo<T>({x[0]})", "I<T>")
-    ey = net.let(f"expo<T>({y[0]})", "I<T>")
-    regular = net.let(f"normal<T>({x[0]}) & normal<T>({y[0]})", "bool")
+    ex = net.let(f"mc_expo<T>({x[0]})", "mc_int<T>")
+    ey = net.let(f"mc_expo<T>({y[0]})", "mc_int<T>")
+    regular = net.let(f"mc_normal<T>({x[0]}) & mc_normal<T>({y[0]})", "bool")
     scale = net.scale_once if one_step else net.scale
     return scale(x, f"-{ex}"), scale(y, f"-{ey}"), ex, ey, regular
 
@@ -262,13 +277,13 @@ def _scaled_back(net: _Net, c: list[str], ex: str, ey: str, one_step: bool = Fal
     """arith._long_division's last step: the quotient scaled by ``2^(ex - ey)``, a zero
     tail behind a leading component that is inf or NaN."""
     c = net.scale_once(c, f"{ex} - {ey}") if one_step else net.scale(c, f"{ex} - {ey}")
-    finite = net.let(f"std::fabs({c[0]}) <= std::numeric_limits<T>::max()", "bool")  # not inf, not NaN
-    return [c[0]] + [net.let(f"keep_if<T>({finite}, {ck})") for ck in c[1:]]
+    finite = net.let(f"mc_fabs({c[0]}) <= mc_max_value<T>()", "bool")  # not inf, not NaN
+    return [c[0]] + [net.let(f"mc_keep_if<T>({finite}, {ck})") for ck in c[1:]]
 
 
 def _one_step_range(net: _Net, ex: str, ey: str) -> str:
     """Whether scaling by ``2^-ex``, ``2^-ey`` and ``2^(ex - ey)`` takes one step each."""
-    b = "(std::numeric_limits<T>::max_exponent - 2)"
+    b = "(mc_max_exponent<T>() - 2)"
     return net.test(f"({ex} <= {b}) & ({ey} <= {b}) & ({ex} - {ey} <= {b}) & ({ey} - {ex} <= {b})")
 
 
@@ -314,7 +329,7 @@ def _sqrt_body(nc: int) -> list[str]:
 
 
 def _finite(net: _Net, z: str) -> str:
-    return net.let(f"std::fabs({z}) <= std::numeric_limits<T>::max()", "bool")
+    return net.let(f"mc_fabs({z}) <= mc_max_value<T>()", "bool")
 
 
 def _dw_add_float(net: _Net, xs: list[str], b: str) -> list[str]:
@@ -356,7 +371,7 @@ def _add2_body(ny: int) -> list[str]:
     add_float's DWPlusFP for ``ny = 1`` (:func:`_emit_add2`)."""
     net = _Net()
     xs = [net.let("X(0)"), net.let("X(1)")]
-    ys = [net.let("Y(0)")] if ny == 1 else [net.let("Y(0) * (T)sign"), net.let("Y(1) * (T)sign")]
+    ys = [net.let("Y(0)")] if ny == 1 else [net.let("mc_mul(Y(0), (T)sign)"), net.let("mc_mul(Y(1), (T)sign)")]
     return _body(net, *_emit_add2(net, xs, ys))
 
 
@@ -415,12 +430,12 @@ def _emit_div_engine(net: _Net, xs: list[str], ys: list[str]) -> tuple[list[str]
             total = net.let(f"{total} + (double){t}", "double")
         return total
 
-    z = net.let(f"{engine_sum(xs)} / {engine_sum(ys)}", "double")
+    z = net.let(f"mc_div({engine_sum(xs)}, {engine_sum(ys)})", "double")
     sign = net.div(xs[0], ys[0])
-    c0 = net.let(f"std::copysign((T){z}, {sign})")
+    c0 = net.let(f"mc_copysign((T){z}, {sign})")
     rest = net.let(f"{z} - (double){c0}", "double")
     finite = _finite(net, c0)
-    return [c0, net.let(f"keep_if<T>({finite}, (T){rest})")], []
+    return [c0, net.let(f"mc_keep_if<T>({finite}, (T){rest})")], []
 
 
 # ------------------------------------------------------------------ elementary kernels
@@ -525,7 +540,7 @@ def _l_mul_f_zero(net: _Net, a: list[str], b: str) -> list[str]:
     prod = _l_mul_f(net, a, b)
     nonzero = net.test(f"{b} != T(0)")
     net.gate(mark, f"!{nonzero}")
-    return [net.let(f"keep_if<T>({nonzero}, {c})") for c in prod]
+    return [net.let(f"mc_keep_if<T>({nonzero}, {c})") for c in prod]
 
 
 # Table rows padded to a power of two (zeros beyond the 2 * _TABLE_HALF + 1 entries).
@@ -580,8 +595,8 @@ def _t_exp_parts(net: _Net, tables: _Tables, x: list[str], general: bool = False
     _TABLE_HALF, _TABLE_STEPS = elementary._TABLE_HALF, elementary._TABLE_STEPS
     nc = len(x)
     cst = tables.constants(nc)
-    n = net.let(f"std::rint({x[0]} * {_lit(cst.inv_step)})")
-    k = net.let(f"std::rint({n} * {_lit(1.0 / _TABLE_STEPS)})")
+    n = net.let(f"mc_rint(mc_mul({x[0]}, {_lit(cst.inv_step)}))")
+    k = net.let(f"mc_rint(mc_mul({n}, {_lit(1.0 / _TABLE_STEPS)}))")
     j = net.sub(n, net.mul(k, _lit(_TABLE_STEPS)))
     nn = net.neg(n)
     r = _l_add_f(net, x, net.mul(nn, _lit(cst.cw0)))
@@ -590,7 +605,7 @@ def _t_exp_parts(net: _Net, tables: _Tables, x: list[str], general: bool = False
     er = _t_series(net, r, cst, general)
     # in [0, 2 * _TABLE_HALF] for finite x; the mask keeps any other lane inside the
     # padded tables (a clamp here stops GCC's vectoriser)
-    idx = net.let(f"toint<T>({j} + {_lit(_TABLE_HALF)}) & {_TABLE_PAD - 1}", "I<T>")
+    idx = net.let(f"mc_toint<T>({j} + {_lit(_TABLE_HALF)}) & {_TABLE_PAD - 1}", "mc_int<T>")
     d = [net.let(f"EXP_D{nc}_{c}[{idx}]") for c in range(nc)]
     t = [net.let(f"EXP_E{nc}_{c}[{idx}]") for c in range(nc)]
     return k, (_l_add_general if general else _l_add)(net, d, _l_mul(net, t, er))
@@ -600,10 +615,10 @@ def _t_ldexp_factors(net: _Net, k: str) -> tuple[str, str]:
     """elementary._ldexp_factors: two clamped powers of two with product ``2^k``."""
     emin, emax = elementary._exponent_range(torch.float64)
     # trunc(k / 2) and the clamps on integers (exact; GCC does not vectorise std::trunc)
-    ki = net.let(f"toint<T>({k})", "I<T>")
-    k1 = net.let(f"std::min<I<T>>(std::max<I<T>>({ki} / 2, {emin}), {emax})", "I<T>")
-    k2 = net.let(f"std::min<I<T>>(std::max<I<T>>({ki} - {k1}, {emin}), {emax})", "I<T>")
-    return net.let(f"pow2<T>({k1})"), net.let(f"pow2<T>({k2})")
+    ki = net.let(f"mc_toint<T>({k})", "mc_int<T>")
+    k1 = net.let(f"mc_imin<T>(mc_imax<T>({ki} / 2, {emin}), {emax})", "mc_int<T>")
+    k2 = net.let(f"mc_imin<T>(mc_imax<T>({ki} - {k1}, {emin}), {emax})", "mc_int<T>")
+    return net.let(f"mc_pow2<T>({k1})"), net.let(f"mc_pow2<T>({k2})")
 
 
 def _t_lscale(net: _Net, a: list[str], k: str) -> list[str]:
@@ -622,15 +637,15 @@ def _exp_body(nc: int, tables: _Tables, net: _Net | None = None) -> list[str]:
     ``|x_0| > bound`` (complete over/underflow) and where a fixed network's check fails."""
     net = net or _Net()
     xs = [net.read(k) for k in range(nc)]
-    inside = net.test(f"(std::fabs({xs[0]}) <= {_lit(tables.constants(nc).bound)}) & {_finite_all(xs)}")
-    xs = [net.let(f"keep_if<T>({inside}, {c})") for c in xs]
+    inside = net.test(f"(mc_fabs({xs[0]}) <= {_lit(tables.constants(nc).bound)}) & {_finite_all(xs)}")
+    xs = [net.let(f"mc_keep_if<T>({inside}, {c})") for c in xs]
     k, e = _t_exp_parts(net, tables, xs)
     v = _t_lscale(net, _l_add_f(net, e, "T(1)"), k)
     # _collapse_subnormal
     total = v[-1]
     for c in reversed(v[:-1]):
         total = net.add(c, total)
-    sub = net.test(f"std::fabs({v[0]}) < std::numeric_limits<T>::min()")
+    sub = net.test(f"mc_fabs({v[0]}) < mc_min_normal<T>()")
     v = [net.select(sub, total, v[0])] + [net.select(sub, "T(0)", c) for c in v[1:]]
     v = _t_finish(net, v)
     return net.outputs(v, f"{inside} & {net.all_ok()}")
@@ -656,9 +671,9 @@ def _t_log_reduce(net: _Net, s: list[str], plus_one: str | None, shift: str | No
         net.gate(mark, f"!{plus_one}")
         w = [net.select(plus_one, a, b) for a, b in zip(wa, s)]
         small = net.test(f"{plus_one} & ({s[0]} >= {_lit(el._LOG1P_CORE_LO)}) & ({s[0]} <= {_lit(el._LOG1P_CORE_HI)})")
-    regular = net.test(f"normal<T>({w[0]}) & ({w[0]} > T(0))")
-    mt = net.let(f"mant<T>({w[0]})")
-    e = net.sub(net.let(f"tofloat<T>(expo<T>({w[0]}))"), net.let(f"select<T>({mt} < {_lit(el._SQRT_HALF)}, T(1), T(0))"))
+    regular = net.test(f"mc_normal<T>({w[0]}) & ({w[0]} > T(0))")
+    mt = net.let(f"mc_mant<T>({w[0]})")
+    e = net.sub(net.let(f"mc_tofloat<T>(mc_expo<T>({w[0]}))"), net.let(f"mc_select<T>({mt} < {_lit(el._SQRT_HALF)}, T(1), T(0))"))
     e = net.select(small, "T(0)", e)
     m = _t_lscale(net, w, net.neg(e))
     mark = len(net.oks)
@@ -672,7 +687,7 @@ def _t_log_reduce(net: _Net, s: list[str], plus_one: str | None, shift: str | No
 
 def _log_outputs(net: _Net, t: list[str], e: str, tiny: str, oks: list[str]) -> list[str]:
     """The lines of a reduction kernel: outputs ``(t, e, tiny)`` for :func:`_log_core_body`."""
-    outs = t + [e, net.let(f"select<T>({tiny}, T(1), T(0))")]
+    outs = t + [e, net.let(f"mc_select<T>({tiny}, T(1), T(0))")]
     return net.lines + [f"OUT({k}) = {c};" for k, c in enumerate(outs)] + [f"OK = {' & '.join(oks)} & {net.all_ok()};"]
 
 
@@ -697,12 +712,12 @@ def _log_reduce_body(nc: int, fn: str = "log") -> list[str]:
     xs = [net.let(f"X({k})") for k in range(nc)]
     finite = _finite_all(xs)
     if fn == "log":
-        good = net.test(f"normal<T>({xs[0]}) & ({xs[0]} > T(0)) & {finite}")
+        good = net.test(f"mc_normal<T>({xs[0]}) & ({xs[0]} > T(0)) & {finite}")
     elif fn == "acosh":
         good = net.test(f"{finite} & ({xs[0]} >= T(1))")
     else:
         good = net.test(f"{finite} & ({xs[0]} != T(0))")
-    xs = [net.let(f"keep_if<T>({good}, {c})") for c in xs]
+    xs = [net.let(f"mc_keep_if<T>({good}, {c})") for c in xs]
     oks = [good]
     shift = tiny = None
     if fn in ("log", "log1p"):
@@ -713,7 +728,7 @@ def _log_reduce_body(nc: int, fn: str = "log") -> list[str]:
             near = net.test(f"{xs[0]} <= T(-0.5)")
             prepared, plus_one = _gated(net, f"!{near}", lambda: _t_add_float(net, xs, "T(1)")), net.test(f"!{near}")
         s = [net.select(near, a, b) for a, b in zip(prepared, xs)]
-        tiny = net.test(f"{plus_one} & (std::fabs({s[0]}) < {_lit(el._tiny_threshold(p, nc))})")
+        tiny = net.test(f"{plus_one} & (mc_fabs({s[0]}) < {_lit(el._tiny_threshold(p, nc))})")
     elif fn in ("asinh", "acosh"):
         if fn == "asinh":
             a, _ = _t_abs_sign(net, xs)
@@ -723,7 +738,7 @@ def _log_reduce_body(nc: int, fn: str = "log") -> list[str]:
         big = net.test(f"{a[0]} > {_lit(el._big_threshold(p, nc))}")
 
         def small_w() -> list[str]:
-            am = [net.let(f"keep_if<T>(!{big}, {c})") for c in a]
+            am = [net.let(f"mc_keep_if<T>(!{big}, {c})") for c in a]
             if fn == "asinh":  # sqrt(1 + a^2) - 1 = a^2 / (1 + sqrt(1 + a^2))
                 a2 = _l_mul(net, am, am)
                 return _l_add_nc(net, am, _l_div(net, a2, _l_add_f(net, _l_sqrt(net, _l_add_f(net, a2, "T(1)")), "T(1)")))
@@ -733,7 +748,7 @@ def _log_reduce_body(nc: int, fn: str = "log") -> list[str]:
         s = [net.select(big, c, d) for c, d in zip(a, w)]
         # asinh: log(a) + ln2 where big; acosh: log(1 + t) + ln2
         plus_one = net.test(f"!{big}") if fn == "asinh" else "true"
-        shift = net.let(f"select<T>({big}, T(1), T(0))")
+        shift = net.let(f"mc_select<T>({big}, T(1), T(0))")
     elif fn == "atanh":
         a, _ = _t_abs_sign(net, xs)
         den = _t_add_float(net, [net.neg(c) for c in a], "T(1)")
@@ -805,7 +820,7 @@ def _l_mul_zero(net: _Net, a: list[str], b: list[str], nonzero: str) -> list[str
     mark = len(net.oks)
     prod = _l_mul(net, a, b)
     net.gate(mark, f"!{nonzero}")
-    return [net.select(nonzero, prod[0], net.mul(a[0], b[0]))] + [net.let(f"keep_if<T>({nonzero}, {c})") for c in prod[1:]]
+    return [net.select(nonzero, prod[0], net.mul(a[0], b[0]))] + [net.let(f"mc_keep_if<T>({nonzero}, {c})") for c in prod[1:]]
 
 
 def _t_at_width(net: _Net, a: list[str], nc: int) -> list[str]:
@@ -823,7 +838,7 @@ def _t_trig_reduce(net: _Net, x: list[str], cst, nc: int) -> tuple[str, list[str
     are gated off where ``n = 0`` (``r = x``)."""
     p = DTYPES["f64"][2]
     w = nc if len(x) <= nc + 1 else nc + 1
-    n = net.let(f"std::rint({x[0]} * {_lit(cst.two_over_pi)})")
+    n = net.let(f"mc_rint(mc_mul({x[0]}, {_lit(cst.two_over_pi)}))")
     nzero = net.test(f"{n} == T(0)")
     pio2 = [_lit(v) for v in cst.pio2.tolist()[: w + 1]]
     mark = len(net.oks)
@@ -834,9 +849,9 @@ def _t_trig_reduce(net: _Net, x: list[str], cst, nc: int) -> tuple[str, list[str
     r = _t_at_width(net, _l_add(net, t, [net.neg(c) for c in _l_mul_f(net, pio2[1:], n)]), nc)
     net.gate(mark, nzero)
     r = [net.select(nzero, a, b) for a, b in zip(_t_at_width(net, x, nc), r)]
-    r0 = net.let(f"std::fabs({r[0]})")
-    good = net.test(f"({r0} >= std::fabs({x[0]}) * {_lit(2.0 ** (8 - p))}) & ({r0} <= {_lit(math.pi / 4 * (1 + 2.0**-30))})")
-    q = net.let(f"toint<T>({n}) & 3", "I<T>")  # n mod 4 (two's complement), |n| < 2^45 where good
+    r0 = net.let(f"mc_fabs({r[0]})")
+    good = net.test(f"({r0} >= mc_mul(mc_fabs({x[0]}), {_lit(2.0 ** (8 - p))})) & ({r0} <= {_lit(math.pi / 4 * (1 + 2.0**-30))})")
+    q = net.let(f"mc_toint<T>({n}) & 3", "mc_int<T>")  # n mod 4 (two's complement), |n| < 2^45 where good
     return q, r, good
 
 
@@ -852,13 +867,13 @@ def _t_sin_cos(net: _Net, tables: _Tables, x: list[str], nc: int) -> tuple[list[
     cst = tables.trig(nc)
     q, r, good = _t_trig_reduce(net, x, cst, nc)
     # elementary._sin_cos_reduced
-    j = net.let(f"std::rint({r[0]} * T({_TRIG_STEPS}))")
+    j = net.let(f"mc_rint(mc_mul({r[0]}, T({_TRIG_STEPS})))")
     t = _l_add_f(net, r, net.div(net.neg(j), f"T({_TRIG_STEPS})"))
     u = _l_mul(net, t, t)
     sin_t = _l_mul(net, t, _t_trig_horner(net, u, cst.sin_coeffs, cst.sin_leads, cst.sin_plan))
     cm1 = _l_mul(net, u, _t_trig_horner(net, u, cst.cos_coeffs, cst.cos_leads, cst.cos_plan))
     # in [0, 2 _TRIG_HALF] where good; the mask keeps any other lane inside the padded tables
-    idx = net.let(f"toint<T>({j} + T({_TRIG_HALF})) & {_TRIG_PAD - 1}", "I<T>")
+    idx = net.let(f"mc_toint<T>({j} + T({_TRIG_HALF})) & {_TRIG_PAD - 1}", "mc_int<T>")
     s_j = [net.let(f"TRIG_S{nc}_{c}[{idx}]") for c in range(nc)]
     c_j = [net.let(f"TRIG_C{nc}_{c}[{idx}]") for c in range(nc)]
     j_nonzero = net.test(f"{j} != T(0)")  # sin(0/128) = 0: a zero product
@@ -895,7 +910,7 @@ def _narrow_body(build: Callable[..., list[str]], nx: int, groups: int, exact: b
         net.inputs = xs
     else:
         zero = f" & ({xs[0]} != T(0))" if odd else ""
-        net.oks.append(net.test(f"(std::fabs({xs[0]}) <= std::numeric_limits<T>::max()){zero}"))
+        net.oks.append(net.test(f"(mc_fabs({xs[0]}) <= mc_max_value<T>()){zero}"))
         net.inputs = trace(net, elementary._expansion64, xs, 2)
 
     def finish(net: _Net, out: list[str]) -> list[str]:
@@ -922,9 +937,9 @@ def _l_sqrt(net: _Net, a: list[str]) -> list[str]:
     """elementary._sqrt for ``a >= 0`` (nc >= 3: arith.sqrt's fixed networks in their
     range, :func:`arith._sqrt_range`; the other elements are flagged)."""
     if len(a) == 1:
-        return [net.let(f"std::sqrt({a[0]})")]
+        return [net.let(f"mc_sqrt({a[0]})")]
     if len(a) == 2:  # one Karp-Markstein correction
-        sh = net.let(f"std::sqrt({a[0]})")
+        sh = net.let(f"mc_sqrt({a[0]})")
         ph = net.mul(sh, sh)
         pl = net.fma(sh, sh, net.neg(ph))
         rho = net.add(net.sub(net.sub(a[0], ph), pl), a[1])
@@ -968,7 +983,7 @@ def _t_expm1_from_parts(net: _Net, k: str, e: list[str]) -> list[str]:
     kk = net.select(net.test(f"{k} < {low}"), low, k)  # clamp(min=): std::max stops the vectoriser
     f1, f2 = _t_ldexp_factors(net, net.neg(kk))
     pk = net.mul(f1, f2)
-    exact = net.test(f"std::fabs({kk}) <= T({p - 1})")
+    exact = net.test(f"mc_fabs({kk}) <= T({p - 1})")
     a1 = net.select(exact, net.sub("T(1)", pk), "T(1)")
     a2 = net.select(exact, "T(0)", net.neg(pk))
     return _t_lscale(net, _l_add_f(net, _l_add_f(net, e, a1), a2), kk)
@@ -977,7 +992,7 @@ def _t_expm1_from_parts(net: _Net, k: str, e: list[str]) -> list[str]:
 def _finite_all(xs: list[str]) -> str:
     """Whether every component is finite (a non-finite tail behind a finite lead is not
     an expansion; the torch path decides what NaN it gives)."""
-    return " & ".join(f"(std::fabs({c}) <= std::numeric_limits<T>::max())" for c in xs)
+    return " & ".join(f"(mc_fabs({c}) <= mc_max_value<T>())" for c in xs)
 
 
 def _unary_head(net: _Net, nc: int, tables: _Tables, zero_ok: bool) -> tuple[list[str], str]:
@@ -986,9 +1001,9 @@ def _unary_head(net: _Net, nc: int, tables: _Tables, zero_ok: bool) -> tuple[lis
     and the flag of the others."""
     xs = [net.read(k) for k in range(nc)]
     regular = net.test(
-        f"(std::fabs({xs[0]}) <= {_lit(tables.constants(nc).bound)}) & {_finite_all(xs)}" + ("" if zero_ok else f" & ({xs[0]} != T(0))")
+        f"(mc_fabs({xs[0]}) <= {_lit(tables.constants(nc).bound)}) & {_finite_all(xs)}" + ("" if zero_ok else f" & ({xs[0]} != T(0))")
     )
-    return [net.let(f"keep_if<T>({regular}, {c})") for c in xs], regular
+    return [net.let(f"mc_keep_if<T>({regular}, {c})") for c in xs], regular
 
 
 def _outputs(net: _Net, out: list[str], regular: str) -> list[str]:
@@ -1036,7 +1051,7 @@ def _tanh_body(nc: int, tables: _Tables, net: _Net | None = None) -> list[str]:
 
     def unsaturated() -> list[str]:
         # 2|x| can pass exp's bound only where saturated (the result is 1 there): zeroed
-        a2 = [net.let(f"keep_if<T>(!{saturated}, {c} * T(2))") for c in a]
+        a2 = [net.let(f"mc_keep_if<T>(!{saturated}, mc_mul({c}, T(2)))") for c in a]
         k, e = _t_exp_parts(net, tables, a2)
         q = _t_expm1_from_parts(net, k, e)
         return _l_div(net, q, _l_add_f(net, q, "T(2)"))
@@ -1056,7 +1071,7 @@ def _sin_cos_body(nc: int, tables: _Tables, nx: int | None = None, tan: bool = F
     net = net or _Net()
     xs = [net.read(k) for k in range(nx or nc)]
     regular = net.test(f"{_finite_all(xs)} & ({xs[0]} != T(0))")
-    xs = [net.let(f"keep_if<T>({regular}, {c})") for c in xs]
+    xs = [net.let(f"mc_keep_if<T>({regular}, {c})") for c in xs]
     sin_x, cos_x, good = _t_sin_cos(net, tables, xs, nc)
     out = _t_finish(net, _l_div2(net, sin_x, cos_x)) if tan else sin_x + cos_x
     return net.outputs(out, f"{regular} & {good} & {net.all_ok()}")
@@ -1076,31 +1091,56 @@ template <class T> struct Bits;
 // Integer types of the width of T (one width per loop: the vectoriser needs that).
 template <> struct Bits<float> { using U = uint32_t; using I = int32_t; static constexpr int P = 24, BIAS = 127; };
 template <> struct Bits<double> { using U = uint64_t; using I = int64_t; static constexpr int P = 53, BIAS = 1023; };
-template <class T> using I = typename Bits<T>::I;
+template <class T> using mc_int = typename Bits<T>::I;
+
+// The statement language of the kernel bodies (the CUDA prelude defines the same names):
+// each product, quotient, square root and fused multiply-add is one IEEE round-to-nearest
+// operation; the library is compiled with -ffp-contract=off, so none is contracted.
+inline float mc_mul(float a, float b) { return a * b; }
+inline double mc_mul(double a, double b) { return a * b; }
+inline float mc_div(float a, float b) { return a / b; }
+inline double mc_div(double a, double b) { return a / b; }
+inline float mc_fma(float a, float b, float c) { return std::fma(a, b, c); }
+inline double mc_fma(double a, double b, double c) { return std::fma(a, b, c); }
+inline float mc_sqrt(float a) { return std::sqrt(a); }
+inline double mc_sqrt(double a) { return std::sqrt(a); }
+inline float mc_fabs(float a) { return std::fabs(a); }
+inline double mc_fabs(double a) { return std::fabs(a); }
+inline float mc_rint(float a) { return std::rint(a); }
+inline double mc_rint(double a) { return std::rint(a); }
+inline float mc_copysign(float a, float b) { return std::copysign(a, b); }
+inline double mc_copysign(double a, double b) { return std::copysign(a, b); }
+// std::max / std::min of integers (the first operand where they compare equal)
+template <class T> inline mc_int<T> mc_imax(mc_int<T> a, mc_int<T> b) { return std::max<mc_int<T>>(a, b); }
+template <class T> inline mc_int<T> mc_imin(mc_int<T> a, mc_int<T> b) { return std::min<mc_int<T>>(a, b); }
+// finfo.max, the smallest normal number and the largest binary exponent + 1 of T
+template <class T> inline constexpr T mc_max_value() { return std::numeric_limits<T>::max(); }
+template <class T> inline constexpr T mc_min_normal() { return std::numeric_limits<T>::min(); }
+template <class T> inline constexpr int mc_max_exponent() { return std::numeric_limits<T>::max_exponent; }
 
 // Biased exponent field of x.
-template <class T> inline I<T> field(T x) {
+template <class T> inline mc_int<T> mc_field(T x) {
   typename Bits<T>::U u;
   std::memcpy(&u, &x, sizeof u);
-  return (I<T>)((u >> (Bits<T>::P - 1)) & (typename Bits<T>::U)(2 * Bits<T>::BIAS + 1));
+  return (mc_int<T>)((u >> (Bits<T>::P - 1)) & (typename Bits<T>::U)(2 * Bits<T>::BIAS + 1));
 }
 // The sign bit of x (std::signbit stops GCC's vectoriser).
-template <class T> inline bool sign_bit(T x) {
+template <class T> inline bool mc_sign_bit(T x) {
   typename Bits<T>::U u;
   std::memcpy(&u, &x, sizeof u);
   return (u >> (8 * sizeof(T) - 1)) != 0;
 }
 // Whether x is a normal number (not zero, subnormal, inf or NaN).
-template <class T> inline bool normal(T x) {
-  I<T> e = field(x);
+template <class T> inline bool mc_normal(T x) {
+  mc_int<T> e = mc_field(x);
   return (e != 0) & (e != 2 * Bits<T>::BIAS + 1);
 }
 // torch.frexp(x).exponent for normal x (x = m 2^e, 0.5 <= |m| < 1); 0 otherwise.
-template <class T> inline I<T> expo(T x) {
-  return (I<T>)normal(x) * (field(x) - (Bits<T>::BIAS - 1));
+template <class T> inline mc_int<T> mc_expo(T x) {
+  return (mc_int<T>)mc_normal(x) * (mc_field(x) - (Bits<T>::BIAS - 1));
 }
 // x where keep, +0 elsewhere (bit mask: a ternary here stops the vectoriser).
-template <class T> inline T keep_if(bool keep, T x) {
+template <class T> inline T mc_keep_if(bool keep, T x) {
   typename Bits<T>::U u;
   std::memcpy(&u, &x, sizeof u);
   u &= (typename Bits<T>::U)0 - (typename Bits<T>::U)keep;
@@ -1108,12 +1148,12 @@ template <class T> inline T keep_if(bool keep, T x) {
   return x;
 }
 // k clamped to +-(emax - 2), the step size of arith._scale2.
-template <class T> inline I<T> clampi(I<T> k) {
-  const I<T> b = std::numeric_limits<T>::max_exponent - 2;
-  return std::max<I<T>>(-b, std::min<I<T>>(b, k));
+template <class T> inline mc_int<T> mc_clampi(mc_int<T> k) {
+  const mc_int<T> b = std::numeric_limits<T>::max_exponent - 2;
+  return mc_imax<T>(-b, mc_imin<T>(b, k));
 }
 // c ? a : b, by bit masks.
-template <class T> inline T select(bool c, T a, T b) {
+template <class T> inline T mc_select(bool c, T a, T b) {
   typename Bits<T>::U ua, ub, m = (typename Bits<T>::U)0 - (typename Bits<T>::U)c;
   std::memcpy(&ua, &a, sizeof ua);
   std::memcpy(&ub, &b, sizeof ub);
@@ -1121,18 +1161,18 @@ template <class T> inline T select(bool c, T a, T b) {
   std::memcpy(&a, &ua, sizeof a);
   return a;
 }
-// (I<T>)k for an integer-valued k with |k| < 2^(P - 2), without a float-to-int
+// (mc_int<T>)k for an integer-valued k with |k| < 2^(P - 2), without a float-to-int
 // conversion (AVX2 has none for 64-bit integers): k + 1.5 2^(P-1) holds k in its low bits.
-template <class T> inline I<T> toint(T k) {
+template <class T> inline mc_int<T> mc_toint(T k) {
   const T magic = T(3) * (T)((typename Bits<T>::U)1 << (Bits<T>::P - 2));
   T t = k + magic;
   typename Bits<T>::U u, um;
   std::memcpy(&u, &t, sizeof u);
   std::memcpy(&um, &magic, sizeof um);
-  return (I<T>)(u - um);
+  return (mc_int<T>)(u - um);
 }
 // (T)i for |i| < 2^(P - 2), the inverse of toint.
-template <class T> inline T tofloat(I<T> i) {
+template <class T> inline T mc_tofloat(mc_int<T> i) {
   const T magic = T(3) * (T)((typename Bits<T>::U)1 << (Bits<T>::P - 2));
   typename Bits<T>::U um;
   std::memcpy(&um, &magic, sizeof um);
@@ -1142,7 +1182,7 @@ template <class T> inline T tofloat(I<T> i) {
   return t - magic;
 }
 // torch.frexp(x).mantissa for normal x: x with its exponent set to -1.
-template <class T> inline T mant(T x) {
+template <class T> inline T mc_mant(T x) {
   typename Bits<T>::U u, f = (typename Bits<T>::U)(2 * Bits<T>::BIAS + 1) << (Bits<T>::P - 1);
   std::memcpy(&u, &x, sizeof u);
   u = (u & ~f) | ((typename Bits<T>::U)(Bits<T>::BIAS - 1) << (Bits<T>::P - 1));
@@ -1150,9 +1190,9 @@ template <class T> inline T mant(T x) {
   return x;
 }
 // x rounded to the nearest float32, held in T (float64 kernels of float32 results).
-template <class T> inline T round_f32(T x) { return (T)(float)x; }
+template <class T> inline T mc_round_f32(T x) { return (T)(float)x; }
 // 2^k for |k| <= BIAS - 1 (a normal power of two).
-template <class T> inline T pow2(I<T> k) {
+template <class T> inline T mc_pow2(mc_int<T> k) {
   typename Bits<T>::U u = (typename Bits<T>::U)(k + Bits<T>::BIAS) << (Bits<T>::P - 1);
   T x;
   std::memcpy(&x, &u, sizeof x);
@@ -1248,7 +1288,7 @@ def _stage_count(body: list[str]) -> int:
     return max(1, round(len(body) / STAGE_STATEMENTS))
 
 
-_DECL = re.compile(r"^(T|bool|I<T>) (v\d+) = ")
+_DECL = re.compile(r"^(T|bool|mc_int<T>) (v\d+) = ")
 
 
 def _staged_loop(
@@ -1281,7 +1321,7 @@ def _staged_loop(
         writes = [v for v in here if v in later_reads[k]]
         for v in writes:
             slot[v] = len(slot)
-        store = {"T": "T", "I<T>": "I<T>", "bool": "uint8_t"}
+        store = {"T": "T", "mc_int<T>": "mc_int<T>", "bool": "uint8_t"}
         lines = [
             f"static void __attribute__((noinline)) {prefix}_s{k}(int64_t m, const {ctype} *const *in, {ctype} *const *outs, "
             "uint8_t *okp, unsigned char *buf) {",
@@ -1671,7 +1711,7 @@ def _rowsumsq_kernel(name: str, w: int) -> str:
             padded,
             "g[k]",
             [
-                f"for (int k = 0; k < {w}; ++k) t[k * B + j] = select<T>(fix[j], t[k * B + j], g[k]);",
+                f"for (int k = 0; k < {w}; ++k) t[k * B + j] = mc_select<T>(fix[j], t[k * B + j], g[k]);",
                 "used[j] |= (uint8_t)!fix[j];",
                 "good[j] &= (uint8_t)(fix[j] | okv);",
             ],

@@ -33,7 +33,7 @@ may also be passed as another argument) is refused, never approximated.
 
 Constants. The generated bodies are generic in the component type ``T`` (one body serves
 float32 and float64), so a literal that depends on the dtype is written symbolically:
-``finfo.max`` as ``std::numeric_limits<T>::max()`` and the cancellation factor
+``finfo.max`` as ``mc_max_value<T>()`` and the cancellation factor
 ``1 / (64 u)`` of :func:`hypermc.mcf.fixed.normalised` as ``CANCEL`` (the values of the
 traced dtype only). Any other literal
 must be exactly representable in float32 (so it is the same value in both types); a
@@ -113,7 +113,7 @@ def literal(v: float, dtype: torch.dtype = torch.float64, *, wide: bool = False)
         >>> literal(0.5), literal(-2.0), literal(-0.0)
         ('T(0x1.0000000000000p-1)', 'T(-0x1.0000000000000p+1)', 'T(-0x0.0p+0)')
         >>> literal(torch.finfo(torch.float64).max), literal(torch.finfo(torch.float32).max, torch.float32)
-        ('std::numeric_limits<T>::max()', 'std::numeric_limits<T>::max()')
+        ('mc_max_value<T>()', 'mc_max_value<T>()')
         >>> literal(torch.finfo(torch.float32).max)  # a float32 range check in float64
         'T(0x1.fffffe0000000p+127)'
         >>> literal(0.1, wide=True)  # a body generated for float64 only
@@ -126,7 +126,7 @@ def literal(v: float, dtype: torch.dtype = torch.float64, *, wide: bool = False)
     v = float(v)
     fi = torch.finfo(dtype)
     if v == fi.max:
-        return "std::numeric_limits<T>::max()"
+        return "mc_max_value<T>()"
     if v == 1.0 / (CANCEL_FACTOR * fi.eps / 2):
         return "CANCEL"
     if wide and dtype != torch.float64:
@@ -157,7 +157,7 @@ class Sym:
         ...     s.add_(a)  # in place: s names the new statement
         ...     return s, s > 0
         >>> trace(net, f, "a", "b"), net.lines
-        (('v1', 'v2'), ['T v0 = a * b;', 'T v1 = v0 + a;', 'bool v2 = v1 > T(0x0.0p+0);'])
+        (('v1', 'v2'), ['T v0 = mc_mul(a, b);', 'T v1 = v0 + a;', 'bool v2 = v1 > T(0x0.0p+0);'])
     """
 
     __slots__ = ("name", "kind", "argument")
@@ -245,7 +245,7 @@ class Sym:
         return _current().unary("-{}", self)
 
     def __abs__(self) -> Sym:
-        return _current().unary("std::fabs({})", self)
+        return _current().unary("mc_fabs({})", self)
 
     # --- comparisons and boolean ops (bool statements)
     def __eq__(self, o: Any) -> Sym:  # type: ignore[override]
@@ -370,7 +370,7 @@ class Sym:
         if dtype == tr.dtype:
             return self
         if dtype == torch.float32 and tr.dtype == torch.float64:
-            return tr.unary("round_f32<T>({})", self)
+            return tr.unary("mc_round_f32<T>({})", self)
         raise TraceError(f".to({dtype}) of a value traced as {tr.dtype}: only float32 from float64 has a traced form")
 
     def unsqueeze(self, dim: int) -> SymVec:
@@ -444,6 +444,10 @@ class SymVec:
         return self
 
 
+#: The statement of a product and of a quotient: a function of the backend's prelude that is
+#: one IEEE round-to-nearest operation (C++ ``a * b`` compiled without contraction, CUDA
+#: ``__dmul_rn``); an infix ``*`` or ``/`` of component values never appears in a body.
+_ROUNDED = {"*": "mc_mul", "/": "mc_div"}
 _BINARY_FUNCS = {torch.add: "+", torch.sub: "-", torch.mul: "*", torch.div: "/"}
 # a constant tensor (a table entry, a coefficient) on the left of a symbolic value
 _BINARY_FUNCS |= {getattr(torch.Tensor, m): op for m, op in (("add", "+"), ("sub", "-"), ("mul", "*"), ("div", "/"))}
@@ -484,6 +488,8 @@ class _Trace(TorchFunctionMode):
         a, b = self.sym(a), self.sym(b)
         if a.kind != "T" or b.kind != "T":
             raise TraceError(f"arithmetic {op!r} on a bool value")
+        if op in ("*", "/"):  # a rounding no backend may contract or approximate
+            return self.let(f"{_ROUNDED[op]}({self.read(a)}, {self.read(b)})")
         return self.let(f"{self.read(a)} {op} {self.read(b)}")
 
     def unary(self, form: str, a: Any, kind: str = "T") -> Sym:
@@ -512,7 +518,7 @@ class _Trace(TorchFunctionMode):
             if out.kind == "T" and isinstance(result, Sym) and result.kind == "bool":
                 # a comparison written into a floating buffer: 1.0 or 0.0, as torch stores it
                 one, zero = literal(1.0, self.dtype), literal(0.0, self.dtype)
-                result = self.let(f"select<T>({self.read(result)}, {one}, {zero})")
+                result = self.let(f"mc_select<T>({self.read(result)}, {one}, {zero})")
             return out._rebind(result, "out=")
         return result
 
@@ -525,9 +531,9 @@ class _Trace(TorchFunctionMode):
         if func is torch.neg:
             return self.unary("-{}", args[0])
         if func is torch.abs:
-            return self.unary("std::fabs({})", args[0])
+            return self.unary("mc_fabs({})", args[0])
         if func is torch.sqrt:
-            return self.unary("std::sqrt({})", args[0])
+            return self.unary("mc_sqrt({})", args[0])
         if func is torch.reciprocal:
             return self.binary("/", 1.0, args[0])
         if func is torch.addcmul:
@@ -536,14 +542,14 @@ class _Trace(TorchFunctionMode):
             if value not in (1, -1):
                 raise TraceError(f"torch.addcmul with value={value!r} is not a fused multiply-add")
             sign = "-" if value == -1 else ""
-            return self.let(f"std::fma({sign}{self.read(a)}, {self.read(b)}, {self.read(c)})")
+            return self.let(f"mc_fma({sign}{self.read(a)}, {self.read(b)}, {self.read(c)})")
         if func is torch.where:
             cond, a, b = self.sym(args[0], "bool"), self.sym(args[1]), self.sym(args[2])
             if cond.kind != "bool":
                 raise TraceError(f"torch.where with a {cond.kind} condition {cond.name!r}; torch takes a bool condition")
             if a.kind != "T" or b.kind != "T":
                 raise TraceError(f"torch.where on bool values ({a.name!r}, {b.name!r}) has no traced form; use & | ~")
-            return self.let(f"select<T>({self.read(cond)}, {self.read(a)}, {self.read(b)})")
+            return self.let(f"mc_select<T>({self.read(cond)}, {self.read(a)}, {self.read(b)})")
         if func in (torch.maximum, torch.minimum):
             # NaN from either operand propagates, as torch's do (std::fmax would not)
             a, b = self.sym(args[0]), self.sym(args[1])
@@ -556,17 +562,17 @@ class _Trace(TorchFunctionMode):
             # ATen's vectorised CPU kernel: fma(w, b - a, a) for |w| < 1/2, else
             # fma(w - 1, b - a, b) (exact selects for a weight of 0 or 1 where b - a is finite)
             a, b, w = (self.sym(t) for t in args)
-            small = self.compare("<", self.unary("std::fabs({})", w), 0.5)
-            coeff = self.let(f"select<T>({self.read(small)}, {self.read(w)}, {self.read(self.binary('-', w, 1.0))})")
-            base = self.let(f"select<T>({self.read(small)}, {self.read(a)}, {self.read(b)})")
+            small = self.compare("<", self.unary("mc_fabs({})", w), 0.5)
+            coeff = self.let(f"mc_select<T>({self.read(small)}, {self.read(w)}, {self.read(self.binary('-', w, 1.0))})")
+            base = self.let(f"mc_select<T>({self.read(small)}, {self.read(a)}, {self.read(b)})")
             diff = self.binary("-", b, a)
-            return self.let(f"std::fma({self.read(coeff)}, {self.read(diff)}, {self.read(base)})")
+            return self.let(f"mc_fma({self.read(coeff)}, {self.read(diff)}, {self.read(base)})")
         if func is torch.signbit:
             a = self.sym(args[0])
-            return self.let(f"sign_bit<T>({self.read(a)})", "bool")
+            return self.let(f"mc_sign_bit<T>({self.read(a)})", "bool")
         if func is torch.isfinite:
             a = self.sym(args[0])
-            return self.let(f"std::fabs({self.read(a)}) <= std::numeric_limits<T>::max()", "bool")
+            return self.let(f"mc_fabs({self.read(a)}) <= mc_max_value<T>()", "bool")
         if func in (torch.tensor, torch.as_tensor) and isinstance(args[0], Sym):
             return args[0]  # a value already symbolic (dtype and device are the trace's)
         if func is torch.full_like and isinstance(args[0], Sym) and isinstance(args[1], (int, float)):
