@@ -151,16 +151,19 @@ def _exponent_range(dtype: torch.dtype) -> tuple[int, int]:
 
 
 def _pow2(k: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
-    """Exact ``2**k`` for integer-valued ``k`` in ``[emin, emax]``, built from bits."""
+    """Exact ``2**k`` for integer-valued ``k`` (a float or an integer tensor) in ``[emin,
+    emax]``, built from bits."""
     itype, shift, bias = _BIT_LAYOUT[dtype]
     return torch.bitwise_left_shift(k.to(itype) + bias, shift).view(dtype)
 
 
 def _ldexp_factors(k: torch.Tensor, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
-    """Two powers of two with product ``2**k`` for ``|k| <= 2 emax`` (clamped beyond)."""
+    """Two powers of two with product ``2**k`` for integer-valued ``|k| <= 2 emax``
+    (clamped beyond), in integer arithmetic: ``k1 = trunc(k / 2)``, ``k2 = k - k1``."""
     emin, emax = _exponent_range(dtype)
-    k1 = torch.trunc(k * 0.5).clamp(emin, emax)
-    k2 = (k - k1).clamp(emin, emax)
+    ki = k.to(_BIT_LAYOUT[dtype][0])
+    k1 = torch.div(ki, 2, rounding_mode="trunc").clamp(emin, emax)
+    k2 = (ki - k1).clamp(emin, emax)
     return _pow2(k1, dtype), _pow2(k2, dtype)
 
 
@@ -612,6 +615,30 @@ def _mul_f(a: list[torch.Tensor], b: torch.Tensor) -> list[torch.Tensor]:
     return unpack(arith.mul_float(_pack_b(a), b))
 
 
+def _mul_f_zero(a: list[torch.Tensor], b: torch.Tensor) -> list[torch.Tensor]:
+    """``_mul_f(a, b)`` where ``b`` may be 0, with ``+0`` components there: at three or
+    more components the fixed network rejects a zero product (arith's general kernel
+    gives the zeros), so its check matters only where ``b != 0``."""
+    if len(a) < 3:
+        return _mul_f(a, b)
+    nonzero = b != 0
+    with fixed.checks_only_where(nonzero):
+        prod = _mul_f(a, b)
+    return [torch.where(nonzero, c, 0.0) for c in prod]
+
+
+def _mul_zero(a: list[torch.Tensor], b: list[torch.Tensor], nonzero: torch.Tensor) -> list[torch.Tensor]:
+    """``_mul(a, b)`` where a factor is zero unless ``nonzero``: at three or more
+    components the fixed network rejects a zero product and arith's general kernel gives
+    ``a_0 b_0`` (a signed zero) and ``+0`` tails, so its check matters only where
+    ``nonzero``."""
+    if max(len(a), len(b)) < 3:
+        return _mul(a, b)
+    with fixed.checks_only_where(nonzero):
+        prod = _mul(a, b)
+    return [torch.where(nonzero, prod[0], a[0] * b[0])] + [torch.where(nonzero, c, 0.0) for c in prod[1:]]
+
+
 def _div(a: list[torch.Tensor], b: list[torch.Tensor]) -> list[torch.Tensor]:
     """``a / b`` (DWDivDW2: one quotient digit corrected by the double-word residual)."""
     n = max(len(a), len(b))
@@ -710,6 +737,14 @@ def _exp_parts(x: list[torch.Tensor]) -> tuple[torch.Tensor, list[torch.Tensor]]
     Precondition: ``x`` finite (callers sanitise). ``|x| > bound`` is reduced as
     ``±bound``, whose exp over/underflows like the true one.
     """
+    k, r, d, t = _exp_reduce(x)
+    er = _expm1_series(r, _constants(x[0].dtype, len(x), x[0].device))
+    return k, _add(d, _mul(t, er))
+
+
+def _exp_reduce(x: list[torch.Tensor]) -> tuple[torch.Tensor, list[torch.Tensor], list[torch.Tensor], list[torch.Tensor]]:
+    """Tang's reduction of :func:`_exp_parts`: ``(k, r, d, t)`` with ``x = (64 k + j)
+    ln2 / 64 + r`` and the table entries ``d = 2^(j/64) - 1``, ``t = 2^(j/64)``."""
     x0 = x[0]
     cst = _constants(x0.dtype, len(x), x0.device)
     big = x0.abs() > cst.bound
@@ -720,12 +755,11 @@ def _exp_parts(x: list[torch.Tensor]) -> tuple[torch.Tensor, list[torch.Tensor]]
     j = n - _TABLE_STEPS * k
     r = _add_f(x, -n * cst.cw0)  # n * cw0 and n * cw1 are exact products
     r = _add_f(r, -n * cst.cw1)
-    r = _add(r, _mul_f(_lconst(cst.cw_rest), -n))
-    er = _expm1_series(r, cst)
+    r = _add(r, _mul_f_zero(_lconst(cst.cw_rest), -n))
     idx = (j + _TABLE_HALF).to(torch.long).clamp(0, 2 * _TABLE_HALF)  # in range even for NaN
     d = [row[idx] for row in cst.d_table]
     t = [row[idx] for row in cst.t_table]
-    return k, _add(d, _mul(t, er))
+    return k, r, d, t
 
 
 def _expm1_from_parts(k: torch.Tensor, e: list[torch.Tensor]) -> list[torch.Tensor]:
@@ -824,7 +858,7 @@ def _log_impl(
     if shift is not None:
         e = e + shift
     ln2 = _lconst(_constants(s0.dtype, len(s), s0.device).ln2)
-    res = _add_nc(_mul_f(ln2, e), y)
+    res = _add_nc(_mul_f_zero(ln2, e), y)
     return _lwhere(regular, res, [torch.log(w0)])
 
 
@@ -914,9 +948,11 @@ def _tanh_generic(x: list[torch.Tensor]) -> list[torch.Tensor]:
     p, nc = _precision(x)
     # beyond this 1 - tanh|x| < 2 e^-2|x| < 2^-(nc p + guard + 1)
     saturated = a[0] > (nc * p + _GUARD_BITS + 2) * math.log(2.0) / 2
-    k, e = _exp_parts([c * 2.0 for c in a])
-    q = _expm1_from_parts(k, e)
-    y = _lwhere(saturated, [torch.ones_like(k)], _div(q, _add_f(q, 2.0)))
+    with fixed.checks_only_where(~saturated):  # the result is 1 where saturated
+        k, e = _exp_parts([c * 2.0 for c in a])
+        q = _expm1_from_parts(k, e)
+        d = _div(q, _add_f(q, 2.0))
+    y = _lwhere(saturated, [torch.ones_like(k)], d)
     return _keep_tiny(x, _apply_sign(y, neg), _tiny_odd_threshold(p, nc))
 
 
@@ -1197,8 +1233,9 @@ def _sin_cos_reduced(r: list[torch.Tensor]) -> tuple[list[torch.Tensor], list[to
     idx = (j + _TRIG_HALF).to(torch.long).clamp(0, 2 * _TRIG_HALF)
     s_j = [row[idx] for row in cst.sin_table]
     c_j = [row[idx] for row in cst.cos_table]
-    sin_r = _add(s_j, _add(_mul(s_j, cm1), _mul(c_j, sin_t)))
-    cos_r = _add(c_j, _add(_mul(c_j, cm1), _lneg(_mul(s_j, sin_t))))
+    j_nonzero = j != 0  # S_0 = sin(0) = 0: zero products
+    sin_r = _add(s_j, _add(_mul_zero(s_j, cm1, j_nonzero), _mul(c_j, sin_t)))
+    cos_r = _add(c_j, _add(_mul(c_j, cm1), _lneg(_mul_zero(s_j, sin_t, j_nonzero))))
     return sin_r, cos_r
 
 

@@ -47,13 +47,14 @@ below the subnormal range (the same as for the general kernels).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import contextlib
+from collections.abc import Callable, Iterator
 
 import torch
 
 from .eft import all_true, is_traced
 
-__all__ = ["FIXED_NCS", "applies", "two_sum", "add_levels", "renorm_levels", "normalised", "patch"]
+__all__ = ["FIXED_NCS", "applies", "two_sum", "add_levels", "renorm_levels", "normalised", "patch", "checks_only_where"]
 
 #: Numbers of components that have fixed networks.
 FIXED_NCS = (3, 4)
@@ -212,6 +213,37 @@ def normalised(c: torch.Tensor, bound: torch.Tensor | None = None) -> torch.Tens
         u = torch.finfo(c.dtype).eps / 2
         ok &= lead.mul_(1.0 / (CANCEL_FACTOR * u)) > bound
     return ok
+
+
+@contextlib.contextmanager
+def checks_only_where(keep: torch.Tensor) -> Iterator[None]:
+    """The fast-path checks of the networks computed in this block matter only where
+    ``keep`` is true: the caller discards the other elements' results (by a ``where``),
+    so a check that fails there (a fixed network rejects a zero product, say) must not
+    send those elements to a slower path.
+
+    On tensors this changes nothing (:func:`patch` still recomputes every rejected
+    element; the values it gives where ``keep`` is false are discarded). A kernel
+    generator tracing the network (:mod:`hypermc.mcf.native.trace`) flags the block's
+    checks only where ``keep`` holds.
+
+    Example:
+        >>> from hypermc.mcf import arith
+        >>> from hypermc.mcf.eft import unpack
+        >>> a = torch.tensor([1.5, 2**-60, 2**-120], dtype=torch.float64)
+        >>> b = torch.tensor([0.0, 3.0], dtype=torch.float64)
+        >>> nonzero = b != 0
+        >>> with checks_only_where(nonzero):  # the zero product is rejected, then discarded
+        ...     prod = unpack(arith.mul_float(a, b))
+        >>> [torch.where(nonzero, c, 0.0).tolist() for c in prod][0]
+        [0.0, 4.5]
+    """
+    gate = getattr(keep, "gate", None) if getattr(keep, "symbolic", False) else None
+    if gate is None:
+        yield
+        return
+    with gate():
+        yield
 
 
 def patch(out: torch.Tensor, ok: torch.Tensor, general: Callable[..., torch.Tensor], *operands: torch.Tensor) -> torch.Tensor:

@@ -35,7 +35,7 @@ class Lines:
         return name
 
 
-_STMT = re.compile(r"^(T|bool) (v\d+) = (.*);$")
+_STMT = re.compile(r"^(T|bool|mc_int<T>) (v\d+) = (.*);$")
 _HEX = re.compile(r"T\((-?0x[0-9a-fA-F.]+p[+-]\d+)\)")
 
 
@@ -62,10 +62,18 @@ def _select(cond: bool, a: float, b: float) -> float:
     return a if cond else b
 
 
-def _interpret(lines: list[str], env: dict[str, float]) -> dict[str, float]:
+def _interpret(lines: list[str], env: dict[str, float], tables: dict[str, list[float]] | None = None) -> dict[str, float]:
     """Run float64 statements of the generator's C++ subset in Python."""
     env = dict(env)
     ns = {
+        **{name: [np.float64(v) for v in values] for name, values in (tables or {}).items()},
+        "mc_rint": lambda v: np.rint(np.float64(v)),  # half to even
+        "mc_copysign": lambda a, b: np.copysign(np.float64(a), np.float64(b)),
+        "mc_toint": lambda v: int(v),  # of integer values only (the tracer's rule)
+        "mc_iclamp": lambda k, lo, hi: min(max(k, lo), hi),
+        "mc_shl": lambda k, sh: ((k << sh) + 2**63) % 2**64 - 2**63,  # two's complement int64
+        "mc_bits_as": lambda k: np.array(k, dtype=np.int64).view(np.float64)[()],
+        "_idiv": lambda a, b: -((-a) // b) if a < 0 else a // b,  # C's truncating division
         "mc_mul": lambda a, b: np.float64(a) * np.float64(b),
         "mc_div": lambda a, b: np.float64(a) / np.float64(b),
         "mc_fma": _fma,
@@ -80,14 +88,16 @@ def _interpret(lines: list[str], env: dict[str, float]) -> dict[str, float]:
         m = _STMT.match(line)
         assert m, line
         kind, name, expr = m.groups()
+        if kind == "mc_int<T>":
+            expr = re.sub(r"(\w+) / (\d+)", r"_idiv(\1, \2)", expr)
         expr = _HEX.sub(lambda h: f"np.float64(float.fromhex('{h.group(1)}'))", expr)
         expr = expr.replace("mc_max_value<T>()", "MAX").replace("<T>(", "(").replace("||", "or")
         assert " * " not in expr and " / " not in expr, line  # products and quotients are mc_mul / mc_div
         expr = re.sub(r"\((.+) (>=|<=) (.+) or (.+) != (.+)\) \? (\w+) : (\w+)", r"(\6 if (\1 \2 \3 or \4 != \5) else \7)", expr)
-        expr = expr.replace("!", "not ").replace("not =", "!=")
+        expr = re.sub(r"!(?!=)(\w+)", r"(not \1)", expr)  # C's ! binds tighter than |, Python's not looser
         with np.errstate(all="ignore"):
             val = eval(expr, {"np": np, **ns}, env)  # noqa: S307 - the generator's own statements
-        env[name] = np.float64(val) if kind == "T" else bool(val)
+        env[name] = np.float64(val) if kind == "T" else int(val) if kind == "mc_int<T>" else bool(val)
     return env
 
 
@@ -251,6 +261,12 @@ class CheckedLines(Lines):
     def __init__(self) -> None:
         super().__init__()
         self.oks: list[str] = []
+        self.tables: dict[str, list[float]] = {}
+
+    def table(self, values: list[float]) -> str:
+        name = f"TAB{len(self.tables)}"
+        self.tables[name] = values
+        return name
 
 
 def _traced_bits_match(fn, operands: list[torch.Tensor], dtype: torch.dtype = torch.float64, float64_literals: bool = False) -> list[int]:
@@ -264,7 +280,7 @@ def _traced_bits_match(fn, operands: list[torch.Tensor], dtype: torch.dtype = to
     want = [t.reshape(-1) for t in _flatten(fn(*operands))]
     flagged = []
     for i in range(operands[0].numel()):
-        env = _interpret(net.lines, {n: np.float64(t[i].item()) for n, t in zip(names, operands)})
+        env = _interpret(net.lines, {n: np.float64(t[i].item()) for n, t in zip(names, operands)}, net.tables)
         if not all(env[o] for o in net.oks):
             flagged.append(i)
             continue
@@ -519,3 +535,149 @@ def test_buffers_and_fills_of_another_dtype_are_refused():
     net = Lines()
     assert trace(net, lambda a, b: torch.lt(a, b, out=torch.empty_like(a, dtype=torch.bool)), "a", "b") == "v0"
     assert net.lines == ["bool v0 = a < b;"]
+
+
+@pytest.mark.parametrize("nc", [2, 3, 4])
+def test_the_exp_reduction_and_its_table_lookup_are_traced(nc):
+    """elementary._exp_reduce (Tang's reduction: round, Cody-Waite products, the table
+    index clamped and looked up) traced: the statements give the torch code's bits, and
+    ``n = 0`` (small ``|x|``, where the fixed network rejects the zero product
+    ``cw_rest * n``) is not flagged: that check is inside ``checks_only_where(n != 0)``."""
+    g = torch.Generator().manual_seed(nc)
+    bound = elementary._constants(torch.float64, nc, torch.device("cpu")).bound
+    lead = torch.cat(
+        [
+            (torch.rand(300, dtype=torch.float64, generator=g) * 2 - 1) * 1.1 * bound,
+            torch.randn(100, dtype=torch.float64, generator=g) * 1e-4,  # n = 0
+            torch.tensor([0.0, -0.0, bound, -bound, 2 * bound, -2 * bound, 1e-300], dtype=torch.float64),
+        ]
+    )
+    comps = [lead]
+    for _ in range(nc - 1):
+        comps.append(comps[-1] * torch.rand(lead.shape, dtype=torch.float64, generator=g) * 2.0**-53)
+    comps = list(eft.renormalize(comps, nc).unbind(-1))
+    flagged = _traced_bits_match(lambda *x: elementary._exp_reduce(list(x)), comps, float64_literals=True)
+    # n = 0 is never flagged; x = +-0 is (the fixed network rejects the zero sum x + 0)
+    assert [i for i in flagged if 300 <= i < 400 or i >= 402] == [] and len(flagged) <= 6
+
+
+def test_checks_only_where_gates_the_flags_of_a_traced_network():
+    """A check flagged inside ``checks_only_where(keep)`` becomes ``!keep | check``."""
+
+    def scaled(a, b):
+        nonzero = b != 0
+        with fixed.checks_only_where(nonzero):
+            prod = eft.unpack(arith.mul_float(torch.stack([a, a * 2.0**-60, a * 2.0**-120], -1), b))
+        return [torch.where(nonzero, c, 0.0) for c in prod]
+
+    net = CheckedLines()
+    trace(net, scaled, "a", "b")
+    (ok,) = net.oks
+    keep = next(line.split()[1] for line in net.lines if line.endswith("= b != T(0x0.0p+0);"))
+    assert net.lines[-1 - [line.split()[1] for line in reversed(net.lines)].index(ok)].startswith(f"bool {ok} = !{keep} | ")
+    a = torch.tensor([1.5, 3.0, 1.25], dtype=torch.float64)
+    b = torch.tensor([0.0, -0.0, 7.0], dtype=torch.float64)
+    assert _traced_bits_match(scaled, [a, b]) == []  # zero products are not flagged
+
+
+def test_integer_values_and_tables_are_refused_outside_their_rules():
+    """Integers come from ``.to(torch.long)`` of a value the trace knows to be an integer,
+    add and subtract, clamp to int bounds and index 1-D float64 constant tables of a
+    float64 body; anything else is refused by name."""
+    table = torch.arange(5, dtype=torch.float64)
+    with pytest.raises(TraceError, match=r"\.to\(torch.int64\) of 'a', a value not known to be an integer"):
+        trace(CheckedLines(), lambda a: a.to(torch.long), "a")
+    with pytest.raises(TraceError, match=r"integer '\*' of int and int values"):
+        trace(CheckedLines(), lambda a: torch.round(a).long() * 2, "a")
+    with pytest.raises(TraceError, match=r"clamp\(0, 4\) of a T value"):
+        trace(CheckedLines(), lambda a: a.clamp(0, 4), "a")
+    with pytest.raises(TraceError, match="comparison '<' of an integer with a T value"):
+        trace(CheckedLines(), lambda a: torch.round(a).long() < a, "a")
+    with pytest.raises(TraceError, match="a table indexed by a T value"):
+        trace(CheckedLines(), lambda a: table[a], "a", float64_literals=True)
+    with pytest.raises(TraceError, match="1-D float64 constant table in a float64 body"):
+        trace(CheckedLines(), lambda a: table[torch.round(a).long().clamp(0, 4)], "a")
+    with pytest.raises(TraceError, match="the emitter declares none"):
+        trace(Lines(), lambda a: table[torch.round(a).long().clamp(0, 4)], "a", float64_literals=True)
+    with pytest.raises(TraceError, match="checks_only_where of a T value"):
+
+        def gated(a):
+            with fixed.checks_only_where(a):
+                return a
+
+        trace(CheckedLines(), gated, "a")
+    with pytest.raises(ValueError, match=r"_Net.table: a traced network reads a table; call use\(tables\)"):
+        trace(native_source._Net(), lambda a: table[torch.round(a).long().clamp(0, 4)], "a", float64_literals=True)
+    net = CheckedLines()
+    k = trace(net, lambda a: table[(torch.round(a) + 1.0).long().clamp(0, 4)], "a", float64_literals=True)
+    assert net.lines[-3:] == [
+        f"mc_int<T> v{len(net.lines) - 3} = mc_toint<T>(v{len(net.lines) - 4});",
+        f"mc_int<T> v{len(net.lines) - 2} = mc_iclamp<T>(v{len(net.lines) - 3}, 0, 4);",
+        f"T {k} = TAB0[v{len(net.lines) - 2}];",
+    ]
+
+
+@pytest.mark.parametrize("fn", ["_exp_generic", "_expm1_generic"])
+@pytest.mark.parametrize("nc", [2, 3])
+def test_exp_and_expm1_are_traced_whole(fn, nc):
+    """The float64 exp and expm1 kernels trace elementary's generic functions whole (the
+    reduction, the series, the integer ldexp factors, expm1's exact bracket and the tiny
+    case): the statements give the torch code's bits where nothing is flagged."""
+    g = torch.Generator().manual_seed(10 + nc)
+    bound = elementary._constants(torch.float64, nc, torch.device("cpu")).bound
+    lead = torch.cat(
+        [
+            (torch.rand(120, dtype=torch.float64, generator=g) * 2 - 1) * bound,
+            torch.randn(30, dtype=torch.float64, generator=g) * 1e-4,
+            torch.tensor([1e-300, -1e-30, 700.0, -700.0, -745.0, 709.7], dtype=torch.float64),
+        ]
+    )
+    comps = [lead]
+    for _ in range(nc - 1):
+        comps.append(comps[-1] * torch.rand(lead.shape, dtype=torch.float64, generator=g) * 2.0**-53)
+    comps = list(eft.renormalize(comps, nc).unbind(-1))
+    flagged = _traced_bits_match(lambda *x: getattr(elementary, fn)(list(x)), comps, float64_literals=True)
+    assert len(flagged) <= 3
+
+
+def test_integer_shifts_views_and_one_sided_clamps_trace():
+    """``_pow2``'s bits (an integer shifted into the exponent field, viewed as the
+    component type), C's truncating division, and a one-sided clamp of a component value
+    (NaN kept, as torch.clamp): the torch code's bits."""
+    k = torch.tensor([-1022.0, -5.0, -1.0, 0.0, 1.0, 7.0, 1023.0, 2046.0, -2044.0], dtype=torch.float64)
+    _traced_bits_match(lambda k: elementary._ldexp_factors(torch.round(k), torch.float64), [k], float64_literals=True)
+    x = torch.tensor([-300.0, -5.5, 0.0, 3.0, math.nan, -math.inf], dtype=torch.float64)
+    _traced_bits_match(lambda x: x.clamp(min=-8.0), [x])
+    _traced_bits_match(lambda x: x.clamp(max=2.0) + torch.ones_like(x), [x])
+    with pytest.raises(TraceError, match=r"\.to\(torch.int64\) of 'k', a value not known to be an integer"):
+        trace(CheckedLines(), elementary._lscale, ["a"], "k", float64_literals=True)
+    net = CheckedLines()
+    (scaled,) = trace(net, elementary._lscale, ["a"], "k", integral=["k"], float64_literals=True)  # the caller's statement
+    assert net.lines[0] == "mc_int<T> v0 = mc_toint<T>(k);" and scaled == f"v{len(net.lines) - 1}"
+    with pytest.raises(TraceError, match=r"torch.div of an integer by -2; only by a positive int constant"):
+        trace(CheckedLines(), lambda a: torch.div(torch.round(a).long(), -2, rounding_mode="trunc"), "a")
+    with pytest.raises(TraceError, match=r"bitwise_left_shift of a int value by 64"):
+        trace(CheckedLines(), lambda a: torch.bitwise_left_shift(torch.round(a).long(), 64), "a")
+    with pytest.raises(TraceError, match=r"\.view\(torch.float64\) of a T value"):
+        trace(CheckedLines(), lambda a: a.view(torch.float64), "a")
+
+
+@pytest.mark.parametrize("nc", [2, 3])
+def test_sin_cos_of_the_reduced_argument_is_traced(nc):
+    """elementary._sin_cos_reduced (the table index, both series and the table step)
+    traced: the torch code's bits, and ``j = 0`` (``|r| < 1/256``, where ``S_0 = 0``
+    makes two zero products) not flagged: those checks are gated by ``j != 0``."""
+    g = torch.Generator().manual_seed(20 + nc)
+    lead = torch.cat(
+        [
+            (torch.rand(100, dtype=torch.float64, generator=g) * 2 - 1) * math.pi / 4,
+            (torch.rand(40, dtype=torch.float64, generator=g) * 2 - 1) / 300,  # j = 0
+            torch.tensor([0.0, -0.0, math.pi / 4, -math.pi / 4], dtype=torch.float64),
+        ]
+    )
+    comps = [lead]
+    for _ in range(nc - 1):
+        comps.append(comps[-1] * torch.rand(lead.shape, dtype=torch.float64, generator=g) * 2.0**-53)
+    comps = list(eft.renormalize(comps, nc).unbind(-1))
+    flagged = _traced_bits_match(lambda *r: elementary._sin_cos_reduced(list(r)), comps, float64_literals=True)
+    assert [i for i in flagged if 100 <= i < 140] == [] and len(flagged) <= 4

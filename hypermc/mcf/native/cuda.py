@@ -99,6 +99,12 @@ template <class T> __device__ inline T mc_max(T a, T b) { return (a < b) ? b : a
 template <class T> __device__ inline T mc_min(T a, T b) { return (b < a) ? b : a; }
 template <class T> __device__ inline mc_int<T> mc_imax(mc_int<T> a, mc_int<T> b) { return (a < b) ? b : a; }
 template <class T> __device__ inline mc_int<T> mc_imin(mc_int<T> a, mc_int<T> b) { return (b < a) ? b : a; }
+template <class T> __device__ inline mc_int<T> mc_shl(mc_int<T> k, int s) { return (mc_int<T>)((mc_uint<T>)k << s); }
+template <class T> __device__ inline T mc_bits_as(mc_int<T> k) { return mc_from_bits((mc_uint<T>)k); }
+template <class T> __device__ inline mc_int<T> mc_iclamp(mc_int<T> k, mc_int<T> lo, mc_int<T> hi) {
+  const mc_int<T> a = k < lo ? lo : k;
+  return a > hi ? hi : a;
+}
 __device__ inline float mc_copysign(float a, float b) { return copysignf(a, b); }
 __device__ inline double mc_copysign(double a, double b) { return copysign(a, b); }
 // std::numeric_limits<T>::max() / min(); CANCEL = 1 / (64 u); 1.5 2^(P-1) for toint

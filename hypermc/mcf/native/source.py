@@ -21,10 +21,14 @@ here (the ``_t_*`` and ``_l_*`` functions follow :mod:`hypermc.mcf.elementary` s
 step) from the traced arithmetic networks above; their Taylor series and sign and edge
 helpers are :mod:`~hypermc.mcf.elementary`'s own (``_expm1_poly``, ``_trig_horner``,
 ``_abs_sign``, ``_apply_sign``, ``_keep_tiny``, ``_finish``), traced with float64
-constants. The rest of their glue (table lookups, argument reductions, the power-of-two
-scalings, which checks a ``where`` discards) is still written a second time in this
-module and kept equal to the torch path by the load-time self-check and
-``tests/mcf/test_native.py``.
+constants, and so are whole steps: exp and expm1 (``_exp_generic``, ``_expm1_generic``:
+Tang's reduction and table lookup, the series, the integer power-of-two scaling
+``_lscale``), sin and cos of the reduced argument (``_sin_cos_reduced``, its tables
+included) and the zero-guarded products (``_mul_f_zero``, ``_mul_zero``, whose checks
+:func:`~hypermc.mcf.fixed.checks_only_where` gates). The rest of their glue (the log and
+trig argument reductions, the quadrant, the branches of sinh/cosh and tanh, which checks a
+``where`` discards) is still written a second time in this module and kept equal to the
+torch path by the load-time self-check and ``tests/mcf/test_native.py``.
 
 Statements. A body is written once, in a statement language that every backend compiles
 as it is: ``T vN = expr;`` (``bool`` and ``mc_int<T>`` for flags and exponents), the
@@ -46,6 +50,7 @@ straight-line code runs at a few ns.
 from __future__ import annotations
 
 import functools
+import hashlib
 import math
 import re
 from collections.abc import Callable
@@ -77,6 +82,20 @@ class _Net:
         # and what maps its results before they are written (an epilogue; default none)
         self.inputs: list[str] | None = None
         self.finish: Callable[[_Net, list[str]], list[str]] | None = None
+        # where the constant tables that traced networks read are declared
+        self.tables: _Tables | None = None
+
+    def use(self, tables: _Tables) -> None:
+        """Declare the tables of the networks traced into this body in ``tables``."""
+        if self.tables is not None and self.tables is not tables:
+            raise ValueError("_Net.use: a body declares its tables in one library's _Tables")
+        self.tables = tables
+
+    def table(self, values: list[float]) -> str:
+        """The name of a constant table (what :mod:`.trace` asks for ``table[idx]``)."""
+        if self.tables is None:
+            raise ValueError("_Net.table: a traced network reads a table; call use(tables) before tracing it")
+        return self.tables.table(values)
 
     def read(self, k: int) -> str:
         """Component ``k`` of the operand."""
@@ -532,51 +551,34 @@ def _l_div2(net: _Net, a: list[str], b: list[str]) -> list[str]:
 
 
 def _l_mul_f_zero(net: _Net, a: list[str], b: str) -> list[str]:
-    """``_mul_f(a, b)`` where ``b`` may be 0: at three or more components the fixed
-    network rejects a zero product and arith's general kernel returns ``+0``s."""
-    if len(a) < 3:
-        return _l_mul_f(net, a, b)
-    mark = len(net.oks)
-    prod = _l_mul_f(net, a, b)
-    nonzero = net.test(f"{b} != T(0)")
-    net.gate(mark, f"!{nonzero}")
-    return [net.let(f"mc_keep_if<T>({nonzero}, {c})") for c in prod]
-
-
-# Table rows padded to a power of two (zeros beyond the 2 * _TABLE_HALF + 1 entries).
-_TABLE_PAD = 512
-# The same for the sin/cos tables (2 * elementary._TRIG_HALF + 1 entries).
-_TRIG_PAD = 256
+    """elementary._mul_f_zero (``b`` may be 0; the fixed network's check gated), traced."""
+    return trace(net, elementary._mul_f_zero, a, b, float64_literals=True)
 
 
 class _Tables:
-    """The MC constants of elementary's float64 path, emitted as C++ arrays."""
+    """The constant tables of one float64 library's kernels, emitted as C++ arrays: those
+    a traced network reads (:meth:`table`) and the sin/cos tables (:meth:`trig`)."""
 
     def __init__(self) -> None:
         self.decls: list[str] = []
-        self.done: set[int] = set()
+        self.names: set[str] = set()
 
     def constants(self, nc: int):
-        cst = elementary._constants(torch.float64, nc, torch.device("cpu"))
-        if nc not in self.done:
-            self.done.add(nc)
-            for name, table in (("D", cst.d_table), ("E", cst.t_table)):
-                for c, row in enumerate(table.tolist()):
-                    values = ", ".join(float(v).hex() for v in row)
-                    self.decls.append(f"const double EXP_{name}{nc}_{c}[{_TABLE_PAD}] = {{{values}}};")
-        return cst
+        return elementary._constants(torch.float64, nc, torch.device("cpu"))
+
+    def table(self, values: list[float]) -> str:
+        """The name of a constant float64 array of ``values`` (declared once, named by
+        its content, so every kernel that reads the same table shares it)."""
+        text = ", ".join(float(v).hex() for v in values)
+        name = "TAB_" + hashlib.sha256(text.encode()).hexdigest()[:12]
+        if name not in self.names:
+            self.names.add(name)
+            self.decls.append(f"const double {name}[{len(values)}] = {{{text}}};")
+        return name
 
     def trig(self, nc: int):
-        """The constants of sin/cos (:func:`elementary._trig_constants`), their tables
-        emitted as ``TRIG_S{nc}_{c}``, ``TRIG_C{nc}_{c}`` (rows padded to :data:`_TRIG_PAD`)."""
-        cst = elementary._trig_constants(torch.float64, nc, torch.device("cpu"))
-        if -nc not in self.done:
-            self.done.add(-nc)
-            for name, table in (("S", cst.sin_table), ("C", cst.cos_table)):
-                for c, row in enumerate(table.tolist()):
-                    values = ", ".join(float(v).hex() for v in row + [0.0] * (_TRIG_PAD - len(row)))
-                    self.decls.append(f"const double TRIG_{name}{nc}_{c}[{_TRIG_PAD}] = {{{values}}};")
-        return cst
+        """The constants of sin/cos (:func:`elementary._trig_constants`)."""
+        return elementary._trig_constants(torch.float64, nc, torch.device("cpu"))
 
 
 def _t_series(net: _Net, r: list[str], cst, general: bool = False) -> list[str]:
@@ -589,42 +591,19 @@ def _t_series(net: _Net, r: list[str], cst, general: bool = False) -> list[str]:
 
 
 def _t_exp_parts(net: _Net, tables: _Tables, x: list[str], general: bool = False) -> tuple[str, list[str]]:
-    """elementary._exp_parts for finite ``x`` with ``|x_0| <= bound`` (the caller flags
-    the others); ``general``: the series' last product and the last sum never flagged
-    (:func:`_l_mul_general`, :func:`_l_add_general`)."""
-    _TABLE_HALF, _TABLE_STEPS = elementary._TABLE_HALF, elementary._TABLE_STEPS
-    nc = len(x)
-    cst = tables.constants(nc)
-    n = net.let(f"mc_rint(mc_mul({x[0]}, {_lit(cst.inv_step)}))")
-    k = net.let(f"mc_rint(mc_mul({n}, {_lit(1.0 / _TABLE_STEPS)}))")
-    j = net.sub(n, net.mul(k, _lit(_TABLE_STEPS)))
-    nn = net.neg(n)
-    r = _l_add_f(net, x, net.mul(nn, _lit(cst.cw0)))
-    r = _l_add_f(net, r, net.mul(nn, _lit(cst.cw1)))
-    r = _l_add(net, r, _l_mul_f_zero(net, [_lit(v) for v in cst.cw_rest.tolist()], nn))
-    er = _t_series(net, r, cst, general)
-    # in [0, 2 * _TABLE_HALF] for finite x; the mask keeps any other lane inside the
-    # padded tables (a clamp here stops GCC's vectoriser)
-    idx = net.let(f"mc_toint<T>({j} + {_lit(_TABLE_HALF)}) & {_TABLE_PAD - 1}", "mc_int<T>")
-    d = [net.let(f"EXP_D{nc}_{c}[{idx}]") for c in range(nc)]
-    t = [net.let(f"EXP_E{nc}_{c}[{idx}]") for c in range(nc)]
+    """elementary._exp_parts for finite ``x`` (its reduction and table lookup
+    ``_exp_reduce`` traced); ``general``: the series' last product and the last sum never
+    flagged (:func:`_l_mul_general`, :func:`_l_add_general`)."""
+    net.use(tables)
+    k, r, d, t = trace(net, elementary._exp_reduce, x, float64_literals=True)
+    er = _t_series(net, r, tables.constants(len(x)), general)
     return k, (_l_add_general if general else _l_add)(net, d, _l_mul(net, t, er))
 
 
-def _t_ldexp_factors(net: _Net, k: str) -> tuple[str, str]:
-    """elementary._ldexp_factors: two clamped powers of two with product ``2^k``."""
-    emin, emax = elementary._exponent_range(torch.float64)
-    # trunc(k / 2) and the clamps on integers (exact; GCC does not vectorise std::trunc)
-    ki = net.let(f"mc_toint<T>({k})", "mc_int<T>")
-    k1 = net.let(f"mc_imin<T>(mc_imax<T>({ki} / 2, {emin}), {emax})", "mc_int<T>")
-    k2 = net.let(f"mc_imin<T>(mc_imax<T>({ki} - {k1}, {emin}), {emax})", "mc_int<T>")
-    return net.let(f"mc_pow2<T>({k1})"), net.let(f"mc_pow2<T>({k2})")
-
-
 def _t_lscale(net: _Net, a: list[str], k: str) -> list[str]:
-    """elementary._lscale (``_ldexp_factors``: two clamped powers of two)."""
-    f1, f2 = _t_ldexp_factors(net, k)
-    return [net.mul(net.mul(c, f1), f2) for c in a]
+    """elementary._lscale (``a 2^k`` by two clamped powers of two), traced; ``k`` holds an
+    integer (a rounded value or an exponent)."""
+    return trace(net, elementary._lscale, a, k, integral=[k])
 
 
 def _t_finish(net: _Net, a: list[str]) -> list[str]:
@@ -639,15 +618,8 @@ def _exp_body(nc: int, tables: _Tables, net: _Net | None = None) -> list[str]:
     xs = [net.read(k) for k in range(nc)]
     inside = net.test(f"(mc_fabs({xs[0]}) <= {_lit(tables.constants(nc).bound)}) & {_finite_all(xs)}")
     xs = [net.let(f"mc_keep_if<T>({inside}, {c})") for c in xs]
-    k, e = _t_exp_parts(net, tables, xs)
-    v = _t_lscale(net, _l_add_f(net, e, "T(1)"), k)
-    # _collapse_subnormal
-    total = v[-1]
-    for c in reversed(v[:-1]):
-        total = net.add(c, total)
-    sub = net.test(f"mc_fabs({v[0]}) < mc_min_normal<T>()")
-    v = [net.select(sub, total, v[0])] + [net.select(sub, "T(0)", c) for c in v[1:]]
-    v = _t_finish(net, v)
+    net.use(tables)
+    v = _t_finish(net, trace(net, elementary._exp_generic, xs, float64_literals=True))
     return net.outputs(v, f"{inside} & {net.all_ok()}")
 
 
@@ -811,18 +783,6 @@ def _log_core_body(nc: int, tables: _Tables, general: bool = False) -> list[str]
     return net.lines + [f"OUT({k}) = {out[k]};" for k in range(nc)] + [f"OK = {tiny} | {net.all_ok()};"]
 
 
-def _l_mul_zero(net: _Net, a: list[str], b: list[str], nonzero: str) -> list[str]:
-    """``_mul(a, b)`` where ``a`` or ``b`` may be zero (``nonzero`` false): at three or
-    more components the fixed network rejects a zero product, and arith's general kernel
-    returns ``a_0 b_0`` (a signed zero) and ``+0`` tails."""
-    if max(len(a), len(b)) < 3:
-        return _l_mul(net, a, b)
-    mark = len(net.oks)
-    prod = _l_mul(net, a, b)
-    net.gate(mark, f"!{nonzero}")
-    return [net.select(nonzero, prod[0], net.mul(a[0], b[0]))] + [net.let(f"mc_keep_if<T>({nonzero}, {c})") for c in prod[1:]]
-
-
 def _t_at_width(net: _Net, a: list[str], nc: int) -> list[str]:
     """elementary._at_width (finite terms: ``eft.renormalize_finite``, traced)."""
     if len(a) <= nc:
@@ -855,30 +815,12 @@ def _t_trig_reduce(net: _Net, x: list[str], cst, nc: int) -> tuple[str, list[str
     return q, r, good
 
 
-def _t_trig_horner(net: _Net, u: list[str], coeffs, lead, plan) -> list[str]:
-    """elementary._trig_horner, traced."""
-    return trace(net, elementary._trig_horner, u, coeffs, lead, plan, float64_literals=True)
-
-
 def _t_sin_cos(net: _Net, tables: _Tables, x: list[str], nc: int) -> tuple[list[str], list[str], str]:
     """elementary._sin_cos_generic for finite ``x`` on the fast reduction, ``width=nc``:
     ``(sin x, cos x, good)``, ``good`` as :func:`_t_trig_reduce`."""
-    _TRIG_STEPS, _TRIG_HALF = elementary._TRIG_STEPS, elementary._TRIG_HALF
-    cst = tables.trig(nc)
-    q, r, good = _t_trig_reduce(net, x, cst, nc)
-    # elementary._sin_cos_reduced
-    j = net.let(f"mc_rint(mc_mul({r[0]}, T({_TRIG_STEPS})))")
-    t = _l_add_f(net, r, net.div(net.neg(j), f"T({_TRIG_STEPS})"))
-    u = _l_mul(net, t, t)
-    sin_t = _l_mul(net, t, _t_trig_horner(net, u, cst.sin_coeffs, cst.sin_leads, cst.sin_plan))
-    cm1 = _l_mul(net, u, _t_trig_horner(net, u, cst.cos_coeffs, cst.cos_leads, cst.cos_plan))
-    # in [0, 2 _TRIG_HALF] where good; the mask keeps any other lane inside the padded tables
-    idx = net.let(f"mc_toint<T>({j} + T({_TRIG_HALF})) & {_TRIG_PAD - 1}", "mc_int<T>")
-    s_j = [net.let(f"TRIG_S{nc}_{c}[{idx}]") for c in range(nc)]
-    c_j = [net.let(f"TRIG_C{nc}_{c}[{idx}]") for c in range(nc)]
-    j_nonzero = net.test(f"{j} != T(0)")  # sin(0/128) = 0: a zero product
-    sin_r = _l_add(net, s_j, _l_add(net, _l_mul_zero(net, s_j, cm1, j_nonzero), _l_mul(net, c_j, sin_t)))
-    cos_r = _l_add(net, c_j, _l_add(net, _l_mul(net, c_j, cm1), [net.neg(c) for c in _l_mul_zero(net, s_j, sin_t, j_nonzero)]))
+    q, r, good = _t_trig_reduce(net, x, tables.trig(nc), nc)
+    net.use(tables)
+    sin_r, cos_r = trace(net, elementary._sin_cos_reduced, r, float64_literals=True)
     odd = net.test(f"({q} & 1) != 0")
     sin_neg = net.test(f"{q} >= 2")
     cos_neg = net.test(f"(({q} + 1) & 3) >= 2")
@@ -976,19 +918,6 @@ def _t_keep_tiny(net: _Net, x: list[str], y: list[str], threshold: float) -> lis
     return trace(net, elementary._keep_tiny, x, y, threshold, float64_literals=True)
 
 
-def _t_expm1_from_parts(net: _Net, k: str, e: list[str]) -> list[str]:
-    """elementary._expm1_from_parts."""
-    nc, p = len(e), DTYPES["f64"][2]
-    low = f"T({-(nc * p + 8)})"
-    kk = net.select(net.test(f"{k} < {low}"), low, k)  # clamp(min=): std::max stops the vectoriser
-    f1, f2 = _t_ldexp_factors(net, net.neg(kk))
-    pk = net.mul(f1, f2)
-    exact = net.test(f"mc_fabs({kk}) <= T({p - 1})")
-    a1 = net.select(exact, net.sub("T(1)", pk), "T(1)")
-    a2 = net.select(exact, "T(0)", net.neg(pk))
-    return _t_lscale(net, _l_add_f(net, _l_add_f(net, e, a1), a2), kk)
-
-
 def _finite_all(xs: list[str]) -> str:
     """Whether every component is finite (a non-finite tail behind a finite lead is not
     an expansion; the torch path decides what NaN it gives)."""
@@ -1015,8 +944,8 @@ def _expm1_body(nc: int, tables: _Tables, net: _Net | None = None) -> list[str]:
     beyond exp's bound, and where a fixed network's check fails."""
     net = net or _Net()
     xs, regular = _unary_head(net, nc, tables, zero_ok=False)
-    k, e = _t_exp_parts(net, tables, xs)
-    y = _t_keep_tiny(net, xs, _t_expm1_from_parts(net, k, e), elementary._tiny_threshold(DTYPES["f64"][2], nc))
+    net.use(tables)
+    y = trace(net, elementary._expm1_generic, xs, float64_literals=True)
     return _outputs(net, _t_finish(net, y), regular)
 
 
@@ -1052,8 +981,8 @@ def _tanh_body(nc: int, tables: _Tables, net: _Net | None = None) -> list[str]:
     def unsaturated() -> list[str]:
         # 2|x| can pass exp's bound only where saturated (the result is 1 there): zeroed
         a2 = [net.let(f"mc_keep_if<T>(!{saturated}, mc_mul({c}, T(2)))") for c in a]
-        k, e = _t_exp_parts(net, tables, a2)
-        q = _t_expm1_from_parts(net, k, e)
+        net.use(tables)
+        q = trace(net, lambda x: elementary._expm1_from_parts(*elementary._exp_parts(x)), a2, float64_literals=True)
         return _l_div(net, q, _l_add_f(net, q, "T(2)"))
 
     d = _gated(net, saturated, unsaturated)
@@ -1113,6 +1042,18 @@ inline double mc_copysign(double a, double b) { return std::copysign(a, b); }
 // std::max / std::min of integers (the first operand where they compare equal)
 template <class T> inline mc_int<T> mc_imax(mc_int<T> a, mc_int<T> b) { return std::max<mc_int<T>>(a, b); }
 template <class T> inline mc_int<T> mc_imin(mc_int<T> a, mc_int<T> b) { return std::min<mc_int<T>>(a, b); }
+// k << s of an integer (shifted as unsigned: defined for every k) and an integer's bits as T
+template <class T> inline mc_int<T> mc_shl(mc_int<T> k, int s) { return (mc_int<T>)((typename Bits<T>::U)k << s); }
+template <class T> inline T mc_bits_as(mc_int<T> k) {
+  T x;
+  std::memcpy(&x, &k, sizeof x);
+  return x;
+}
+// torch.clamp(k, lo, hi) of an integer (compares and selects: GCC vectorises them)
+template <class T> inline mc_int<T> mc_iclamp(mc_int<T> k, mc_int<T> lo, mc_int<T> hi) {
+  const mc_int<T> a = k < lo ? lo : k;
+  return a > hi ? hi : a;
+}
 // finfo.max, the smallest normal number and the largest binary exponent + 1 of T
 template <class T> inline constexpr T mc_max_value() { return std::numeric_limits<T>::max(); }
 template <class T> inline constexpr T mc_min_normal() { return std::numeric_limits<T>::min(); }

@@ -24,8 +24,16 @@ floating buffer they are 1.0 / 0.0) and boolean ``& | ~`` (as ``bool`` statement
 that are not both zeros of opposite signs: there torch's vectorised and scalar loops
 disagree), ``torch.lerp`` as ATen's vectorised CPU kernel computes it (its scalar tail
 loop can give a zero result the other sign), ``torch.isfinite``, ``zeros_like``,
-``empty_like``, ``signbit``, ``x.to(torch.float32)`` from a float64 trace (the nearest float32, held in
-the component type), and planar buffers (``torch.empty((n, *shape))``, ``torch.stack``,
+``empty_like``, ``signbit``, ``copysign``, ``torch.round`` (half to even), ``x.to(torch.float32)``
+from a float64 trace (the nearest float32, held in the component type), integers (``int``
+values, ``mc_int<T>``: ``.to(torch.long)`` of a value the trace knows to be an integer --
+a result of ``torch.round``, an operand that :func:`trace` is told holds one, or an
+integer sum, difference or product of such values and integer constants --, integer sums
+and differences, truncating division by a positive constant, ``clamp`` to int bounds,
+``bitwise_left_shift``, and an integer's bits ``.view``-ed as the component type),
+``clamp`` of a component value to one bound, ``ones_like``, a 1-D
+float64 constant tensor indexed by an integer (a table the emitter declares, in a float64
+body), checks gated by :func:`hypermc.mcf.fixed.checks_only_where`, and planar buffers (``torch.empty((n, *shape))``, ``torch.stack``,
 indexing by an int, ``movedim``, ``unbind``). Anything else raises :class:`TraceError`
 naming the call: a traced function that branches on data (``if tensor:``), calls an op
 without a rule or writes in place into one of its arguments (the caller's tensor, which
@@ -46,9 +54,10 @@ operator.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any, Protocol
 
 import numpy as np
@@ -160,16 +169,20 @@ class Sym:
         (('v1', 'v2'), ['T v0 = mc_mul(a, b);', 'T v1 = v0 + a;', 'bool v2 = v1 > T(0x0.0p+0);'])
     """
 
-    __slots__ = ("name", "kind", "argument")
+    __slots__ = ("name", "kind", "argument", "integral")
     __hash__ = object.__hash__
     #: what :func:`hypermc.mcf.eft.is_traced` asks: a symbolic value takes the traced paths
     symbolic = True
 
-    def __init__(self, name: str | None, kind: str = "T", *, argument: bool = False) -> None:
+    def __init__(self, name: str | None, kind: str = "T", *, argument: bool = False, integral: bool = False) -> None:
         self.name = name
+        #: "T" (a component value), "bool" (a check) or "int" (an integer, ``mc_int<T>``)
         self.kind = kind
         #: an operand of the traced function: writing into it would change the caller's tensor
         self.argument = argument
+        #: a component value known to be an integer (``torch.round``, and sums, differences
+        #: and products of such values and integer constants): it may convert to ``int``
+        self.integral = integral
 
     def __repr__(self) -> str:
         return f"Sym({self.name!r}, {self.kind!r})"
@@ -180,6 +193,8 @@ class Sym:
 
     @property
     def dtype(self) -> torch.dtype:
+        if self.kind == "int":
+            return _INT_OF[_current().dtype]
         return _current().dtype if self.kind == "T" else torch.bool
 
     @property
@@ -207,7 +222,23 @@ class Sym:
         tr = _current()
         if self.kind != "bool":
             raise TraceError("flag() of a component value; only a check (bool) can be an element's flag")
-        tr.flags.append(tr.read(self))
+        check = tr.read(self)
+        for keep in reversed(tr.gates):  # a check inside checks_only_where(keep) matters where keep holds
+            check = tr.net.let(f"!{keep} | {check}", "bool")
+        tr.flags.append(check)
+
+    @contextlib.contextmanager
+    def gate(self) -> Iterator[None]:
+        """The checks flagged inside count only where this bool value is true (what
+        :func:`hypermc.mcf.fixed.checks_only_where` asks of a traced network)."""
+        tr = _current()
+        if self.kind != "bool":
+            raise TraceError(f"checks_only_where of a {self.kind} value; it takes a bool condition")
+        tr.gates.append(tr.read(self))
+        try:
+            yield
+        finally:
+            tr.gates.pop()
 
     def __bool__(self) -> bool:
         raise TraceError("a traced network branched on a symbolic value (a data-dependent `if`); it has no straight-line form")
@@ -242,7 +273,7 @@ class Sym:
         return self.reciprocal() * o
 
     def __neg__(self) -> Sym:
-        return _current().unary("-{}", self)
+        return _current().unary("-{}", self, kind=self.kind, integral=self.integral)
 
     def __abs__(self) -> Sym:
         return _current().unary("mc_fabs({})", self)
@@ -365,13 +396,35 @@ class Sym:
         trace rounds to the nearest float32 (``round_f32<T>``, a value that the component
         type ``T`` holds exactly: the kernel keeps one type). Other targets are refused."""
         tr = _current()
+        if self.kind == "int" and dtype == _INT_OF[tr.dtype]:
+            return self
         if self.kind != "T":
             raise TraceError(f"{self.kind} value .to({dtype}); only component values convert")
         if dtype == tr.dtype:
             return self
+        if dtype == _INT_OF[tr.dtype]:
+            if not self.integral:
+                raise TraceError(
+                    f".to({dtype}) of {self.name!r}, a value not known to be an integer: only the results of torch.round "
+                    "and integer sums, differences and products of them convert (the kernel's conversion is exact there)"
+                )
+            return tr.let(f"mc_toint<T>({tr.read(self)})", "int")
         if dtype == torch.float32 and tr.dtype == torch.float64:
             return tr.unary("mc_round_f32<T>({})", self)
         raise TraceError(f".to({dtype}) of a value traced as {tr.dtype}: only float32 from float64 has a traced form")
+
+    def long(self) -> Sym:
+        return self.to(torch.long)
+
+    def view(self, dtype: torch.dtype) -> Sym:
+        """An integer's bits as the component type (``x.view(torch.float64)`` of an int64)."""
+        tr = _current()
+        if self.kind != "int" or dtype != tr.dtype:
+            raise TraceError(f".view({dtype}) of a {self.kind} value; only an integer's bits view as the component type {tr.dtype}")
+        return tr.let(f"mc_bits_as<T>({tr.read(self)})")
+
+    def clamp(self, min: Any = None, max: Any = None) -> Sym:
+        return _current().call(torch.clamp, (self, min, max), {})
 
     def unsqueeze(self, dim: int) -> SymVec:
         if dim not in (0, -1):
@@ -452,6 +505,10 @@ _BINARY_FUNCS = {torch.add: "+", torch.sub: "-", torch.mul: "*", torch.div: "/"}
 # a constant tensor (a table entry, a coefficient) on the left of a symbolic value
 _BINARY_FUNCS |= {getattr(torch.Tensor, m): op for m, op in (("add", "+"), ("sub", "-"), ("mul", "*"), ("div", "/"))}
 _BINARY_FUNCS |= {getattr(torch.Tensor, f"__{m}__"): op for m, op in (("add", "+"), ("sub", "-"), ("mul", "*"), ("truediv", "/"))}
+#: the statement type of each kind of value
+_CTYPE = {"T": "T", "bool": "bool", "int": "mc_int<T>"}
+#: the integer dtype of the width of each component dtype (``mc_int<T>``)
+_INT_OF = {torch.float64: torch.int64, torch.float32: torch.int32}
 _COMPARE_FUNCS = {torch.lt: "<", torch.le: "<=", torch.gt: ">", torch.ge: ">=", torch.eq: "==", torch.ne: "!="}
 
 
@@ -462,6 +519,8 @@ class _Trace(TorchFunctionMode):
         self.dtype = dtype
         self.wide = wide
         self.flags: list[str] = []
+        #: bool names of the enclosing checks_only_where blocks
+        self.gates: list[str] = []
 
     # --- values
     def read(self, s: Sym) -> str:
@@ -474,32 +533,45 @@ class _Trace(TorchFunctionMode):
             return v
         if isinstance(v, bool):
             return Sym("true" if v else "false", "bool")
+        if isinstance(v, torch.Tensor) and v.numel() == 1 and v.dim() == 0 and v.dtype.is_floating_point:
+            v = v.item()
+        if kind == "int":
+            if not isinstance(v, int) or abs(v) >= 2**31:
+                raise TraceError(f"an integer operation with {v!r}; integer values combine with int constants (|k| < 2^31)")
+            return Sym(str(v), "int")
         if isinstance(v, (int, float)):
-            return Sym(literal(v, self.dtype, wide=self.wide), kind)
-        if isinstance(v, torch.Tensor) and v.numel() == 1 and v.dim() == 0:
-            return Sym(literal(v.item(), self.dtype, wide=self.wide), kind)
+            return Sym(literal(v, self.dtype, wide=self.wide), kind, integral=math.isfinite(v) and float(v).is_integer())
         raise TraceError(f"a traced network mixed a symbolic value with {type(v).__name__} {v!r}")
 
-    def let(self, expr: str, kind: str = "T") -> Sym:
-        return Sym(self.net.let(expr, "bool" if kind == "bool" else "T"), kind)
+    def let(self, expr: str, kind: str = "T", integral: bool = False) -> Sym:
+        return Sym(self.net.let(expr, _CTYPE[kind]), kind, integral=integral)
 
     # --- statements
     def binary(self, op: str, a: Any, b: Any) -> Sym:
+        if any(isinstance(v, Sym) and v.kind == "int" for v in (a, b)):
+            a, b = self.sym(a, "int"), self.sym(b, "int")
+            if a.kind != "int" or b.kind != "int" or op not in ("+", "-"):
+                raise TraceError(f"integer {op!r} of {a.kind} and {b.kind} values; integers only add and subtract integers")
+            return self.let(f"{self.read(a)} {op} {self.read(b)}", "int")
         a, b = self.sym(a), self.sym(b)
         if a.kind != "T" or b.kind != "T":
             raise TraceError(f"arithmetic {op!r} on a bool value")
+        integral = a.integral and b.integral and op != "/"
         if op in ("*", "/"):  # a rounding no backend may contract or approximate
-            return self.let(f"{_ROUNDED[op]}({self.read(a)}, {self.read(b)})")
-        return self.let(f"{self.read(a)} {op} {self.read(b)}")
+            return self.let(f"{_ROUNDED[op]}({self.read(a)}, {self.read(b)})", integral=integral)
+        return self.let(f"{self.read(a)} {op} {self.read(b)}", integral=integral)
 
-    def unary(self, form: str, a: Any, kind: str = "T") -> Sym:
+    def unary(self, form: str, a: Any, kind: str = "T", integral: bool = False) -> Sym:
         a = self.sym(a, kind)
         if a.kind != kind:
             raise TraceError(f"{form.format('x')!r} on a {a.kind} value")
-        return self.let(form.format(self.read(a)), kind)
+        return self.let(form.format(self.read(a)), kind, integral=integral)
 
     def compare(self, op: str, a: Any, b: Any) -> Sym:
-        a, b = self.sym(a), self.sym(b)
+        kind = "int" if any(isinstance(v, Sym) and v.kind == "int" for v in (a, b)) else "T"
+        a, b = self.sym(a, kind), self.sym(b, kind)
+        if (a.kind == "int") != (b.kind == "int"):
+            raise TraceError(f"comparison {op!r} of an integer with a {b.kind if a.kind == 'int' else a.kind} value")
         return self.let(f"{self.read(a)} {op} {self.read(b)}", "bool")
 
     def logical(self, op: str, a: Any, b: Any) -> Sym:
@@ -524,12 +596,50 @@ class _Trace(TorchFunctionMode):
 
     def _call(self, func: Callable, args: tuple, kwargs: dict) -> Any:
         name = _name(func)
+        if func is torch.div and kwargs.get("rounding_mode") == "trunc" and isinstance(args[0], Sym) and args[0].kind == "int":
+            d = args[1]
+            if not isinstance(d, int) or d <= 0:
+                raise TraceError(f"torch.div of an integer by {d!r}; only by a positive int constant (C's truncating division)")
+            return self.let(f"{self.read(args[0])} / {d}", "int")
         if func in _BINARY_FUNCS and _has_sym(args):
             if kwargs.get("alpha", 1) != 1 or kwargs.get("rounding_mode") is not None:
                 raise TraceError(f"torch.{name} with {kwargs!r} has no traced form")
             return self.binary(_BINARY_FUNCS[func], *args)
         if func is torch.neg:
-            return self.unary("-{}", args[0])
+            a = self.sym(args[0])
+            return self.unary("-{}", a, integral=a.integral)
+        if func is torch.round and not kwargs.get("decimals"):
+            # half to even, as the default rounding mode's rint
+            return self.unary("mc_rint({})", args[0], integral=True)
+        if func is torch.copysign:
+            a, b = self.sym(args[0]), self.sym(args[1])
+            return self.let(f"mc_copysign({self.read(a)}, {self.read(b)})")
+        if func is torch.clamp and isinstance(args[0], Sym):
+            a = args[0]
+            lo = args[1] if len(args) > 1 else kwargs.get("min")
+            hi = args[2] if len(args) > 2 else kwargs.get("max")
+            if a.kind == "T" and (lo is None) != (hi is None):
+                # one bound, as torch: NaN stays NaN (the comparison is false for it)
+                bound = self.sym(lo if hi is None else hi)
+                outside = self.compare("<" if hi is None else ">", a, bound)
+                integral = a.integral and bound.integral
+                return self.let(f"mc_select<T>({self.read(outside)}, {self.read(bound)}, {self.read(a)})", integral=integral)
+            if a.kind != "int" or not isinstance(lo, int) or not isinstance(hi, int) or lo > hi:
+                raise TraceError(
+                    f"clamp({lo!r}, {hi!r}) of a {a.kind} value; integers clamp to int bounds lo <= hi, component values to one bound"
+                )
+            return self.let(f"mc_iclamp<T>({self.read(a)}, {lo}, {hi})", "int")
+        if func is torch.bitwise_left_shift and isinstance(args[0], Sym):
+            a, sh = args
+            if a.kind != "int" or not isinstance(sh, int) or not 0 <= sh < 8 * _INT_OF[self.dtype].itemsize:
+                raise TraceError(f"bitwise_left_shift of a {a.kind} value by {sh!r}; integers shift by an int constant in range")
+            return self.let(f"mc_shl<T>({self.read(a)}, {sh})", "int")
+        if func is torch.ones_like and isinstance(args[0], Sym):
+            if kwargs.get("dtype", self.dtype) != self.dtype or args[0].kind != "T":
+                raise TraceError(f"torch.ones_like of a {args[0].kind} value with {kwargs!r} in a network traced as {self.dtype}")
+            return self.sym(1.0)
+        if func is torch.Tensor.__getitem__ and isinstance(args[1], Sym):
+            return self._lookup(args[0], args[1])
         if func is torch.abs:
             return self.unary("mc_fabs({})", args[0])
         if func is torch.sqrt:
@@ -610,6 +720,17 @@ class _Trace(TorchFunctionMode):
             return func(*args, **kwargs)  # no symbolic operand (metadata, constants): run it
         raise TraceError(f"torch.{name} has no traced form (hypermc.mcf.native.trace supports elementwise arithmetic only)")
 
+    def _lookup(self, table: Any, idx: Sym) -> Sym:
+        """``table[idx]``: an entry of a constant float64 table at an integer index."""
+        if idx.kind != "int":
+            raise TraceError(f"a table indexed by a {idx.kind} value {idx.name!r}; the index is an integer (.to(torch.long))")
+        if not isinstance(table, torch.Tensor) or table.dim() != 1 or table.dtype != torch.float64 or not self.wide:
+            raise TraceError("a traced lookup reads a 1-D float64 constant table in a float64 body (float64_literals=True)")
+        declare = getattr(self.net, "table", None)
+        if declare is None:
+            raise TraceError("a traced network read a table, and the emitter declares none (no `table` method)")
+        return self.let(f"{declare(table.tolist())}[{self.read(idx)}]")
+
     def __torch_function__(self, func: Callable, types: Any, args: Any = (), kwargs: Any = None) -> Any:
         return self.call(func, tuple(args), dict(kwargs or {}))
 
@@ -630,11 +751,11 @@ def _name(func: Callable) -> str:
     return full.removeprefix("torch.")
 
 
-def _to_sym(v: Any) -> Any:
+def _to_sym(v: Any, integral: frozenset[str] = frozenset()) -> Any:
     if isinstance(v, str):
-        return Sym(v, argument=True)
+        return Sym(v, argument=True, integral=v in integral)
     if type(v) in (list, tuple):  # not a NamedTuple of constants
-        return type(v)(_to_sym(t) for t in v)
+        return type(v)(_to_sym(t, integral) for t in v)
     return v
 
 
@@ -651,7 +772,13 @@ def _to_names(v: Any) -> Any:
 
 
 def trace(
-    net: _Emitter, fn: Callable, *args: Any, dtype: torch.dtype = torch.float64, float64_literals: bool = False, **kwargs: Any
+    net: _Emitter,
+    fn: Callable,
+    *args: Any,
+    dtype: torch.dtype = torch.float64,
+    float64_literals: bool = False,
+    integral: Sequence[str] = (),
+    **kwargs: Any,
 ) -> Any:
     """Run the torch network ``fn`` on symbolic values; its statements go to ``net``.
 
@@ -661,7 +788,9 @@ def trace(
     components' names. ``dtype`` is what the network sees as the component dtype (the
     statements are the same for float32 and float64, see the module docstring);
     ``float64_literals``: the body serves float64 only (the elementary kernels), so
-    constants need not be float32 values (:func:`literal` with ``wide``).
+    constants need not be float32 values (:func:`literal` with ``wide``). ``integral``:
+    operand names whose values are integers (the caller's statement: a rounded value, an
+    exponent), so the network may convert them ``.to(torch.long)``.
 
     A checked fast path inside ``fn`` (:func:`hypermc.mcf.fixed.patch`) does not trace
     its general kernel: its check goes to ``net.oks``, the conditions under which the
@@ -689,7 +818,7 @@ def trace(
     _STATE.trace = tr
     try:
         with tr:
-            result = _to_names(fn(*_to_sym(list(args)), **kwargs))
+            result = _to_names(fn(*_to_sym(list(args), frozenset(integral)), **kwargs))
     finally:
         _STATE.trace = None
     if tr.flags:
