@@ -616,15 +616,25 @@ def _mul_f(a: list[torch.Tensor], b: torch.Tensor) -> list[torch.Tensor]:
 
 
 def _mul_f_zero(a: list[torch.Tensor], b: torch.Tensor) -> list[torch.Tensor]:
-    """``_mul_f(a, b)`` where ``b`` may be 0, with ``+0`` components there: at three or
-    more components the fixed network rejects a zero product (arith's general kernel
-    gives the zeros), so its check matters only where ``b != 0``."""
+    """``_mul_f(a, b)`` where ``b`` may be 0: at three or more components the fixed
+    network rejects a zero product and arith's general kernel gives ``a_0 b`` (a signed
+    zero) and ``+0`` tails, so the fixed network's check matters only where ``b != 0``."""
     if len(a) < 3:
         return _mul_f(a, b)
     nonzero = b != 0
     with fixed.checks_only_where(nonzero):
         prod = _mul_f(a, b)
-    return [torch.where(nonzero, c, 0.0) for c in prod]
+    return _general_zeros(prod, nonzero, a[0], b)
+
+
+def _general_zeros(prod: list[torch.Tensor], nonzero: torch.Tensor, a0: torch.Tensor, b0: torch.Tensor) -> list[torch.Tensor]:
+    """``prod`` with the general kernel's zero product (``a0 b0``, ``+0`` tails) where not
+    ``nonzero``. On tensors :func:`hypermc.mcf.fixed.patch` has computed those elements
+    by the general kernel already; a generated kernel, whose checks
+    :func:`~hypermc.mcf.fixed.checks_only_where` gated there, selects them itself."""
+    if not getattr(nonzero, "symbolic", False):
+        return prod
+    return [torch.where(nonzero, prod[0], a0 * b0)] + [torch.where(nonzero, c, 0.0) for c in prod[1:]]
 
 
 def _mul_zero(a: list[torch.Tensor], b: list[torch.Tensor], nonzero: torch.Tensor) -> list[torch.Tensor]:
@@ -636,7 +646,7 @@ def _mul_zero(a: list[torch.Tensor], b: list[torch.Tensor], nonzero: torch.Tenso
         return _mul(a, b)
     with fixed.checks_only_where(nonzero):
         prod = _mul(a, b)
-    return [torch.where(nonzero, prod[0], a[0] * b[0])] + [torch.where(nonzero, c, 0.0) for c in prod[1:]]
+    return _general_zeros(prod, nonzero, a[0], b[0])
 
 
 def _div(a: list[torch.Tensor], b: list[torch.Tensor]) -> list[torch.Tensor]:
