@@ -591,6 +591,11 @@ def test_integer_values_and_tables_are_refused_outside_their_rules():
         trace(CheckedLines(), lambda a: torch.round(a).long() * 2, "a")
     with pytest.raises(TraceError, match=r"clamp\(0, 4\) of a T value"):
         trace(CheckedLines(), lambda a: a.clamp(0, 4), "a")
+    with pytest.raises(TraceError, match=r"'-x' on a bool value"):
+        trace(CheckedLines(), lambda a: -(a > 0), "a")
+    net = CheckedLines()
+    trace(net, lambda a: -torch.round(a).long(), "a")
+    assert net.lines[-1].startswith("mc_int<T> v2 = -v1")
     with pytest.raises(TraceError, match="comparison '<' of an integer with a T value"):
         trace(CheckedLines(), lambda a: torch.round(a).long() < a, "a")
     with pytest.raises(TraceError, match="a table indexed by a T value"):

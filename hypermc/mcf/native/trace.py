@@ -273,7 +273,8 @@ class Sym:
         return self.reciprocal() * o
 
     def __neg__(self) -> Sym:
-        return _current().unary("-{}", self, kind=self.kind, integral=self.integral)
+        # an integer negates as an integer; a bool is refused (as a component-value operator)
+        return _current().unary("-{}", self, kind="int" if self.kind == "int" else "T", integral=self.integral)
 
     def __abs__(self) -> Sym:
         return _current().unary("mc_fabs({})", self)
