@@ -74,8 +74,6 @@ def _library(op: str, dtype: torch.dtype, nc: int, device: str) -> tuple[tuple, 
             return "no row kernel on CUDA (one fused kernel per tree level and step)"
         return native._key(name, nc + 1, "arith", device), "rows"
     if op in ARITH:
-        if op == "sqrt" and nc == 2:
-            return "no double-word sqrt kernel"
         if op in ("div", "sqrt") and engine_dtype(dtype, nc) is not None:
             return "computed in float64 arithmetic (no MC kernel needed)"
         return native._key(name, nc, "arith", device), "arith"

@@ -1208,6 +1208,10 @@ def sqrt(x: torch.Tensor) -> torch.Tensor:
         z = _engine_sum(xs, engine).sqrt_()
         return _split_engine(z, x.dtype, nc, scratch=True, sign=xs[0])
     if nc == 2:
+        if _dw_fma(x) and (bounds := _sqrt_range(x.dtype, 2)) is not None:
+            res = registry.call("sqrt", x, *bounds)  # _sqrt2_network where bounds[0] <= x_0 <= bounds[1]
+            if res is not None:
+                return res.patched(_sqrt2, x)
         return _sqrt2(x)
     if fixed.applies(x.dtype, nc) and _dw_fma(x) and (bounds := _sqrt_range(x.dtype, nc)) is not None:
         res = registry.call("sqrt", x, *bounds)
@@ -1363,13 +1367,7 @@ def _sqrt2(x: torch.Tensor) -> torch.Tensor:
     """
     xh, xl = unpack(x)
     if _no_scaling_needed(xh, 2):
-        # the common case: s^2 and its error term are normal numbers, no scaling
-        s = sqrt_rn(xh)
-        p, e = two_prod(s, s)
-        r = ((xh - p) - e) + xl
-        c = r.div_(s).mul_(0.5)  # r / (2 s), both steps exact scalings but the division
-        zh, zl = fast_two_sum(s, c)
-        return pack([zh, zl])
+        return _sqrt2_network(xh, xl)
     regular = (xh > 0) & torch.isfinite(xh)
     k = torch.where(regular, torch.frexp(xh).exponent // 2, 0).to(x.dtype)
     down = torch.pow(2.0, -k)
@@ -1384,6 +1382,18 @@ def _sqrt2(x: torch.Tensor) -> torch.Tensor:
     if all_true(regular):
         return out
     return torch.where(regular.unsqueeze(-1), out, from_float(sqrt_rn(x[..., 0]), 2))
+
+
+def _sqrt2_network(xh: torch.Tensor, xl: torch.Tensor) -> torch.Tensor:
+    """:func:`_sqrt2` where no scaling is needed (every leading component in
+    :func:`_sqrt_range`: ``s^2`` and its error term are normal numbers); the network of the
+    fused nc = 2 square root. Planar buffer view, no check."""
+    s = sqrt_rn(xh)
+    p, e = two_prod(s, s)
+    r = ((xh - p) - e) + xl
+    c = r.div_(s).mul_(0.5)  # r / (2 s), both steps exact scalings but the division
+    zh, zl = fast_two_sum(s, c)
+    return pack([zh, zl])
 
 
 # --------------------------------------------------------------- sign, abs, comparisons

@@ -232,7 +232,7 @@ def _fuse_neg(a):
 
 @fusable(aten.sqrt.default)
 def _fuse_sqrt(a):
-    return ("sqrt", a)  # arith.sqrt (native_fused.supports: nc >= 3)
+    return ("sqrt", a)  # arith.sqrt (native_fused.supports: not float32 nc = 2)
 
 
 @fusable(aten.square.default)

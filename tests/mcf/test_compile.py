@@ -283,7 +283,7 @@ FUSED_EXPRESSIONS = {
     "1-x/y+p": lambda x, y, p: 1.0 - x / y + p,  # rsub, a plain tensor
     "p*x-y/p-(-x).square()": lambda x, y, p: p * x - y / p - (-x).square(),
     "3/x+y.reciprocal()*x": lambda x, y, p: 3 / x + y.reciprocal() * x,  # rdiv via reciprocal * 3
-    "sqrt(x*x+y*y)/(p-x)": lambda x, y, p: torch.sqrt(x * x + y * y) / (p - x),  # sqrt fused at nc >= 3
+    "sqrt(x*x+y*y)/(p-x)": lambda x, y, p: torch.sqrt(x * x + y * y) / (p - x),  # sqrt fused but for float32 nc = 2
 }
 FUSED_CONFIGS = [(torch.float32, 2), (torch.float32, 4), (torch.float64, 2), (torch.float64, 3), (torch.float64, 4)]
 

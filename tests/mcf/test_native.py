@@ -101,13 +101,15 @@ def test_sqrt_same_bits_as_the_torch_networks(dtype, nc, data):
 
 @needs_compiler
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
-@pytest.mark.parametrize("nc", [3, 4])
+@pytest.mark.parametrize("nc", [2, 3, 4])
 @_cap(10)
 @given(data=st.data())
 def test_sqrt_rescaled_same_bits_as_the_torch_networks(dtype, nc, data):
     """Positive expansions over the whole exponent range, subnormal and huge edge values
     pinned: the elements outside the fixed networks' range are rescaled into it, per
-    element, on both paths (:func:`arith._sqrt_rescaled`), so the bits agree."""
+    element, on both paths (:func:`arith._sqrt_rescaled`; at nc = 2 the torch path scales
+    the whole batch, :func:`arith._sqrt2`, and the kernel leaves the elements out of range
+    to it: every rounding commutes with the even power of two), so the bits agree."""
     x = data.draw(expansions(dtype, nc, shape=(48,), allow_zero=True))
     x = torch.where(x[..., :1] < 0, -x, x)
     assert _same_bits(arith.sqrt(x), _torch_kernels(arith.sqrt, x))
@@ -223,7 +225,7 @@ def test_not_used_under_autograd_or_for_other_configs():
     x = torch.ones(4, 3, dtype=torch.float64, requires_grad=True)
     assert native.add(x, x.detach(), False) is None
     assert native.add(torch.ones(4, 5, dtype=torch.float64), torch.ones(4, 5, dtype=torch.float64), False) is None
-    assert native.sqrt(torch.ones(4, 2, dtype=torch.float64), 0.5, 2.0) is None  # no double-word sqrt kernel
+    assert native.sqrt(torch.ones(4, 2), 0.5, 2.0) is None  # float32 nc = 2: the float64 engine
     assert native.div(torch.ones(4, 2, dtype=torch.float64), torch.ones(4, 1, dtype=torch.float64)) is None
     assert native.add(torch.ones(4, 3, dtype=torch.float16), torch.ones(4, 3, dtype=torch.float16), False) is None
     assert native.mul(torch.ones(4, 3), torch.ones(4, 3, dtype=torch.float64)) is None
@@ -304,6 +306,36 @@ def test_one_call_per_op_whatever_the_size(n):
     assert bool(ok.all()) and bad == 0
     assert _same_bits(out, _torch_kernels(arith.mul, x, x))
     assert isinstance(native._load(torch.float64, 3), ctypes.CDLL)
+
+
+@needs_compiler
+def test_double_word_sqrt_runs_fused_where_in_range(monkeypatch):
+    """float64 nc = 2: the kernel computes arith._sqrt2_network on the elements in
+    arith._sqrt_range and flags the others (tiny, huge, subnormal, zero, negative, inf,
+    NaN), which arith._sqrt2 recomputes scaled: the torch path's bits for the whole batch."""
+    lo, hi = arith._sqrt_range(torch.float64, 2)
+    gen = torch.Generator().manual_seed(5)
+    lead = torch.rand(64, generator=gen, dtype=torch.float64) * 100 + 0.01
+    edges = torch.tensor([lo, hi, lo / 2, hi * 2, 2.0**-1070, 0.0, -0.0, -4.0, math.inf, math.nan, 1e300, 1e-300], dtype=torch.float64)
+    lead = torch.cat([lead, edges])
+    zero = torch.zeros_like(lead)
+    x = _torch_kernels(arith.add, torch.stack([lead, zero], -1), torch.stack([lead * 2.0**-60, zero], -1))
+    x[-7:, 1] = 0.0  # the special values' tails (x[-7:] is 0, -0, -4, inf, NaN, 1e300, 1e-300 times 1 + 2^-60)
+    arith.sqrt(x)  # builds and self-checks the library first
+    seen = []
+    kernel = registry._kernels["sqrt"]
+
+    def spy(*args):
+        res = kernel(*args)
+        seen.append(None if res is None else res.ok.clone())
+        return res
+
+    monkeypatch.setitem(registry._kernels, "sqrt", spy)
+    got = arith.sqrt(x)
+    assert len(seen) == 1
+    inside = (x[:, 0] >= lo) & (x[:, 0] <= hi)
+    assert torch.equal(seen[0], inside) and int(inside.sum()) == 64 + 3  # and lo, hi, 1e300 (1e-300 < lo)
+    assert _same_bits(got, _torch_kernels(arith.sqrt, x))
 
 
 @needs_compiler
@@ -735,11 +767,12 @@ _PLAIN_CALLS = {
 # float64 double-word of nc = 3, 4 (log, log1p, acosh, atanh prepare their argument in
 # float32 first and take the torch path; nc = 2 runs in float64 arithmetic)
 _PLAIN_CASES = [
-    *[(op, dtype, nc) for op in ("add", "sub", "mul", "div", "sqrt") for dtype in DTYPES for nc in NCS if (op, nc) != ("sqrt", 2)],
+    *[(op, dtype, nc) for op in ("add", "sub", "mul", "div", "sqrt") for dtype in DTYPES for nc in NCS],
     *[(op, torch.float64, nc) for op in (*ELEMENTARY, *TRIG) for nc in native.ELEMENTARY_NCS],
     *[(op, torch.float32, nc) for op in (*EXP_FAMILY, "asinh", *TRIG) for nc in (3, 4)],
 ]
-_PLAIN_CASES.remove(("div", torch.float32, 2))  # float64 arithmetic (the doctor says so)
+for _op in ("div", "sqrt"):
+    _PLAIN_CASES.remove((_op, torch.float32, 2))  # float64 arithmetic (the doctor says so)
 # float32 numbers made from plain floats that some element of the fused float32 kernels
 # still hands to the torch path (the same bits; found by this test, not fixed yet)
 _PLAIN_FLAGGED = {("sqrt", 4): "sqrt flags 4 of 4096"}

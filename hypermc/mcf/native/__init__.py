@@ -4,7 +4,7 @@ Why. The fixed networks of :mod:`hypermc.mcf.fixed` cost 80-700 elementwise torc
 kernels per op (one memory pass each; fp64 nc=3 add was ~60x a native add, div ~400x) and
 the double-word add 20. :mod:`hypermc.mcf.native.source` generates straight-line C++ for
 the same networks (add/sub/add_float/mul/mul_float/div for nc = 2, 3, 4; sqrt for
-nc = 3, 4), one library per (dtype, nc), compiled here by the system C++ compiler (10-15 s,
+nc = 3, 4 and float64 nc = 2), one library per (dtype, nc), compiled here by the system C++ compiler (10-15 s,
 once per machine: cached) and called through :mod:`ctypes` on the tensors' memory. A
 second library per nc (``part="elementary"``, built on first use of an elementary
 function: 3-45 s, its straight-line code is large and split into stages) holds
@@ -74,7 +74,7 @@ from .. import arith, elementary, reduce, registry  # arith, elementary, reduce:
 from ..eft import broadcast_shapes, float_format, has_fused_addcmul, renormalize, tracing, unpack
 from ..fixed import patch
 from . import cuda as native_cuda
-from .source import NARROW_INPUTS, _Tables, elementary_kernels
+from .source import NARROW_INPUTS, SQRT2_NAMES, _Tables, elementary_kernels
 from .source import source as generate
 
 __all__ = ["available", "status", "library", "library_status", "Result", "NCS", "ELEMENTARY_NCS", "NO_COMPILER"]
@@ -199,8 +199,8 @@ def _declare(lib: ctypes.CDLL, name: str, nc: int, part: str = "arith") -> None:
         unary, binary = [i64, vp, i64, i64, vp, i64, vp], pair + [vp, i64, vp]
         signatures = {k.op: binary if len(k.inputs) == 2 else unary for k in elementary_kernels(nc, _Tables())}
     for op, args in signatures.items():
-        if nc == 2 and op == "sqrt":
-            continue  # double-word add, mul and div only
+        if nc == 2 and op == "sqrt" and name not in SQRT2_NAMES:
+            continue  # float32 nc = 2: the square root in float64 (arith.engine_dtype)
         fn = getattr(lib, f"mc_{op}_{name}_{nc}")
         fn.argtypes = args
         fn.restype = i64  # elements that failed the check
@@ -355,7 +355,7 @@ def _self_check(lib: Kernels, dtype: torch.dtype, nc: int, part: str = "arith", 
         with _disable_current_modes(), torch._C._DisableTorchDispatch(), torch.no_grad():
             x, y = (t.to(device_type) for t in _self_check_inputs(dtype, nc))
             for op, f in ops.items():
-                if nc == 2 and part == "arith" and op == "sqrt":
+                if nc == 2 and part == "arith" and op == "sqrt" and _NAMES[dtype] not in SQRT2_NAMES:
                     continue
                 fast = f(x, y)
                 _bypass.on = True
@@ -757,16 +757,20 @@ def div(x: torch.Tensor, y: torch.Tensor) -> Result | None:
 
 
 def sqrt(x: torch.Tensor, lo: float, hi: float) -> Result | None:
-    """``sqrt(x)`` by ``_sqrt_fixed`` where ``lo <= x_0 <= hi`` (else ``ok`` false).
+    """``sqrt(x)`` by ``_sqrt_fixed`` (nc >= 3) or ``_sqrt2_network`` (float64 nc = 2)
+    where ``lo <= x_0 <= hi`` (else ``ok`` false).
 
     Example:
         >>> x = torch.tensor([[2.0, 0.0, 0.0], [2.0**40, 0.0, 0.0]], dtype=torch.float64)
-        >>> r = sqrt(x, 2.0**-30, 2.0**30)  # None without a C++ compiler, and for nc = 2
+        >>> r = sqrt(x, 2.0**-30, 2.0**30)  # None without a C++ compiler
+        >>> r is None or (r.ok.tolist() == [True, False] and r.out[0, 0].item() == math.sqrt(2))
+        True
+        >>> r = sqrt(x[:, :2], 2.0**-30, 2.0**30)  # double-word
         >>> r is None or (r.ok.tolist() == [True, False] and r.out[0, 0].item() == math.sqrt(2))
         True
     """
     lib = _eligible(x)
-    if lib is None or x.shape[-1] == 2:
+    if lib is None or (x.shape[-1] == 2 and _NAMES[x.dtype] not in SQRT2_NAMES):
         return None
     return _call(lib, "sqrt", [x], (float(lo), float(hi)), x.shape[-1])
 

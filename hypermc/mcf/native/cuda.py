@@ -40,7 +40,7 @@ CPU library before any kernel is used; a mismatch disables the kernels with one 
 naming the kernel.
 
 Scope. CUDA tensors, float32/float64, nc = 2, 3, 4 (add, sub, add_float, mul,
-mul_float; div and sqrt for nc = 3, 4, and at nc = 3, 4 the general add and mul that
+mul_float; div, and sqrt for float64 nc = 2, 3, 4 and float32 nc = 3, 4, and at nc = 3, 4 the general add and mul that
 recompute what the fixed networks' checks reject), and the float64 elementary library of the CPU
 (:func:`hypermc.mcf.native.source.elementary_kernels`: exp, log, expm1, log1p, sinh/cosh,
 tanh, asinh, acosh, atanh, sin/cos, tan) for nc = 2, 3, 4; the same
@@ -246,13 +246,16 @@ def _spec(name: str, nc: int) -> dict[tuple[str, int], tuple[list[str], dict[str
 
         return {(k.op, 0): (body, k.inputs, [], k.nout, used(body)) for k, body in kernels}
     if nc == 2:
-        return {
+        spec: dict[tuple[str, int], tuple[list[str], dict[str, int], list[str], int, list[str]]] = {
             ("add", 1): (ns._add2_body(1), {"x": 2, "y": 1}, ["sign"], 2, []),
             ("add", 2): (ns._add2_body(2), {"x": 2, "y": 2}, ["sign"], 2, []),
             ("mul", 1): (ns._mul2_body(1), {"x": 2, "y": 1}, [], 2, []),
             ("mul", 2): (ns._mul2_body(2), {"x": 2, "y": 2}, [], 2, []),
             ("div", 0): (ns._div2_body(), {"x": 2, "y": 2}, [], 2, []),
         }
+        if name in ns.SQRT2_NAMES:
+            spec[("sqrt", 0)] = (ns._sqrt2_body(), {"x": 2}, ["lo", "hi"], 2, [])
+        return spec
     return {
         ("add", 1): (ns._add_body(nc, 1), {"x": nc, "y": 1}, ["sign"], nc, []),
         ("add", nc): (ns._add_body(nc, nc), {"x": nc, "y": nc}, ["sign"], nc, []),
@@ -346,8 +349,10 @@ class Backend:
     ``launch`` replaces jiterator (the tests run the kernels compiled for the host).
 
     Example:
-        >>> sorted(Backend("f64", 2).kernels)  # double-word: add and mul (also with a plain second operand), div
-        [('add', 1), ('add', 2), ('div', 0), ('mul', 1), ('mul', 2)]
+        >>> sorted(Backend("f64", 2).kernels)  # double-word: add and mul (also with a plain second operand), div, sqrt
+        [('add', 1), ('add', 2), ('div', 0), ('mul', 1), ('mul', 2), ('sqrt', 0)]
+        >>> ("sqrt", 0) in Backend("f32", 2).kernels  # float32 nc = 2: the square root in float64
+        False
         >>> Backend("f32", 4).kernel("div", []).name
         'hypermc_div_f32_4'
     """

@@ -36,7 +36,7 @@ import torch
 
 from .. import arith, native, registry
 from ..eft import _probe_fused_addcmul, renormalize
-from .source import fused_source
+from .source import SQRT2_NAMES, fused_source
 
 __all__ = ["supports", "usable", "run", "Step", "Leaf"]
 
@@ -61,13 +61,15 @@ def supports(dtype: torch.dtype, nc: int, kind: str, terms: Sequence[int]) -> bo
     Example:
         >>> supports(torch.float64, 3, "div", (3, 1)), supports(torch.float32, 2, "div", (1, 2))
         (True, True)
-        >>> supports(torch.float64, 3, "sqrt", (3,)), supports(torch.float64, 2, "sqrt", (2,))
+        >>> supports(torch.float64, 2, "sqrt", (2,)), supports(torch.float32, 2, "sqrt", (2,))  # float32: the float64 engine
         (True, False)
     """
     if dtype not in native._NAMES or nc not in native.NCS or len(terms) != (1 if kind in ("neg", "sqrt") else 2):
         return False
-    if kind == "sqrt":  # nc = 2: arith._sqrt2 and the engine take one path for a whole tensor
-        return nc >= 3 and terms[0] == nc and arith._sqrt_range(dtype, nc) is not None
+    if kind == "sqrt":  # float32 nc = 2: the float64 engine (no double-word kernel)
+        if nc == 2 and native._NAMES[dtype] not in SQRT2_NAMES:
+            return False
+        return terms[0] == nc and arith._sqrt_range(dtype, nc) is not None
     return kind in ("add", "mul", "div", "neg") and nc in terms
 
 

@@ -65,6 +65,9 @@ from .trace import Sym, SymVec, trace
 __all__ = ["source", "fused_source", "prelude", "op_body", "round_body", "inline_function", "NCS", "DTYPES", "FUSED_TILE"]
 
 NCS = (2, 3, 4)
+#: The component dtypes with a double-word square root kernel (float32 nc = 2 computes its
+#: square root in float64 arithmetic: arith.engine_dtype).
+SQRT2_NAMES = ("f64",)
 #: name -> (C type, unsigned type of the same width, significand bits, exponent bias)
 DTYPES = {"f32": ("float", "uint32_t", 24, 127), "f64": ("double", "uint64_t", 53, 1023)}
 
@@ -345,6 +348,20 @@ def _sqrt_body(nc: int) -> list[str]:
     net = _Net()
     xs = [net.let(f"X({k})") for k in range(nc)]
     return _body(net, *_emit_sqrt(net, xs, "lo", "hi"))
+
+
+def _emit_sqrt2(net: _Net, xs: list[str], lo: str, hi: str) -> tuple[list[str], list[str]]:
+    """nc = 2: arith._sqrt2_network where ``lo <= x_0 <= hi`` (``ok`` false elsewhere:
+    arith._sqrt2 scales those)."""
+    inside = net.let(f"((double){xs[0]} >= {lo}) & ((double){xs[0]} <= {hi})", "bool")
+    return trace(net, arith._sqrt2_network, xs[0], xs[1]), [inside]
+
+
+def _sqrt2_body() -> list[str]:
+    """:func:`_emit_sqrt2` with the range of the kernel's arguments ``lo`` and ``hi``."""
+    net = _Net()
+    xs = [net.let("X(0)"), net.let("X(1)")]
+    return _body(net, *_emit_sqrt2(net, xs, "lo", "hi"))
 
 
 def _finite(net: _Net, z: str) -> str:
@@ -1408,7 +1425,7 @@ def source(name: str, nc: int, part: str = "arith") -> str:
         >>> src = source("f64", 3)
         >>> "mc_add_f64_3" in src, "mc_div_f64_3" in src, "mc_exp_f64_3" in src
         (True, True, False)
-        >>> "mc_div_f64_2" in source("f64", 2), "mc_sqrt_f64_2" in source("f64", 2)  # double-word: no sqrt
+        >>> "mc_sqrt_f64_2" in source("f64", 2), "mc_sqrt_f32_2" in source("f32", 2)  # float32 nc = 2: the float64 engine
         (True, False)
         >>> "mc_exp_f64_2" in source("f64", 2, "elementary")  # exp, log, sin/cos have a library of their own
         True
@@ -1442,7 +1459,7 @@ def source(name: str, nc: int, part: str = "arith") -> str:
         ]
         parts[1:1] = tables.decls  # inside the prelude's anonymous namespace
         return "\n\n".join(parts + kernels) + "\n"
-    if nc == 2:  # the double-word algorithms of arith (no sqrt kernel)
+    if nc == 2:  # the double-word algorithms of arith
         parts.append(
             _kernel(
                 f"mc_add_{name}_2",
@@ -1479,6 +1496,19 @@ def source(name: str, nc: int, part: str = "arith") -> str:
                 2,
             )
         )
+        if name in SQRT2_NAMES:
+            parts.append(
+                _kernel(
+                    f"mc_sqrt_{name}_2",
+                    ctype,
+                    f"int64_t n, const {ctype} *x, int64_t xse, int64_t xsc, double lo, double hi, {ctype} *out, int64_t os, uint8_t *ok",
+                    "sqrt(x): arith._sqrt2_network where lo <= x_0 <= hi",
+                    [("true", _sqrt2_body())],
+                    ["x"],
+                    {"x": 2},
+                    2,
+                )
+            )
         return "\n\n".join(parts) + "\n"
     parts.append(
         _kernel(
@@ -1712,10 +1742,10 @@ def _fused_step(
     if kind == "neg":
         return [net.neg(c) for c in args[0]], []
     if kind == "sqrt":
-        if nc < 3 or sqrt_range is None:
-            raise ValueError("fused_source: the fused square root takes nc >= 3 and its range")
+        if sqrt_range is None or (nc == 2 and name not in SQRT2_NAMES):
+            raise ValueError(f"fused_source: no fused square root for {name} nc={nc} (or no range given)")
         lo, hi = (f"{float(v).hex()}" for v in sqrt_range)
-        return _emit_sqrt(net, args[0], lo, hi)
+        return _emit_sqrt2(net, args[0], lo, hi) if nc == 2 else _emit_sqrt(net, args[0], lo, hi)
     x, y = args
     if kind == "div":
         if nc == 2 and name == "f32":
