@@ -18,6 +18,7 @@ Usage::
     git worktree add /tmp/base HEAD~3
     python benchmarks/bench_kernels_ab.py --base /tmp/base
     python benchmarks/bench_kernels_ab.py --base /tmp/base --nc 3 4 --ops exp sin_cos --repeats 301 --size 32768
+    python benchmarks/bench_kernels_ab.py --base /tmp/base --ops div sqrt  # the arith library's
     python benchmarks/bench_kernels_ab.py --base /tmp/base --markdown --write-results docs/results/kernels_ab.md
 """
 
@@ -39,21 +40,25 @@ from hypermc.mcf import eft
 
 #: unary kernels of the float64 elementary library: name -> outputs per component count
 UNARY = {"exp": 1, "expm1": 1, "tanh": 1, "sinh_cosh": 2, "sin_cos": 2}
+#: kernels of the float64 arith library: x / y, and sqrt(x) on the range of arith._sqrt_range
+ARITH = ("div", "sqrt")
 _LIB_PATH = (
     "import sys, torch; from hypermc.mcf import native; "
-    "k = native._load(torch.float64, int(sys.argv[1]), 'elementary'); "
-    "print(k._name if k is not None else 'none: ' + native.status(torch.float64, int(sys.argv[1]), 'elementary'))"
+    "k = native._load(torch.float64, int(sys.argv[1]), sys.argv[2]); "
+    "print(k._name if k is not None else 'none: ' + native.status(torch.float64, int(sys.argv[1]), sys.argv[2]))"
 )
 
 
-def library(checkout: Path, nc: int) -> str:
-    """The path of ``checkout``'s float64 elementary library at ``nc`` (built and
-    self-checked there, in a subprocess that imports that checkout only)."""
+def library(checkout: Path, nc: int, part: str = "elementary") -> str:
+    """The path of ``checkout``'s float64 ``part`` library (``"elementary"`` or
+    ``"arith"``) at ``nc`` (built and self-checked there, in a subprocess that imports that
+    checkout only)."""
     env = {**os.environ, "PYTHONPATH": str(checkout)}
-    out = subprocess.run([sys.executable, "-c", _LIB_PATH, str(nc)], env=env, capture_output=True, text=True, check=True, cwd=checkout)
+    cmd = [sys.executable, "-c", _LIB_PATH, str(nc), part]
+    out = subprocess.run(cmd, env=env, capture_output=True, text=True, check=True, cwd=checkout)
     path = out.stdout.strip().splitlines()[-1]
     if path.startswith("none:"):
-        raise SystemExit(f"bench_kernels_ab: no float64 nc={nc} elementary library in {checkout}: {path[6:]}")
+        raise SystemExit(f"bench_kernels_ab: no float64 nc={nc} {part} library in {checkout}: {path[6:]}")
     return path
 
 
@@ -66,29 +71,48 @@ def operands(n: int, nc: int, seed: int) -> torch.Tensor:
     return eft.renormalize(comps, nc).movedim(-1, 0).contiguous()
 
 
+def _arguments(op: str, nc: int, x: torch.Tensor, y: torch.Tensor, out: torch.Tensor, ok: torch.Tensor) -> tuple[list, list]:
+    """The ctypes argument types and values of ``mc_{op}_f64_{nc}`` on planar ``x`` (and
+    ``y``, the divisor): the signatures of :mod:`hypermc.mcf.native`."""
+    i64, vp, dbl = ctypes.c_int64, ctypes.c_void_p, ctypes.c_double
+    n = x.shape[1]
+    head, tail = [i64, vp, i64, i64], [vp, i64, vp]
+    values = [n, x.data_ptr(), 1, n]
+    if op == "div":
+        return head + [vp, i64, i64] + tail, values + [y.data_ptr(), 1, n, out.data_ptr(), n, ok.data_ptr()]
+    if op == "sqrt":
+        from hypermc.mcf import arith
+
+        lo, hi = arith._sqrt_range(torch.float64, nc)
+        return head + [dbl, dbl] + tail, values + [lo, hi, out.data_ptr(), n, ok.data_ptr()]
+    return head + tail, values + [out.data_ptr(), n, ok.data_ptr()]
+
+
 def compare(paths: dict[str, str], op: str, nc: int, x: torch.Tensor, repeats: int) -> tuple[float, float, bool, int, int]:
     """Median ns per element of ``base`` and ``current``, same bits where both accept, and
     the elements each flags."""
     n = x.shape[1]
-    nout = UNARY[op] * nc
+    nout = UNARY.get(op, 1) * nc
+    operand = x.abs() if op == "sqrt" else x
+    divisor = x.flip(1).contiguous()
     calls, results = {}, {}
     for side, path in paths.items():
         fn = getattr(ctypes.CDLL(path), f"mc_{op}_f64_{nc}")
-        fn.restype = ctypes.c_int64
-        fn.argtypes = [ctypes.c_int64, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64, ctypes.c_void_p, ctypes.c_int64, ctypes.c_void_p]
         out, ok = torch.empty(nout, n, dtype=torch.float64), torch.empty(n, dtype=torch.uint8)
-        calls[side] = (fn, out, ok)
+        fn.argtypes, values = _arguments(op, nc, operand, divisor, out, ok)
+        fn.restype = ctypes.c_int64
+        calls[side] = (fn, values, out, ok)
     times: dict[str, list[float]] = {side: [] for side in paths}
     order = list(calls)
     for rep in range(repeats):
         for side in order if rep % 2 == 0 else order[::-1]:  # ABBA: neither side always runs second
-            fn, out, ok = calls[side]
+            fn, values, out, ok = calls[side]
             t = time.perf_counter()
-            bad = fn(n, x.data_ptr(), 1, n, out.data_ptr(), n, ok.data_ptr())
+            bad = fn(*values)
             times[side].append(time.perf_counter() - t)
             results[side] = bad
-    both = calls["base"][2].bool() & calls["current"][2].bool()
-    same = torch.equal(calls["base"][1][:, both].view(torch.int64), calls["current"][1][:, both].view(torch.int64))
+    both = calls["base"][3].bool() & calls["current"][3].bool()
+    same = torch.equal(calls["base"][2][:, both].view(torch.int64), calls["current"][2][:, both].view(torch.int64))
     base, cur = (statistics.median(times[s]) * 1e9 / n for s in ("base", "current"))
     return base, cur, same, results["base"], results["current"]
 
@@ -97,7 +121,7 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--base", type=Path, required=True, help="another hypermc checkout (the baseline)")
     p.add_argument("--nc", type=int, nargs="+", default=[2, 3, 4])
-    p.add_argument("--ops", nargs="+", default=list(UNARY), choices=list(UNARY))
+    p.add_argument("--ops", nargs="+", default=list(UNARY), choices=[*UNARY, *ARITH], help="kernels (div, sqrt: the arith library)")
     p.add_argument("--size", type=int, default=1 << 15, help="elements per call (default 32768: cache-resident)")
     p.add_argument("--repeats", type=int, default=201, help="calls per side, alternating")
     p.add_argument("--seed", type=int, default=0)
@@ -118,10 +142,11 @@ def main() -> None:
     else:
         print(f"{head[0]:<10} {head[1]:>2} {head[2]:>11} {head[3]:>14} {head[4]:>13}  {head[5]}  {head[6]}")
     for nc in args.nc:
-        paths = {"base": library(args.base.resolve(), nc), "current": library(here, nc)}
+        parts = {"arith" if op in ARITH else "elementary" for op in args.ops}
+        paths = {part: {"base": library(args.base.resolve(), nc, part), "current": library(here, nc, part)} for part in sorted(parts)}
         x = operands(args.size, nc, args.seed)
         for op in args.ops:
-            base, cur, same, fb, fc = compare(paths, op, nc, x, args.repeats)
+            base, cur, same, fb, fc = compare(paths["arith" if op in ARITH else "elementary"], op, nc, x, args.repeats)
             cells = [op, str(nc), f"{base:.1f}", f"{cur:.1f}", f"{cur / base:.3f}x", "yes" if same else "NO", f"{fb} / {fc}"]
             if args.markdown:
                 print("| " + " | ".join(cells) + " |")
