@@ -138,11 +138,6 @@ template <class T> __device__ inline mc_int<T> mc_expo(T x) {
 }
 // x where keep, +0 elsewhere.
 template <class T> __device__ inline T mc_keep_if(bool keep, T x) { return keep ? x : T(0); }
-// k clamped to +-(emax - 2), the step size of arith._scale2.
-template <class T> __device__ inline mc_int<T> mc_clampi(mc_int<T> k) {
-  const mc_int<T> b = mc_bits<T>::MAXEXP - 2;
-  return mc_imax<T>(-b, mc_imin<T>(b, k));
-}
 // c ? a : b (torch.where).
 template <class T> __device__ inline T mc_select(bool c, T a, T b) { return c ? a : b; }
 // (I)k for an integer-valued k with |k| < 2^(P - 2): k + 1.5 2^(P-1) holds k in its low bits.

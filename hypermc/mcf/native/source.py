@@ -187,20 +187,12 @@ class _Net:
     def remainder_step(self, r: list[str], ys: list[str], q: str, nc: int, renormalise: bool, width: int | None = None):
         return trace(self, arith._remainder_step, r, ys, q, nc, renormalise=renormalise, width=width)
 
-    # arith._scale2 on every component (k an int expression)
+    # arith._scale2 on every component (k an int expression), in one step
     def scale_once(self, xs: list[str], k: str) -> list[str]:
-        """:meth:`scale` where ``|k| <= emax - 2`` (its other two factors are 1)."""
+        """arith._scale2 where ``|k| <= emax - 2`` (its other two factors are 1: the
+        caller checks the range, :func:`_one_step_range`)."""
         f = self.let(f"mc_pow2<T>({k})")
         return [self.mul(x, f) for x in xs]
-
-    def scale(self, xs: list[str], k: str) -> list[str]:
-        last = self.let(f"mc_clampi<T>({k})", "mc_int<T>")
-        mid = self.let(f"mc_clampi<T>({k} - {last})", "mc_int<T>")
-        first = self.let(f"{k} - {last} - {mid}", "mc_int<T>")
-        for step in (first, mid, last):
-            f = self.let(f"mc_pow2<T>({step})")
-            xs = [self.mul(x, f) for x in xs]
-        return xs
 
 
 # ---------------------------------------------------------------- composable emitters
@@ -276,29 +268,21 @@ def _mul_general_body(nc: int, ny: int) -> list[str]:
     return _body(net, c, [net.let(_finite_all([*c, total, naive]), "bool")])
 
 
-def _scaled(net: _Net, x: list[str], y: list[str], one_step: bool) -> tuple[list[str], list[str], str, str, str]:
+def _scaled(net: _Net, x: list[str], y: list[str]) -> tuple[list[str], list[str], str, str, str]:
     """arith._long_division's first step: ``x`` and ``y`` scaled to leading exponent 0
-    (``_scale2`` by ``-frexp`` exponents); returns them, the exponents and whether both
-    leading components are normal numbers (the scaling is exact only then).
-    ``one_step``: see :func:`_emit_div`."""
+    (``_scale2`` by ``-frexp`` exponents, in one step: :func:`_emit_div`); returns them,
+    the exponents and whether both leading components are normal numbers (the scaling is
+    exact only then)."""
     ex = net.let(f"mc_expo<T>({x[0]})", "mc_int<T>")
     ey = net.let(f"mc_expo<T>({y[0]})", "mc_int<T>")
     regular = net.let(f"mc_normal<T>({x[0]}) & mc_normal<T>({y[0]})", "bool")
-    scale = net.scale_once if one_step else net.scale
-    return scale(x, f"-{ex}"), scale(y, f"-{ey}"), ex, ey, regular
+    return net.scale_once(x, f"-{ex}"), net.scale_once(y, f"-{ey}"), ex, ey, regular
 
 
-def _scaled_operands(net: _Net, nc: int) -> tuple[list[str], list[str], str, str, str]:
-    """:func:`_scaled` on the kernel's operands x and y."""
-    x = [net.let(f"X({k})") for k in range(nc)]
-    y = [net.let(f"Y({k})") for k in range(nc)]
-    return _scaled(net, x, y, False)
-
-
-def _scaled_back(net: _Net, c: list[str], ex: str, ey: str, one_step: bool = False) -> list[str]:
+def _scaled_back(net: _Net, c: list[str], ex: str, ey: str) -> list[str]:
     """arith._long_division's last step: the quotient scaled by ``2^(ex - ey)``, a zero
     tail behind a leading component that is inf or NaN."""
-    c = net.scale_once(c, f"{ex} - {ey}") if one_step else net.scale(c, f"{ex} - {ey}")
+    c = net.scale_once(c, f"{ex} - {ey}")
     finite = net.let(f"mc_fabs({c[0]}) <= mc_max_value<T>()", "bool")  # not inf, not NaN
     return [c[0]] + [net.let(f"mc_keep_if<T>({finite}, {ck})") for ck in c[1:]]
 
@@ -309,31 +293,30 @@ def _one_step_range(net: _Net, ex: str, ey: str) -> str:
     return net.test(f"({ex} <= {b}) & ({ey} <= {b}) & ({ex} - {ey} <= {b}) & ({ey} - {ex} <= {b})")
 
 
-def _emit_div(net: _Net, x: list[str], y: list[str], *, one_step: bool = False) -> tuple[list[str], list[str]]:
+def _emit_div(net: _Net, x: list[str], y: list[str]) -> tuple[list[str], list[str]]:
     """arith._long_division with _div_fixed (nc >= 3): scale to leading exponent 0,
     divide, scale back, zero the tail of a non-finite quotient. Leading components that
     are zero, subnormal, inf or NaN are left to the caller (``ok`` false).
 
-    ``one_step``: scale by one power of two where ``_scale2`` would take three, and
-    leave the elements whose exponent differences need more to the caller (``ok``
-    false). Where one step is enough the other two are products by ``2^0 = 1``, which
-    change no value, so the results are the same bits, with 18 products and their
-    integer bookkeeping fewer at ``nc = 3`` (the per-op kernels and the fused expressions
-    take it: 20-30 % less time per element, ``bench_kernels_ab.py --ops div``)."""
-    r, ys, ex, ey, regular = _scaled(net, x, y, one_step)
+    Each scaling is one power of two where ``_scale2`` takes three (so that any exponent
+    fits); the elements whose exponents or their difference need more are left to the
+    caller too (``ok`` false). Where one step is enough the other two are products by
+    ``2^0 = 1``, which change no value, so the results are the same bits, with 18 products
+    and their integer bookkeeping fewer at ``nc = 3`` (20-30 % less time per element,
+    ``bench_kernels_ab.py --ops div``)."""
+    r, ys, ex, ey, regular = _scaled(net, x, y)
     c = trace(net, arith._div_digits, r, ys, len(x))
     ok = net.normalised(c, None)
-    c = _scaled_back(net, c, ex, ey, one_step)
-    return c, [ok, regular, _one_step_range(net, ex, ey)] if one_step else [ok, regular]
+    c = _scaled_back(net, c, ex, ey)
+    return c, [ok, regular, _one_step_range(net, ex, ey)]
 
 
 def _div_body(nc: int) -> list[str]:
-    """:func:`_emit_div` on the kernel's operands x and y, scaling in one step (the
-    elements whose exponents need more are left to the torch path)."""
+    """:func:`_emit_div` on the kernel's operands x and y."""
     net = _Net()
     x = [net.let(f"X({k})") for k in range(nc)]
     y = [net.let(f"Y({k})") for k in range(nc)]
-    return _body(net, *_emit_div(net, x, y, one_step=True))
+    return _body(net, *_emit_div(net, x, y))
 
 
 def _emit_sqrt(net: _Net, xs: list[str], lo: str, hi: str) -> tuple[list[str], list[str]]:
@@ -422,15 +405,15 @@ def _mul2_body(ny: int) -> list[str]:
     return _body(net, *_emit_mul2(net, xs, ys))
 
 
-def _emit_div2(net: _Net, x: list[str], y: list[str], *, one_step: bool = False) -> tuple[list[str], list[str]]:
+def _emit_div2(net: _Net, x: list[str], y: list[str]) -> tuple[list[str], list[str]]:
     """nc = 2: arith._long_division with _div2 (three quotient digits, the remainders by
     DWTimesFP3 and AccurateDWPlusDW, the digits summed by FastTwoSum and DWPlusFP) on
     operands scaled to leading exponent 0, the quotient scaled back. ``ok`` false for
     leading components that are zero, subnormal, inf or NaN (the caller's general
     kernel takes those); for the others every intermediate leading component is finite
     (operands in [0.5, 1)), which is when _div2 and its _finish2 steps return their
-    buffers unchanged. ``one_step``: as in :func:`_emit_div`."""
-    xs, ys, ex, ey, regular = _scaled(net, x, y, one_step)
+    buffers unchanged. The scalings take one step each, as in :func:`_emit_div`."""
+    xs, ys, ex, ey, regular = _scaled(net, x, y)
     yh = ys[0]
     leads = []
     q1 = net.div(xs[0], yh)
@@ -444,17 +427,16 @@ def _emit_div2(net: _Net, x: list[str], y: list[str], *, one_step: bool = False)
     qh, ql = net.fast_two_sum(digits[0], digits[1])
     out = _dw_add_float(net, [qh, ql], digits[2])
     finite = [_finite(net, t) for t in [*leads, out[0], q1]]
-    c = _scaled_back(net, out, ex, ey, one_step)
-    return c, [regular, *finite, _one_step_range(net, ex, ey)] if one_step else [regular, *finite]
+    c = _scaled_back(net, out, ex, ey)
+    return c, [regular, *finite, _one_step_range(net, ex, ey)]
 
 
 def _div2_body() -> list[str]:
-    """nc = 2: :func:`_emit_div2` on the kernel's operands x and y, scaling in one step
-    (as :func:`_div_body`)."""
+    """nc = 2: :func:`_emit_div2` on the kernel's operands x and y."""
     net = _Net()
     x = [net.let(f"X({k})") for k in range(2)]
     y = [net.let(f"Y({k})") for k in range(2)]
-    return _body(net, *_emit_div2(net, x, y, one_step=True))
+    return _body(net, *_emit_div2(net, x, y))
 
 
 def _emit_div_engine(net: _Net, xs: list[str], ys: list[str]) -> tuple[list[str], list[str]]:
@@ -1108,11 +1090,6 @@ template <class T> inline T mc_keep_if(bool keep, T x) {
   std::memcpy(&x, &u, sizeof x);
   return x;
 }
-// k clamped to +-(emax - 2), the step size of arith._scale2.
-template <class T> inline mc_int<T> mc_clampi(mc_int<T> k) {
-  const mc_int<T> b = std::numeric_limits<T>::max_exponent - 2;
-  return mc_imax<T>(-b, mc_imin<T>(b, k));
-}
 // c ? a : b, by bit masks.
 template <class T> inline T mc_select(bool c, T a, T b) {
   typename Bits<T>::U ua, ub, m = (typename Bits<T>::U)0 - (typename Bits<T>::U)c;
@@ -1754,9 +1731,9 @@ def _fused_step(
         if nc == 2 and name == "f32":
             return _emit_div_engine(net, x, y)
         if nc == 2:
-            return _emit_div2(net, _lpad(x, 2), _lpad(y, 2), one_step=True)
+            return _emit_div2(net, _lpad(x, 2), _lpad(y, 2))
         # div_float and rdiv_float divide by / into from_float(b, nc) = (b, 0, ..., 0)
-        return _emit_div(net, _lpad(x, nc), _lpad(y, nc), one_step=True)
+        return _emit_div(net, _lpad(x, nc), _lpad(y, nc))
     if len(x) != nc:
         raise ValueError(f"fused_source: {kind} takes the MC operand first; got {len(x)} and {len(y)} terms")
     if kind == "add":
