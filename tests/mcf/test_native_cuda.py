@@ -310,7 +310,7 @@ def test_host_build_same_bits_as_the_torch_networks(config, host_dir, data):
         _install(mp, backend, dtype)
         for op, f in OPS.items():
             assert _same_bits(f(x, y), _torch_kernels(f, x, y)), op
-        if nc > 2 or name in native_source.SQRT2_NAMES:
+        if native_source.has_sqrt(name, nc):
             r = _in_sqrt_range(data, dtype, nc)
             assert _same_bits(arith.sqrt(r), _torch_kernels(arith.sqrt, r))
 
@@ -344,7 +344,7 @@ def _edge_cases(name: str, nc: int) -> dict[str, tuple]:
     takes the float64 engine there; the fused division kernel serves the long division)."""
     x, y = _edge_operands(DTYPES[name], nc)
     cases: dict[str, tuple] = {op: (f, (x, y)) for op, f in OPS.items()}
-    if nc > 2 or name in native_source.SQRT2_NAMES:
+    if native_source.has_sqrt(name, nc):
         cases["sqrt"] = (arith.sqrt, (_sqrt_operands(x, nc),))
     if (name, nc) == ("f32", 2):
         cases["long division"] = (lambda a, b: arith._long_division(a, b, 2), (x, y))

@@ -74,7 +74,7 @@ from .. import arith, elementary, reduce, registry  # arith, elementary, reduce:
 from ..eft import broadcast_shapes, float_format, has_fused_addcmul, renormalize, tracing, unpack
 from ..fixed import patch
 from . import cuda as native_cuda
-from .source import NARROW_INPUTS, SQRT2_NAMES, _Tables, elementary_kernels
+from .source import NARROW_INPUTS, _Tables, elementary_kernels, has_sqrt
 from .source import source as generate
 
 __all__ = ["available", "status", "library", "library_status", "Result", "NCS", "ELEMENTARY_NCS", "NO_COMPILER"]
@@ -199,7 +199,7 @@ def _declare(lib: ctypes.CDLL, name: str, nc: int, part: str = "arith") -> None:
         unary, binary = [i64, vp, i64, i64, vp, i64, vp], pair + [vp, i64, vp]
         signatures = {k.op: binary if len(k.inputs) == 2 else unary for k in elementary_kernels(nc, _Tables())}
     for op, args in signatures.items():
-        if nc == 2 and op == "sqrt" and name not in SQRT2_NAMES:
+        if op == "sqrt" and not has_sqrt(name, nc):
             continue  # float32 nc = 2: the square root in float64 (arith.engine_dtype)
         fn = getattr(lib, f"mc_{op}_{name}_{nc}")
         fn.argtypes = args
@@ -355,7 +355,7 @@ def _self_check(lib: Kernels, dtype: torch.dtype, nc: int, part: str = "arith", 
         with _disable_current_modes(), torch._C._DisableTorchDispatch(), torch.no_grad():
             x, y = (t.to(device_type) for t in _self_check_inputs(dtype, nc))
             for op, f in ops.items():
-                if nc == 2 and part == "arith" and op == "sqrt" and _NAMES[dtype] not in SQRT2_NAMES:
+                if part == "arith" and op == "sqrt" and not has_sqrt(_NAMES[dtype], nc):
                     continue
                 fast = f(x, y)
                 _bypass.on = True
@@ -770,7 +770,7 @@ def sqrt(x: torch.Tensor, lo: float, hi: float) -> Result | None:
         True
     """
     lib = _eligible(x)
-    if lib is None or (x.shape[-1] == 2 and _NAMES[x.dtype] not in SQRT2_NAMES):
+    if lib is None or not has_sqrt(_NAMES[x.dtype], x.shape[-1]):
         return None
     return _call(lib, "sqrt", [x], (float(lo), float(hi)), x.shape[-1])
 

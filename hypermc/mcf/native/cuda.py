@@ -248,7 +248,7 @@ def _spec(name: str, nc: int) -> dict[tuple[str, int], tuple[list[str], dict[str
             ("mul", 2): (ns._mul2_body(2), {"x": 2, "y": 2}, [], 2, []),
             ("div", 0): (ns._div2_body(), {"x": 2, "y": 2}, [], 2, []),
         }
-        if name in ns.SQRT2_NAMES:
+        if ns.has_sqrt(name, 2):
             spec[("sqrt", 0)] = (ns._sqrt2_body(), {"x": 2}, ["lo", "hi"], 2, [])
         return spec
     return {

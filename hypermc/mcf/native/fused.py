@@ -36,7 +36,7 @@ import torch
 
 from .. import arith, native, registry
 from ..eft import _probe_fused_addcmul, renormalize
-from .source import SQRT2_NAMES, fused_source
+from .source import fused_source, has_sqrt
 
 __all__ = ["supports", "usable", "run", "Step", "Leaf"]
 
@@ -67,9 +67,7 @@ def supports(dtype: torch.dtype, nc: int, kind: str, terms: Sequence[int]) -> bo
     if dtype not in native._NAMES or nc not in native.NCS or len(terms) != (1 if kind in ("neg", "sqrt") else 2):
         return False
     if kind == "sqrt":  # float32 nc = 2: the float64 engine (no double-word kernel)
-        if nc == 2 and native._NAMES[dtype] not in SQRT2_NAMES:
-            return False
-        return terms[0] == nc and arith._sqrt_range(dtype, nc) is not None
+        return has_sqrt(native._NAMES[dtype], nc) and terms[0] == nc and arith._sqrt_range(dtype, nc) is not None
     return kind in ("add", "mul", "div", "neg") and nc in terms
 
 

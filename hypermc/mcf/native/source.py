@@ -62,12 +62,25 @@ from .. import arith, eft, elementary, fixed
 from ..eft import unpack
 from .trace import Sym, SymVec, trace
 
-__all__ = ["source", "fused_source", "prelude", "op_body", "round_body", "inline_function", "NCS", "DTYPES", "FUSED_TILE"]
+__all__ = ["source", "fused_source", "prelude", "op_body", "round_body", "inline_function", "has_sqrt", "NCS", "DTYPES", "FUSED_TILE"]
 
 NCS = (2, 3, 4)
 #: The component dtypes with a double-word square root kernel (float32 nc = 2 computes its
 #: square root in float64 arithmetic: arith.engine_dtype).
 SQRT2_NAMES = ("f64",)
+
+
+def has_sqrt(name: str, nc: int) -> bool:
+    """Whether the arith library of ``name`` (``"f32"``/``"f64"``) and ``nc`` has a square
+    root kernel (all but float32 nc = 2, :data:`SQRT2_NAMES`).
+
+    Example:
+        >>> has_sqrt("f64", 2), has_sqrt("f32", 2), has_sqrt("f32", 3)
+        (True, False, True)
+    """
+    return nc != 2 or name in SQRT2_NAMES
+
+
 #: name -> (C type, unsigned type of the same width, significand bits, exponent bias)
 DTYPES = {"f32": ("float", "uint32_t", 24, 127), "f64": ("double", "uint64_t", 53, 1023)}
 
@@ -1476,7 +1489,7 @@ def source(name: str, nc: int, part: str = "arith") -> str:
                 2,
             )
         )
-        if name in SQRT2_NAMES:
+        if has_sqrt(name, 2):
             parts.append(
                 _kernel(
                     f"mc_sqrt_{name}_2",
@@ -1722,7 +1735,7 @@ def _fused_step(
     if kind == "neg":
         return [net.neg(c) for c in args[0]], []
     if kind == "sqrt":
-        if sqrt_range is None or (nc == 2 and name not in SQRT2_NAMES):
+        if sqrt_range is None or not has_sqrt(name, nc):
             raise ValueError(f"fused_source: no fused square root for {name} nc={nc} (or no range given)")
         lo, hi = (f"{float(v).hex()}" for v in sqrt_range)
         return _emit_sqrt2(net, args[0], lo, hi) if nc == 2 else _emit_sqrt(net, args[0], lo, hi)
