@@ -1211,12 +1211,12 @@ def sqrt(x: torch.Tensor) -> torch.Tensor:
         if _dw_fma(x) and (bounds := _sqrt_range(x.dtype, 2)) is not None:
             res = registry.call("sqrt", x, *bounds)  # _sqrt2_network where bounds[0] <= x_0 <= bounds[1]
             if res is not None:
-                return res.patched(_sqrt2, x)
+                return res.patched(_sqrt2_scaled, x)  # the elements out of range
         return _sqrt2(x)
     if fixed.applies(x.dtype, nc) and _dw_fma(x) and (bounds := _sqrt_range(x.dtype, nc)) is not None:
         res = registry.call("sqrt", x, *bounds)
         if res is not None:
-            return res.patched(lambda a: _sqrt_torch(a, nc), x)
+            return res.patched(lambda a: _sqrt_rescaled(a, nc), x)  # the elements out of range
     return _sqrt_torch(x, nc)
 
 
@@ -1368,6 +1368,14 @@ def _sqrt2(x: torch.Tensor) -> torch.Tensor:
     xh, xl = unpack(x)
     if _no_scaling_needed(xh, 2):
         return _sqrt2_network(xh, xl)
+    return _sqrt2_scaled(x)
+
+
+def _sqrt2_scaled(x: torch.Tensor) -> torch.Tensor:
+    """:func:`_sqrt2` with every element scaled by an even power of two (exact) into the
+    range of :func:`_sqrt2_network`; elements already in range get its bits. Non-positive
+    and non-finite elements get the leading component's IEEE square root."""
+    xh, xl = unpack(x)
     regular = (xh > 0) & torch.isfinite(xh)
     k = torch.where(regular, torch.frexp(xh).exponent // 2, 0).to(x.dtype)
     down = torch.pow(2.0, -k)
