@@ -14,7 +14,10 @@ the data. Merging two nodes adds slot by slot with TwoSum; every rounding error 
 plain rounding. So the whole tree is error-free except for the last slot, and the
 ``K`` root slots are renormalised to ``nc`` components at the end. One tree level
 works on whole halves of the reduced axis (a loop over ``ceil(log2 n)`` levels, never
-over elements); the total work is about one merge over ``n`` elements.
+over elements); the total work is about one merge over ``n`` elements. Where a backend
+registers the ``tree_sum`` kernel (the C++ kernels on the CPU, float32/float64 with
+nc = 2, 3, 4) the whole tree and its final renormalisation are one call, generated from
+:func:`_absorb` and ``eft.renormalize``'s finite path, with the same bits.
 Merge cost in flops: ``6 K (K - 1) / 2 + K`` (nc = 1: 8, nc = 2: 21, nc = 3: 40,
 nc = 4: 65).
 
@@ -264,7 +267,12 @@ def sum(x: torch.Tensor, dim: Dim = None, keepdim: bool = False) -> torch.Tensor
         return x.clone()
     dims = _reduce_dims(ndim, dim)
     t, axis, n, _ = _to_layout(x, dims)
-    out = _tree(_component_slots(t), axis, n, x.shape[-1])
+    nc = x.shape[-1]
+    fused = registry.call("tree_sum", t, axis, n)  # the same tree (and finish) in one call
+    if fused is None:
+        out = _tree(_component_slots(t), axis, n, nc)
+    else:
+        out = _finish(fused.root, nc) if fused.finished is None else fused.finished
     return _restore(out, x.shape[:-1], dims, keepdim)
 
 
@@ -547,7 +555,8 @@ def norm(x: torch.Tensor, dim: Dim = -1, keepdim: bool = False) -> torch.Tensor:
     scaled by ``2**-e`` (exact), so the largest entry lies in ``[1/2, 1)``; then
     ``sqrt(sumsq(x 2**-e)) * 2**e`` with :func:`sumsq` and :func:`arith.sqrt`. Entries
     of size 1e200 or 1e-200 in float64 neither overflow nor underflow; the norm of
-    zeros is 0; inf gives inf and NaN gives NaN.
+    zeros is 0; inf gives inf and NaN gives NaN. Over the last dim, where a backend has
+    the row kernel, the exponent, the scaling and the sum of squares are one call.
 
     Bound:
         relative error ``<= u^nc / 2 + 8 u^nc`` (sum of squares + sqrt), plus the
@@ -565,9 +574,18 @@ def norm(x: torch.Tensor, dim: Dim = -1, keepdim: bool = False) -> torch.Tensor:
     dims = _reduce_dims(ndim, dim)
     if math.prod(x.shape[d] for d in dims) == 0:
         return sumsq(x, dims, keepdim)
-    big = torch.amax(x[..., 0].abs(), dim=dims, keepdim=True)
-    e = torch.frexp(big)[1]  # 0 for zero, inf and NaN: no scaling
-    ss = sumsq(_scale(x, -e), dims, keepdim=True)
+    res = registry.call("rowsumsq", x, "scaled") if x.dim() > 1 and dims == (ndim - 1,) and _pairwise(x) else None
+    if res is not None:  # the scaling and the sum of squares of each row in one call
+        e = res.exponent.unsqueeze(-1)
+        ss = res.out
+        if res.bad:
+            rejected = ~res.ok
+            ss[rejected] = sumsq(_scale(x[rejected], -e[rejected]), -1)
+        ss = ss.unsqueeze(-2)
+    else:
+        big = torch.amax(x[..., 0].abs(), dim=dims, keepdim=True)
+        e = torch.frexp(big)[1]  # 0 for zero, inf and NaN: no scaling
+        ss = sumsq(_scale(x, -e), dims, keepdim=True)
     r = _scale(arith.sqrt(ss), e)
     if x.shape[-1] > 1:  # a norm that overflows gets a zero tail
         r = torch.where(torch.isfinite(r[..., :1]), r, arith.from_float(r[..., 0], x.shape[-1]))

@@ -12,6 +12,7 @@ the torch kernels.
 from __future__ import annotations
 
 import ctypes
+import functools
 import math
 
 import mpmath
@@ -431,8 +432,40 @@ def test_row_kernel_second_pass_all_or_nothing(dtype):
     assert _same_bits(reduce.one_minus_sumsq(x), _torch_kernels(reduce.one_minus_sumsq, x))
     assert native.rowsumsq(x[..., :1], "one_minus") is None  # plain values (nc = 1): not this kernel
     assert native.rowsumsq(torch.zeros(2, 3, 4, dtype=dtype), "one_minus") is None  # nc = 4: the tree
-    with pytest.raises(ValueError, match=r"rowsumsq: form must be one of 'wide', 'one_minus', 'rounded'; got 'squares'"):
+    with pytest.raises(ValueError, match=r"rowsumsq: form must be one of 'wide', 'one_minus', 'rounded', 'scaled'; got 'squares'"):
         native.rowsumsq(x, "squares")
+
+
+@needs_compiler
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("nc", [2, 3])
+def test_scaled_row_kernel_edges(dtype, nc):
+    """reduce.norm's scaled row sums (``rowsumsq(x, "scaled")``) at the edges of the
+    exponent range: rows of subnormals, of the largest finite values, with inf, NaN, all
+    zero, and rows whose squares under- or overflow unscaled; the exponents are
+    torch.frexp's (0 for 0, inf and NaN) and the norms the torch path's bits."""
+    info = torch.finfo(dtype)
+    x = hm.mc(torch.rand(9, 4, generator=torch.Generator().manual_seed(4), dtype=torch.float64) + 0.5, nc=nc, dtype=dtype).components
+    x = x.clone()
+    x[0] *= info.tiny * 2.0**-5  # subnormal leading components
+    x[1] *= info.max / 2
+    x[2, 1] = math.inf
+    x[3, 2, 0] = math.nan
+    x[4] = 0
+    x[5] *= info.tiny * 2.0**10
+    x[6] *= 2.0 ** (math.frexp(info.max)[1] // 2 + 3)  # squares beyond finfo.max
+    x[7, :, 0] = info.tiny * 2.0 ** -(float_format(dtype).p - 1)  # the smallest subnormal
+    x[7, :, 1:] = 0
+    res = native.rowsumsq(x, "scaled")
+    assert res is not None
+    big = x[..., 0].abs().amax(-1)
+    expected = torch.where(torch.isfinite(big) & (big != 0), torch.frexp(big)[1], 0)
+    assert res.exponent.tolist() == expected.tolist()
+    for keepdim in (False, True):
+        f = functools.partial(reduce.norm, dim=-1, keepdim=keepdim)
+        assert _same_bits(f(x), _torch_kernels(f, x))
+    assert native.rowsumsq(x, "scaled").exponent.dtype == torch.int32
+    assert native.rowsumsq(x, "rounded").exponent is None
 
 
 @needs_compiler
@@ -463,6 +496,96 @@ def test_row_kernel_thread_split():
     finally:
         torch.set_num_threads(old)
     assert _same_bits(threaded, single) and _same_bits(single, _torch_kernels(reduce.one_minus_sumsq, x * 0.1, 2.0))
+
+
+SUM_CASES = [  # (shape, dim): one sum, rows, columns, several dims, strided
+    ((1,), None),
+    ((2,), None),
+    ((3, 1), None),
+    ((1000,), None),
+    ((6, 7), -1),
+    ((6, 7), 0),
+    ((4, 5, 6), (0, 2)),
+    ((4, 5, 6), (1, 2)),
+    ((3, 1, 4), 1),
+]
+
+
+@needs_compiler
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("nc", NCS)
+@pytest.mark.parametrize(("shape", "dim"), SUM_CASES, ids=str)
+@_cap(6)
+@given(data=st.data())
+def test_sum_kernel_same_bits_as_the_torch_tree(dtype, nc, shape, dim, data):
+    """reduce.sum through one mc_sum call (the tree and its finish) against the per-level
+    torch tree: random expansions over a wide exponent range with zeros and cancelling
+    pairs, every reduction layout, a transposed operand, keepdim."""
+    emax = math.frexp(torch.finfo(dtype).max)[1]
+    x = data.draw(expansions(dtype, nc, shape=shape, allow_zero=True, min_exp=-emax // 2, max_exp=emax // 2 - 12))
+    if x.shape[0] > 1:
+        x[1] = -x[0]  # cancellation: the sum keeps the other terms exactly
+    for a, d in ((x, dim), (x.movedim(0, -2).contiguous().movedim(-2, 0), dim)):
+        for keepdim in (False, True):
+            f = functools.partial(reduce.sum, dim=d, keepdim=keepdim)
+            assert _same_bits(f(a), _torch_kernels(f, a)), (shape, dim, keepdim)
+    calls = []
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setitem(registry._kernels, "tree_sum", lambda *a: calls.append(1) or native.tree_sum(*a))
+        reduce.sum(x, dim)
+    assert calls == [1]  # one kernel call for the whole reduction
+
+
+@needs_compiler
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("nc", NCS)
+def test_sum_kernel_non_finite_terms_finish_by_the_torch_path(dtype, nc):
+    """An inf or NaN among the terms: the kernel's finish is not renormalize's finite path,
+    so every sum of the call is finished by the torch path (inf, -inf, NaN with zero
+    tails, and the finite sums beside them as the torch path gives them); the tree's
+    slots are still the kernel's. Overflowing partial sums too."""
+    big = torch.finfo(dtype).max
+    x = hm.mc(torch.arange(1.0, 25.0, dtype=torch.float64).reshape(4, 6) / 7, nc=nc, dtype=dtype).components.clone()
+    x[1, 2] = math.inf
+    x[2, 3] = math.nan
+    x[3, :3, 0] = big
+    res = native.tree_sum(x, 1, 6)
+    assert res is not None and res.finished is None
+    got = reduce.sum(x, -1)
+    assert _same_bits(got, _torch_kernels(reduce.sum, x, -1))
+    assert got[1, 0] == math.inf and math.isnan(got[2, 0]) and got[3, 0] == math.inf
+    assert bool((got[1:, 1:] == 0).all())  # the non-finite sums have zero tails
+    fine = native.tree_sum(x[:1], 1, 6)
+    assert fine is not None and fine.finished is not None
+
+
+@needs_compiler
+def test_sum_kernel_long_sums_and_thread_split():
+    """A sum of 300,000 terms (a block of one sum), and many sums split over torch's
+    threads: the torch tree's bits; one call of the thread count gives the bits of another."""
+    gen = torch.Generator().manual_seed(11)
+    x = hm.mc(torch.randn(300_000, generator=gen, dtype=torch.float64), nc=3).components * (1 + 2.0**-40)
+    assert _same_bits(reduce.sum(x), _torch_kernels(reduce.sum, x))
+    y = hm.mc(torch.randn(2 * native._CHUNK, 5, generator=gen, dtype=torch.float64), nc=2).components
+    old = torch.get_num_threads()
+    try:
+        torch.set_num_threads(3)
+        threaded = reduce.sum(y, -1)
+        torch.set_num_threads(1)
+        single = reduce.sum(y, -1)
+    finally:
+        torch.set_num_threads(old)
+    assert _same_bits(threaded, single) and _same_bits(single, _torch_kernels(reduce.sum, y, -1))
+
+
+def test_sum_kernel_does_not_apply():
+    """Plain values (nc = 1), float16, an empty axis and tensors that require grad take the
+    torch tree (None from the kernel)."""
+    x = torch.ones(5, 2, dtype=torch.float64)
+    assert native.tree_sum(x[..., :1], 0, 5) is None
+    assert native.tree_sum(x.half(), 0, 5) is None
+    assert native.tree_sum(x, 0, 0) is None
+    assert native.tree_sum(x.requires_grad_(), 0, 5) is None
 
 
 # ------------------------------------------------------------------ fused exp and log

@@ -78,7 +78,7 @@ from .source import NARROW_INPUTS, _Tables, elementary_kernels, has_sqrt
 from .source import source as generate
 
 __all__ = ["available", "status", "library", "library_status", "Result", "NCS", "ELEMENTARY_NCS", "NO_COMPILER"]
-__all__ += ["add", "mul", "rowsumsq", "div", "sqrt", "exp", "log", "sin", "cos", "tan"]
+__all__ += ["add", "mul", "rowsumsq", "tree_sum", "div", "sqrt", "exp", "log", "sin", "cos", "tan"]
 __all__ += ["expm1", "sinh", "cosh", "tanh", "log1p", "asinh", "acosh", "atanh"]
 
 #: Component counts with native kernels.
@@ -191,10 +191,11 @@ def _declare(lib: ctypes.CDLL, name: str, nc: int, part: str = "arith") -> None:
         "mul": pair + [c_int, vp, i64, vp],
         "div": pair + [vp, i64, vp],
         "sqrt": [i64, vp, i64, i64, dbl, dbl, vp, i64, vp],
+        "sum": [i64, i64, vp, i64, i64, i64, vp, vp, i64],
     }
     if nc >= 3:  # the second passes of add and mul; the row sums of squares at nc components
         signatures["add_general"], signatures["mul_general"] = signatures["add"], signatures["mul"]
-        signatures["rowsumsq"] = [i64, i64, vp, i64, i64, i64, c_int, vp, vp, i64, vp]
+        signatures["rowsumsq"] = [i64, i64, vp, i64, i64, i64, c_int, vp, vp, i64, vp, vp]
     if part == "elementary":  # elementary's float64 path
         unary, binary = [i64, vp, i64, i64, vp, i64, vp], pair + [vp, i64, vp]
         signatures = {k.op: binary if len(k.inputs) == 2 else unary for k in elementary_kernels(nc, _Tables())}
@@ -341,7 +342,8 @@ def _self_check(lib: Kernels, dtype: torch.dtype, nc: int, part: str = "arith", 
                     ops[f"float32 nc={n32} {op}"] = functools.partial(_on_fixed, getattr(elementary, op), x32 * 2.0**scale)
     if part == "arith" and nc in (3, 4) and device_type == "cpu":
         # the row kernel of this library: rows of nc - 1 components (rows of 8 and of 5;
-        # squares that overflow and rejected rows among them), summed here at nc
+        # squares that overflow and rejected rows among them), summed here at nc, and
+        # reduce.norm's scaled form of them
         xr = _self_check_inputs(dtype, nc - 1)[0]
         for n in (8, 5):
             rows = xr[: xr.shape[0] // n * n].view(-1, n, nc - 1)
@@ -349,6 +351,20 @@ def _self_check(lib: Kernels, dtype: torch.dtype, nc: int, part: str = "arith", 
             ops[f"row sums of squares rounded, n={n}"] = functools.partial(_on_fixed, functools.partial(reduce.sumsq, dim=-1), rows)
             ops[f"row 1 - |x|^2, n={n}"] = functools.partial(_on_fixed, reduce.one_minus_sumsq, rows * 2.0**-4)
             ops[f"row 1 - 3|x|^2, n={n}"] = functools.partial(_on_fixed, functools.partial(reduce.one_minus_sumsq, c=3.0), rows)
+            ops[f"row norms (scaled), n={n}"] = functools.partial(_on_fixed, functools.partial(reduce.norm, dim=-1), rows)
+    if part == "arith" and device_type == "cpu":
+        # the sum tree: one sum over many terms, a sum per row (an odd and an even count), per
+        # column (a strided axis), over several dims; infinities and NaN among the terms
+        xs = _self_check_inputs(dtype, nc)[0]
+        xs[7] = math.inf
+        xs[9] = math.nan
+        ops["sum of all"] = functools.partial(_on_fixed, reduce.sum, xs[:1000])
+        ops["sum of all, inf and NaN"] = functools.partial(_on_fixed, reduce.sum, xs)
+        for n in (7, 8):
+            rows = xs[: xs.shape[0] // n * n].view(-1, n, nc)
+            ops[f"row sums, n={n}"] = functools.partial(_on_fixed, functools.partial(reduce.sum, dim=-1), rows)
+            ops[f"column sums, n={n}"] = functools.partial(_on_fixed, functools.partial(reduce.sum, dim=0), rows)
+        ops["sums over two dims"] = functools.partial(_on_fixed, functools.partial(reduce.sum, dim=(0, 2)), xs[:960].view(8, 12, 10, nc))
     ints = {torch.float32: torch.int32, torch.float64: torch.int64}
     # the ops below reach the kernels through _load
     with registry.trial(_key(_NAMES[dtype], nc, part, device_type), lib):
@@ -446,10 +462,15 @@ def _rows(t: torch.Tensor, shape: torch.Size, first: bool) -> tuple[torch.Tensor
     view and its element and component strides."""
     m = t.shape[-1]
     e = t.expand(*shape, m)
-    try:
-        v = e.view(-1, m)
-    except RuntimeError:
-        v = None
+    v = None
+    # a view exists where nothing is broadcast or everything is (one element); a broadcast
+    # row or column (an (N, 1) operand of an (N, n) result) never has one: copied below
+    # without raising and catching the view's error first
+    if math.prod(t.shape[:-1]) in (1, math.prod(shape)):
+        try:
+            v = e.view(-1, m)
+        except RuntimeError:  # an interleaved or transposed user-made tensor
+            v = None
     if v is None or (v.stride(0) not in ((1,) if first else (0, 1)) and v.shape[0] > 1):
         # the kernels take element-contiguous (planar) or broadcast operands
         v = e.movedim(-1, 0).reshape(m, -1).contiguous().t()
@@ -594,6 +615,8 @@ class Result(NamedTuple):
     out: torch.Tensor
     ok: torch.Tensor
     bad: int
+    #: per element, the exponent a scaled row kernel scaled by (:func:`rowsumsq`)
+    exponent: torch.Tensor | None = None
 
     def patched(self, general: Callable[..., torch.Tensor], *operands: torch.Tensor) -> torch.Tensor:
         """``out`` with the failed elements recomputed by ``general(*operands)`` (rows)."""
@@ -665,19 +688,70 @@ def mul(x: torch.Tensor, y: torch.Tensor) -> Result | None:
     return _second_pass(lib, "mul_general", res, [x, y], (y.shape[-1],)) if x.shape[-1] >= 3 else res
 
 
+class TreeSum(NamedTuple):
+    """:func:`tree_sum`'s result: the tree's ``root`` slots and, where every sum's finish
+    was good, the ``finished`` sums ``(*kept, nc)`` (else None)."""
+
+    root: list[torch.Tensor]
+    finished: torch.Tensor | None
+
+
+def tree_sum(t: torch.Tensor, axis: int, n: int) -> TreeSum | None:
+    """:func:`hypermc.mcf.reduce.sum`'s tree over ``axis`` (length ``n >= 1``) of ``t``
+    (``(n, *kept, nc)`` with ``axis = 0`` or ``(*kept, n, nc)``, as ``reduce._to_layout``
+    gives it) by one kernel call (``mc_sum``) instead of about twenty torch kernels per
+    tree level: the root's ``nc + 1`` slots (tensors of shape ``kept``, what
+    ``reduce._tree`` hands to ``reduce._finish``) and, where ``renormalize``'s finite path
+    holds for every sum, their finish. The same operations in the same order, so the same
+    bits (checked when the library loads). None where the kernel does not apply (CUDA: the
+    per-level torch kernels run there).
+
+    Example:
+        >>> t = torch.tensor([[1e20, 0.0], [1.0, 2.0**-60], [-1e20, 0.0]], dtype=torch.float64)
+        >>> r = tree_sum(t, 0, 3)  # None without a C++ compiler
+        >>> r is None or ([float(s) for s in r.root], r.finished.tolist()) == ([1.0, 2.0**-60, 0.0], [1.0, 2.0**-60])
+        True
+    """
+    nc = t.shape[-1]
+    lib = _eligible(t)
+    if lib is None or isinstance(lib, native_cuda.Backend) or n < 1:
+        return None
+    kept = t.shape[1:-1] if axis == 0 else t.shape[:-2]
+    cols = math.prod(kept)
+    v = t.reshape(n, cols, nc) if axis == 0 else t.reshape(cols, n, nc)
+    xsi, xsc = (v.stride(0), v.stride(1)) if axis == 0 else (v.stride(1), v.stride(0))
+    out = torch.empty((nc + 1, cols), dtype=t.dtype)
+    fin = torch.empty((nc, cols), dtype=t.dtype)
+    bad = 0
+    if cols:
+        fn = getattr(lib, f"mc_sum_{_NAMES[t.dtype]}_{nc}")
+        threads = min(torch.get_num_threads(), max(1, cols * n // _CHUNK))
+        step = -(-cols // threads)
+        item = v.element_size()
+        calls = [
+            (min(step, cols - c0), n, v.data_ptr() + c0 * xsc * item, xsc, xsi, v.stride(2))
+            + (out.data_ptr() + c0 * item, fin.data_ptr() + c0 * item, cols)
+            for c0 in range(0, cols, step)
+        ]
+        bad = run_parallel(fn, calls, threads)
+    return TreeSum([s.reshape(kept) for s in out], None if bad else fin.t().reshape(*kept, nc))
+
+
 #: The row kernel's modes (``mc_rowsumsq``).
-_ROW_MODES = {"wide": 0, "one_minus": 1, "rounded": 2}
+_ROW_MODES = {"wide": 0, "one_minus": 1, "rounded": 2, "scaled": 3}
 
 
 def rowsumsq(x: torch.Tensor, form: str, c: float = 1.0) -> Result | None:
     """Over the last logical dim of a component tensor ``x`` ``(*, n, nc)`` (nc = 2, 3),
     ``form``: ``"wide"`` :func:`hypermc.mcf.reduce.sumsq_wide` (``nc + 1`` components),
-    ``"rounded"`` :func:`hypermc.mcf.reduce.sumsq` (``nc``) or ``"one_minus"``
-    :func:`hypermc.mcf.reduce.one_minus_sumsq` (``1 - c |x|^2``, ``nc``): one kernel call
-    (``mc_rowsumsq``, in the ``nc + 1`` library) instead of one per tree level and step.
-    ``ok`` false for the rows whose fast paths a check rejects (the caller recomputes them
-    by its torch path); None where the kernel does not apply (CUDA: the per-level kernels
-    run there).
+    ``"rounded"`` :func:`hypermc.mcf.reduce.sumsq` (``nc``), ``"one_minus"``
+    :func:`hypermc.mcf.reduce.one_minus_sumsq` (``1 - c |x|^2``, ``nc``) or ``"scaled"``
+    (:func:`hypermc.mcf.reduce.norm`'s ``sumsq(x 2^-e)`` with ``e`` the exponent of the
+    row's largest leading component, in ``exponent``): one kernel call (``mc_rowsumsq``,
+    in the ``nc + 1`` library) instead of one per tree level and step. ``ok`` false for
+    the rows whose fast paths a check rejects (the caller recomputes them by its torch
+    path; their ``exponent`` is right); None where the kernel does not apply (CUDA: the
+    per-level kernels run there).
 
     Example:
         >>> x = torch.tensor([[[3.0, 0.0], [4.0, 0.0]]], dtype=torch.float64)  # one row (3, 4), nc = 2
@@ -688,7 +762,7 @@ def rowsumsq(x: torch.Tensor, form: str, c: float = 1.0) -> Result | None:
         >>> r is None or abs(r.out[0, 0].item() - 0.75) < 1e-15
         True
     """
-    mode = check_choice("rowsumsq", "form", form, ("wide", "one_minus", "rounded"))
+    mode = check_choice("rowsumsq", "form", form, tuple(_ROW_MODES))
     nc = x.shape[-1]
     if x.dim() < 2 or x.shape[-2] == 0 or nc not in (2, 3):
         return None
@@ -701,6 +775,7 @@ def rowsumsq(x: torch.Tensor, form: str, c: float = 1.0) -> Result | None:
     nout = nc + 1 if mode == "wide" else nc
     out = torch.empty((nout, rows), dtype=dtype)
     ok = torch.empty(rows, dtype=torch.bool)  # per row 1 (good), 2 (good, a square by the second pass) or 0
+    ex = torch.empty(rows, dtype=torch.int32) if mode == "scaled" else None
     if mode != "one_minus" or c == 1.0:
         cw, cptr = None, None
     else:
@@ -723,6 +798,7 @@ def rowsumsq(x: torch.Tensor, form: str, c: float = 1.0) -> Result | None:
             out.data_ptr() + r0 * item,
             rows,
             ok.data_ptr() + r0,
+            None if ex is None else ex.data_ptr() + r0 * 4,
         )
         for r0 in range(0, rows, step)
     ]
@@ -734,7 +810,7 @@ def rowsumsq(x: torch.Tensor, form: str, c: float = 1.0) -> Result | None:
         bad = rows - int(good.sum())
     else:
         good = codes != 0
-    return Result(out.view(nout, *shape).movedim(0, -1), good.view(shape), bad)
+    return Result(out.view(nout, *shape).movedim(0, -1), good.view(shape), bad, None if ex is None else ex.view(shape))
 
 
 def div(x: torch.Tensor, y: torch.Tensor) -> Result | None:
@@ -1073,4 +1149,4 @@ def atanh(x: torch.Tensor) -> Result | None:
     return _odd_finish(_reduced_log(x, "atanh"), x, 0.5)
 
 
-registry.register(add, mul, rowsumsq, div, sqrt, exp, log, sin, cos, tan, expm1, sinh, cosh, tanh, log1p, asinh, acosh, atanh)
+registry.register(add, mul, rowsumsq, tree_sum, div, sqrt, exp, log, sin, cos, tan, expm1, sinh, cosh, tanh, log1p, asinh, acosh, atanh)

@@ -58,7 +58,7 @@ from typing import Any, NamedTuple
 
 import torch
 
-from .. import arith, eft, elementary, fixed
+from .. import arith, eft, elementary, fixed, reduce
 from ..eft import unpack
 from .trace import Sym, SymVec, trace
 
@@ -1502,6 +1502,7 @@ def source(name: str, nc: int, part: str = "arith") -> str:
                     2,
                 )
             )
+        parts.append(_sum_kernel(name, 2))
         return "\n\n".join(parts) + "\n"
     parts.append(
         _kernel(
@@ -1576,6 +1577,7 @@ def source(name: str, nc: int, part: str = "arith") -> str:
         )
     )
     parts.append(_rowsumsq_kernel(name, nc))  # the rows of nc - 1 components, summed at nc
+    parts.append(_sum_kernel(name, nc))
     return "\n\n".join(parts) + "\n"
 
 
@@ -1620,9 +1622,13 @@ ROW_BLOCK = 64
 def _rowsumsq_kernel(name: str, w: int) -> str:
     """``mc_rowsumsq_{name}_{w}``: per row of ``n`` coordinates of ``w - 1`` components,
     :func:`hypermc.mcf.reduce.sumsq_wide` over the row (``mode`` 0: ``w`` components),
-    :func:`hypermc.mcf.reduce.sumsq` (``mode`` 2: that rounded to ``w - 1``) or
+    :func:`hypermc.mcf.reduce.sumsq` (``mode`` 2: that rounded to ``w - 1``),
     :func:`hypermc.mcf.reduce.one_minus_sumsq` (``mode`` 1: ``1 - c |x|^2`` rounded to
-    ``w - 1`` components; ``cw`` the ``w`` components of ``c``, or null for ``c = 1``).
+    ``w - 1`` components; ``cw`` the ``w`` components of ``c``, or null for ``c = 1``) or
+    :func:`hypermc.mcf.reduce.norm`'s scaled sum of squares (``mode`` 3: ``e`` the
+    exponent of the row's largest leading component as ``torch.frexp`` gives it, 0 for
+    0, inf and NaN, written to ``ex``; the coordinates times ``2^-e`` in two exact steps
+    as ``reduce._scale`` multiplies them; then mode 2).
 
     The same operations in the same order as those torch functions: each square is
     arith.mul's fixed network at ``w`` components on the coordinate padded with a zero,
@@ -1642,13 +1648,14 @@ def _rowsumsq_kernel(name: str, w: int) -> str:
     nin = w - 1
     rounding = round_body(w, nin)
     # the squares' X and Y: the coordinate's components padded with a zero
-    padded = f"((k) < {nin} ? xi[j * xsr + (k) * xsc] : T(0))"
+    # (scaled by f1 f2: 1 but in mode 3)
+    padded = f"((k) < {nin} ? mc_mul(mc_mul(xi[j * xsr + (k) * xsc], f1[j]), f2[j]) : T(0))"
     s_k = "s[(k) * B + j]"
     out = [
         f"// Row sums of squares (mode 0, {w} components; mode 2, rounded to {nin}) or 1 - c |x|^2 (mode 1, {nin}) of rows of n",
         f"// coordinates of {nin} components at x + r * xsr + i * xsi + k * xsc; returns the rows with ok = 0",
         f'extern "C" int64_t mc_rowsumsq_{name}_{w}(int64_t rows, int64_t n, const {ctype} *x, int64_t xsr, int64_t xsi, '
-        f"int64_t xsc, int mode, const {ctype} *cw, {ctype} *out, int64_t os, uint8_t *ok) {{",
+        f"int64_t xsc, int mode, const {ctype} *cw, {ctype} *out, int64_t os, uint8_t *ok, int32_t *ex) {{",
         f"  using T = {ctype};",
         "  constexpr T CANCEL = T(1) / (T(64) * (std::numeric_limits<T>::epsilon() / T(2)));",
         "  (void)CANCEL;",
@@ -1658,10 +1665,31 @@ def _rowsumsq_kernel(name: str, w: int) -> str:
         f"  const int64_t B = std::max<int64_t>(1, std::min<int64_t>({{BMAX, rows, (int64_t(1) << 21) / std::max<int64_t>(1, n * {w})}}));",
         f"  std::unique_ptr<T[]> buf(new T[(n > 0 ? n : 1) * {w} * B]);",
         "  uint8_t good[BMAX], used[BMAX], fix[BMAX];",
+        "  T f1[BMAX], f2[BMAX];",
         "  int64_t bad = 0;",
         "  for (int64_t r0 = 0; r0 < rows; r0 += B) {",
         "    const int64_t m = std::min<int64_t>(B, rows - r0);",
-        "    for (int64_t j = 0; j < m; ++j) good[j] = 1, used[j] = 0;",
+        "    for (int64_t j = 0; j < m; ++j) good[j] = 1, used[j] = 0, f1[j] = T(1), f2[j] = T(1);",
+        "    if (mode == 3) {  // reduce.norm's scaling: 2^-e, e the exponent of the largest |x_i0|",
+        "      T big[BMAX];",
+        "      for (int64_t j = 0; j < m; ++j) big[j] = T(0);",
+        "      for (int64_t i = 0; i < n; ++i)",
+        "#pragma omp simd",
+        "        for (int64_t j = 0; j < m; ++j) {  // torch.amax: NaN wins",
+        "          const T a = mc_fabs(x[(r0 + j) * xsr + i * xsi]);",
+        "          big[j] = mc_select<T>((a > big[j]) | (a != a), a, big[j]);",
+        "        }",
+        "#pragma omp simd",
+        "      for (int64_t j = 0; j < m; ++j) {  // torch.frexp's exponent (0 for 0, inf and NaN), subnormals too",
+        "        const bool sub = (big[j] != T(0)) & (mc_field(big[j]) == 0);",
+        "        const T b = mc_select<T>(sub, mc_mul(big[j], mc_pow2<T>((mc_int<T>)Bits<T>::P)), big[j]);",
+        "        const mc_int<T> e = mc_expo(b) - (mc_int<T>)sub * (mc_int<T>)Bits<T>::P;",
+        "        const mc_int<T> k = -e, h = (k - (k < 0)) / 2;  // floor(k / 2) (|k| <= 1100, so k - 1 stays exact)",
+        "        f1[j] = mc_pow2<T>(h);",
+        "        f2[j] = mc_pow2<T>(k - h);",
+        "        ex[r0 + j] = (int32_t)e;",
+        "      }",
+        "    }",
         "    for (int64_t i = 0; i < n; ++i) {  // the squares, padded to w components",
         f"      T *t = buf.get() + i * {w} * B;",
         "      const T *xi = x + r0 * xsr + i * xsi;",
@@ -1715,6 +1743,109 @@ def _rowsumsq_kernel(name: str, w: int) -> str:
         "    for (int64_t j = 0; j < m; ++j) {",
         "      ok[r0 + j] = good[j] ? (uint8_t)(1 + used[j]) : (uint8_t)0;",
         "      bad += !good[j];",
+        "    }",
+        "  }",
+        "  return bad;",
+        "}",
+    ]
+    return "\n".join(out)
+
+
+def _sum_level_body(nc: int, first: bool) -> list[str]:
+    """One level of :func:`hypermc.mcf.reduce.sum`'s tree on one element: ``reduce._absorb``
+    of the two halves' ``nc + 1`` slots (``X``: the first half's, ``Y``: the second's,
+    ``OUT``: the merged slots), the pairs ``reduce._tree`` forms; at the ``first`` level
+    the last slot (the guard) is still empty, so neither half's is read."""
+    net = _Net()
+    slots = nc + 1
+    used = nc if first else slots
+    a = [net.let(f"X({j})") for j in range(used)]
+    b = [net.let(f"Y({j})") for j in range(used)]
+    pairs: list[list[str]] = [[a[j], b[j]] for j in range(used)] + [[]] * (slots - used)
+    merged = trace(net, reduce._absorb, pairs)
+    return net.lines + [f"OUT({j}) = {m};" for j, m in enumerate(merged)]
+
+
+def _sum_finish_body(nc: int) -> list[str]:
+    """``reduce._finish`` of the root's ``nc + 1`` slots where it is ``eft.renormalize``'s
+    arithmetic-select path (``_sort_by_magnitude_finite``, then ``renormalize_finite``):
+    ``OK`` where the components and the rounded sum are finite. ``renormalize`` takes that
+    path for a whole batch only when all of it is finite, so the caller runs
+    ``reduce._finish`` on every root of a call with any element not ``OK``."""
+    net = _Net()
+    slots = [net.let(f"X({j})") for j in range(nc + 1)]
+
+    def finite_path(t: list[torch.Tensor]) -> tuple[list[torch.Tensor], torch.Tensor]:
+        comps, total = eft.renormalize_finite(eft._sort_by_magnitude_finite(t), nc)
+        ok = torch.isfinite(total)
+        for c in comps:
+            ok = ok & torch.isfinite(c)
+        return comps, ok
+
+    comps, ok = trace(net, finite_path, slots)
+    return net.lines + [f"OUT({j}) = {c};" for j, c in enumerate(comps)] + [f"OK = {ok};"]
+
+
+def _sum_kernel(name: str, nc: int) -> str:
+    """``mc_sum_{name}_{nc}``: :func:`hypermc.mcf.reduce.sum`'s pairwise tree over ``n``
+    terms of ``nc`` components, for ``cols`` independent sums, in one call; writes the
+    root's ``nc + 1`` slots (before ``reduce._finish``) planar, slot ``s`` of sum ``c`` at
+    ``out[s * os + c]``, and ``reduce._finish`` of them (:func:`_sum_finish_body`),
+    component ``k`` at ``fin[k * os + c]``; returns the number of sums whose finish is not
+    good (``fin`` is then not used: the caller finishes every root by the torch path).
+
+    The same operations in the same order as ``reduce._tree`` on ``reduce._component_slots``:
+    each level merges the first half with the second half by the traced ``reduce._absorb``
+    (its first level with the guard slot empty), an odd last term is carried to the next
+    level as it is (a zero guard slot at the first level). Nothing is checked: the tree is
+    made of error-free transformations and one plain sum, so every element is good.
+    Sums are processed in blocks of up to :data:`ROW_BLOCK`, each slot a plane of ``n``
+    rows of the block's sums, so every level is one vectorised loop over ``h`` rows; the
+    lanes past the last sum hold zeros."""
+    ctype = DTYPES[name][0]
+    slots = nc + 1
+
+    def level(body: list[str]) -> list[str]:
+        plane = "(k) * n * B + j"
+        return _block_loop(body, f"p[{plane}]", f"p[{plane} + h * B]", f"p[{plane}]", ["(void)okv;"], "      ")
+
+    out = [
+        f"// reduce.sum's tree over n terms of {nc} components at x + c * xsc + i * xsi + k * xsk, for cols sums;",
+        f"// the root's {slots} slots to out + s * os + c",
+        f'extern "C" int64_t mc_sum_{name}_{nc}(int64_t cols, int64_t n, const {ctype} *x, int64_t xsc, int64_t xsi, '
+        f"int64_t xsk, {ctype} *out, {ctype} *fin, int64_t os) {{",
+        f"  using T = {ctype};",
+        f"  constexpr int64_t BMAX = {ROW_BLOCK};",
+        "  // sums per block: fewer where there are few or long ones (the buffer stays <= 2^21 values unless one sum alone is longer)",
+        f"  const int64_t cap = (int64_t(1) << 21) / std::max<int64_t>(1, n * {slots});",
+        "  const int64_t B = std::max<int64_t>(1, std::min<int64_t>({BMAX, cols, cap}));",
+        f"  std::unique_ptr<T[]> buf(new T[std::max<int64_t>(1, n) * {slots} * B]);",
+        "  T *p = buf.get();",
+        "  int64_t bad = 0;",
+        "  for (int64_t c0 = 0; c0 < cols; c0 += B) {",
+        "    const int64_t width = std::min<int64_t>(B, cols - c0);",
+        f"    for (int64_t s = 0; s < {slots}; ++s)  // the components and an empty guard slot",
+        "      for (int64_t i = 0; i < n; ++i)",
+        "        for (int64_t j = 0; j < B; ++j)",
+        f"          p[(s * n + i) * B + j] = (s < {nc} && j < width) ? x[(c0 + j) * xsc + i * xsi + s * xsk] : T(0);",
+        "    bool first = true;",
+        "    for (int64_t len = n; len > 1; first = false) {  // pairwise: the first half plus the second half",
+        "      const int64_t h = len / 2;",
+        "      const int64_t m = h * B;",
+        "      if (first) {",
+        *level(_sum_level_body(nc, True)),
+        "      } else {",
+        *level(_sum_level_body(nc, False)),
+        "      }",
+        "      if (len % 2)",
+        f"        for (int64_t s = 0; s < {slots}; ++s) std::memcpy(p + (s * n + h) * B, p + (s * n + 2 * h) * B, sizeof(T) * B);",
+        "      len = h + len % 2;",
+        "    }",
+        f"    for (int64_t s = 0; s < {slots}; ++s)",
+        "      for (int64_t j = 0; j < width; ++j) out[s * os + c0 + j] = p[s * n * B + j];",
+        "    {",
+        "      const int64_t m = width;",
+        *_block_loop(_sum_finish_body(nc), "p[(k) * n * B + j]", None, "fin[(k) * os + c0 + j]", ["bad += !okv;"], "      "),
         "    }",
         "  }",
         "  return bad;",
