@@ -1,14 +1,17 @@
-"""Benchmark: MC reductions over the last dim (sums of squares, norms, the ball's deficit).
+"""Benchmark: MC reductions (sums, sums of squares, norms, the ball's deficit).
 
 For each op, nc and shape, in one run, medians of ``--repeats`` calls alternating:
 
-* *native*: the plain float64 op on the leading components (``(x * x).sum(-1)``,
-  ``torch.linalg.vector_norm``, ``1 - (x * x).sum(-1)``);
-* *MC*: the same op on the MCTensor (``hypermc.manifolds.math.common.sqnorm``,
-  ``torch.linalg.vector_norm``, ``hypermc.manifolds.math.ball.deficit``), as it runs by
-  default: for float32/float64 with nc = 2, 3 one row-kernel call per tensor on the CPU;
-* *per level*: the same MC op with the row kernel removed from the kernel registry, so it
-  runs one fused arith call per tree level and step (what CUDA runs), for comparison.
+* *native*: the plain float64 op on the leading components (``x.sum()``, ``x.sum(-1)``,
+  ``(x * x).sum(-1)``, ``torch.linalg.vector_norm``, ``1 - (x * x).sum(-1)``);
+* *MC*: the same op on the MCTensor (``x.sum()``, ``x.sum(-1)``,
+  ``hypermc.manifolds.math.common.sqnorm``, ``torch.linalg.vector_norm``,
+  ``hypermc.manifolds.math.ball.deficit``), as it runs by default: on the CPU one
+  ``mc_sum`` call per sum (float32/float64, nc = 2, 3, 4) and one row-kernel call per
+  tensor for the squares (nc = 2, 3);
+* *per level*: the same MC op with those two kernels removed from the kernel registry,
+  so it runs torch kernels (sums) or one fused arith call (squares) per tree level and
+  step (what CUDA runs), for comparison.
 
 Each MC time is also given as a ratio to native. One thread (``--threads``), float64,
 points from an explicit generator (``--seed``).
@@ -37,19 +40,24 @@ from hypermc.manifolds.math import ball, common
 from hypermc.mcf import registry
 
 
+#: The kernels that run a whole reduction in one call.
+_WHOLE = ("rowsumsq", "tree_sum")
+
+
 @contextlib.contextmanager
 def _per_level() -> Iterator[None]:
-    """The row kernel out of the registry (the MC ops then run one call per level)."""
-    kernel = registry._kernels.pop("rowsumsq", None)  # noqa: SLF001 - a benchmark switch
+    """The whole-reduction kernels out of the registry (the MC ops then run per level)."""
+    kernels = {name: registry._kernels.pop(name, None) for name in _WHOLE}  # noqa: SLF001 - a benchmark switch
     try:
         yield
     finally:
-        if kernel is not None:
-            registry._kernels["rowsumsq"] = kernel  # noqa: SLF001
+        for name, kernel in kernels.items():
+            if kernel is not None:
+                registry._kernels[name] = kernel  # noqa: SLF001
 
 
 def _times(fns: list[Callable[[], object]], repeats: int, per_level: int | None) -> list[float]:
-    """Median seconds of each function, calls alternating (``fns[per_level]`` without the row kernel)."""
+    """Median seconds of each function, calls alternating (``fns[per_level]`` without the whole-reduction kernels)."""
     runs: list[list[float]] = [[] for _ in fns]
     for r in range(repeats + 2):
         for i, fn in enumerate(fns):
@@ -63,6 +71,8 @@ def _times(fns: list[Callable[[], object]], repeats: int, per_level: int | None)
 
 
 OPS: dict[str, tuple[Callable[[torch.Tensor], torch.Tensor], Callable[[torch.Tensor], torch.Tensor]]] = {
+    "sum": (lambda x: x.sum(), lambda x: x.sum()),
+    "sum(-1)": (lambda x: x.sum(-1), lambda x: x.sum(-1)),
     "sqnorm": (lambda x: (x * x).sum(-1), lambda x: common.sqnorm(x)),
     "norm": (lambda x: torch.linalg.vector_norm(x, dim=-1), lambda x: torch.linalg.vector_norm(x, dim=-1)),
     "deficit": (lambda x: 1 - (x * x).sum(-1), lambda x: ball.deficit(x)),

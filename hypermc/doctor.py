@@ -27,12 +27,15 @@ ARITH = ("add", "sub", "mul", "div", "sqrt")
 #: Row reductions over the last dim, one kernel call per tensor (``mc_rowsumsq`` in the
 #: ``nc + 1`` arith library): sums of squares, norms and ``1 - c|x|^2`` (the ball's deficit).
 ROWS = ("sumsq",)
+#: Sums over any dims, the whole pairwise tree in one kernel call (``mc_sum`` in the arith
+#: library of the same nc).
+SUMS = ("sum",)
 #: Elementary functions (the float64 ``part="elementary"`` library).
 ELEMENTARY = ("exp", "log", "expm1", "log1p", "sin", "cos", "tan", "sinh", "cosh", "tanh", "asinh", "acosh", "atanh")
 #: The manifold kernels (:mod:`hypermc.manifolds.math.fused`: the trainer's and the
 #: evaluator's batched distances of the half-space, the ball and the hyperboloid).
 MANIFOLD = ("halfspace_dist", "ball_dist", "lorentz_dist")
-OPS = ARITH + ROWS + ELEMENTARY + MANIFOLD
+OPS = ARITH + SUMS + ROWS + ELEMENTARY + MANIFOLD
 DEVICES = ("cpu", "cuda")
 _DTYPES = {"float32": torch.float32, "float64": torch.float64}
 # float32 elementary functions whose torch path enters float64 as a double-word (nc = 3, 4)
@@ -73,6 +76,10 @@ def _library(op: str, dtype: torch.dtype, nc: int, device: str) -> tuple[tuple, 
         if device != "cpu":
             return "no row kernel on CUDA (one fused kernel per tree level and step)"
         return native._key(name, nc + 1, "arith", device), "rows"
+    if op in SUMS:
+        if device != "cpu":
+            return "no sum kernel on CUDA (torch kernels per tree level)"
+        return native._key(name, nc, "arith", device), "arith"
     if op in ARITH:
         if op in ("div", "sqrt") and engine_dtype(dtype, nc) is not None:
             return "computed in float64 arithmetic (no MC kernel needed)"

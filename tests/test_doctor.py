@@ -42,6 +42,8 @@ def test_not_built_yet_then_fused_after_build(fresh):
     assert (row.path, row.reason) == ("torch", "not built yet") and registry._states == {}
     (row,) = hm.backends("mul", "float64", 3, "cpu", build=True)
     assert (row.path, row.reason) == ("fused", "")
+    (row,) = hm.backends("sum", "float64", 3, "cpu")  # the sum tree: the same library
+    assert (row.path, row.reason) == ("fused", "")
     assert native.status(torch.float64, 3) == "in use"
     # the float32 nc = 3 exp runs on the float64 double-word kernel: its library's state
     (row,) = hm.backends("exp", "float32", 3, "cpu")
@@ -63,6 +65,7 @@ def test_ops_without_a_fused_kernel_say_why():
     assert by_key[("log", "float32", 3, "cpu")].reason == "argument prepared in float32 (no fused kernel)"
     assert by_key[("exp", "float32", 2, "cpu")].reason == "computed in float64 arithmetic (no MC kernel needed)"
     assert by_key[("halfspace_dist", "float64", 2, "cuda")].reason == "no CUDA kernel (CPU only)"
+    assert by_key[("sum", "float32", 4, "cuda")].reason == "no sum kernel on CUDA (torch kernels per tree level)"
     assert by_key[("lorentz_dist", "float64", 4, "cpu")].reason.startswith("no fused kernel at nc=4")
     if not torch.cuda.is_available():
         assert by_key[("add", "float64", 3, "cuda")].reason == "CUDA is not available"
