@@ -615,8 +615,6 @@ class Result(NamedTuple):
     out: torch.Tensor
     ok: torch.Tensor
     bad: int
-    #: per element, the exponent a scaled row kernel scaled by (:func:`rowsumsq`)
-    exponent: torch.Tensor | None = None
 
     def patched(self, general: Callable[..., torch.Tensor], *operands: torch.Tensor) -> torch.Tensor:
         """``out`` with the failed elements recomputed by ``general(*operands)`` (rows)."""
@@ -737,17 +735,27 @@ def tree_sum(t: torch.Tensor, axis: int, n: int) -> TreeSum | None:
     return TreeSum([s.reshape(kept) for s in out], None if bad else fin.t().reshape(*kept, nc))
 
 
+class ScaledRows(NamedTuple):
+    """:func:`rowsumsq`'s ``"scaled"`` result: :class:`Result`'s ``out``, ``ok`` and
+    ``bad``, and per row the ``exponent`` ``e`` its coordinates were scaled by (``2^-e``)."""
+
+    out: torch.Tensor
+    ok: torch.Tensor
+    bad: int
+    exponent: torch.Tensor
+
+
 #: The row kernel's modes (``mc_rowsumsq``).
 _ROW_MODES = {"wide": 0, "one_minus": 1, "rounded": 2, "scaled": 3}
 
 
-def rowsumsq(x: torch.Tensor, form: str, c: float = 1.0) -> Result | None:
+def rowsumsq(x: torch.Tensor, form: str, c: float = 1.0) -> Result | ScaledRows | None:
     """Over the last logical dim of a component tensor ``x`` ``(*, n, nc)`` (nc = 2, 3),
     ``form``: ``"wide"`` :func:`hypermc.mcf.reduce.sumsq_wide` (``nc + 1`` components),
     ``"rounded"`` :func:`hypermc.mcf.reduce.sumsq` (``nc``), ``"one_minus"``
     :func:`hypermc.mcf.reduce.one_minus_sumsq` (``1 - c |x|^2``, ``nc``) or ``"scaled"``
     (:func:`hypermc.mcf.reduce.norm`'s ``sumsq(x 2^-e)`` with ``e`` the exponent of the
-    row's largest leading component, in ``exponent``): one kernel call (``mc_rowsumsq``,
+    row's largest leading component, a :class:`ScaledRows`): one kernel call (``mc_rowsumsq``,
     in the ``nc + 1`` library) instead of one per tree level and step. ``ok`` false for
     the rows whose fast paths a check rejects (the caller recomputes them by its torch
     path; their ``exponent`` is right); None where the kernel does not apply (CUDA: the
@@ -810,7 +818,8 @@ def rowsumsq(x: torch.Tensor, form: str, c: float = 1.0) -> Result | None:
         bad = rows - int(good.sum())
     else:
         good = codes != 0
-    return Result(out.view(nout, *shape).movedim(0, -1), good.view(shape), bad, None if ex is None else ex.view(shape))
+    res = Result(out.view(nout, *shape).movedim(0, -1), good.view(shape), bad)
+    return res if ex is None else ScaledRows(*res, ex.view(shape))
 
 
 def div(x: torch.Tensor, y: torch.Tensor) -> Result | None:
