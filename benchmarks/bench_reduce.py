@@ -39,7 +39,6 @@ from hypermc import _results
 from hypermc.manifolds.math import ball, common
 from hypermc.mcf import registry
 
-
 #: The kernels that run a whole reduction in one call.
 _WHOLE = ("rowsumsq", "tree_sum")
 

@@ -27,8 +27,8 @@ ARITH = ("add", "sub", "mul", "div", "sqrt")
 #: Row reductions over the last dim, one kernel call per tensor (``mc_rowsumsq`` in the
 #: ``nc + 1`` arith library): sums of squares, norms and ``1 - c|x|^2`` (the ball's deficit).
 ROWS = ("sumsq",)
-#: Sums over any dims, the whole pairwise tree in one kernel call (``mc_sum`` in the arith
-#: library of the same nc).
+#: Sums over any dims: the whole pairwise tree in one kernel call on the CPU (``mc_sum`` in
+#: the arith library of the same nc), one launch per tree level on CUDA.
 SUMS = ("sum",)
 #: Elementary functions (the float64 ``part="elementary"`` library).
 ELEMENTARY = ("exp", "log", "expm1", "log1p", "sin", "cos", "tan", "sinh", "cosh", "tanh", "asinh", "acosh", "atanh")
@@ -77,8 +77,8 @@ def _library(op: str, dtype: torch.dtype, nc: int, device: str) -> tuple[tuple, 
             return "no row kernel on CUDA (one fused kernel per tree level and step)"
         return native._key(name, nc + 1, "arith", device), "rows"
     if op in SUMS:
-        if device != "cpu":
-            return "no sum kernel on CUDA (torch kernels per tree level)"
+        if device != "cpu" and nc not in native_cuda.SUM_NCS:
+            return f"no sum kernels at nc={nc} on CUDA (a tree level would take {2 * (nc + 1)} inputs; jiterator takes 8)"
         return native._key(name, nc, "arith", device), "arith"
     if op in ARITH:
         if op in ("div", "sqrt") and engine_dtype(dtype, nc) is not None:

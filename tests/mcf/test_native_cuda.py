@@ -23,7 +23,7 @@ import torch
 from hypothesis import Phase, given, settings
 from hypothesis import strategies as st
 
-from hypermc.mcf import arith, elementary, native
+from hypermc.mcf import arith, elementary, native, reduce
 from hypermc.mcf.eft import float_format, renormalize, sqrt_rn
 from hypermc.mcf.native import cuda as native_cuda
 from hypermc.mcf.native import source as native_source
@@ -348,6 +348,9 @@ def _edge_cases(name: str, nc: int) -> dict[str, tuple]:
         cases["sqrt"] = (arith.sqrt, (_sqrt_operands(x, nc),))
     if (name, nc) == ("f32", 2):
         cases["long division"] = (lambda a, b: arith._long_division(a, b, 2), (x, y))
+    cases["sum"] = (lambda a, b: reduce.sum(a[torch.isfinite(a).all(-1)], 0), (x, y))  # one sum of the finite rows
+    cases["sums of pairs"] = (lambda a, b: reduce.sum(torch.stack([a, b]), 0), (x, y))
+    cases["sums of three"] = (lambda a, b: reduce.sum(torch.stack([a, b, a]), 0), (x, y))  # an odd count
     return cases
 
 
@@ -400,6 +403,8 @@ def _kernel_calls(config: tuple, cpp, x: torch.Tensor, y: torch.Tensor) -> list[
             # the arguments as native._self_check scales them, and the raw edge rows
             arg = {"log_reduce": ax, "acosh_reduce": ax * 16.0, "atanh_reduce": x * 2.0**-21}.get(op, x)
             calls += [(op, [a], (), k.components) for a in (arg, arg * 2.0**-14)]
+        elif op.startswith("sum_"):
+            continue  # one launch per tree level, which the C++ library runs in one call: compared through reduce.sum
         else:
             raise AssertionError(f"no operands for the kernel {op!r}")
     return calls
@@ -626,6 +631,40 @@ def test_host_build_broadcasting_and_layouts(host_dir):
         for x, y in cases:
             for op, f in OPS.items():
                 assert _same_bits(f(x, y), _torch_kernels(f, x, y)), (op, tuple(x.shape), tuple(y.shape))
+
+
+@needs_compiler
+@pytest.mark.parametrize("config", [c for c in native_cuda.KERNELS if c[2] == "arith"], ids=str)
+def test_host_build_sum_tree_same_bits(config, host_dir):
+    """reduce.sum through the CUDA sum kernels (one launch per tree level, the finish),
+    compiled for the host: the torch tree's bits for one sum, rows, columns, several dims,
+    odd and even counts, cancellation, and inf/NaN (finished by the torch path); nc = 4
+    has no such kernels (a later level would need ten inputs) and takes the torch tree."""
+    name, nc, _ = config
+    dtype = DTYPES[name]
+    backend = _host_backend(name, nc, "arith", host_dir)
+    gen = torch.Generator().manual_seed(nc)
+    x = hm_components(torch.randn(7, 6, 5, generator=gen, dtype=torch.float64) * 1e3, nc, dtype)
+    x[1] = -x[0] * (1 + 2.0**-40)  # cancellation
+    bad = x.clone()
+    bad[2, 3, 1] = math.inf
+    bad[4, 0, 0] = math.nan
+    cases = [(x, None), (x, -1), (x, 0), (x, (0, 2)), (x[:1, :1, :1], None), (x[:, :1], 1), (bad, -1), (bad, None)]
+    with pytest.MonkeyPatch.context() as mp:
+        _install(mp, backend, dtype)
+        fused = native.tree_sum(x.reshape(-1, nc), 0, x[..., 0].numel())
+        assert (fused is None) == (nc == 4)
+        for t, dim in cases:
+            got = reduce.sum(t, dim)
+            assert _same_bits(got, _torch_kernels(reduce.sum, t, dim)), (dim, tuple(t.shape))
+    if nc < 4:
+        assert {f"hypermc_sum_{k}_{name}_{nc}" for k in ("first", "level", "finish")} <= _launched
+
+
+def hm_components(values: torch.Tensor, nc: int, dtype: torch.dtype) -> torch.Tensor:
+    """The components of the nearest MC numbers of ``values`` (float64) times ``1 + 2^-40``
+    (full expansions), of component dtype ``dtype``."""
+    return arith.mul_float(arith.from_engine(values, dtype, nc), torch.full(values.shape, 1 + 2.0**-40, dtype=dtype))
 
 
 # ----------------------------------------------------------------- on the device

@@ -352,12 +352,13 @@ def _self_check(lib: Kernels, dtype: torch.dtype, nc: int, part: str = "arith", 
             ops[f"row 1 - |x|^2, n={n}"] = functools.partial(_on_fixed, reduce.one_minus_sumsq, rows * 2.0**-4)
             ops[f"row 1 - 3|x|^2, n={n}"] = functools.partial(_on_fixed, functools.partial(reduce.one_minus_sumsq, c=3.0), rows)
             ops[f"row norms (scaled), n={n}"] = functools.partial(_on_fixed, functools.partial(reduce.norm, dim=-1), rows)
-    if part == "arith" and device_type == "cpu":
+    if part == "arith":
         # the sum tree: one sum over many terms, a sum per row (an odd and an even count), per
         # column (a strided axis), over several dims; infinities and NaN among the terms
         xs = _self_check_inputs(dtype, nc)[0]
         xs[7] = math.inf
         xs[9] = math.nan
+        xs = xs.to(device_type)
         ops["sum of all"] = functools.partial(_on_fixed, reduce.sum, xs[:1000])
         ops["sum of all, inf and NaN"] = functools.partial(_on_fixed, reduce.sum, xs)
         for n in (7, 8):
@@ -701,19 +702,21 @@ def tree_sum(t: torch.Tensor, axis: int, n: int) -> TreeSum | None:
     tree level: the root's ``nc + 1`` slots (tensors of shape ``kept``, what
     ``reduce._tree`` hands to ``reduce._finish``) and, where ``renormalize``'s finite path
     holds for every sum, their finish. The same operations in the same order, so the same
-    bits (checked when the library loads). None where the kernel does not apply (CUDA: the
-    per-level torch kernels run there).
+    bits (checked when the library loads). CUDA: one launch per tree level
+    (:func:`_tree_sum_levels`). None where no kernel applies.
 
     Example:
         >>> t = torch.tensor([[1e20, 0.0], [1.0, 2.0**-60], [-1e20, 0.0]], dtype=torch.float64)
         >>> r = tree_sum(t, 0, 3)  # None without a C++ compiler
-        >>> r is None or ([float(s) for s in r.root], r.finished.tolist()) == ([1.0, 2.0**-60, 0.0], [1.0, 2.0**-60])
+        >>> r is None or ([float(s) for s in r.root], r.finished.tolist()) == ([0.0, 1.0, 2.0**-60], [1.0, 2.0**-60])
         True
     """
     nc = t.shape[-1]
     lib = _eligible(t)
-    if lib is None or isinstance(lib, native_cuda.Backend) or n < 1:
+    if lib is None or n < 1:
         return None
+    if isinstance(lib, native_cuda.Backend):
+        return _tree_sum_levels(lib, t, axis, n)
     kept = t.shape[1:-1] if axis == 0 else t.shape[:-2]
     cols = math.prod(kept)
     v = t.reshape(n, cols, nc) if axis == 0 else t.reshape(cols, n, nc)
@@ -743,6 +746,33 @@ class ScaledRows(NamedTuple):
     ok: torch.Tensor
     bad: int
     exponent: torch.Tensor
+
+
+def _tree_sum_levels(lib: native_cuda.Backend, t: torch.Tensor, axis: int, n: int) -> TreeSum | None:
+    """:func:`tree_sum` by the CUDA kernels: one launch per level of ``reduce._tree``
+    (``sum_first``, then ``sum_level``: the first half's slots and the second half's
+    merged; an odd last term carried by a concatenation, as the torch tree carries it,
+    with a zero guard slot at the first level) and one for the finish (``sum_finish``).
+    None at nc = 4 (no such kernels: too many operands for one launch)."""
+    nc = t.shape[-1]
+    if ("sum_level", 0) not in lib.kernels:
+        return None
+    cur = t if axis == 0 else t.movedim(axis, 0)  # (n, *kept, nc)
+    first = True
+    while n > 1:
+        h = n // 2
+        merged = _call(lib, "sum_first" if first else "sum_level", [cur[:h], cur[h : 2 * h]], (), nc + 1).out
+        if n % 2:
+            rest = cur[2 * h :]
+            if first:
+                rest = torch.cat([rest, torch.zeros_like(rest[..., :1])], dim=-1)  # the empty guard slot
+            merged = torch.cat([merged, rest], dim=0)
+        cur, n, first = merged, h + n % 2, False
+    if first:  # one term: its components and a zero guard slot
+        cur = torch.cat([cur, torch.zeros_like(cur[..., :1])], dim=-1)
+    root = cur[0]
+    fin = _call(lib, "sum_finish", [root], (), nc)
+    return TreeSum(list(root.unbind(-1)), None if fin.bad else fin.out)
 
 
 #: The row kernel's modes (``mc_rowsumsq``).

@@ -200,6 +200,8 @@ class Kernel(NamedTuple):
 #: Outputs (components and ``ok``) of one jiterator kernel at most: "This API only
 #: supports up to 8 inputs and 8 outputs" (``torch.cuda.jiterator``).
 MAX_OUTPUTS = 8
+#: Inputs (operand components) of one jiterator kernel at most (the same limit).
+MAX_INPUTS = 8
 
 
 #: Statements above which an entry function is not inlined: jiterator's kernel calls it
@@ -250,8 +252,8 @@ def _spec(name: str, nc: int) -> dict[tuple[str, int], tuple[list[str], dict[str
         }
         if ns.has_sqrt(name, 2):
             spec[("sqrt", 0)] = (ns._sqrt2_body(), {"x": 2}, ["lo", "hi"], 2, [])
-        return spec
-    return {
+        return spec | _sum_spec(nc)
+    return _sum_spec(nc) | {
         ("add", 1): (ns._add_body(nc, 1), {"x": nc, "y": 1}, ["sign"], nc, []),
         ("add", nc): (ns._add_body(nc, nc), {"x": nc, "y": nc}, ["sign"], nc, []),
         ("mul", 1): (ns._mul_body(nc, 1), {"x": nc, "y": 1}, [], nc, []),
@@ -262,6 +264,24 @@ def _spec(name: str, nc: int) -> dict[tuple[str, int], tuple[list[str], dict[str
         ("add_general", nc): (ns._add_general_body(nc), {"x": nc, "y": nc}, ["sign"], nc, []),
         ("mul_general", 1): (ns._mul_general_body(nc, 1), {"x": nc, "y": 1}, [], nc, []),
         ("mul_general", nc): (ns._mul_general_body(nc, nc), {"x": nc, "y": nc}, [], nc, []),
+    }
+
+
+#: The nc with the sum tree's kernels (:func:`_sum_spec`).
+SUM_NCS = tuple(nc for nc in ns.NCS if 2 * (nc + 1) <= MAX_INPUTS)
+
+
+def _sum_spec(nc: int) -> dict[tuple[str, int], tuple[list[str], dict[str, int], list[str], int, list[str]]]:
+    """The kernels of :func:`hypermc.mcf.reduce.sum`'s tree, one launch per level
+    (:func:`hypermc.mcf.native.tree_sum`): the first level (``nc`` slots a half), the
+    later ones (``nc + 1``) and the finish of the root's slots. None at nc = 4: a later
+    level's ten operands exceed jiterator's eight inputs."""
+    if nc not in SUM_NCS:
+        return {}
+    return {
+        ("sum_first", 0): (ns._sum_level_body(nc, True), {"x": nc, "y": nc}, [], nc + 1, []),
+        ("sum_level", 0): (ns._sum_level_body(nc, False), {"x": nc + 1, "y": nc + 1}, [], nc + 1, []),
+        ("sum_finish", 0): (ns._sum_finish_body(nc), {"x": nc + 1}, [], nc, []),
     }
 
 
@@ -344,8 +364,8 @@ class Backend:
     ``launch`` replaces jiterator (the tests run the kernels compiled for the host).
 
     Example:
-        >>> sorted(Backend("f64", 2).kernels)  # double-word: add and mul (also with a plain second operand), div, sqrt
-        [('add', 1), ('add', 2), ('div', 0), ('mul', 1), ('mul', 2), ('sqrt', 0)]
+        >>> sorted(Backend("f64", 2).kernels)  # double-word: add and mul (also with a plain second operand), div, sqrt, sum
+        [('add', 1), ('add', 2), ('div', 0), ('mul', 1), ('mul', 2), ('sqrt', 0), ('sum_finish', 0), ('sum_first', 0), ('sum_level', 0)]
         >>> ("sqrt", 0) in Backend("f32", 2).kernels  # float32 nc = 2: the square root in float64
         False
         >>> Backend("f32", 4).kernel("div", []).name
