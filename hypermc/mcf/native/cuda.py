@@ -387,10 +387,11 @@ class Backend:
         return self.kernels[(op, operands[1].shape[-1])]
 
     def call(
-        self, op: str, operands: list[torch.Tensor], extra: tuple, nc: int, nout: int | None = None
+        self, op: str, operands: list[torch.Tensor], extra: tuple, nc: int, nout: int | None = None, *, count: bool = True
     ) -> tuple[torch.Tensor, torch.Tensor, int]:
         """``op`` on the operands ``(*shape_i, m_i)``: ``(out, ok, bad)`` with ``out``
-        ``(*shape, nout)``, the fast-path mask ``ok`` and the number of its false elements.
+        ``(*shape, nout)``, the fast-path mask ``ok`` and the number of its false elements
+        (a host sync; ``count=False``: 0, for a kernel whose elements are all good).
 
         ``extra`` is the CPU kernels' argument tuple: ``(ny, sign)`` for add, ``(ny,)``
         for mul, ``(lo, hi)`` for sqrt, ``()`` otherwise.
@@ -412,4 +413,4 @@ class Backend:
             outs = (*outs[:-1], *self.launch(part, tensors, kwargs))
         out = torch.stack([o.expand(shape) for o in outs[:nout]], dim=-1)
         ok = (outs[-1] != 0).expand(shape)
-        return out, ok, int(ok.numel() - int(ok.sum()))
+        return out, ok, int(ok.numel() - int(ok.sum())) if count else 0
