@@ -175,6 +175,23 @@ def test_mc_distance_gradient_at_equal_points_is_zero():
     assert torch.equal(xa.grad.components, torch.zeros_like(xa.grad.components))
 
 
+def test_mc_distance_gradient_with_some_equal_points():
+    """Rows with ``x = y`` among others: the equal rows' distance and gradient are 0 (the
+    ``where`` path of the closed form and of ``safe_sqrt``), the others are the formula's
+    (the shortcut without ``where`` is taken only where no row is equal)."""
+    x, y = _pair(2, (4, 3), (4, 3), seed=7)
+    y = torch.cat([y[:1], x[1:2], y[2:]])  # row 1: coincident
+    xa, xb = x.clone().requires_grad_(), x.clone().requires_grad_()
+    d = B.dist(xa, y)
+    ref = B._measured(xb, y, c=1.0)[0]
+    assert torch.equal(d.components, ref.components) and float(d.detach()[1]) == 0.0
+    d.sum().backward()
+    ref.sum().backward()
+    assert torch.equal(xa.grad.components[1], torch.zeros_like(xa.grad.components[1]))
+    rows = [0, 2, 3]
+    assert _vec_err(xa.grad[rows], xb.grad[rows]) <= BOUNDS["grad"] * 2.0**-106
+
+
 def test_mc_distance_second_derivative_is_the_formulas():
     """``create_graph=True``: the gradient differentiates the formula's graph (no
     shortcut without a graph)."""

@@ -174,10 +174,13 @@ class _MCDist(torch.autograd.Function):
             got = iter(torch.autograd.grad(d, wrt, gd, create_graph=True))
             return (next(got) if need_x else None), (next(got) if need_y else None), None
         zero = common.lead(s) == 0
-        r = torch.sqrt(torch.where(zero, torch.ones_like(s), s))
+        none = common.nowhere(zero, s)  # the common case: no where (the same values)
+        r = torch.sqrt(s if none else torch.where(zero, torch.ones_like(s), s))
         n = common.ldexp(r, k)
         root = torch.sqrt(dx * dy + _scale_c(n * n, c))
-        alpha = torch.where(zero, torch.zeros_like(gd), gd * 2 / (r * root))  # times e
+        alpha = gd * 2 / (r * root)  # times e
+        if not none:
+            alpha = torch.where(zero, torch.zeros_like(gd), alpha)
         cn = _scale_c(n, c) * alpha * r  # 2 c n gd / R; the row's factor of x (y) is cn / D_x (cn / D_y)
         ae = e * alpha.unsqueeze(-1)
         gx = ae + x * (cn / dx).unsqueeze(-1) if need_x else None

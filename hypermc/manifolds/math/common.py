@@ -47,6 +47,7 @@ __all__ = [
     "row_blocked",
     "row_blocks_apply",
     "safe_sqrt",
+    "nowhere",
     "clamped_sqrt",
     "series_threshold",
     "tanhc",
@@ -344,6 +345,22 @@ def _where(cond: torch.Tensor, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor
     return torch.where(cond, a, b)
 
 
+def nowhere(cond: torch.Tensor, like: torch.Tensor) -> bool:
+    """Whether ``cond`` is false everywhere, asked only where the answer is cheap and a
+    ``where`` on ``like`` is not: an MCTensor on the CPU in eager mode (one host read of
+    a bool instead of a ``where`` and a constant, several MC kernel calls each). False
+    elsewhere (plain tensors, CUDA, ``torch.compile`` traces, ``torch.func``
+    transforms), so callers keep their ``where`` path there; both paths give the same
+    values and gradients.
+
+    Example:
+        >>> x = hm.mc([2.0, 3.0], nc=2, dtype=torch.float64)
+        >>> nowhere(lead(x) == 0, x), nowhere(lead(x) == 2, x), nowhere(lead(x).new_zeros(2) != 0, x.approx())
+        (True, False, False)
+    """
+    return isinstance(like, MCTensor) and like.device.type == "cpu" and all_true(~cond)
+
+
 #: Bytes of the input rows of one block of :func:`row_blocked`.
 ROW_BLOCK_BYTES = 1 << 21
 #: Elements of the first input below which :func:`row_blocked` makes one call.
@@ -436,6 +453,8 @@ def safe_sqrt(a: torch.Tensor) -> torch.Tensor:
         tensor([0.0000, 0.2500])
     """
     zero = lead(a) == 0
+    if nowhere(zero, a):
+        return torch.sqrt(a)
     s = torch.sqrt(_where(zero, torch.ones_like(a), a))
     return _where(zero, torch.zeros_like(a), s)
 
