@@ -55,7 +55,7 @@ from collections.abc import Callable, Sequence
 import torch
 
 from . import arith, registry
-from .eft import float_format, pow2, renormalize, two_prod, unpack
+from .eft import all_finite, float_format, pow2, renormalize, two_prod, unpack
 
 __all__ = [
     "sum",
@@ -587,7 +587,8 @@ def norm(x: torch.Tensor, dim: Dim = -1, keepdim: bool = False) -> torch.Tensor:
         e = torch.frexp(big)[1]  # 0 for zero, inf and NaN: no scaling
         ss = sumsq(_scale(x, -e), dims, keepdim=True)
     r = _scale(arith.sqrt(ss), e)
-    if x.shape[-1] > 1:  # a norm that overflows gets a zero tail
+    # a norm that overflows gets a zero tail (on the CPU one finiteness test skips the where)
+    if x.shape[-1] > 1 and not (r.device.type == "cpu" and all_finite(r[..., 0])):
         r = torch.where(torch.isfinite(r[..., :1]), r, arith.from_float(r[..., 0], x.shape[-1]))
     if not keepdim:
         r = r.reshape(*[s for d, s in enumerate(x.shape[:-1]) if d not in dims], x.shape[-1])
