@@ -415,20 +415,28 @@ def test_row_kernel_same_bits_as_the_torch_path(dtype, nc, op, data, n):
 @needs_compiler
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
 def test_row_kernel_second_pass_all_or_nothing(dtype):
-    """A zero coordinate's square goes through arith.mul's second pass inside the kernel
-    (the row is good); next to a rejected row (an all-zero one), those rows are rejected
-    too, as the torch path's second pass is all or nothing. The torch path's bits both
-    ways; one kernel call for a whole batch of rows."""
-    x = torch.zeros(5, 4, 3, dtype=dtype)
+    """An element a fixed network rejects (a zero coordinate's square, a sum of zero
+    squares, the rounding of an all-zero row) goes through the general network inside
+    the kernel (the row is good); next to a rejected row (one whose square overflows),
+    those rows are rejected too, as the torch path's second passes are all or nothing.
+    The torch path's bits both ways; one kernel call for a whole batch of rows."""
+    x = torch.zeros(6, 4, 3, dtype=dtype)
     x[..., 0] = 0.25
     x[1, 2, 0] = 0  # one zero coordinate
     x[3, 0, 0] = 0
+    x[4] = 0  # all zero: every square, sum and the rounding by the second pass
+    for form, f in (
+        ("one_minus", reduce.one_minus_sumsq),
+        ("wide", functools.partial(reduce.sumsq_wide, dim=-1)),
+        ("rounded", functools.partial(reduce.sumsq, dim=-1)),
+        ("scaled", functools.partial(reduce.norm, dim=-1)),
+    ):
+        res = native.rowsumsq(x, form)
+        assert res is not None and res.bad == 0 and bool(res.ok.all()), form
+        assert _same_bits(f(x), _torch_kernels(f, x)), form
+    x[5, 1, 0] = torch.finfo(dtype).max / 4  # its square overflows: rejected by both networks
     res = native.rowsumsq(x, "one_minus")
-    assert res is not None and res.bad == 0 and bool(res.ok.all())
-    assert _same_bits(reduce.one_minus_sumsq(x), _torch_kernels(reduce.one_minus_sumsq, x))
-    x[4] = 0  # all zero: 1 - |x|^2 is fine but the sum of zero squares is rejected
-    res = native.rowsumsq(x, "one_minus")
-    assert res.ok.tolist() == [True, False, True, False, False] and res.bad == 3
+    assert res.ok.tolist() == [True, False, True, False, False, False] and res.bad == 4
     assert _same_bits(reduce.one_minus_sumsq(x), _torch_kernels(reduce.one_minus_sumsq, x))
     assert native.rowsumsq(x[..., :1], "one_minus") is None  # plain values (nc = 1): not this kernel
     assert native.rowsumsq(torch.zeros(2, 3, 4, dtype=dtype), "one_minus") is None  # nc = 4: the tree

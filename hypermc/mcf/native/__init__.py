@@ -812,7 +812,7 @@ def rowsumsq(x: torch.Tensor, form: str, c: float = 1.0) -> Result | ScaledRows 
     rows, dtype, item = v.shape[0], v.dtype, v.element_size()
     nout = nc + 1 if mode == "wide" else nc
     out = torch.empty((nout, rows), dtype=dtype)
-    ok = torch.empty(rows, dtype=torch.bool)  # per row 1 (good), 2 (good, a square by the second pass) or 0
+    ok = torch.empty(rows, dtype=torch.bool)  # per row 1 (good), 2 (good, by a second pass) or 0
     ex = torch.empty(rows, dtype=torch.int32) if mode == "scaled" else None
     if mode != "one_minus" or c == 1.0:
         cw, cptr = None, None

@@ -1635,13 +1635,15 @@ def _rowsumsq_kernel(name: str, w: int) -> str:
     the squares are added pairwise by arith.add's fixed network (first half plus second
     half, level by level, an odd last element carried to the next level), then the
     product by ``c``, the subtraction from 1 and arith.round_to, each traced. A row is
-    good (``ok``) where every one of those fast paths' checks holds; elsewhere the caller
-    recomputes the row by the torch path (which then takes the general kernels for the
-    same elements). A square the fixed network rejects (a zero coordinate) is recomputed
-    by arith.mul's second pass, the general network (``mc_mul_general``), as the torch
-    path does; its row's ``ok`` is 2. That pass is all or nothing over a whole call (see
-    :func:`hypermc.mcf.native._second_pass`), so where any row of the call is rejected
-    (``ok`` 0) the caller rejects the rows with ``ok`` 2 too. Rows are processed in
+    good (``ok`` 1) where every one of those fixed networks' checks holds. An element a
+    fixed network rejects (a zero square, a sum of zeros, a zero row's rounding) is
+    recomputed by the general network the torch path takes for it (:func:`_checked_step`:
+    arith.mul's and arith.add's second pass, ``mc_mul_general`` / ``mc_add_general``, and
+    round_to's general renormalisation); its row's ``ok`` is 2. Those passes are all or
+    nothing over a whole batch (see :func:`hypermc.mcf.native._second_pass`), so where
+    any row of the call is rejected (``ok`` 0: a general network's check fails too, for
+    an overflowing square, say) the caller rejects the rows with ``ok`` 2 too and
+    recomputes them all by the torch path. Rows are processed in
     blocks of :data:`ROW_BLOCK`, planar in a block buffer, so every step is one
     vectorised loop over the block's rows."""
     ctype = DTYPES[name][0]
@@ -1665,6 +1667,7 @@ def _rowsumsq_kernel(name: str, w: int) -> str:
         f"  const int64_t B = std::max<int64_t>(1, std::min<int64_t>({{BMAX, rows, (int64_t(1) << 21) / std::max<int64_t>(1, n * {w})}}));",
         f"  std::unique_ptr<T[]> buf(new T[(n > 0 ? n : 1) * {w} * B]);",
         "  uint8_t good[BMAX], used[BMAX], fix[BMAX];",
+        f"  T tmp[{w} * BMAX];  // an in-place step's results until its second pass has read the operands",
         "  T f1[BMAX], f2[BMAX];",
         "  int64_t bad = 0;",
         "  for (int64_t r0 = 0; r0 < rows; r0 += B) {",
@@ -1693,24 +1696,7 @@ def _rowsumsq_kernel(name: str, w: int) -> str:
         "    for (int64_t i = 0; i < n; ++i) {  // the squares, padded to w components",
         f"      T *t = buf.get() + i * {w} * B;",
         "      const T *xi = x + r0 * xsr + i * xsi;",
-        *_block_loop(_mul_body(w, w), padded, padded, "t[(k) * B + j]", ["fix[j] = (uint8_t)okv;"], "      "),
-        "      int64_t rejected = 0;",
-        "      for (int64_t j = 0; j < m; ++j) rejected += !fix[j];",
-        "      if (rejected) {  // arith.mul's second pass (mc_mul_general) for the squares its check rejects",
-        *_block_loop(
-            _mul_general_body(w, w),
-            padded,
-            padded,
-            "g[k]",
-            [
-                f"for (int k = 0; k < {w}; ++k) t[k * B + j] = mc_select<T>(fix[j], t[k * B + j], g[k]);",
-                "used[j] |= (uint8_t)!fix[j];",
-                "good[j] &= (uint8_t)(fix[j] | okv);",
-            ],
-            "        ",
-            decls=[f"T g[{w}];"],
-        ),
-        "      }",
+        *_checked_step(_mul_body(w, w), _mul_general_body(w, w), padded, padded, "t[(k) * B + j]", w, "      "),
         "    }",
         "    const T sign = T(1);",
         "    for (int64_t len = n; len > 1;) {  // pairwise: the first half plus the second half",
@@ -1718,7 +1704,7 @@ def _rowsumsq_kernel(name: str, w: int) -> str:
         "      for (int64_t i = 0; i < h; ++i) {",
         f"        T *a = buf.get() + i * {w} * B;",
         f"        const T *c2 = buf.get() + (h + i) * {w} * B;",
-        *_block_loop(_add_body(w, w), "a[(k) * B + j]", "c2[(k) * B + j]", "a[(k) * B + j]", ["good[j] &= (uint8_t)okv;"], "        "),
+        *_checked_step(_add_body(w, w), _add_general_body(w), "a[(k) * B + j]", "c2[(k) * B + j]", "a[(k) * B + j]", w, "        ", in_place=True),
         "      }",
         f"      if (len % 2) std::memcpy(buf.get() + h * {w} * B, buf.get() + 2 * h * {w} * B, sizeof(T) * {w} * B);",
         "      len = h + len % 2;",
@@ -1731,14 +1717,14 @@ def _rowsumsq_kernel(name: str, w: int) -> str:
         "        for (int64_t j = 0; j < m; ++j) out[k * os + r0 + j] = s[k * B + j];",
         "    } else {",
         "      if (mode == 1 && cw != nullptr) {  // arith.mul(s, c)",
-        *_block_loop(_mul_body(w, w), s_k, "cw[k]", s_k, ["good[j] &= (uint8_t)okv;"], "        "),
+        *_checked_step(_mul_body(w, w), _mul_general_body(w, w), s_k, "cw[k]", s_k, w, "        ", in_place=True),
         "      }",
         "      if (mode == 1) {",
         "        const T sign = T(-1);  // arith.sub(1, s)",
-        *_block_loop(_add_body(w, w), "((k) == 0 ? T(1) : T(0))", s_k, s_k, ["good[j] &= (uint8_t)okv;"], "        "),
+        *_checked_step(_add_body(w, w), _add_general_body(w), "((k) == 0 ? T(1) : T(0))", s_k, s_k, w, "        ", in_place=True),
         "      }",
         # arith.round_to(s or 1 - c s, w - 1)
-        *_block_loop(rounding, s_k, None, "out[(k) * os + r0 + j]", ["good[j] &= (uint8_t)okv;"], "      "),
+        *_checked_step(rounding, _sum_finish_body(nin), s_k, None, "out[(k) * os + r0 + j]", nin, "      "),
         "    }",
         "    for (int64_t j = 0; j < m; ++j) {",
         "      ok[r0 + j] = good[j] ? (uint8_t)(1 + used[j]) : (uint8_t)0;",
@@ -1749,6 +1735,47 @@ def _rowsumsq_kernel(name: str, w: int) -> str:
         "}",
     ]
     return "\n".join(out)
+
+
+def _checked_step(
+    fixed: list[str], general: list[str], x: str, y: str | None, out: str, nout: int, indent: str, *, in_place: bool = False
+) -> list[str]:
+    """One step of :func:`_rowsumsq_kernel` over a block's rows as arith runs it: the
+    ``fixed`` network, then, on the elements whose check it fails, the ``general`` one
+    (``_second_pass`` of arith's kernels; for round_to the general renormalisation), whose
+    results replace them. A row with such an element is good only by the second pass
+    (``used``); where the general network's check fails too, the row is rejected.
+    ``in_place``: ``out`` overwrites the operands, so the results wait in ``tmp`` until
+    the second pass has read them."""
+    target = "tmp[(k) * BMAX + j]" if in_place else out
+    lines = [
+        *_block_loop(fixed, x, y, target, ["fix[j] = (uint8_t)okv;"], indent),
+        indent + "{",
+        indent + "  int64_t rejected = 0;",
+        indent + "  for (int64_t j = 0; j < m; ++j) rejected += !fix[j];",
+        indent + "  if (rejected) {",
+        *_block_loop(
+            general,
+            x,
+            y,
+            "g[k]",
+            [
+                f"for (int k = 0; k < {nout}; ++k) {target} = mc_select<T>(fix[j], {target}, g[k]);",
+                "used[j] |= (uint8_t)!fix[j];",
+                "good[j] &= (uint8_t)(fix[j] | okv);",
+            ],
+            indent + "    ",
+            decls=[f"T g[{nout}];"],
+        ),
+        indent + "  }",
+        indent + "}",
+    ]
+    if in_place:
+        lines += [
+            indent + f"for (int k = 0; k < {nout}; ++k)",
+            indent + "  for (int64_t j = 0; j < m; ++j) " + out + " = tmp[(k) * BMAX + j];",
+        ]
+    return lines
 
 
 def _sum_level_body(nc: int, first: bool) -> list[str]:
