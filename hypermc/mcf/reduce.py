@@ -777,16 +777,26 @@ def scatter(base: torch.Tensor, target: torch.Tensor, vals: torch.Tensor, reduce
     """
     nc = builtins.max(base.shape[-1], vals.shape[-1])
     base, vals = arith.pad(base, nc), arith.pad(vals, nc)
-    flat = base.reshape(-1, *vals.shape[1:])
+    row = vals.shape[1:-1]
+    flat = base.reshape(math.prod(base.shape[: base.dim() - 1 - len(row)]), *row, nc)  # -1 is ambiguous for empty rows
     out = flat.clone()
     if target.numel() == 0:
+        return out.reshape(base.shape)
+    fused = registry.call("grouped_sums", vals, target, flat if include_self else None) if reduce in ("sum", "mean") else None
+    if fused is not None:  # the sums below in one kernel call, reading the values in place
+        slots, counts = fused.slots, fused.counts
+        red = fused.finished if fused.finished is not None else _finish(list(fused.root), nc)
+        if reduce == "mean":
+            red = div_counts(red, counts.reshape(-1, *[1] * (red.dim() - 2)).expand(red.shape[:-1]))
+        out[slots] = red
         return out.reshape(base.shape)
     slots = torch.unique(target)  # sorted: the order of the runs below
     if include_self:
         target = torch.cat([slots, target])
         vals = torch.cat([flat[slots], vals])
     order = torch.argsort(target, stable=True)
-    target, vals = target[order], vals[order]
+    # index_select: several times faster than advanced indexing for rows of components
+    target, vals = target[order], vals.index_select(0, order)
     if reduce in ("sum", "mean"):
         red = _run_sums(vals, target)
         if reduce == "mean":

@@ -596,6 +596,96 @@ def test_sum_kernel_does_not_apply():
     assert native.tree_sum(x.requires_grad_(), 0, 5) is None
 
 
+# ------------------------------------------------------------ grouped sums (scatter)
+
+
+def _scatter(base, target, vals, how, include_self):
+    return reduce.scatter(base, target, vals, how, include_self=include_self)
+
+
+@needs_compiler
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("nc", NCS)
+@pytest.mark.parametrize("row", [(), (3,), (2, 5)], ids=str)
+@_cap(6)
+@given(data=st.data(), m=st.sampled_from([1, 2, 7, 40]), slots=st.sampled_from([1, 3, 12]))
+def test_grouped_sums_same_bits_as_the_torch_path(dtype, nc, row, data, m, slots):
+    """reduce.scatter's sums and means through one mc_runsum call against the torch
+    path's per-level tree: random expansions with zeros and cancelling pairs, random
+    targets (runs of 1 to m values; slots nothing targets), with and without the base
+    values, planar and interleaved values, a base of fewer components."""
+    emax = math.frexp(torch.finfo(dtype).max)[1]
+    draw = functools.partial(expansions, dtype, nc, allow_zero=True, min_exp=-emax // 2, max_exp=emax // 2 - 12)
+    vals = data.draw(draw(shape=(m, *row)))
+    base = data.draw(draw(shape=(slots, *row)))
+    target = torch.tensor(data.draw(st.lists(st.integers(0, slots - 1), min_size=m, max_size=m)), dtype=torch.int64)
+    if m > 1:
+        vals[1] = -vals[0]  # cancellation where both land in one slot
+    planar = vals.movedim(-1, 0).contiguous().movedim(0, -1)
+    for v in (vals, planar):
+        for how in ("sum", "mean"):
+            for include_self in (True, False):
+                args = (base, target, v, how, include_self)
+                assert _same_bits(_scatter(*args), _torch_kernels(_scatter, *args)), (how, include_self)
+    narrow = base[..., :1].contiguous()  # padded to nc by scatter
+    assert _same_bits(_scatter(narrow, target, vals, "sum", True), _torch_kernels(_scatter, narrow, target, vals, "sum", True))
+    calls = []
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setitem(registry._kernels, "grouped_sums", lambda *a: calls.append(1) or native.grouped_sums(*a))
+        reduce.scatter(base, target, vals, "sum")
+        reduce.scatter(base, target, vals, "amax")  # not a sum: the torch path
+    assert calls == [1]
+
+
+@needs_compiler
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("nc", NCS)
+def test_grouped_sums_edges(dtype, nc):
+    """Non-finite values (the kernel's finish is not renormalize's finite path: every
+    sum is finished by the torch path), one long run beside single values (fewer lanes
+    per block; single values still merged with zeros at every level), rows of no
+    values, and a target outside the base (no kernel: the torch path's error)."""
+    gen = torch.Generator().manual_seed(7)
+    vals = hm.mc(torch.randn(3000, 4, generator=gen, dtype=torch.float64), nc=nc, dtype=dtype).components.clone()
+    target = torch.randint(0, 50, (3000,), generator=gen)
+    target[:2500] = 7  # a run of about 2,550 values
+    base = torch.zeros(60, 4, nc, dtype=dtype)
+    for how in ("sum", "mean"):
+        args = (base, target, vals, how, True)
+        assert _same_bits(_scatter(*args), _torch_kernels(_scatter, *args))
+    res = native.grouped_sums(vals, target, base)
+    assert res is not None and res.finished is not None and int(res.counts.sum()) == 3000 + len(res.slots)
+    vals[5, 1] = math.inf
+    vals[2900, 2] = math.nan
+    assert native.grouped_sums(vals, target, base).finished is None
+    got = _scatter(base, target, vals, "sum", True)
+    assert _same_bits(got, _torch_kernels(_scatter, base, target, vals, "sum", True))
+    assert got[7, 1, 0] == math.inf and bool((got[7, 1, 1:] == 0).all())
+    empty = torch.zeros(5, 0, nc, dtype=dtype)
+    assert _scatter(empty[:2], torch.tensor([1, 1, 0, 1, 0]), empty, "sum", True).shape == (2, 0, nc)
+    assert native.grouped_sums(vals, target, base[:20]) is None  # slots 20-49 lie outside the base
+    with pytest.raises(IndexError):
+        _scatter(base[:20], target, vals, "sum", True)
+
+
+@needs_compiler
+def test_grouped_sums_thread_split():
+    """Runs split over torch's threads land where they belong (the same bits)."""
+    gen = torch.Generator().manual_seed(8)
+    vals = hm.mc(torch.randn(native._CHUNK, 4, generator=gen, dtype=torch.float64), nc=3).components
+    target = torch.randint(0, 1000, (native._CHUNK,), generator=gen)
+    base = hm.mc(torch.randn(1000, 4, generator=gen, dtype=torch.float64), nc=3).components
+    old = torch.get_num_threads()
+    try:
+        torch.set_num_threads(3)
+        threaded = reduce.scatter(base, target, vals, "sum")
+        torch.set_num_threads(1)
+        single = reduce.scatter(base, target, vals, "sum")
+    finally:
+        torch.set_num_threads(old)
+    assert _same_bits(threaded, single) and _same_bits(single, _torch_kernels(reduce.scatter, base, target, vals, "sum"))
+
+
 # ------------------------------------------------------------------ fused exp and log
 
 ELEMENTARY = {

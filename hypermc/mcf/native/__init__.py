@@ -78,7 +78,7 @@ from .source import NARROW_INPUTS, _Tables, elementary_kernels, has_sqrt
 from .source import source as generate
 
 __all__ = ["available", "status", "library", "library_status", "Result", "NCS", "ELEMENTARY_NCS", "NO_COMPILER"]
-__all__ += ["add", "mul", "rowsumsq", "tree_sum", "div", "sqrt", "exp", "log", "sin", "cos", "tan"]
+__all__ += ["add", "mul", "rowsumsq", "tree_sum", "grouped_sums", "div", "sqrt", "exp", "log", "sin", "cos", "tan"]
 __all__ += ["expm1", "sinh", "cosh", "tanh", "log1p", "asinh", "acosh", "atanh"]
 
 #: Component counts with native kernels.
@@ -192,6 +192,7 @@ def _declare(lib: ctypes.CDLL, name: str, nc: int, part: str = "arith") -> None:
         "div": pair + [vp, i64, vp],
         "sqrt": [i64, vp, i64, i64, dbl, dbl, vp, i64, vp],
         "sum": [i64, i64, vp, i64, i64, i64, vp, vp, i64],
+        "runsum": [i64, vp, vp, i64, i64, vp, i64, i64, i64, vp, vp, i64, i64, i64, vp, vp, i64],
     }
     if nc >= 3:  # the second passes of add and mul; the row sums of squares at nc components
         signatures["add_general"], signatures["mul_general"] = signatures["add"], signatures["mul"]
@@ -366,6 +367,19 @@ def _self_check(lib: Kernels, dtype: torch.dtype, nc: int, part: str = "arith", 
             ops[f"row sums, n={n}"] = functools.partial(_on_fixed, functools.partial(reduce.sum, dim=-1), rows)
             ops[f"column sums, n={n}"] = functools.partial(_on_fixed, functools.partial(reduce.sum, dim=0), rows)
         ops["sums over two dims"] = functools.partial(_on_fixed, functools.partial(reduce.sum, dim=(0, 2)), xs[:960].view(8, 12, 10, nc))
+        # the grouped sums (scatter / index_add): runs of 1 to about 130 entries, of values
+        # and of rows of 5 values, infinities and NaN among them
+        slot = torch.randint(0, 40, (xs.shape[0],), generator=torch.Generator().manual_seed(3))
+        slot[::7] = 5
+        slot = slot.to(device_type)
+        ops["grouped sums"] = functools.partial(_on_fixed, lambda v: reduce.scatter(v[:40] * 0, slot, v, "sum"), xs)
+        ops["grouped sums, no base"] = functools.partial(
+            _on_fixed, lambda v: reduce.scatter(v[:40], slot, v, "sum", include_self=False), xs
+        )
+        grouped = xs[: xs.shape[0] // 5 * 5].view(-1, 5, nc)
+        ops["grouped sums of rows"] = functools.partial(
+            _on_fixed, lambda v: reduce.scatter(v[:40] * 0, slot[: v.shape[0]], v, "sum"), grouped
+        )
     ints = {torch.float32: torch.int32, torch.float64: torch.int64}
     # the ops below reach the kernels through _load
     with registry.trial(_key(_NAMES[dtype], nc, part, device_type), lib):
@@ -736,6 +750,76 @@ def tree_sum(t: torch.Tensor, axis: int, n: int) -> TreeSum | None:
         ]
         bad = run_parallel(fn, calls, threads)
     return TreeSum([s.reshape(kept) for s in out], None if bad else fin.t().reshape(*kept, nc))
+
+
+class GroupedSums(NamedTuple):
+    """:func:`grouped_sums`'s result: the targeted ``slots`` (sorted), the number of
+    values summed into each (``counts``, the base value included), the roots' ``nc + 1``
+    slots and, where every sum's finish was good, the ``finished`` sums (else None)."""
+
+    slots: torch.Tensor
+    counts: torch.Tensor
+    root: list[torch.Tensor]
+    finished: torch.Tensor | None
+
+
+def grouped_sums(vals: torch.Tensor, target: torch.Tensor, base: torch.Tensor | None) -> GroupedSums | None:
+    """The sums of :func:`hypermc.mcf.reduce.scatter` (scatter_reduce's sum and mean,
+    index_add, the segment sums) by one kernel call (``mc_runsum``) instead of about
+    twenty torch kernels and three index gathers per level of ``reduce._run_sums``' tree:
+    ``vals`` ``(m, *row, nc)``, ``target`` ``(m,)`` the slot of each row, ``base``
+    ``(slots, *row, nc)`` whose targeted rows are summed first (``include_self``, read in
+    place) or None. The rows are summed in the order of a stable sort by slot, as the
+    torch path sums them: the same operations in the same order, so the same bits
+    (checked when the library loads). None where no kernel applies (CUDA: the
+    torch path) or a target lies outside ``base``.
+
+    Example:
+        >>> vals = torch.tensor([[1e20, 0.0], [1.0, 0.0], [5.0, 0.0], [-1e20, 0.0]], dtype=torch.float64)
+        >>> r = grouped_sums(vals, torch.tensor([0, 0, 1, 0]), None)  # None without a C++ compiler
+        >>> r is None or (r.slots.tolist(), r.counts.tolist(), r.finished.tolist()) == ([0, 1], [3, 1], [[1.0, 0.0], [5.0, 0.0]])
+        True
+    """
+    nc, m = vals.shape[-1], vals.shape[0]
+    lib = _eligible(vals) if base is None else _eligible(vals, base)
+    if lib is None or isinstance(lib, native_cuda.Backend) or m == 0 or target.dtype != torch.int64 or target.shape != (m,):
+        return None
+    row = vals.shape[1:-1]
+    width = math.prod(row)
+    order = torch.argsort(target, stable=True)
+    slots, counts = torch.unique_consecutive(target[order], return_counts=True)
+    runs, self = len(slots), int(base is not None)
+    if self and (int(slots[0]) < 0 or int(slots[-1]) >= base.shape[0]):  # type: ignore[union-attr]
+        return None  # the torch path reports it
+    starts = torch.zeros(runs + 1, dtype=torch.int64)
+    torch.cumsum(counts, 0, out=starts[1:])
+    levels = (int(counts.max()) + self - 1).bit_length()  # _run_sums' loop: until every rank is 0
+    # the rows in slot order: a gathered copy, one per component plane where the values
+    # are planar (as the kernels write them; an index_select across the planes gathers
+    # element by element, 10x slower). Read through the order inside the kernel instead,
+    # every run waited for its rows: 5x slower at 10^5 rows of 16.
+    v = vals.reshape(m, width, nc)
+    planes = v.movedim(-1, 0)
+    v = planes.index_select(1, order).movedim(0, -1) if planes.is_contiguous() else v.index_select(0, order)
+    b = None if base is None else base.reshape(base.shape[0], width, nc)
+    out = torch.empty((nc + 1, runs, width), dtype=vals.dtype)
+    fin = torch.empty((nc, runs, width), dtype=vals.dtype)
+    bad = 0
+    if width:
+        fn = getattr(lib, f"mc_runsum_{_NAMES[vals.dtype]}_{nc}")
+        threads = min(torch.get_num_threads(), max(1, m * width // _CHUNK))
+        step = -(-runs // threads)
+        item = v.element_size()
+        bargs = (None, None, 0, 0, 0) if b is None else (None, b.data_ptr(), *b.stride())
+        calls = [
+            (min(step, runs - r0), starts.data_ptr() + r0 * 8, None, levels, width, v.data_ptr(), *v.stride())
+            + (slots.data_ptr() + r0 * 8, *bargs[1:])
+            + (out.data_ptr() + r0 * width * item, fin.data_ptr() + r0 * width * item, runs * width)
+            for r0 in range(0, runs, step)
+        ]
+        bad = run_parallel(fn, calls, threads)
+    finished = None if bad else fin.movedim(0, -1).reshape(runs, *row, nc)
+    return GroupedSums(slots, counts + self, [s.reshape(runs, *row) for s in out], finished)
 
 
 class ScaledRows(NamedTuple):
@@ -1188,4 +1272,4 @@ def atanh(x: torch.Tensor) -> Result | None:
     return _odd_finish(_reduced_log(x, "atanh"), x, 0.5)
 
 
-registry.register(add, mul, rowsumsq, tree_sum, div, sqrt, exp, log, sin, cos, tan, expm1, sinh, cosh, tanh, log1p, asinh, acosh, atanh)
+registry.register(add, mul, rowsumsq, tree_sum, grouped_sums, div, sqrt, exp, log, sin, cos, tan, expm1, sinh, cosh, tanh, log1p, asinh, acosh, atanh)

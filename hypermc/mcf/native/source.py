@@ -1503,6 +1503,7 @@ def source(name: str, nc: int, part: str = "arith") -> str:
                 )
             )
         parts.append(_sum_kernel(name, 2))
+        parts.append(_run_sums_kernel(name, 2))
         return "\n\n".join(parts) + "\n"
     parts.append(
         _kernel(
@@ -1578,6 +1579,7 @@ def source(name: str, nc: int, part: str = "arith") -> str:
     )
     parts.append(_rowsumsq_kernel(name, nc))  # the rows of nc - 1 components, summed at nc
     parts.append(_sum_kernel(name, nc))
+    parts.append(_run_sums_kernel(name, nc))
     return "\n\n".join(parts) + "\n"
 
 
@@ -1873,6 +1875,101 @@ def _sum_kernel(name: str, nc: int) -> str:
         "    {",
         "      const int64_t m = width;",
         *_block_loop(_sum_finish_body(nc), "p[(k) * n * B + j]", None, "fin[(k) * os + c0 + j]", ["bad += !okv;"], "      "),
+        "    }",
+        "  }",
+        "  return bad;",
+        "}",
+    ]
+    return "\n".join(out)
+
+
+def _run_sums_kernel(name: str, nc: int) -> str:
+    """``mc_runsum_{name}_{nc}``: the sums of :func:`hypermc.mcf.reduce.scatter` (of
+    scatter_reduce, index_add and the segment reductions) as ``reduce._run_sums`` forms
+    them, for ``runs`` runs; each entry is a row of ``R`` values of ``nc`` components.
+    Run ``r`` is, where ``b`` is not null (``include_self``), the row ``bidx[r]`` of
+    ``b`` (at ``b + bidx[r] * bse + i * bsr + k * bsc``), then the rows ``idx[e]`` of
+    ``x`` (at ``x + idx[e] * xse + i * xsr + k * xsc``; row ``e`` where ``idx`` is null)
+    for ``starts[r] <= e < starts[r + 1]``. Writes every run's root slots (``nc + 1``, before ``reduce._finish``) planar,
+    slot ``s`` of value ``i`` of run ``r`` at ``out[s * os + r * R + i]``, and their
+    finish (:func:`_sum_finish_body`) to ``fin`` alike; returns the number of values
+    whose finish is not good (``fin`` is then not used: the caller finishes every root
+    by the torch path).
+
+    The same operations in the same order as ``_run_sums``: ``levels`` levels (the
+    torch path's count, set by the longest run, for every run), each merging the entries
+    of rank ``2i`` and ``2i + 1`` of a run by the traced ``reduce._absorb`` (the first
+    level with the guard slot empty), an entry without a partner (the last of an odd
+    run, or a run already down to one entry) merged with zeros. Nothing is checked.
+    A run's values are processed in blocks of a power of two ``B <= ``:data:`ROW_BLOCK`
+    lanes, each slot a plane of the run's entries, so a level is one vectorised loop
+    over its ``h B`` pairs of lanes; the lanes past the row's end hold zeros."""
+    ctype = DTYPES[name][0]
+    slots = nc + 1
+
+    def level(body: list[str]) -> list[str]:
+        pair = "p[(k) * n * B + j + ((j >> lb) << lb)]"  # entry 2i, lane j % B, for j < h B (i = j / B)
+        return _block_loop(body, pair, f"{pair[:-1]} + B]", "p[(k) * n * B + j]", [], "        ")
+
+    def odd(body: list[str]) -> list[str]:
+        return _block_loop(body, "p[((k) * n + 2 * h) * B + j]", "T(0)", "p[((k) * n + h) * B + j]", [], "        ")
+
+    out = [
+        f"// reduce.scatter's sums over runs of entries of R values of {nc} components (rows of b, then of x);",
+        f"// the roots' {slots} slots to out + s * os + r * R + i, their finish to fin",
+        f'extern "C" int64_t mc_runsum_{name}_{nc}(int64_t runs, const int64_t *starts, const int64_t *idx, int64_t levels, '
+        f"int64_t R, const {ctype} *x, int64_t xse, int64_t xsr, int64_t xsc, const int64_t *bidx, const {ctype} *b, "
+        f"int64_t bse, int64_t bsr, int64_t bsc, {ctype} *out, {ctype} *fin, int64_t os) {{",
+        f"  using T = {ctype};",
+        "  const int64_t self = b != nullptr;",
+        "  int64_t longest = 1;",
+        "  for (int64_t r = 0; r < runs; ++r) longest = std::max<int64_t>(longest, self + starts[r + 1] - starts[r]);",
+        "  // lanes: a power of two, fewer where the values are few or the runs long (the buffer stays <= 2^21 values)",
+        f"  const int64_t cap = (int64_t(1) << 21) / (longest * {slots});",
+        "  int lb = 0;",
+        f"  while ((int64_t(2) << lb) <= std::min<int64_t>({{{ROW_BLOCK}, R, cap}})) ++lb;",
+        "  const int64_t B = int64_t(1) << lb;",
+        f"  std::unique_ptr<T[]> buf(new T[longest * {slots} * B]);",
+        "  T *p = buf.get();",
+        "  int64_t bad = 0;",
+        "  for (int64_t r = 0; r < runs; ++r) {",
+        "    const int64_t n = self + starts[r + 1] - starts[r];",
+        "    for (int64_t c0 = 0; c0 < R; c0 += B) {",
+        "      const int64_t width = std::min<int64_t>(B, R - c0);",
+        "      for (int64_t i = 0; i < n; ++i) {  // the components and an empty guard slot",
+        "        const bool base = i < self;",
+        "        const int64_t e = starts[r] + i - self;",
+        "        const T *src = base ? b + bidx[r] * bse : x + (idx != nullptr ? idx[e] : e) * xse;",
+        "        const int64_t sr = base ? bsr : xsr, sc = base ? bsc : xsc;",
+        f"        for (int64_t s = 0; s < {slots}; ++s)",
+        "          for (int64_t j = 0; j < B; ++j)",
+        f"            p[(s * n + i) * B + j] = (s < {nc} && j < width) ? src[(c0 + j) * sr + s * sc] : T(0);",
+        "      }",
+        "      int64_t len = n;",
+        "      for (int64_t l = 0; l < levels; ++l) {  // the entries of rank 2i and 2i + 1 merged into entry i",
+        "        const int64_t h = len / 2;",
+        "        int64_t m = h * B;",
+        "        if (l == 0) {",
+        *level(_sum_level_body(nc, True)),
+        "        } else {",
+        *level(_sum_level_body(nc, False)),
+        "        }",
+        "        if (len % 2) {  // no partner: merged with zeros",
+        "          m = B;",
+        "          if (l == 0) {",
+        *odd(_sum_level_body(nc, True)),
+        "          } else {",
+        *odd(_sum_level_body(nc, False)),
+        "          }",
+        "        }",
+        "        len = h + len % 2;",
+        "      }",
+        f"      for (int64_t s = 0; s < {slots}; ++s)",
+        "        for (int64_t j = 0; j < width; ++j) out[s * os + r * R + c0 + j] = p[s * n * B + j];",
+        "      {",
+        "        const int64_t m = width;",
+        *_block_loop(_sum_finish_body(nc), "p[(k) * n * B + j]", None, "fin[(k) * os + r * R + c0 + j]", ["bad += !okv;"], "        "),
+        "      }",
         "    }",
         "  }",
         "  return bad;",
