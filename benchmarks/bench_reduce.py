@@ -1,15 +1,18 @@
-"""Benchmark: MC reductions (sums, sums of squares, norms, the ball's deficit).
+"""Benchmark: MC reductions (sums, grouped sums, sums of squares, norms, the ball's deficit).
 
 For each op, nc and shape, in one run, medians of ``--repeats`` calls alternating:
 
 * *native*: the plain float64 op on the leading components (``x.sum()``, ``x.sum(-1)``,
-  ``(x * x).sum(-1)``, ``torch.linalg.vector_norm``, ``1 - (x * x).sum(-1)``);
-* *MC*: the same op on the MCTensor (``x.sum()``, ``x.sum(-1)``,
+  ``index_add`` of the rows into a tenth as many slots (random, from the generator),
+  ``(x * x).sum(-1)``, the same of ``relu(x)`` (half the coordinates zero, as after a
+  GNN layer's ReLU; computed before the timing), ``torch.linalg.vector_norm``, ``1 - (x * x).sum(-1)``);
+* *MC*: the same op on the MCTensor (``x.sum()``, ``x.sum(-1)``, ``index_add``,
   ``hypermc.manifolds.math.common.sqnorm``, ``torch.linalg.vector_norm``,
   ``hypermc.manifolds.math.ball.deficit``), as it runs by default: on the CPU one
-  ``mc_sum`` call per sum (float32/float64, nc = 2, 3, 4) and one row-kernel call per
-  tensor for the squares (nc = 2, 3);
-* *per level*: the same MC op with those two kernels removed from the kernel registry,
+  ``mc_sum`` call per sum (float32/float64, nc = 2, 3, 4), one ``mc_runsum`` call per
+  grouped sum (nc = 2, 3, 4) and one row-kernel call per tensor for the squares
+  (nc = 2, 3);
+* *per level*: the same MC op with those three kernels removed from the kernel registry,
   so it runs torch kernels (sums) or one fused arith call (squares) per tree level and
   step (what CUDA runs), for comparison.
 
@@ -40,7 +43,7 @@ from hypermc.manifolds.math import ball, common
 from hypermc.mcf import registry
 
 #: The kernels that run a whole reduction in one call.
-_WHOLE = ("rowsumsq", "tree_sum")
+_WHOLE = ("rowsumsq", "tree_sum", "grouped_sums")
 
 
 @contextlib.contextmanager
@@ -69,10 +72,17 @@ def _times(fns: list[Callable[[], object]], repeats: int, per_level: int | None)
     return [statistics.median(r) for r in runs]
 
 
-OPS: dict[str, tuple[Callable[[torch.Tensor], torch.Tensor], Callable[[torch.Tensor], torch.Tensor]]] = {
+def _index_add(x: torch.Tensor, slots: torch.Tensor) -> torch.Tensor:
+    """``x``'s rows summed into ``len(x) // 10`` rows by ``slots``."""
+    return torch.index_add(torch.zeros_like(x[: len(x) // 10]), 0, slots, x)
+
+
+OPS: dict[str, tuple[Callable[..., torch.Tensor], Callable[..., torch.Tensor]]] = {
     "sum": (lambda x: x.sum(), lambda x: x.sum()),
     "sum(-1)": (lambda x: x.sum(-1), lambda x: x.sum(-1)),
+    "index_add": (_index_add, _index_add),
     "sqnorm": (lambda x: (x * x).sum(-1), lambda x: common.sqnorm(x)),
+    "sqnorm, half zeros": (lambda x: (x * x).sum(-1), lambda x: common.sqnorm(x)),  # of relu(x), made beforehand
     "norm": (lambda x: torch.linalg.vector_norm(x, dim=-1), lambda x: torch.linalg.vector_norm(x, dim=-1)),
     "deficit": (lambda x: 1 - (x * x).sum(-1), lambda x: ball.deficit(x)),
 }
@@ -97,10 +107,13 @@ def main() -> None:
     for rows in args.rows:
         for dim in args.dim:
             plain = torch.randn(rows, dim, generator=gen, dtype=torch.float64) / dim**0.5 * 0.9
+            slots = torch.randint(0, rows // 10, (rows,), generator=gen)
             for nc in args.nc:
                 x = hm.mc(plain, nc=nc) * (1 + 2.0**-30)  # full expansions
                 for name, (native_op, mc_op) in OPS.items():
-                    fns = [functools.partial(native_op, plain), functools.partial(mc_op, x), functools.partial(mc_op, x)]
+                    more = (slots,) if name == "index_add" else ()
+                    a, b = (torch.relu(plain), torch.relu(x)) if name == "sqnorm, half zeros" else (plain, x)
+                    fns = [functools.partial(native_op, a, *more), functools.partial(mc_op, b, *more), functools.partial(mc_op, b, *more)]
                     t_native, t_mc, t_level = _times(fns, args.repeats, 2)
                     print(
                         f"| {name} | {nc} | {rows:,} x {dim} | {t_native * 1e3:.3f} ms | {t_mc * 1e3:.3f} ms, "

@@ -30,12 +30,16 @@ ROWS = ("sumsq",)
 #: Sums over any dims: the whole pairwise tree in one kernel call on the CPU (``mc_sum`` in
 #: the arith library of the same nc), one launch per tree level on CUDA.
 SUMS = ("sum",)
+#: Grouped sums (scatter_reduce's sum and mean, index_add, the backward of index_select,
+#: gather and embedding; PyTorch Geometric's aggregations): every slot's tree in one kernel
+#: call on the CPU (``mc_runsum`` in the arith library of the same nc).
+GROUPED = ("scatter_sum",)
 #: Elementary functions (the float64 ``part="elementary"`` library).
 ELEMENTARY = ("exp", "log", "expm1", "log1p", "sin", "cos", "tan", "sinh", "cosh", "tanh", "asinh", "acosh", "atanh")
 #: The manifold kernels (:mod:`hypermc.manifolds.math.fused`: the trainer's and the
 #: evaluator's batched distances of the half-space, the ball and the hyperboloid).
 MANIFOLD = ("halfspace_dist", "ball_dist", "lorentz_dist")
-OPS = ARITH + SUMS + ROWS + ELEMENTARY + MANIFOLD
+OPS = ARITH + SUMS + GROUPED + ROWS + ELEMENTARY + MANIFOLD
 DEVICES = ("cpu", "cuda")
 _DTYPES = {"float32": torch.float32, "float64": torch.float64}
 # float32 elementary functions whose torch path enters float64 as a double-word (nc = 3, 4)
@@ -76,6 +80,10 @@ def _library(op: str, dtype: torch.dtype, nc: int, device: str) -> tuple[tuple, 
         if device != "cpu":
             return "no row kernel on CUDA (one fused kernel per tree level and step)"
         return native._key(name, nc + 1, "arith", device), "rows"
+    if op in GROUPED:
+        if device != "cpu":
+            return "no grouped-sum kernel on CUDA (the torch tree: its kernels per level)"
+        return native._key(name, nc, "arith", device), "arith"
     if op in SUMS:
         if device != "cpu" and nc not in native_cuda.SUM_NCS:
             return f"no sum kernels at nc={nc} on CUDA (a tree level would take {2 * (nc + 1)} inputs; jiterator takes 8)"
