@@ -192,7 +192,7 @@ def _declare(lib: ctypes.CDLL, name: str, nc: int, part: str = "arith") -> None:
         "div": pair + [vp, i64, vp],
         "sqrt": [i64, vp, i64, i64, dbl, dbl, vp, i64, vp],
         "sum": [i64, i64, vp, i64, i64, i64, vp, vp, i64],
-        "runsum": [i64, vp, vp, i64, i64, vp, i64, i64, i64, vp, vp, i64, i64, i64, vp, vp, i64],
+        "runsum": [i64, vp, i64, i64, vp, i64, i64, i64, vp, vp, i64, i64, i64, vp, vp, i64],
     }
     if nc >= 3:  # the second passes of add and mul; the row sums of squares at nc components
         signatures["add_general"], signatures["mul_general"] = signatures["add"], signatures["mul"]
@@ -797,7 +797,7 @@ def grouped_sums(vals: torch.Tensor, target: torch.Tensor, base: torch.Tensor | 
     # the rows in slot order: a gathered copy, one per component plane where the values
     # are planar (as the kernels write them; an index_select across the planes gathers
     # element by element, 10x slower). Read through the order inside the kernel instead,
-    # every run waited for its rows: 5x slower at 10^5 rows of 16.
+    # the gather was 5x slower at 10^5 rows of 16 (every run waited for its rows).
     v = vals.reshape(m, width, nc)
     planes = v.movedim(-1, 0)
     v = planes.index_select(1, order).movedim(0, -1) if planes.is_contiguous() else v.index_select(0, order)
@@ -812,7 +812,7 @@ def grouped_sums(vals: torch.Tensor, target: torch.Tensor, base: torch.Tensor | 
         item = v.element_size()
         bargs = (None, None, 0, 0, 0) if b is None else (None, b.data_ptr(), *b.stride())
         calls = [
-            (min(step, runs - r0), starts.data_ptr() + r0 * 8, None, levels, width, v.data_ptr(), *v.stride())
+            (min(step, runs - r0), starts.data_ptr() + r0 * 8, levels, width, v.data_ptr(), *v.stride())
             + (slots.data_ptr() + r0 * 8, *bargs[1:])
             + (out.data_ptr() + r0 * width * item, fin.data_ptr() + r0 * width * item, runs * width)
             for r0 in range(0, runs, step)

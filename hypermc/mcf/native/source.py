@@ -1887,75 +1887,91 @@ def _run_sums_kernel(name: str, nc: int) -> str:
     """``mc_runsum_{name}_{nc}``: the sums of :func:`hypermc.mcf.reduce.scatter` (of
     scatter_reduce, index_add and the segment reductions) as ``reduce._run_sums`` forms
     them, for ``runs`` runs; each entry is a row of ``R`` values of ``nc`` components.
-    Run ``r`` is, where ``b`` is not null (``include_self``), the row ``bidx[r]`` of
-    ``b`` (at ``b + bidx[r] * bse + i * bsr + k * bsc``), then the rows ``idx[e]`` of
-    ``x`` (at ``x + idx[e] * xse + i * xsr + k * xsc``; row ``e`` where ``idx`` is null)
-    for ``starts[r] <= e < starts[r + 1]``. Writes every run's root slots (``nc + 1``, before ``reduce._finish``) planar,
-    slot ``s`` of value ``i`` of run ``r`` at ``out[s * os + r * R + i]``, and their
-    finish (:func:`_sum_finish_body`) to ``fin`` alike; returns the number of values
-    whose finish is not good (``fin`` is then not used: the caller finishes every root
-    by the torch path).
+    Run ``r`` is, where ``b`` is not null (``include_self``), the row ``bidx[r]`` of ``b``
+    (at ``b + bidx[r] * bse + i * bsr + k * bsc``), then the rows ``starts[r] <= e <
+    starts[r + 1]`` of ``x`` (at ``x + e * xse + i * xsr + k * xsc``). Writes every run's
+    root slots (``nc + 1``, before ``reduce._finish``) planar, slot ``s`` of value ``i``
+    of run ``r`` at ``out[s * os + r * R + i]``, and their finish
+    (:func:`_sum_finish_body`) to ``fin`` alike; returns the number of values whose
+    finish is not good (``fin`` is then not used: the caller finishes every root by the
+    torch path).
 
     The same operations in the same order as ``_run_sums``: ``levels`` levels (the
     torch path's count, set by the longest run, for every run), each merging the entries
     of rank ``2i`` and ``2i + 1`` of a run by the traced ``reduce._absorb`` (the first
     level with the guard slot empty), an entry without a partner (the last of an odd
     run, or a run already down to one entry) merged with zeros. Nothing is checked.
-    A run's values are processed in blocks of a power of two ``B <= ``:data:`ROW_BLOCK`
-    lanes, each slot a plane of the run's entries, so a level is one vectorised loop
-    over its ``h B`` pairs of lanes; the lanes past the row's end hold zeros."""
+
+    Lanes: a block of consecutive runs is summed together, one lane per value of each
+    of its runs (up to :data:`ROW_BLOCK` lanes; a row longer than that is split), each
+    slot a plane of entries by lanes, so every step is one vectorised loop over the
+    lanes. A block's runs are padded with zero entries to its longest run: a zero entry
+    is exactly the zero partner of the torch path (merged with a zero entry, an entry
+    goes through the same operations on the same values), and zero entries merged with
+    each other stay zeros, so the padding changes no bit."""
     ctype = DTYPES[name][0]
     slots = nc + 1
 
     def level(body: list[str]) -> list[str]:
-        pair = "p[(k) * n * B + j + ((j >> lb) << lb)]"  # entry 2i, lane j % B, for j < h B (i = j / B)
-        return _block_loop(body, pair, f"{pair[:-1]} + B]", "p[(k) * n * B + j]", [], "        ")
+        return [
+            "        for (int64_t i = 0; i < h; ++i) {",
+            *_block_loop(body, "p[((k) * n + 2 * i) * W + j]", "p[((k) * n + 2 * i + 1) * W + j]", "p[((k) * n + i) * W + j]", [], "          "),
+            "        }",
+        ]
 
     def odd(body: list[str]) -> list[str]:
-        return _block_loop(body, "p[((k) * n + 2 * h) * B + j]", "T(0)", "p[((k) * n + h) * B + j]", [], "        ")
+        return _block_loop(body, "p[((k) * n + 2 * h) * W + j]", "T(0)", "p[((k) * n + h) * W + j]", [], "          ")
 
     out = [
         f"// reduce.scatter's sums over runs of entries of R values of {nc} components (rows of b, then of x);",
         f"// the roots' {slots} slots to out + s * os + r * R + i, their finish to fin",
-        f'extern "C" int64_t mc_runsum_{name}_{nc}(int64_t runs, const int64_t *starts, const int64_t *idx, int64_t levels, '
-        f"int64_t R, const {ctype} *x, int64_t xse, int64_t xsr, int64_t xsc, const int64_t *bidx, const {ctype} *b, "
+        f'extern "C" int64_t mc_runsum_{name}_{nc}(int64_t runs, const int64_t *starts, int64_t levels, int64_t R, '
+        f"const {ctype} *x, int64_t xse, int64_t xsr, int64_t xsc, const int64_t *bidx, const {ctype} *b, "
         f"int64_t bse, int64_t bsr, int64_t bsc, {ctype} *out, {ctype} *fin, int64_t os) {{",
         f"  using T = {ctype};",
+        f"  constexpr int64_t LMAX = {ROW_BLOCK};",
         "  const int64_t self = b != nullptr;",
         "  int64_t longest = 1;",
         "  for (int64_t r = 0; r < runs; ++r) longest = std::max<int64_t>(longest, self + starts[r + 1] - starts[r]);",
-        "  // lanes: a power of two, fewer where the values are few or the runs long (the buffer stays <= 2^21 values)",
-        f"  const int64_t cap = (int64_t(1) << 21) / (longest * {slots});",
-        "  int lb = 0;",
-        f"  while ((int64_t(2) << lb) <= std::min<int64_t>({{{ROW_BLOCK}, R, cap}})) ++lb;",
-        "  const int64_t B = int64_t(1) << lb;",
-        f"  std::unique_ptr<T[]> buf(new T[longest * {slots} * B]);",
+        "  // lanes per block: whole runs while their values fit LMAX, else one run's values LMAX at a time; fewer",
+        "  // where the runs are long (the buffer stays <= 2^21 values unless one run alone is longer)",
+        f"  const int64_t cap = std::max<int64_t>(1, std::min<int64_t>(LMAX, (int64_t(1) << 21) / (longest * {slots})));",
+        f"  std::unique_ptr<T[]> buf(new T[longest * {slots} * cap]);",
         "  T *p = buf.get();",
         "  int64_t bad = 0;",
-        "  for (int64_t r = 0; r < runs; ++r) {",
-        "    const int64_t n = self + starts[r + 1] - starts[r];",
-        "    for (int64_t c0 = 0; c0 < R; c0 += B) {",
-        "      const int64_t width = std::min<int64_t>(B, R - c0);",
-        "      for (int64_t i = 0; i < n; ++i) {  // the components and an empty guard slot",
-        "        const bool base = i < self;",
-        "        const int64_t e = starts[r] + i - self;",
-        "        const T *src = base ? b + bidx[r] * bse : x + (idx != nullptr ? idx[e] : e) * xse;",
-        "        const int64_t sr = base ? bsr : xsr, sc = base ? bsc : xsc;",
-        f"        for (int64_t s = 0; s < {slots}; ++s)",
-        "          for (int64_t j = 0; j < B; ++j)",
-        f"            p[(s * n + i) * B + j] = (s < {nc} && j < width) ? src[(c0 + j) * sr + s * sc] : T(0);",
+        "  for (int64_t r0 = 0; r0 < runs;) {",
+        "    const int64_t group = R >= cap ? 1 : std::min<int64_t>(cap / R, runs - r0);  // runs in the block",
+        "    int64_t n = 0;",
+        "    for (int64_t g = 0; g < group; ++g) n = std::max<int64_t>(n, self + starts[r0 + g + 1] - starts[r0 + g]);",
+        "    for (int64_t c0 = 0; c0 < (group == 1 ? R : 1); c0 += cap) {  // a long row in parts",
+        "      const int64_t W = group == 1 ? std::min<int64_t>(cap, R - c0) : group * R;  // lanes",
+        "      if (W == 0) break;",
+        "      const int64_t V = W / group;  // lanes per run: its values c0 .. c0 + V",
+        "      for (int64_t g = 0; g < group; ++g) {  // the components and an empty guard slot; zero entries past a run's end",
+        "        const int64_t r = r0 + g, len = self + starts[r + 1] - starts[r];",
+        "        for (int64_t i = 0; i < n; ++i) {",
+        "          const bool base = i < self;",
+        "          const T *src = base ? b + bidx[r] * bse + c0 * bsr : x + (starts[r] + i - self) * xse + c0 * xsr;",
+        "          const int64_t sr = base ? bsr : xsr, sc = base ? bsc : xsc;",
+        f"          for (int64_t s = 0; s < {slots}; ++s) {{",
+        "            T *q = p + (s * n + i) * W + g * V;",
+        f"            if (s < {nc} && i < len)",
+        "              for (int64_t v = 0; v < V; ++v) q[v] = src[v * sr + s * sc];",
+        "            else",
+        "              for (int64_t v = 0; v < V; ++v) q[v] = T(0);",
+        "          }",
+        "        }",
         "      }",
         "      int64_t len = n;",
         "      for (int64_t l = 0; l < levels; ++l) {  // the entries of rank 2i and 2i + 1 merged into entry i",
         "        const int64_t h = len / 2;",
-        "        int64_t m = h * B;",
+        "        const int64_t m = W;",
         "        if (l == 0) {",
         *level(_sum_level_body(nc, True)),
         "        } else {",
         *level(_sum_level_body(nc, False)),
         "        }",
         "        if (len % 2) {  // no partner: merged with zeros",
-        "          m = B;",
         "          if (l == 0) {",
         *odd(_sum_level_body(nc, True)),
         "          } else {",
@@ -1964,13 +1980,13 @@ def _run_sums_kernel(name: str, nc: int) -> str:
         "        }",
         "        len = h + len % 2;",
         "      }",
+        "      const int64_t o = r0 * R + c0;  // the block's first value",
         f"      for (int64_t s = 0; s < {slots}; ++s)",
-        "        for (int64_t j = 0; j < width; ++j) out[s * os + r * R + c0 + j] = p[s * n * B + j];",
-        "      {",
-        "        const int64_t m = width;",
-        *_block_loop(_sum_finish_body(nc), "p[(k) * n * B + j]", None, "fin[(k) * os + r * R + c0 + j]", ["bad += !okv;"], "        "),
-        "      }",
+        "        for (int64_t j = 0; j < W; ++j) out[s * os + o + j] = p[s * n * W + j];",
+        "      const int64_t m = W;",
+        *_block_loop(_sum_finish_body(nc), "p[(k) * n * W + j]", None, "fin[(k) * os + o + j]", ["bad += !okv;"], "      "),
         "    }",
+        "    r0 += group;",
         "  }",
         "  return bad;",
         "}",
