@@ -1272,4 +1272,6 @@ def atanh(x: torch.Tensor) -> Result | None:
     return _odd_finish(_reduced_log(x, "atanh"), x, 0.5)
 
 
-registry.register(add, mul, rowsumsq, tree_sum, grouped_sums, div, sqrt, exp, log, sin, cos, tan, expm1, sinh, cosh, tanh, log1p, asinh, acosh, atanh)
+registry.register(
+    add, mul, rowsumsq, tree_sum, grouped_sums, div, sqrt, exp, log, sin, cos, tan, expm1, sinh, cosh, tanh, log1p, asinh, acosh, atanh
+)

@@ -1706,7 +1706,9 @@ def _rowsumsq_kernel(name: str, w: int) -> str:
         "      for (int64_t i = 0; i < h; ++i) {",
         f"        T *a = buf.get() + i * {w} * B;",
         f"        const T *c2 = buf.get() + (h + i) * {w} * B;",
-        *_checked_step(_add_body(w, w), _add_general_body(w), "a[(k) * B + j]", "c2[(k) * B + j]", "a[(k) * B + j]", w, "        ", in_place=True),
+        *_checked_step(
+            _add_body(w, w), _add_general_body(w), "a[(k) * B + j]", "c2[(k) * B + j]", "a[(k) * B + j]", w, "        ", in_place=True
+        ),
         "      }",
         f"      if (len % 2) std::memcpy(buf.get() + h * {w} * B, buf.get() + 2 * h * {w} * B, sizeof(T) * {w} * B);",
         "      len = h + len % 2;",
@@ -1915,7 +1917,9 @@ def _run_sums_kernel(name: str, nc: int) -> str:
     def level(body: list[str]) -> list[str]:
         return [
             "        for (int64_t i = 0; i < h; ++i) {",
-            *_block_loop(body, "p[((k) * n + 2 * i) * W + j]", "p[((k) * n + 2 * i + 1) * W + j]", "p[((k) * n + i) * W + j]", [], "          "),
+            *_block_loop(
+                body, "p[((k) * n + 2 * i) * W + j]", "p[((k) * n + 2 * i + 1) * W + j]", "p[((k) * n + i) * W + j]", [], "          "
+            ),
             "        }",
         ]
 
