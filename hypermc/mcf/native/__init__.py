@@ -709,6 +709,19 @@ class TreeSum(NamedTuple):
     finished: torch.Tensor | None
 
 
+def _tree_outputs(nc: int, shape: tuple[int, ...], dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
+    """The buffers a sum-tree kernel writes: the roots' ``nc + 1`` slots and their
+    finished ``nc`` components, planar (``(nc + 1, *shape)`` and ``(nc, *shape)``)."""
+    return torch.empty((nc + 1, *shape), dtype=dtype), torch.empty((nc, *shape), dtype=dtype)
+
+
+def _split(items: int, work: int) -> tuple[int, int]:
+    """Threads for ``items`` independent pieces of ``work`` elements in all (one per
+    ``_CHUNK`` of work, at most torch's thread count) and the pieces per thread."""
+    threads = min(torch.get_num_threads(), max(1, work // _CHUNK))
+    return threads, -(-items // threads)
+
+
 def tree_sum(t: torch.Tensor, axis: int, n: int) -> TreeSum | None:
     """:func:`hypermc.mcf.reduce.sum`'s tree over ``axis`` (length ``n >= 1``) of ``t``
     (``(n, *kept, nc)`` with ``axis = 0`` or ``(*kept, n, nc)``, as ``reduce._to_layout``
@@ -735,13 +748,11 @@ def tree_sum(t: torch.Tensor, axis: int, n: int) -> TreeSum | None:
     cols = math.prod(kept)
     v = t.reshape(n, cols, nc) if axis == 0 else t.reshape(cols, n, nc)
     xsi, xsc = (v.stride(0), v.stride(1)) if axis == 0 else (v.stride(1), v.stride(0))
-    out = torch.empty((nc + 1, cols), dtype=t.dtype)
-    fin = torch.empty((nc, cols), dtype=t.dtype)
+    out, fin = _tree_outputs(nc, (cols,), t.dtype)
     bad = 0
     if cols:
         fn = getattr(lib, f"mc_sum_{_NAMES[t.dtype]}_{nc}")
-        threads = min(torch.get_num_threads(), max(1, cols * n // _CHUNK))
-        step = -(-cols // threads)
+        threads, step = _split(cols, cols * n)
         item = v.element_size()
         calls = [
             (min(step, cols - c0), n, v.data_ptr() + c0 * xsc * item, xsc, xsi, v.stride(2))
@@ -802,18 +813,16 @@ def grouped_sums(vals: torch.Tensor, target: torch.Tensor, base: torch.Tensor | 
     planes = v.movedim(-1, 0)
     v = planes.index_select(1, order).movedim(0, -1) if planes.is_contiguous() else v.index_select(0, order)
     b = None if base is None else base.reshape(base.shape[0], width, nc)
-    out = torch.empty((nc + 1, runs, width), dtype=vals.dtype)
-    fin = torch.empty((nc, runs, width), dtype=vals.dtype)
+    out, fin = _tree_outputs(nc, (runs, width), vals.dtype)
     bad = 0
     if width:
         fn = getattr(lib, f"mc_runsum_{_NAMES[vals.dtype]}_{nc}")
-        threads = min(torch.get_num_threads(), max(1, m * width // _CHUNK))
-        step = -(-runs // threads)
+        threads, step = _split(runs, m * width)
         item = v.element_size()
-        bargs = (None, None, 0, 0, 0) if b is None else (None, b.data_ptr(), *b.stride())
+        bargs = (None, 0, 0, 0) if b is None else (b.data_ptr(), *b.stride())
         calls = [
             (min(step, runs - r0), starts.data_ptr() + r0 * 8, levels, width, v.data_ptr(), *v.stride())
-            + (slots.data_ptr() + r0 * 8, *bargs[1:])
+            + (slots.data_ptr() + r0 * 8, *bargs)
             + (out.data_ptr() + r0 * width * item, fin.data_ptr() + r0 * width * item, runs * width)
             for r0 in range(0, runs, step)
         ]
