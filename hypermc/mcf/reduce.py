@@ -786,30 +786,27 @@ def scatter(base: torch.Tensor, target: torch.Tensor, vals: torch.Tensor, reduce
     if fused is not None:  # the sums below in one kernel call, reading the values in place
         slots, counts = fused.slots, fused.counts
         red = fused.finished if fused.finished is not None else _finish(list(fused.root), nc)
-        if reduce == "mean":
-            red = div_counts(red, counts.reshape(-1, *[1] * (red.dim() - 2)).expand(red.shape[:-1]))
-        out[slots] = red
-        return out.reshape(base.shape)
-    slots = torch.unique(target)  # sorted: the order of the runs below
-    if include_self:
-        target = torch.cat([slots, target])
-        vals = torch.cat([flat[slots], vals])
-    order = torch.argsort(target, stable=True)
-    # index_select: several times faster than advanced indexing for rows of components
-    target, vals = target[order], vals.index_select(0, order)
-    if reduce in ("sum", "mean"):
-        red = _run_sums(vals, target)
-        if reduce == "mean":
-            counts = torch.unique_consecutive(target, return_counts=True)[1]
-            red = div_counts(red, counts.reshape(-1, *[1] * (red.dim() - 2)).expand(red.shape[:-1]))
-    elif reduce == "amax":
-        red = _run_combine(vals, target, arith.maximum, lambda a: a)
-    elif reduce == "amin":
-        red = _run_combine(vals, target, arith.minimum, lambda a: a)
-    elif reduce == "prod":
-        red = _run_combine(vals, target, arith.mul, lambda a: arith.from_float(torch.ones_like(a[..., 0]), nc))
     else:
-        raise ValueError(f"scatter: reduce must be one of {SCATTER_REDUCTIONS}; got {reduce!r}")
+        slots = torch.unique(target)  # sorted: the order of the runs below
+        if include_self:
+            target = torch.cat([slots, target])
+            vals = torch.cat([flat[slots], vals])
+        order = torch.argsort(target, stable=True)
+        # index_select: several times faster than advanced indexing for rows of components
+        target, vals = target[order], vals.index_select(0, order)
+        if reduce in ("sum", "mean"):
+            red = _run_sums(vals, target)
+            counts = torch.unique_consecutive(target, return_counts=True)[1]
+        elif reduce == "amax":
+            red = _run_combine(vals, target, arith.maximum, lambda a: a)
+        elif reduce == "amin":
+            red = _run_combine(vals, target, arith.minimum, lambda a: a)
+        elif reduce == "prod":
+            red = _run_combine(vals, target, arith.mul, lambda a: arith.from_float(torch.ones_like(a[..., 0]), nc))
+        else:
+            raise ValueError(f"scatter: reduce must be one of {SCATTER_REDUCTIONS}; got {reduce!r}")
+    if reduce == "mean":
+        red = div_counts(red, counts.reshape(-1, *[1] * (red.dim() - 2)).expand(red.shape[:-1]))
     out[slots] = red
     return out.reshape(base.shape)
 
