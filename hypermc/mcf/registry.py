@@ -23,7 +23,20 @@ import warnings
 from collections.abc import Callable, Hashable, Iterator
 from typing import Any
 
-__all__ = ["register", "call", "load", "current", "state", "trial", "reset", "disabled", "IN_USE", "NOT_BUILT", "DISABLED"]
+__all__ = [
+    "register",
+    "register_inline",
+    "call",
+    "load",
+    "current",
+    "state",
+    "trial",
+    "reset",
+    "disabled",
+    "IN_USE",
+    "NOT_BUILT",
+    "DISABLED",
+]
 
 IN_USE = "in use"
 NOT_BUILT = "not built yet"
@@ -34,6 +47,7 @@ HINT = "(a compiler that contracts or reassociates?)"
 
 lock = threading.RLock()
 _kernels: dict[str, Callable[..., Any]] = {}
+_inline: dict[str, Callable[..., Any]] = {}
 _states: dict[Hashable, Any] = {}  # key -> the loaded object (in use) or the reason there is none
 
 
@@ -52,18 +66,39 @@ def register(*kernels: Callable[..., Any]) -> None:
         _kernels[kernel.__name__] = kernel
 
 
+def register_inline(op: str, form: Callable[..., Any]) -> None:
+    """Make ``form`` what :func:`call` answers for ``op`` on symbolic operands, while a
+    kernel generator traces a network that calls ``op``: the statements of the fused
+    kernel itself, so the generated code inlines the kernel (with its own frame, as
+    division's one-step scaling) where tracing the torch path would reach a step that
+    has no straight-line form. ``form`` returns an object with ``patched(general,
+    *operands)``, like a kernel's result, or None where it does not apply.
+
+    Example:
+        >>> register_inline("doctest_twice", lambda x: None)
+        >>> class Symbolic:
+        ...     symbolic = True
+        >>> call("doctest_twice", Symbolic()) is None  # the form does not apply: trace the torch path
+        True
+    """
+    _inline[op] = form
+
+
 def call(op: str, *args: Any) -> Any | None:
     """The registered kernel of ``op`` on ``args`` (None where it does not apply), or None
-    where no backend registered one.
+    where no backend registered one. On symbolic operands (a kernel generator tracing the
+    torch network) the inline form of :func:`register_inline`, or None: the torch network
+    itself is traced.
 
     Example:
         >>> call("no such op", 1.0) is None
         True
     """
+    if args and getattr(args[0], "symbolic", False):
+        form = _inline.get(op)
+        return None if form is None else form(*args)
     kernel = _kernels.get(op)
-    if kernel is None or (args and getattr(args[0], "symbolic", False)):
-        return None  # none registered, or a kernel generator tracing the torch network itself
-    return kernel(*args)
+    return None if kernel is None else kernel(*args)
 
 
 def disabled() -> bool:

@@ -31,7 +31,9 @@ a result of ``torch.round``, an operand that :func:`trace` is told holds one, or
 integer sum, difference or product of such values and integer constants --, integer sums
 and differences, truncating division by a positive constant, ``clamp`` to int bounds,
 ``bitwise_left_shift``, and an integer's bits ``.view``-ed as the component type),
-``clamp`` of a component value to one bound, ``ones_like``, a 1-D
+``clamp`` of a component value to one bound, ``torch.frexp`` (bit operations; a
+subnormal operand flags the element), bools and integers converted ``.to`` the component
+type, ``ones_like``, ``expand_as`` of a constant, a 1-D
 float64 constant tensor indexed by an integer (a table the emitter declares, in a float64
 body), checks gated by :func:`hypermc.mcf.fixed.checks_only_where`, and planar buffers (``torch.empty((n, *shape))``, ``torch.stack``,
 indexing by an int, ``movedim``, ``unbind``). Anything else raises :class:`TraceError`
@@ -58,7 +60,7 @@ import contextlib
 import math
 import threading
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 import numpy as np
 import torch
@@ -66,7 +68,7 @@ from torch.overrides import TorchFunctionMode
 
 from ..fixed import CANCEL_FACTOR
 
-__all__ = ["Sym", "SymVec", "TraceError", "trace", "literal"]
+__all__ = ["Sym", "SymVec", "TraceError", "trace", "literal", "inline"]
 
 
 class TraceError(RuntimeError):
@@ -395,10 +397,17 @@ class Sym:
     def to(self, dtype: torch.dtype) -> Sym:
         """``x.to(dtype)``: the identity for the traced dtype; float32 from a float64
         trace rounds to the nearest float32 (``round_f32<T>``, a value that the component
-        type ``T`` holds exactly: the kernel keeps one type). Other targets are refused."""
+        type ``T`` holds exactly: the kernel keeps one type); an integer (``|k| < 2^(p -
+        2)``) or a bool (1.0 / 0.0) converts to the component type exactly; a component
+        value known to be an integer converts to an integer. Other targets are refused."""
         tr = _current()
         if self.kind == "int" and dtype == _INT_OF[tr.dtype]:
             return self
+        if self.kind == "int" and dtype == tr.dtype:  # exact: |k| < 2^(p - 2) (exponents, quadrants)
+            return tr.let(f"mc_tofloat<T>({tr.read(self)})", integral=True)
+        if self.kind == "bool" and dtype == tr.dtype:  # 1.0 or 0.0
+            one, zero = literal(1.0, tr.dtype), literal(0.0, tr.dtype)
+            return tr.let(f"mc_select<T>({tr.read(self)}, {one}, {zero})", integral=True)
         if self.kind != "T":
             raise TraceError(f"{self.kind} value .to({dtype}); only component values convert")
         if dtype == tr.dtype:
@@ -440,6 +449,13 @@ class Sym:
 
     def contiguous(self) -> Sym:
         return self
+
+
+class _Frexp(NamedTuple):
+    """What :func:`torch.frexp` returns for a traced element."""
+
+    mantissa: Sym
+    exponent: Sym
 
 
 class SymVec:
@@ -490,6 +506,13 @@ class SymVec:
 
     def movedim(self, src: int, dst: int) -> SymVec:
         return self  # (n,) planar <-> (n,) component-last: the same list for one element
+
+    def __neg__(self) -> SymVec:
+        return SymVec([-c for c in self.items])
+
+    @classmethod
+    def __torch_function__(cls, func: Callable, types: Any, args: tuple = (), kwargs: dict | None = None) -> Any:
+        return _current().call(func, args, kwargs or {})
 
     def unbind(self, dim: int = 0) -> tuple[Sym, ...]:
         return tuple(self.items)
@@ -636,6 +659,8 @@ class _Trace(TorchFunctionMode):
                 raise TraceError(f"bitwise_left_shift of a {a.kind} value by {sh!r}; integers shift by an int constant in range")
             return self.let(f"mc_shl<T>({self.read(a)}, {sh})", "int")
         if func is torch.ones_like and isinstance(args[0], Sym):
+            if args[0].kind == "bool" and kwargs.get("dtype", torch.bool) == torch.bool:
+                return Sym("true", "bool")
             if kwargs.get("dtype", self.dtype) != self.dtype or args[0].kind != "T":
                 raise TraceError(f"torch.ones_like of a {args[0].kind} value with {kwargs!r} in a network traced as {self.dtype}")
             return self.sym(1.0)
@@ -654,13 +679,23 @@ class _Trace(TorchFunctionMode):
                 raise TraceError(f"torch.addcmul with value={value!r} is not a fused multiply-add")
             sign = "-" if value == -1 else ""
             return self.let(f"mc_fma({sign}{self.read(a)}, {self.read(b)}, {self.read(c)})")
+        if func is torch.where and any(isinstance(v, SymVec) for v in args[:3]):
+            # component buffers: a one-component condition (unsqueezed) broadcasts
+            width = max(len(v) for v in args[:3] if isinstance(v, SymVec))
+            parts = [v.items if isinstance(v, SymVec) else [v] for v in args[:3]]
+            if any(len(p) not in (1, width) for p in parts):
+                raise TraceError(f"torch.where of component buffers of {[len(p) for p in parts]} components")
+            return SymVec([self._call(torch.where, tuple(p[k % len(p)] for p in parts), {}) for k in range(width)])
         if func is torch.where:
             cond, a, b = self.sym(args[0], "bool"), self.sym(args[1]), self.sym(args[2])
             if cond.kind != "bool":
                 raise TraceError(f"torch.where with a {cond.kind} condition {cond.name!r}; torch takes a bool condition")
             if a.kind != "T" or b.kind != "T":
                 raise TraceError(f"torch.where on bool values ({a.name!r}, {b.name!r}) has no traced form; use & | ~")
-            return self.let(f"mc_select<T>({self.read(cond)}, {self.read(a)}, {self.read(b)})")
+            integral = a.integral and b.integral
+            return self.let(f"mc_select<T>({self.read(cond)}, {self.read(a)}, {self.read(b)})", integral=integral)
+        if func is torch.frexp:
+            return self._frexp(self.sym(args[0]))
         if func in (torch.maximum, torch.minimum):
             # NaN from either operand propagates, as torch's do (std::fmax would not)
             a, b = self.sym(args[0]), self.sym(args[1])
@@ -684,6 +719,8 @@ class _Trace(TorchFunctionMode):
         if func is torch.isfinite:
             a = self.sym(args[0])
             return self.let(f"mc_fabs({self.read(a)}) <= mc_max_value<T>()", "bool")
+        if func is torch.Tensor.expand_as and isinstance(args[1], Sym) and not isinstance(args[0], Sym):
+            return self.sym(args[0])  # a constant broadcast to the element: the constant
         if func in (torch.tensor, torch.as_tensor) and isinstance(args[0], Sym):
             return args[0]  # a value already symbolic (dtype and device are the trace's)
         if func is torch.full_like and isinstance(args[0], Sym) and isinstance(args[1], (int, float)):
@@ -691,9 +728,12 @@ class _Trace(TorchFunctionMode):
                 raise TraceError(f"torch.full_like of a {args[0].kind} value with {kwargs!r} in a network traced as {self.dtype}")
             return self.sym(float(args[1]))
         if func is torch.zeros_like:
-            if isinstance(args[0], Sym) and args[0].kind == "bool":
+            dtype = kwargs.get("dtype")
+            if dtype == torch.bool or (dtype is None and isinstance(args[0], Sym) and args[0].kind == "bool"):
                 return Sym("false", "bool")
-            return Sym(literal(0.0))
+            if dtype not in (None, self.dtype):
+                raise TraceError(f"torch.zeros_like(dtype={dtype}) in a network traced as {self.dtype}")
+            return self.sym(0.0)
         if func is torch.empty_like and isinstance(args[0], Sym):
             dtype = kwargs.get("dtype")
             if dtype is None:
@@ -720,6 +760,19 @@ class _Trace(TorchFunctionMode):
         if not _has_sym((args, kwargs)):
             return func(*args, **kwargs)  # no symbolic operand (metadata, constants): run it
         raise TraceError(f"torch.{name} has no traced form (hypermc.mcf.native.trace supports elementwise arithmetic only)")
+
+    def _frexp(self, a: Sym) -> _Frexp:
+        """``torch.frexp(a)``: the mantissa in ``[0.5, 1)`` and the exponent of a normal
+        number (bit operations); zero, inf and NaN give themselves and exponent 0, as
+        torch's. A subnormal ``a`` (whose exponent the bits do not hold) flags the element:
+        the generated kernel leaves it to the torch path."""
+        if a.kind != "T":
+            raise TraceError(f"torch.frexp of a {a.kind} value")
+        x = self.read(a)
+        normal = self.let(f"mc_normal<T>({x})", "bool")
+        self.let(f"(mc_fabs({x}) >= mc_min_normal<T>()) | ({x} == {literal(0.0)}) | ({x} != {x})", "bool").flag()
+        mant = self.let(f"mc_select<T>({self.read(normal)}, mc_mant<T>({x}), {x})")
+        return _Frexp(mant, self.let(f"mc_expo<T>({x})", "int"))
 
     def _lookup(self, table: Any, idx: Sym) -> Sym:
         """``table[idx]``: an entry of a constant float64 table at an integer index."""
@@ -828,3 +881,48 @@ def trace(
             raise TraceError(f"{_name(fn)} flags elements (a checked fast path), and the emitter keeps no flags (no `oks` list)")
         oks.extend(tr.flags)
     return result
+
+
+class _Inlined:
+    """What an inline form answers in place of a kernel's result: the kernel's
+    components (a :class:`SymVec`) and its checks, flagged when the network takes the
+    result (``patched``), so a gate around the call (``checks_only_where``) applies."""
+
+    def __init__(self, out: SymVec, oks: list[str]) -> None:
+        self.out, self.oks = out, oks
+
+    def patched(self, general: Callable[..., Any], *operands: Any) -> SymVec:
+        for ok in self.oks:
+            Sym(ok, "bool").flag()
+        return self.out
+
+
+def inline(emit: Callable[..., tuple[list[str], list[str]]], *operands: Any, **constants: Any) -> _Inlined:
+    """An inline form's answer (:func:`hypermc.mcf.registry.register_inline`): ``emit(net,
+    *names, **constants)`` writes a fused kernel's statements for the component names of
+    ``operands`` (:class:`SymVec` values of the running trace) into the trace's emitter
+    and returns the result's component names and the names of its checks.
+
+    Example:
+        >>> class Net(_Lines):
+        ...     oks = []
+        >>> def emit(net, xs):  # a kernel: the components doubled, checked finite
+        ...     out = [net.let(f"mc_mul({c}, T(2))") for c in xs]
+        ...     return out, [net.let(f"mc_fabs({out[0]}) <= mc_max_value<T>()", "bool")]
+        >>> net = Net()
+        >>> trace(net, lambda a, b: inline(emit, torch.stack([a, b])).patched(None), "a", "b"), net.oks
+        (['v0', 'v1'], ['v2'])
+    """
+    tr = _current()
+    names = [[tr.read(s) for s in v.items] for v in operands]
+    flagged = getattr(tr.net, "oks", None)
+    mark = None if flagged is None else len(flagged)
+    _STATE.trace = None  # the emitter traces its own networks
+    try:
+        out, oks = emit(tr.net, *names, **constants)
+    finally:
+        _STATE.trace = tr
+    if flagged is not None:  # checks the emitter's traces flagged: gated like the others
+        oks = [*flagged[mark:], *oks]
+        del flagged[mark:]
+    return _Inlined(SymVec([Sym(c) for c in out]), oks)
