@@ -107,6 +107,7 @@ from .eft import (
     has_fused_addcmul,
     pack,
     renormalize,
+    renormalize_finite,
     sqrt_rn,
     two_prod,
     two_sum,
@@ -791,15 +792,15 @@ def _expm1_from_parts(k: torch.Tensor, e: list[torch.Tensor]) -> list[torch.Tens
 # ----------------------------------------------------------------------- log machinery
 
 
-def _log1p_core(t: list[torch.Tensor]) -> list[torch.Tensor]:
+def _log1p_core(t: list[torch.Tensor], start: torch.Tensor | None = None) -> list[torch.Tensor]:
     """``log1p(t)`` for ``|t| <= 0.42`` (``t`` exact) by Newton's iteration on expm1.
 
-    ``y <- y - (expm1(y) - t) / (1 + expm1(y))`` from ``y = log1p(t_0)``, at ``2, 3, …,
-    nc`` components: each step doubles the correct bits; the correction only needs
-    double-word accuracy.
+    ``y <- y - (expm1(y) - t) / (1 + expm1(y))`` from ``y = log1p(t_0)`` (``start``
+    where the caller has it), at ``2, 3, …, nc`` components: each step doubles the
+    correct bits; the correction only needs double-word accuracy.
     """
     nc = len(t)
-    y = [torch.log1p(t[0])]
+    y = [torch.log1p(t[0]) if start is None else start]
     for level in range(2, nc + 1):
         y = _lpad(y, level)
         _, e = _exp_parts(y)  # |y| <= ln2/2, so k = 0 and e = expm1(y)
@@ -836,6 +837,42 @@ def _residual(e: list[torch.Tensor], t: list[torch.Tensor]) -> list[torch.Tensor
     return unpack(fixed.patch(out, fixed.normalised(out), arith.sub, x, y))
 
 
+def _log_reduce(
+    s: list[torch.Tensor],
+    plus_one: torch.Tensor | None = None,
+    shift: torch.Tensor | None = None,
+) -> tuple[list[torch.Tensor], torch.Tensor, torch.Tensor, torch.Tensor]:
+    """:func:`_log_impl` up to its Newton core: ``(t, e, regular, w0)`` with ``log(w) +
+    shift ln2 = e ln2 + log1p(t)`` where ``regular`` (``w_0`` positive and finite). The
+    kernel generator traces this function (the first fused call of log and its family)."""
+    s0 = s[0]
+    one = torch.ones_like(s0)
+    if plus_one is None:
+        w = s
+        small = torch.zeros_like(s0, dtype=torch.bool)
+    else:
+        with fixed.checks_only_where(plus_one):
+            w = _lwhere(plus_one, _add_f(s, one), s)
+        small = plus_one & (s0 >= _LOG1P_CORE_LO) & (s0 <= _LOG1P_CORE_HI)
+    w0 = w[0]
+    regular = (w0 > 0) & torch.isfinite(w0)
+    mant, ex = torch.frexp(torch.where(regular, w0, one))
+    e = ex.to(w0.dtype) - (mant < _SQRT_HALF).to(w0.dtype)
+    e = torch.where(small, torch.zeros_like(e), e)
+    m = _lscale(_lwhere(regular, w, [one]), -e)
+    with fixed.checks_only_where(~small):
+        t = _lwhere(small, s, _add_f(m, -1.0))  # m - 1 is exact: m in [1/sqrt(2), sqrt(2))
+    if shift is not None:
+        e = e + shift
+    return t, e, regular, w0
+
+
+def _log_sum(e: torch.Tensor, y: list[torch.Tensor]) -> list[torch.Tensor]:
+    """``e ln2 + y`` (``y = log1p(t)``): never cancels (the terms have the same sign or
+    the first is at least twice the second)."""
+    return _add_nc(_mul_f_zero(_lconst(_constants(y[0].dtype, len(y), y[0].device).ln2), e), y)
+
+
 def _log_impl(
     s: list[torch.Tensor],
     plus_one: torch.Tensor | None = None,
@@ -845,31 +882,12 @@ def _log_impl(
 
     ``w = 2^e m``, ``m`` in ``[1/√2, √2)``, ``t = m - 1`` (exact); elements with
     ``plus_one`` and ``s`` in ``[-0.29, 0.41]`` use ``t = s`` and ``e = 0`` so that
-    ``log1p`` stays relatively accurate at 0. ``e ln2 + log1p(t)`` never cancels (the
-    terms have the same sign or the first is at least twice the second). Non-positive,
-    infinite and NaN ``w`` give the plain ``log`` of its leading component.
+    ``log1p`` stays relatively accurate at 0 (:func:`_log_reduce`); then ``e ln2 +
+    log1p(t)`` (:func:`_log1p_core`, :func:`_log_sum`). Non-positive, infinite and NaN
+    ``w`` give the plain ``log`` of its leading component.
     """
-    s0 = s[0]
-    one = torch.ones_like(s0)
-    if plus_one is None:
-        w = s
-        small = torch.zeros_like(s0, dtype=torch.bool)
-    else:
-        w = _lwhere(plus_one, _add_f(s, one), s)
-        small = plus_one & (s0 >= _LOG1P_CORE_LO) & (s0 <= _LOG1P_CORE_HI)
-    w0 = w[0]
-    regular = (w0 > 0) & torch.isfinite(w0)
-    mant, ex = torch.frexp(torch.where(regular, w0, one))
-    e = ex.to(w0.dtype) - (mant < _SQRT_HALF).to(w0.dtype)
-    e = torch.where(small, torch.zeros_like(e), e)
-    m = _lscale(_lwhere(regular, w, [one]), -e)
-    t = _lwhere(small, s, _add_f(m, -1.0))  # m - 1 is exact: m in [1/sqrt(2), sqrt(2))
-    y = _log1p_core(t)
-    if shift is not None:
-        e = e + shift
-    ln2 = _lconst(_constants(s0.dtype, len(s), s0.device).ln2)
-    res = _add_nc(_mul_f_zero(ln2, e), y)
-    return _lwhere(regular, res, [torch.log(w0)])
+    t, e, regular, w0 = _log_reduce(s, plus_one, shift)
+    return _lwhere(regular, _log_sum(e, _log1p_core(t)), [torch.log(w0)])
 
 
 # --------------------------------------------------------------------- generic kernels
@@ -930,7 +948,12 @@ def _expm1_generic(x: list[torch.Tensor]) -> list[torch.Tensor]:
 def _log1p_masked_generic(s: list[torch.Tensor], plus_one: torch.Tensor) -> list[torch.Tensor]:
     """``log1p(s)`` where ``plus_one``, ``log(s)`` elsewhere (see :func:`_prepare_log`)."""
     y = _log_impl(s, plus_one=plus_one)
-    return _lwhere(plus_one & (s[0].abs() < _tiny_threshold(*_precision(s))), s, y)
+    return _lwhere(_log1p_tiny(s, plus_one), s, y)
+
+
+def _log1p_tiny(s: list[torch.Tensor], plus_one: torch.Tensor) -> torch.Tensor:
+    """Where ``log1p(s) = s`` to the precision (``plus_one`` and ``|s| < 2^-(nc p + 4)``)."""
+    return plus_one & (s[0].abs() < _tiny_threshold(*_precision(s)))
 
 
 def _sinh_generic(x: list[torch.Tensor]) -> list[torch.Tensor]:
@@ -939,9 +962,12 @@ def _sinh_generic(x: list[torch.Tensor]) -> list[torch.Tensor]:
     m = _add_f(e, 1.0)
     rcp = _div([torch.ones_like(k)], m)
     # k = 0: M - R = E (1 + R) without cancellation; k >= 1: M - 2^-2k R, ratio <= 2.
-    small = _mul(e, _add_f(rcp, 1.0))
-    large = _add(m, _lneg(_lscale(_lscale(rcp, -k), -k)))
-    y = _apply_sign(_lscale(_lwhere(k == 0, small, large), k - 1), neg)
+    k0 = k == 0
+    with fixed.checks_only_where(k0):
+        small = _mul(e, _add_f(rcp, 1.0))
+    with fixed.checks_only_where(~k0):
+        large = _add(m, _lneg(_lscale(_lscale(rcp, -k), -k)))
+    y = _apply_sign(_lscale(_lwhere(k0, small, large), k - 1), neg)
     return _keep_tiny(x, y, _tiny_odd_threshold(*_precision(x)))
 
 
@@ -951,6 +977,12 @@ def _cosh_generic(x: list[torch.Tensor]) -> list[torch.Tensor]:
     m = _add_f(e, 1.0)
     v = _add_nc(m, _lscale(_lscale(_div([torch.ones_like(k)], m), -k), -k))
     return _lscale(v, k - 1)
+
+
+def _sinh_cosh_generic(x: list[torch.Tensor]) -> list[torch.Tensor]:
+    """``sinh x`` then ``cosh x`` (``2 nc`` components): what the fused kernel computes,
+    the exp reduction once for both (a traced step repeated is one statement)."""
+    return _sinh_generic(x) + _cosh_generic(x)
 
 
 def _tanh_generic(x: list[torch.Tensor]) -> list[torch.Tensor]:
@@ -971,38 +1003,60 @@ def _big_threshold(p: int, nc: int) -> float:
     return 2.0 ** ((nc * p + _GUARD_BITS) // 2 + 1)
 
 
-def _asinh_generic(x: list[torch.Tensor]) -> list[torch.Tensor]:
-    a, neg = _abs_sign(x)
-    p, nc = _precision(x)
+def _asinh_arg(a: list[torch.Tensor]) -> tuple[list[torch.Tensor], torch.Tensor, torch.Tensor]:
+    """``(s, plus_one, shift)`` of :func:`_log_impl` for ``asinh a``, ``a = |x|`` finite:
+    ``log1p(a + a^2 / (1 + sqrt(1 + a^2)))`` (all terms positive, no cancellation), or
+    beyond :func:`_big_threshold` ``log(a) + ln2`` (no overflow of ``a^2``)."""
+    p, nc = _precision(a)
     big = a[0] > _big_threshold(p, nc)
     a_mod = _lwhere(big, [torch.zeros_like(a[0])], a)
-    a2 = _mul(a_mod, a_mod)
-    # sqrt(1 + a^2) - 1 = a^2 / (1 + sqrt(1 + a^2)): all terms positive, no cancellation
-    w = _add_nc(a_mod, _div(a2, _add_f(_sqrt(_add_f(a2, 1.0)), 1.0)))
-    y = _log_impl(_lwhere(big, a, w), plus_one=~big, shift=big.to(a[0].dtype))
-    return _keep_tiny(x, _apply_sign(y, neg), _tiny_odd_threshold(p, nc))
+    with fixed.checks_only_where(~big):
+        a2 = _mul(a_mod, a_mod)
+        # sqrt(1 + a^2) - 1 = a^2 / (1 + sqrt(1 + a^2))
+        w = _add_nc(a_mod, _div(a2, _add_f(_sqrt(_add_f(a2, 1.0)), 1.0)))
+    return _lwhere(big, a, w), ~big, big.to(a[0].dtype)
+
+
+def _asinh_generic(x: list[torch.Tensor]) -> list[torch.Tensor]:
+    a, neg = _abs_sign(x)
+    y = _log_impl(*_asinh_arg(a))
+    return _keep_tiny(x, _apply_sign(y, neg), _tiny_odd_threshold(*_precision(x)))
+
+
+def _acosh_arg(t: list[torch.Tensor]) -> tuple[list[torch.Tensor], torch.Tensor, torch.Tensor]:
+    """``(s, plus_one, shift)`` of :func:`_log_impl` for ``acosh(1 + t)``, ``t >= 0``
+    finite: ``log1p(t + sqrt(t (t + 2)))``, or beyond :func:`_big_threshold` ``log(1 +
+    t) + ln2``."""
+    p, nc = _precision(t)
+    big = t[0] > _big_threshold(p, nc)
+    t_mod = _lwhere(big, [torch.zeros_like(t[0])], t)
+    with fixed.checks_only_where(~big):
+        w = _add_nc(t_mod, _sqrt(_mul(t_mod, _add_f(t_mod, 2.0))))
+    return _lwhere(big, t, w), torch.ones_like(big), big.to(t[0].dtype)
 
 
 def _acosh_generic(t: list[torch.Tensor]) -> list[torch.Tensor]:
     """``acosh(1 + t)`` for the exact ``t = x - 1`` (see :func:`_prepare_acosh`)."""
-    p, nc = _precision(t)
     t = _sanitize(t)
-    big = t[0] > _big_threshold(p, nc)
-    t_mod = _lwhere(big, [torch.zeros_like(t[0])], t)
-    w = _add_nc(t_mod, _sqrt(_mul(t_mod, _add_f(t_mod, 2.0))))
-    # big: log(1 + t) + ln2; otherwise log1p(t + sqrt(t (t + 2)))
-    y = _log_impl(_lwhere(big, t, w), plus_one=torch.ones_like(big), shift=big.to(t[0].dtype))
+    y = _log_impl(*_acosh_arg(t))
     return _lwhere(t[0] < 0, [torch.full_like(t[0], math.nan)], y)  # x < 1, also 1 - tiny
+
+
+def _atanh_arg(a: list[torch.Tensor], den: list[torch.Tensor]) -> tuple[list[torch.Tensor], torch.Tensor]:
+    """``(s, plus_one)`` of :func:`_log_impl` for ``2 atanh a``: ``log1p(2 a / (1 - a))``
+    from ``a = |x|`` and the exact ``den = 1 - a`` (finite; the pole ``den = 0`` divides
+    by 1 instead)."""
+    pole = den[0] == 0
+    w = _div([c * 2.0 for c in a], _lwhere(pole, [torch.ones_like(a[0])], den))
+    return w, torch.ones_like(pole)
 
 
 def _atanh_generic(a: list[torch.Tensor], den: list[torch.Tensor], neg: torch.Tensor) -> list[torch.Tensor]:
     """``atanh`` from ``a = |x|`` and the exact ``den = 1 - |x|`` (see :func:`_prepare_atanh`)."""
     p, nc = _precision(a)
     a, den = _sanitize(a), _sanitize(den)
-    pole = den[0] == 0
-    w = _div([c * 2.0 for c in a], _lwhere(pole, [torch.ones_like(a[0])], den))
-    y = _log_impl(w, plus_one=torch.ones_like(neg))
-    y = _lwhere(pole, [torch.full_like(a[0], math.inf)], [c * 0.5 for c in y])  # atanh(±1) = ±inf
+    y = _log_impl(*_atanh_arg(a, den))
+    y = _lwhere(den[0] == 0, [torch.full_like(a[0], math.inf)], [c * 0.5 for c in y])  # atanh(±1) = ±inf
     y = _apply_sign(y, neg)
     return _keep_tiny(_apply_sign(a, neg), y, _tiny_odd_threshold(p, nc))
 
@@ -1106,7 +1160,14 @@ def _trig_constants(dtype: torch.dtype, nc: int, device: torch.device) -> _TrigC
 
 def _at_width(x: list[torch.Tensor], nc: int) -> list[torch.Tensor]:
     """A normalised component list at ``nc`` components: padded with zeros, or rounded."""
-    return _lpad(x, nc) if len(x) <= nc else unpack(renormalize(x, nc, presorted=True))
+    if len(x) <= nc:
+        return _lpad(x, nc)
+    if getattr(x[0], "symbolic", False):
+        # a kernel generator: renormalize's arithmetic-select path, the element flagged
+        # where it does not hold (a sum that is not finite; renormalize takes another path)
+        comps, total = renormalize_finite(x, nc)
+        return unpack(fixed.patch(pack(comps), torch.isfinite(total) & torch.isfinite(comps[0]), renormalize))
+    return unpack(renormalize(x, nc, presorted=True))
 
 
 def _trig_reduce(x: list[torch.Tensor], nc: int) -> tuple[torch.Tensor, list[torch.Tensor]]:
@@ -1131,23 +1192,11 @@ def _trig_reduce(x: list[torch.Tensor], nc: int) -> tuple[torch.Tensor, list[tor
     recomputed by :func:`_trig_reduce_exact`.
     """
     cst = _trig_constants(x[0].dtype, nc, x[0].device)
-    p = float_format(x[0].dtype).p
-    x0 = x[0]
-    n = torch.round(x0 * cst.two_over_pi)
+    n = torch.round(x[0] * cst.two_over_pi)
     if not bool((n != 0).any()):
-        return torch.zeros_like(x0), _at_width(x, nc)
-    w = nc if len(x) <= nc + 1 else nc + 1
-    pio2 = _lconst(cst.pio2)[: w + 1]
-    h, lo = two_prod(n, pio2[0].expand_as(n))
-    t = _add_f(_at_width(x[1:], w), x0 - h)  # x0 - h exact
-    t = _add_f(t, -lo)
-    r = _add(t, _lneg(_mul_f(pio2[1:], n)))
-    r = _lwhere(n == 0, _at_width(x, nc), _at_width(r, nc))  # per element as the shortcut above
-    a0, r0 = x0.abs(), r[0].abs()
-    # (the first condition also bounds |x_0| by 2^(p-8): larger arguments take the exact path)
-    good = (r0 >= a0 * 2.0 ** (8 - p)) & (r0 <= math.pi / 4 * (1 + 2.0**-30))
-    q4 = torch.fmod(n, 4.0)  # exact
-    q = torch.where(q4 < 0, q4 + 4.0, q4).contiguous()  # written below through view(-1)
+        return torch.zeros_like(n), _at_width(x, nc)
+    q, r, good = _trig_reduce_fast(x, nc, n)
+    q = q.contiguous()  # written below through view(-1)
     r = [c.clone(memory_format=torch.contiguous_format) for c in r]
     bad = torch.nonzero(~good.reshape(-1)).squeeze(1)
     if bad.numel():  # rows of the flattened lists (views of the fresh q and r)
@@ -1156,6 +1205,35 @@ def _trig_reduce(x: list[torch.Tensor], nc: int) -> tuple[torch.Tensor, list[tor
         for c, cb in zip(r, rb):
             c.view(-1)[bad] = cb
     return q, r
+
+
+def _trig_reduce_fast(
+    x: list[torch.Tensor], nc: int, n: torch.Tensor | None = None
+) -> tuple[torch.Tensor, list[torch.Tensor], torch.Tensor]:
+    """:func:`_trig_reduce`'s fast path on every element, ``n = round(x_0 2/pi)`` (given or
+    computed): ``(q, r, good)``, ``good`` false where the exact reduction must replace
+    ``(q, r)``. Where ``n = 0``, ``r`` is ``x`` itself at ``nc`` components (and the checks
+    of the fixed networks, which reject its zero products, do not matter). The kernel
+    generator traces this function."""
+    cst = _trig_constants(x[0].dtype, nc, x[0].device)
+    p = float_format(x[0].dtype).p
+    x0 = x[0]
+    if n is None:
+        n = torch.round(x0 * cst.two_over_pi)
+    w = nc if len(x) <= nc + 1 else nc + 1
+    pio2 = _lconst(cst.pio2)[: w + 1]
+    n_zero = n == 0
+    with fixed.checks_only_where(~n_zero):
+        h, lo = two_prod(n, pio2[0].expand_as(n))
+        t = _add_f(_at_width(x[1:], w), x0 - h)  # x0 - h exact
+        t = _add_f(t, -lo)
+        r = _at_width(_add(t, _lneg(_mul_f(pio2[1:], n))), nc)
+    r = _lwhere(n_zero, _at_width(x, nc), r)
+    a0, r0 = x0.abs(), r[0].abs()
+    # (the first condition also bounds |x_0| by 2^(p-8): larger arguments take the exact path)
+    good = (r0 >= a0 * 2.0 ** (8 - p)) & (r0 <= math.pi / 4 * (1 + 2.0**-30))
+    q = n - 4.0 * torch.round(n * 0.25)  # n mod 4 in [-2, 2], exact
+    return torch.where(q < 0, q + 4.0, q), r, good
 
 
 def _trig_reduce_exact(x: list[torch.Tensor], nc: int) -> tuple[torch.Tensor, list[torch.Tensor]]:
@@ -1260,15 +1338,33 @@ def _trig_width(dtype: torch.dtype, nc: int) -> int:
 def _sin_cos_generic(x: list[torch.Tensor], width: int | None) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
     """``(sin x, cos x)`` of the finite ``x`` (non-finite elements computed as 0) at
     ``width`` components (default ``len(x)``): the quadrant ``q`` applied to ``(sin r,
-    cos r)``. :func:`hypermc.mcf.native.source._t_sin_cos` composes its C++ kernel step by step after this function."""
+    cos r)``."""
     q, r = _trig_reduce(_sanitize(x), width or len(x))
-    s, c = _sin_cos_reduced(r)
+    return _quadrant(q, *_sin_cos_reduced(r))
+
+
+def _quadrant(q: torch.Tensor, s: list[torch.Tensor], c: list[torch.Tensor]) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
+    """``(sin x, cos x)`` from ``(sin r, cos r)`` of ``x = (4 m + q) pi/2 + r``."""
     # sin: q = 0: sin r, 1: cos r, 2: -sin r, 3: -cos r; cos x = sin(x + pi/2): q + 1
     # (tiny x: r = x, u = x^2 underflows or is negligible, and the series give x itself)
     odd_q = (q == 1) | (q == 3)
     sin_x = _apply_sign(_lwhere(odd_q, c, s), q >= 2)
     cos_x = _apply_sign(_lwhere(odd_q, s, c), (q == 1) | (q == 2))
     return sin_x, cos_x
+
+
+def _sin_cos_fast(x: list[torch.Tensor], width: int) -> tuple[list[torch.Tensor], list[torch.Tensor], torch.Tensor]:
+    """:func:`_sin_cos_generic` on the fast reduction alone: ``(sin x, cos x, good)``,
+    ``good`` false where the exact reduction is needed (:func:`_trig_reduce_fast`). What
+    the fused kernel computes; the kernel generator traces this function."""
+    q, r, good = _trig_reduce_fast(_sanitize(x), width)
+    return (*_quadrant(q, *_sin_cos_reduced(r)), good)
+
+
+def _tan_fast(x: list[torch.Tensor], width: int) -> tuple[list[torch.Tensor], torch.Tensor]:
+    """:func:`_tan_generic` on the fast reduction alone: ``(tan x, good)``."""
+    s, c, good = _sin_cos_fast(x, width)
+    return _div(s, c), good
 
 
 def _sin_generic(x: list[torch.Tensor], width: int | None = None) -> list[torch.Tensor]:
@@ -1287,7 +1383,8 @@ def _prepare_log(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """``(s, plus_one)``: ``s = x - 1`` (exact) for ``x`` in ``[1/2, 2]``, ``s = x`` elsewhere."""
     x0 = x[..., 0]
     near = (x0 >= 0.5) & (x0 <= 2.0)
-    t = add_float(x, -torch.ones_like(x0))
+    with fixed.checks_only_where(near):
+        t = add_float(x, -torch.ones_like(x0))
     return torch.where(near.unsqueeze(-1), t, x), near
 
 
@@ -1295,7 +1392,8 @@ def _prepare_log1p(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """``(s, plus_one)``: ``s = 1 + x`` (exact) for ``x <= -1/2``, ``s = x`` elsewhere."""
     x0 = x[..., 0]
     low = x0 <= -0.5
-    w = add_float(x, torch.ones_like(x0))
+    with fixed.checks_only_where(low):
+        w = add_float(x, torch.ones_like(x0))
     return torch.where(low.unsqueeze(-1), w, x), ~low
 
 

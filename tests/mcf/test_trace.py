@@ -81,6 +81,16 @@ def _interpret(lines: list[str], env: dict[str, float], tables: dict[str, list[f
         "mc_sqrt": lambda v: np.sqrt(np.float64(v)),
         "mc_select": _select,
         "mc_sign_bit": lambda v: math.copysign(1.0, float(v)) < 0,
+        "mc_normal": lambda v: bool(np.isfinite(v)) and abs(float(v)) >= np.finfo(np.float64).tiny,
+        "mc_mant": lambda v: np.float64(math.frexp(float(v))[0]),  # of normal numbers only
+        "mc_expo": lambda v: math.frexp(float(v))[1] if np.isfinite(v) and abs(float(v)) >= np.finfo(np.float64).tiny else 0,
+        "mc_tofloat": lambda i: np.float64(i),
+        "mc_pow2": lambda k: np.float64(2.0**k),
+        "mc_keep_if": lambda keep, v: np.float64(v) if keep else np.float64(0.0),
+        "mc_min_normal": lambda: np.float64(np.finfo(np.float64).tiny),
+        "mc_max_exponent": lambda: 1024,
+        "true": True,
+        "false": False,
         "MAX": np.float64(np.finfo(np.float64).max),
         "CANCEL": np.float64(1.0 / (64 * np.finfo(np.float64).eps / 2)),
     }
@@ -91,9 +101,9 @@ def _interpret(lines: list[str], env: dict[str, float], tables: dict[str, list[f
         if kind == "mc_int<T>":
             expr = re.sub(r"(\w+) / (\d+)", r"_idiv(\1, \2)", expr)
         expr = _HEX.sub(lambda h: f"np.float64(float.fromhex('{h.group(1)}'))", expr)
-        expr = expr.replace("mc_max_value<T>()", "MAX").replace("<T>(", "(").replace("||", "or")
+        expr = expr.replace("mc_max_value<T>()", "MAX").replace("<T>(", "(").replace("||", "or").replace("(double)", "")
         assert " * " not in expr and " / " not in expr, line  # products and quotients are mc_mul / mc_div
-        expr = re.sub(r"\((.+) (>=|<=) (.+) or (.+) != (.+)\) \? (\w+) : (\w+)", r"(\6 if (\1 \2 \3 or \4 != \5) else \7)", expr)
+        expr = re.sub(r"\((.+) (>=|<=) (.+) or (.+) != (.+)\) \? (.+?) : (.+)$", r"(\6 if (\1 \2 \3 or \4 != \5) else \7)", expr)
         expr = re.sub(r"!(?!=)(\w+)", r"(not \1)", expr)  # C's ! binds tighter than |, Python's not looser
         with np.errstate(all="ignore"):
             val = eval(expr, {"np": np, **ns}, env)  # noqa: S307 - the generator's own statements
@@ -218,8 +228,8 @@ def test_a_conversion_to_float32_is_one_rounding_and_float64_none():
     assert net.lines == ["T v0 = mc_round_f32<T>(a);"]
     with pytest.raises(TraceError, match=r"\.to\(torch\.float16\) of a value traced as torch\.float64"):
         trace(Lines(), lambda a: a.to(torch.float16), "a")
-    with pytest.raises(TraceError, match=r"bool value \.to\(torch\.float64\)"):
-        trace(Lines(), lambda a: (a > 0).to(torch.float64), "a")
+    with pytest.raises(TraceError, match=r"bool value \.to\(torch\.float16\); only component values convert"):
+        trace(Lines(), lambda a: (a > 0).to(torch.float16), "a")
 
 
 def test_a_literal_that_depends_on_the_dtype_is_refused():
@@ -269,13 +279,29 @@ class CheckedLines(Lines):
         return name
 
 
-def _traced_bits_match(fn, operands: list[torch.Tensor], dtype: torch.dtype = torch.float64, float64_literals: bool = False) -> list[int]:
+class KernelLines(native_source._Net):
+    """The generator's own emitter (the inline forms of the fused kernels write through
+    its helpers), its tables kept by name for :func:`_interpret`."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.tables: dict[str, list[float]] = {}  # type: ignore[assignment]
+
+    def table(self, values: list[float]) -> str:
+        name = f"TAB{len(self.tables)}"
+        self.tables[name] = values
+        return name
+
+
+def _traced_bits_match(
+    fn, operands: list[torch.Tensor], dtype: torch.dtype = torch.float64, float64_literals: bool = False, net=None
+) -> list[int]:
     """Trace ``fn`` (float64 operands named a, b, ...) and compare the interpreted
     statements with ``fn`` on the tensors, element by element, where every check the
     network flags passes (elsewhere a kernel's caller recomputes the element by the torch
     path); returns the indices of the flagged elements."""
     names = [chr(ord("a") + k) for k in range(len(operands))]
-    net = CheckedLines()
+    net = CheckedLines() if net is None else net
     outs = _flatten(trace(net, fn, *names, dtype=dtype, float64_literals=float64_literals))
     want = [t.reshape(-1) for t in _flatten(fn(*operands))]
     flagged = []
@@ -285,7 +311,7 @@ def _traced_bits_match(fn, operands: list[torch.Tensor], dtype: torch.dtype = to
             flagged.append(i)
             continue
         for o, w in zip(outs, want):
-            g = env[o] if o in env else np.float64(float.fromhex(_HEX.match(o).group(1)))
+            g = env[o] if o in env else (o == "true") if o in ("true", "false") else np.float64(float.fromhex(_HEX.match(o).group(1)))
             wv = w[i].item()
             assert _bits(g) == _bits(wv) or (np.isnan(g) and np.isnan(wv)), (net.lines, i, float(g), wv)
     return flagged
@@ -686,3 +712,95 @@ def test_sin_cos_of_the_reduced_argument_is_traced(nc):
     comps = list(eft.renormalize(comps, nc).unbind(-1))
     flagged = _traced_bits_match(lambda *r: elementary._sin_cos_reduced(list(r)), comps, float64_literals=True)
     assert [i for i in flagged if 100 <= i < 140] == [] and len(flagged) <= 4
+
+
+def _log_arguments(fn: str, nc: int) -> list[torch.Tensor]:
+    """Expansions of ``nc`` components across ``fn``'s domain and its branch points: near 1
+    (log's ``x - 1``), near -1/2 and -1 (log1p), beyond the big threshold (asinh,
+    acosh), near the pole (atanh), subnormal and zero tails."""
+    g = torch.Generator().manual_seed(nc)
+    n = 160
+    if fn == "log":
+        lead = torch.exp2((torch.rand(n, generator=g, dtype=torch.float64) * 2 - 1) * 60)
+        pins = [1.0, 0.5, 2.0, 1 - 2.0**-30, 2.0**-1030, 1e-300]
+    elif fn == "log1p":
+        lead = torch.rand(n, generator=g, dtype=torch.float64) * 3 - 1
+        pins = [-0.5, -0.999, 0.41, -0.29, 1e-30, 2.0**-1060, -1 + 2.0**-40]
+    elif fn == "asinh":
+        lead = torch.randn(n, generator=g, dtype=torch.float64) * torch.exp2(torch.randint(-40, 100, (n,), generator=g).double())
+        pins = [1e-30, -1e-30, 2.0**60, -(2.0**90), 1e200]
+    elif fn == "acosh":
+        lead = 1 + torch.exp2(torch.randint(-50, 100, (n,), generator=g).double()) * torch.rand(n, generator=g, dtype=torch.float64)
+        pins = [1.0, 1 + 2.0**-52, 2.0**90, 1e200]
+    else:
+        lead = (torch.rand(n, generator=g, dtype=torch.float64) * 2 - 1) * 0.999
+        pins = [1 - 2.0**-40, -(1 - 2.0**-45), 1e-30, 0.5, -0.5]
+    lead = torch.cat([lead, torch.tensor(pins, dtype=torch.float64)])
+    comps = [lead]
+    for _ in range(nc - 1):
+        comps.append(comps[-1] * torch.rand(lead.shape, generator=g, dtype=torch.float64) * 2.0**-54)
+    comps[-1][: n // 4] = 0.0  # zero tails (MC numbers made from plain floats)
+    return list(eft.renormalize(comps, nc).unbind(-1))
+
+
+@pytest.mark.parametrize("fn", ["log", "log1p", "asinh", "acosh", "atanh"])
+@pytest.mark.parametrize("nc", [2, 3, 4])
+def test_the_log_reductions_are_traced_from_elementary_itself(fn, nc):
+    """The first fused call of log and its family is elementary's own steps traced
+    (``_prepare_*``, ``_asinh_arg``/``_acosh_arg``/``_atanh_arg``, ``_log_reduce``, with
+    ``torch.frexp`` and arith's division and square root inlined): the interpreted
+    statements give the torch code's bits for ``(t, e, tiny, regular)``, and what they
+    flag is a small part (subnormal ``w``, checks of the fixed networks)."""
+    x = _log_arguments(fn, nc)
+    flagged = _traced_bits_match(lambda *c: native_source._log_front(fn, list(c)), x, float64_literals=True, net=KernelLines())
+    assert len(flagged) <= len(x[0]) // 16, flagged
+
+
+def test_frexp_is_traced_and_flags_subnormal_operands():
+    """``torch.frexp`` of a traced element: bit operations for normal numbers, zero, inf
+    and NaN (torch's values), and a flag where the operand is subnormal."""
+    a = torch.tensor([3.0, -0.75, 0.0, -0.0, 2.0**-1030, math.inf, 1e300, 2.0**-1022], dtype=torch.float64)
+    flagged = _traced_bits_match(lambda v: tuple(torch.frexp(v)), [a], net=KernelLines())
+    assert flagged == [4]
+
+
+def test_bools_and_integers_convert_to_the_component_type():
+    """``.to(dtype)`` of a bool is 1.0 / 0.0 and of an integer exact; both are known to be
+    integers afterwards (a power-of-two scaling may take them)."""
+    a = torch.tensor([0.3, -2.5, 7.0, 0.0], dtype=torch.float64)
+
+    def f(v):
+        k = torch.round(v).to(torch.long).to(v.dtype) - (v > 0).to(v.dtype)
+        return k, torch.where(v < 0, k, torch.zeros_like(k)).to(torch.long).to(v.dtype)
+
+    assert _traced_bits_match(f, [a]) == []
+
+
+def test_the_fused_division_is_inlined_with_its_checks():
+    """A traced network that divides at three or more components inlines the fused
+    division kernel (its one-step scaling frame) instead of tracing ``frexp``/``ldexp``
+    scalings; its checks are flagged, gated like any other."""
+    x = _operands(64, 3, seed=5)
+    y = _operands(64, 3, seed=6)
+    y[0][1] = 1.0  # no division by zero
+
+    def quotient(*c):
+        return elementary._div(list(c[:3]), list(c[3:]))
+
+    flagged = _traced_bits_match(quotient, x + y, net=KernelLines())
+    assert len(flagged) <= 2, flagged  # the zero numerator (and its tail) only
+
+
+def test_a_statement_traced_twice_is_emitted_once():
+    """The generator's emitter names a repeated statement by its first occurrence (the
+    exp reduction that sinh and cosh share is computed once in their kernel)."""
+    net = native_source._Net()
+    first = trace(net, fixed.two_sum, "a", "b")
+    emitted = len(net.lines)
+    assert trace(net, fixed.two_sum, "a", "b") == first
+    assert len(net.lines) == emitted
+    tables = native_source._Tables()
+    both = len(native_source._traced_body(elementary._sinh_cosh_generic, 3, tables))
+    sinh = len(native_source._traced_body(elementary._sinh_generic, 3, tables))
+    cosh = len(native_source._traced_body(elementary._cosh_generic, 3, tables))
+    assert both < sinh + cosh - 1000  # the shared exp reduction and series: about 1,700 statements

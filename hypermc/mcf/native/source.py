@@ -16,19 +16,26 @@ and the ``ok`` flag. :mod:`hypermc.mcf.native` compiles the result and checks it
 the torch kernels bit for bit before using it; ``tests/mcf/test_trace.py`` interprets
 the traced statements and compares them with the torch networks without a compiler.
 
-Elementary functions. The float64 exp/log/sin/cos/tan/hyperbolic kernels are composed
-here (the ``_t_*`` and ``_l_*`` functions follow :mod:`hypermc.mcf.elementary` step by
-step) from the traced arithmetic networks above; their Taylor series and sign and edge
-helpers are :mod:`~hypermc.mcf.elementary`'s own (``_expm1_poly``, ``_trig_horner``,
-``_abs_sign``, ``_apply_sign``, ``_keep_tiny``, ``_finish``), traced with float64
-constants, and so are whole steps: exp and expm1 (``_exp_generic``, ``_expm1_generic``:
-Tang's reduction and table lookup, the series, the integer power-of-two scaling
-``_lscale``), sin and cos of the reduced argument (``_sin_cos_reduced``, its tables
-included) and the zero-guarded products (``_mul_f_zero``, ``_mul_zero``, whose checks
-:func:`~hypermc.mcf.fixed.checks_only_where` gates). The rest of their glue (the log and
-trig argument reductions, the quadrant, the branches of sinh/cosh and tanh, which checks a
-``where`` discards) is still written a second time in this module and kept equal to the
-torch path by the load-time self-check and ``tests/mcf/test_native.py``.
+Elementary functions. The float64 exp/log/sin/cos/tan/hyperbolic kernels are
+:mod:`~hypermc.mcf.elementary`'s own functions traced whole: ``_exp_generic``,
+``_expm1_generic``, ``_sinh_cosh_generic``, ``_tanh_generic``, the trig functions on their
+fast reduction (``_sin_cos_fast``, ``_tan_fast``) and the first step of log and its
+family (``_prepare_*``, ``_asinh_arg``/``_acosh_arg``/``_atanh_arg``, ``_log_reduce``:
+:func:`_log_front`). Where such a function divides or takes a square root at three or
+more components, :mod:`hypermc.mcf.registry` answers the traced call with the fused
+division or square root kernel inlined (:func:`_inline_div`, :func:`_inline_sqrt`: their
+one-step scaling and range frames, whose ``frexp``/``ldexp`` rescalings have no
+straight-line form), its checks gated like the others. A statement traced twice (the
+exp reduction that sinh and cosh share) is emitted once. What this module adds around a
+traced function is the kernel frame of :func:`hypermc.mcf.elementary._dispatch`: the
+special values the torch path answers itself (non-finite ``x``, the odd functions'
+``±0``), flagged, and the finishing of each result (``_finish``). The Newton core of the
+log family (:func:`_log_core_body`) is composed here from traced steps
+(``_exp_parts``, the residual's fixed network, ``_div``, ``_add_nc``, ``_mul_f_zero``),
+following ``elementary._log1p_core``: it takes the start ``log1p(t_0)`` from torch
+(whose ``log1p`` the kernel cannot reproduce) and, in its second form, computes the
+general kernels inline where the residual's and the series' fixed networks reject an
+element, instead of flagging it.
 
 Statements. A body is written once, in a statement language that every backend compiles
 as it is: ``T vN = expr;`` (``bool`` and ``mc_int<T>`` for flags and exponents), the
@@ -51,16 +58,15 @@ from __future__ import annotations
 
 import functools
 import hashlib
-import math
 import re
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
 import torch
 
-from .. import arith, eft, elementary, fixed, reduce
+from .. import arith, eft, elementary, fixed, reduce, registry
 from ..eft import unpack
-from .trace import Sym, SymVec, trace
+from .trace import SymVec, inline, trace
 
 __all__ = ["source", "fused_source", "prelude", "op_body", "round_body", "inline_function", "has_sqrt", "NCS", "DTYPES", "FUSED_TILE"]
 
@@ -100,6 +106,9 @@ class _Net:
         self.finish: Callable[[_Net, list[str]], list[str]] | None = None
         # where the constant tables that traced networks read are declared
         self.tables: _Tables | None = None
+        # every statement by its text: a repeated one (the same step traced twice, as the
+        # exp reduction shared by sinh and cosh) names the first (statements never change)
+        self._named: dict[tuple[str, str], str] = {}
 
     def use(self, tables: _Tables) -> None:
         """Declare the tables of the networks traced into this body in ``tables``."""
@@ -130,9 +139,13 @@ class _Net:
     def let(self, expr: str, ctype: str = "T") -> str:
         if ctype != "mc_int<T>" and (" * " in expr or " / " in expr):
             raise ValueError(f"_Net.let: {expr!r} has an infix product or quotient of floats; write mc_mul / mc_div instead")
+        known = self._named.get((ctype, expr))
+        if known is not None:
+            return known
         name = f"v{self.count}"
         self.count += 1
         self.lines.append(f"{ctype} {name} = {expr};")
+        self._named[ctype, expr] = name
         return name
 
     def add(self, a: str, b: str) -> str:
@@ -348,6 +361,27 @@ def _sqrt_body(nc: int) -> list[str]:
     return _body(net, *_emit_sqrt(net, xs, "lo", "hi"))
 
 
+def _inline_div(x: SymVec, y: SymVec) -> Any:
+    """arith.div's fused kernel inlined into a traced network (:func:`_emit_div2`,
+    :func:`_emit_div`): its one-step scaling frame instead of ``_scale2``'s three steps
+    of ``frexp``/``ldexp``, which have no straight-line form; the elements it flags are
+    the caller's (the torch path scales them in three steps, same bits where one is
+    enough)."""
+    return inline(_emit_div2 if len(x) == 2 else _emit_div, x, y)
+
+
+def _inline_sqrt(x: SymVec, lo: float, hi: float) -> Any:
+    """arith.sqrt's fused kernel (nc >= 3: :func:`_emit_sqrt`) inlined into a traced
+    network; ``x_0`` outside ``[lo, hi]`` is flagged (the torch path rescales it)."""
+    if len(x) == 2:
+        return None  # nc = 2: elementary._sqrt's own double-word step is traced
+    return inline(_emit_sqrt, x, lo=_lit(lo), hi=_lit(hi))
+
+
+registry.register_inline("div", _inline_div)
+registry.register_inline("sqrt", _inline_sqrt)
+
+
 def _emit_sqrt2(net: _Net, xs: list[str], lo: str, hi: str) -> tuple[list[str], list[str]]:
     """nc = 2: arith._sqrt2_network where ``lo <= x_0 <= hi`` (``ok`` false elsewhere:
     arith._sqrt2 scales those)."""
@@ -499,13 +533,6 @@ def _fixed_add(net: _Net, xs: list[str], ys: list[str]) -> list[str]:
     return trace(net, lambda x, y: unpack(arith.add(torch.stack(x, -1), torch.stack(y, -1))), xs, ys)
 
 
-def _fixed_mul(net: _Net, xs: list[str], ys: list[str]) -> list[str]:
-    """arith.mul / mul_float (nc >= 3, FMA, fixed branch, traced; its check added to ``net``)."""
-    if len(ys) == 1:
-        return trace(net, lambda x, b: unpack(arith.mul_float(torch.stack(x, -1), b)), xs, ys[0])
-    return trace(net, lambda x, y: unpack(arith.mul(torch.stack(x, -1), torch.stack(y, -1))), xs, ys)
-
-
 def _l_add(net: _Net, a: list[str], b: list[str]) -> list[str]:
     """elementary._add, traced (nc >= 3: arith.add's fixed branch, its check added to ``net``)."""
     return trace(net, elementary._add, a, b)
@@ -615,86 +642,49 @@ def _t_exp_parts(net: _Net, tables: _Tables, x: list[str], general: bool = False
     return k, (_l_add_general if general else _l_add)(net, d, _l_mul(net, t, er))
 
 
-def _t_lscale(net: _Net, a: list[str], k: str) -> list[str]:
-    """elementary._lscale (``a 2^k`` by two clamped powers of two), traced; ``k`` holds an
-    integer (a rounded value or an exponent)."""
-    return trace(net, elementary._lscale, a, k, integral=[k])
-
-
 def _t_finish(net: _Net, a: list[str]) -> list[str]:
     """elementary._finish (a zero tail behind a non-finite leading component), traced."""
     return trace(net, elementary._finish, a)
 
 
-def _exp_body(nc: int, tables: _Tables, net: _Net | None = None) -> list[str]:
-    """elementary._exp_generic (float64); ``ok`` false for non-finite ``x_0`` and
-    ``|x_0| > bound`` (complete over/underflow) and where a fixed network's check fails."""
-    net = net or _Net()
-    xs = [net.read(k) for k in range(nc)]
-    inside = net.test(f"(mc_fabs({xs[0]}) <= {_lit(tables.constants(nc).bound)}) & {_finite_all(xs)}")
-    xs = [net.let(f"mc_keep_if<T>({inside}, {c})") for c in xs]
-    net.use(tables)
-    v = _t_finish(net, trace(net, elementary._exp_generic, xs, float64_literals=True))
-    return net.outputs(v, f"{inside} & {net.all_ok()}")
-
-
-def _t_add_float(net: _Net, xs: list[str], b: str) -> list[str]:
-    """arith.add_float (nc = 2: ``_add_float2``, DWPlusFP with the errors carried
-    negated; nc >= 3: the fixed branch, its check added to ``net``)."""
-    return trace(net, lambda x, c: unpack(arith.add_float(torch.stack(x, -1), c)), xs, b)
-
-
-def _t_log_reduce(net: _Net, s: list[str], plus_one: str | None, shift: str | None = None) -> tuple[list[str], str, str]:
-    """elementary._log_impl up to the Newton core: ``w = 1 + s`` where ``plus_one`` (``s``
-    elsewhere), ``w = 2^e m``, ``t = m - 1`` (or ``t = s`` near 1); returns ``(t, e +
-    shift, regular)``, ``regular`` false for ``w_0`` not a positive normal number (the
-    torch path takes ``log(w_0)`` there)."""
+def _log_front(fn: str, x: list[torch.Tensor]) -> tuple[list[torch.Tensor], torch.Tensor, torch.Tensor, torch.Tensor]:
+    """elementary's ``fn`` (log, log1p, asinh, acosh, atanh) of a finite float64 ``x`` up
+    to the Newton core, composed of the steps its torch path takes: the preparation in
+    the input's dtype (``_prepare_*``), the argument of the logarithm (``_asinh_arg``,
+    ``_acosh_arg``, ``_atanh_arg``) and ``_log_reduce``. Returns ``(t, e, tiny, regular)``:
+    ``tiny`` where the result is ``t`` itself (log, log1p: ``_log1p_tiny``), ``regular``
+    false where the torch path takes another branch (``w_0`` not positive and finite;
+    acosh ``x = 1``, atanh's pole). The kernel generator traces this function; the sign,
+    the factor 1/2 of atanh and the odd functions' tiny case stay with the caller."""
     el = elementary
-    if plus_one is None:
-        w, small = s, "false"
+    shift, good = None, None
+    if fn in ("log", "log1p"):
+        packed, plus_one = (el._prepare_log if fn == "log" else el._prepare_log1p)(torch.stack(x, -1))
+        s = unpack(packed)
+    elif fn == "asinh":
+        s, plus_one, shift = el._asinh_arg(el._abs_sign(x)[0])
+    elif fn == "acosh":
+        t = el._sanitize(unpack(el._prepare_acosh(torch.stack(x, -1))[0]))
+        good = t[0] > 0  # x = 1 (t = 0) is left to the torch path
+        s, plus_one, shift = el._acosh_arg(t)
+    elif fn == "atanh":
+        a, den, _ = el._prepare_atanh(torch.stack(x, -1))
+        a, den = el._sanitize(unpack(a)), el._sanitize(unpack(den))
+        good = den[0] != 0  # the pole |x| = 1
+        s, plus_one = el._atanh_arg(a, den)
     else:
-        mark = len(net.oks)
-        wa = _l_add_f(net, s, "T(1)")
-        net.gate(mark, f"!{plus_one}")
-        w = [net.select(plus_one, a, b) for a, b in zip(wa, s)]
-        small = net.test(f"{plus_one} & ({s[0]} >= {_lit(el._LOG1P_CORE_LO)}) & ({s[0]} <= {_lit(el._LOG1P_CORE_HI)})")
-    regular = net.test(f"mc_normal<T>({w[0]}) & ({w[0]} > T(0))")
-    mt = net.let(f"mc_mant<T>({w[0]})")
-    e = net.sub(net.let(f"mc_tofloat<T>(mc_expo<T>({w[0]}))"), net.let(f"mc_select<T>({mt} < {_lit(el._SQRT_HALF)}, T(1), T(0))"))
-    e = net.select(small, "T(0)", e)
-    m = _t_lscale(net, w, net.neg(e))
-    mark = len(net.oks)
-    tm = _l_add_f(net, m, "T(-1)")
-    net.gate(mark, small)
-    t = [net.select(small, a, b) for a, b in zip(s, tm)]
-    if shift is not None:
-        e = net.add(e, shift)
-    return t, e, regular
-
-
-def _log_outputs(net: _Net, t: list[str], e: str, tiny: str, oks: list[str]) -> list[str]:
-    """The lines of a reduction kernel: outputs ``(t, e, tiny)`` for :func:`_log_core_body`."""
-    outs = t + [e, net.let(f"mc_select<T>({tiny}, T(1), T(0))")]
-    return net.lines + [f"OUT({k}) = {c};" for k, c in enumerate(outs)] + [f"OK = {' & '.join(oks)} & {net.all_ok()};"]
+        raise ValueError(f"_log_front: fn must be one of log, log1p, asinh, acosh, atanh; got {fn!r}")
+    t, e, regular, _ = el._log_reduce(s, plus_one, shift)
+    tiny = el._log1p_tiny(s, plus_one) if fn in ("log", "log1p") else torch.zeros_like(regular)
+    return t, e, tiny, regular if good is None else regular & good
 
 
 def _log_reduce_body(nc: int, fn: str = "log") -> list[str]:
-    """elementary's ``fn`` up to the Newton core (:func:`_t_log_reduce` after the torch
-    path's preparation, every step in float64): ``t`` (nc components), ``e`` and whether
-    the result is ``t`` itself (log, log1p: tiny). ``ok`` false where the torch path
-    takes another branch (non-positive, non-finite or subnormal ``w``; for the odd
-    functions ``x = ±0``; acosh ``x <= 1``; atanh ``|x| = 1``) and where a check fails.
-
-    * log: ``s = x - 1`` (arith.add_float, exact) for ``x`` in ``[1/2, 2]``, ``w = 1 + s``.
-    * log1p: ``s = 1 + x`` (exact) for ``x <= -1/2``, where ``w = s``; ``w = 1 + x`` elsewhere.
-    * asinh: ``w = a + a^2 / (1 + sqrt(1 + a^2))``, ``a = |x|``, ``log1p(w)``; beyond
-      ``_big_threshold`` ``log(a) + ln2``. The caller applies the sign and the tiny case.
-    * acosh: ``t = x - 1``, ``w = t + sqrt(t (t + 2))``, ``log1p(w)``; big as asinh.
-    * atanh: ``log1p(2 a / (1 - a))``, ``a = |x|``; the caller halves it, applies the
-      sign and the tiny case.
-    """
-    el = elementary
-    p = DTYPES["f64"][2]
+    """:func:`_log_front` (traced, every step in float64): outputs ``t`` (nc components),
+    ``e`` and whether the result is ``t`` itself. ``ok`` false where the torch path takes
+    another branch (non-finite ``x``; log: ``x_0`` not a positive normal number; the odd
+    functions: ``x = ±0``; acosh: ``x <= 1``; ``w_0`` not a positive normal number; atanh's
+    pole) and where a check fails."""
     net = _Net()
     xs = [net.let(f"X({k})") for k in range(nc)]
     finite = _finite_all(xs)
@@ -705,47 +695,9 @@ def _log_reduce_body(nc: int, fn: str = "log") -> list[str]:
     else:
         good = net.test(f"{finite} & ({xs[0]} != T(0))")
     xs = [net.let(f"mc_keep_if<T>({good}, {c})") for c in xs]
-    oks = [good]
-    shift = tiny = None
-    if fn in ("log", "log1p"):
-        if fn == "log":
-            near = net.test(f"({xs[0]} >= T(0.5)) & ({xs[0]} <= T(2))")
-            prepared, plus_one = _gated(net, f"!{near}", lambda: _t_add_float(net, xs, "T(-1)")), near
-        else:
-            near = net.test(f"{xs[0]} <= T(-0.5)")
-            prepared, plus_one = _gated(net, f"!{near}", lambda: _t_add_float(net, xs, "T(1)")), net.test(f"!{near}")
-        s = [net.select(near, a, b) for a, b in zip(prepared, xs)]
-        tiny = net.test(f"{plus_one} & (mc_fabs({s[0]}) < {_lit(el._tiny_threshold(p, nc))})")
-    elif fn in ("asinh", "acosh"):
-        if fn == "asinh":
-            a, _ = _t_abs_sign(net, xs)
-        else:  # _prepare_acosh: arith.add_float(x, -1); x = 1 (t = 0) is left to the torch path
-            a = _t_add_float(net, xs, "T(-1)")
-            oks.append(net.test(f"{a[0]} > T(0)"))
-        big = net.test(f"{a[0]} > {_lit(el._big_threshold(p, nc))}")
-
-        def small_w() -> list[str]:
-            am = [net.let(f"mc_keep_if<T>(!{big}, {c})") for c in a]
-            if fn == "asinh":  # sqrt(1 + a^2) - 1 = a^2 / (1 + sqrt(1 + a^2))
-                a2 = _l_mul(net, am, am)
-                return _l_add_nc(net, am, _l_div(net, a2, _l_add_f(net, _l_sqrt(net, _l_add_f(net, a2, "T(1)")), "T(1)")))
-            return _l_add_nc(net, am, _l_sqrt(net, _l_mul(net, am, _l_add_f(net, am, "T(2)"))))
-
-        w = _gated(net, big, small_w)
-        s = [net.select(big, c, d) for c, d in zip(a, w)]
-        # asinh: log(a) + ln2 where big; acosh: log(1 + t) + ln2
-        plus_one = net.test(f"!{big}") if fn == "asinh" else "true"
-        shift = net.let(f"mc_select<T>({big}, T(1), T(0))")
-    elif fn == "atanh":
-        a, _ = _t_abs_sign(net, xs)
-        den = _t_add_float(net, [net.neg(c) for c in a], "T(1)")
-        oks.append(net.test(f"{den[0]} != T(0)"))  # the pole |x| = 1
-        s = _l_div(net, [net.mul(c, "T(2)") for c in a], den)
-        plus_one = "true"
-    else:
-        raise ValueError(f"_log_reduce_body: fn must be one of log, log1p, asinh, acosh, atanh; got {fn!r}")
-    t, e, regular = _t_log_reduce(net, s, plus_one, shift)
-    return _log_outputs(net, t, e, tiny or "false", oks + [regular])
+    t, e, tiny, regular = trace(net, functools.partial(_log_front, fn), xs, float64_literals=True)
+    outs = t + [e, net.let(f"mc_select<T>({tiny}, T(1), T(0))")]
+    return net.lines + [f"OUT({k}) = {c};" for k, c in enumerate(outs)] + [f"OK = {good} & {regular} & {net.all_ok()};"]
 
 
 def _t_add_general(net: _Net, x: list[str], y: list[str], subtract: bool = False) -> list[str]:
@@ -798,52 +750,6 @@ def _log_core_body(nc: int, tables: _Tables, general: bool = False) -> list[str]
     return net.lines + [f"OUT({k}) = {out[k]};" for k in range(nc)] + [f"OK = {tiny} | {net.all_ok()};"]
 
 
-def _t_at_width(net: _Net, a: list[str], nc: int) -> list[str]:
-    """elementary._at_width (finite terms: ``eft.renormalize_finite``, traced)."""
-    if len(a) <= nc:
-        return _lpad(a, nc)
-    comps, _ = trace(net, eft.renormalize_finite, a, nc)
-    return comps
-
-
-def _t_trig_reduce(net: _Net, x: list[str], cst, nc: int) -> tuple[str, list[str], str]:
-    """elementary._trig_reduce's fast path (float64; ``x`` at ``nc`` components or a
-    float32 expansion of more): ``(q, r, good)`` with ``q = n mod 4`` as an integer and
-    ``good`` false where the torch path takes the exact reduction. The network's checks
-    are gated off where ``n = 0`` (``r = x``)."""
-    p = DTYPES["f64"][2]
-    w = nc if len(x) <= nc + 1 else nc + 1
-    n = net.let(f"mc_rint(mc_mul({x[0]}, {_lit(cst.two_over_pi)}))")
-    nzero = net.test(f"{n} == T(0)")
-    pio2 = [_lit(v) for v in cst.pio2.tolist()[: w + 1]]
-    mark = len(net.oks)
-    h = net.mul(n, pio2[0])
-    lo = net.fma(n, pio2[0], net.neg(h))
-    t = _l_add_f(net, _t_at_width(net, x[1:], w), net.sub(x[0], h))
-    t = _l_add_f(net, t, net.neg(lo))
-    r = _t_at_width(net, _l_add(net, t, [net.neg(c) for c in _l_mul_f(net, pio2[1:], n)]), nc)
-    net.gate(mark, nzero)
-    r = [net.select(nzero, a, b) for a, b in zip(_t_at_width(net, x, nc), r)]
-    r0 = net.let(f"mc_fabs({r[0]})")
-    good = net.test(f"({r0} >= mc_mul(mc_fabs({x[0]}), {_lit(2.0 ** (8 - p))})) & ({r0} <= {_lit(math.pi / 4 * (1 + 2.0**-30))})")
-    q = net.let(f"mc_toint<T>({n}) & 3", "mc_int<T>")  # n mod 4 (two's complement), |n| < 2^45 where good
-    return q, r, good
-
-
-def _t_sin_cos(net: _Net, tables: _Tables, x: list[str], nc: int) -> tuple[list[str], list[str], str]:
-    """elementary._sin_cos_generic for finite ``x`` on the fast reduction, ``width=nc``:
-    ``(sin x, cos x, good)``, ``good`` as :func:`_t_trig_reduce`."""
-    q, r, good = _t_trig_reduce(net, x, tables.trig(nc), nc)
-    net.use(tables)
-    sin_r, cos_r = trace(net, elementary._sin_cos_reduced, r, float64_literals=True)
-    odd = net.test(f"({q} & 1) != 0")
-    sin_neg = net.test(f"{q} >= 2")
-    cos_neg = net.test(f"(({q} + 1) & 3) >= 2")
-    sin_x = [net.select(sin_neg, net.neg(v), v) for v in (net.select(odd, a, b) for a, b in zip(cos_r, sin_r))]
-    cos_x = [net.select(cos_neg, net.neg(v), v) for v in (net.select(odd, a, b) for a, b in zip(sin_r, cos_r))]
-    return _t_finish(net, sin_x), _t_finish(net, cos_x), good
-
-
 #: float32 component counts whose elementary functions have float64 kernels of their own
 #: (``{op}_f32x{nx}`` in the nc = 2 library, :func:`_narrow_body`): exp, expm1, sinh/cosh,
 #: tanh, sin/cos and tan.
@@ -877,62 +783,6 @@ def _narrow_body(build: Callable[..., list[str]], nx: int, groups: int, exact: b
     return build(net=net)
 
 
-def _l_div(net: _Net, a: list[str], b: list[str]) -> list[str]:
-    """elementary._div (nc >= 3: arith.div's fixed branch, its checks added to ``net``)."""
-    n = max(len(a), len(b))
-    a, b = _lpad(a, n), _lpad(b, n)
-    if n == 1:
-        return [net.div(a[0], b[0])]
-    if n == 2:
-        return _l_div2(net, a, b)
-    c, oks = _emit_div(net, a, b)
-    net.oks.extend(oks)
-    return c
-
-
-def _l_sqrt(net: _Net, a: list[str]) -> list[str]:
-    """elementary._sqrt for ``a >= 0`` (nc >= 3: arith.sqrt's fixed networks in their
-    range, :func:`arith._sqrt_range`; the other elements are flagged)."""
-    if len(a) == 1:
-        return [net.let(f"mc_sqrt({a[0]})")]
-    if len(a) == 2:  # one Karp-Markstein correction
-        sh = net.let(f"mc_sqrt({a[0]})")
-        ph = net.mul(sh, sh)
-        pl = net.fma(sh, sh, net.neg(ph))
-        rho = net.add(net.sub(net.sub(a[0], ph), pl), a[1])
-        sl = net.select(net.test(f"{sh} > T(0)"), net.div(rho, net.mul("T(2)", sh)), "T(0)")
-        return list(net.fast_two_sum(sh, sl))
-    # arith's range
-    lo, hi = arith._sqrt_range(torch.float64, len(a)) or (math.inf, -math.inf)
-    c, oks = _emit_sqrt(net, a, _lit(lo), _lit(hi))
-    net.oks.extend(oks)
-    return c
-
-
-def _gated(net: _Net, skip: str, emit):
-    """``emit()`` with its checks mattering only where ``skip`` is false (the torch path
-    discards that branch there with a ``where``)."""
-    mark = len(net.oks)
-    out = emit()
-    net.gate(mark, skip)
-    return out
-
-
-def _t_abs_sign(net: _Net, x: list[str]) -> tuple[list[str], str]:
-    """elementary._abs_sign, traced."""
-    return trace(net, elementary._abs_sign, x)
-
-
-def _t_apply_sign(net: _Net, y: list[str], neg: str) -> list[str]:
-    """elementary._apply_sign, traced (``neg`` a bool)."""
-    return trace(net, elementary._apply_sign, y, Sym(neg, "bool", argument=True))
-
-
-def _t_keep_tiny(net: _Net, x: list[str], y: list[str], threshold: float) -> list[str]:
-    """elementary._keep_tiny, traced."""
-    return trace(net, elementary._keep_tiny, x, y, threshold, float64_literals=True)
-
-
 def _finite_all(xs: list[str]) -> str:
     """Whether every component is finite (a non-finite tail behind a finite lead is not
     an expansion; the torch path decides what NaN it gives)."""
@@ -954,70 +804,40 @@ def _outputs(net: _Net, out: list[str], regular: str) -> list[str]:
     return net.outputs(out, f"{regular} & {net.all_ok()}")
 
 
-def _expm1_body(nc: int, tables: _Tables, net: _Net | None = None) -> list[str]:
-    """elementary._expm1_generic (float64); ``ok`` false for ``x_0`` zero, not finite or
-    beyond exp's bound, and where a fixed network's check fails."""
+def _traced_body(
+    generic: Callable[..., list[torch.Tensor]], nc: int, tables: _Tables, net: _Net | None = None, zero_ok: bool = False
+) -> list[str]:
+    """elementary's float64 ``generic`` (``_exp_generic``, ``_expm1_generic``,
+    ``_sinh_cosh_generic``, ``_tanh_generic``) traced whole, its results (groups of ``nc``
+    components) finished by ``elementary._finish``. ``ok`` false for ``x_0`` not finite or
+    beyond exp's bound (complete over/underflow), unless ``zero_ok`` for ``x_0 = 0`` (the
+    odd functions' ``±0``, which the torch path returns as they are), and where a fixed
+    network's check fails."""
     net = net or _Net()
-    xs, regular = _unary_head(net, nc, tables, zero_ok=False)
+    xs, regular = _unary_head(net, nc, tables, zero_ok=zero_ok)
     net.use(tables)
-    y = trace(net, elementary._expm1_generic, xs, float64_literals=True)
-    return _outputs(net, _t_finish(net, y), regular)
-
-
-def _sinh_cosh_body(nc: int, tables: _Tables, net: _Net | None = None) -> list[str]:
-    """elementary._sinh_generic and _cosh_generic (float64): outputs ``sinh x`` then
-    ``cosh x`` (2 nc); ``ok`` as :func:`_expm1_body`."""
-    net = net or _Net()
-    xs, regular = _unary_head(net, nc, tables, zero_ok=False)
-    a, neg = _t_abs_sign(net, xs)
-    k, e = _t_exp_parts(net, tables, a)
-    m = _l_add_f(net, e, "T(1)")
-    rcp = _l_div(net, ["T(1)"], m)
-    k0 = net.test(f"{k} == T(0)")
-    # k = 0: M - R = E (1 + R) without cancellation; k >= 1: M - 2^-2k R, ratio <= 2
-    small = _gated(net, f"!{k0}", lambda: _l_mul(net, e, _l_add_f(net, rcp, "T(1)")))
-    tail = _t_lscale(net, _t_lscale(net, rcp, net.neg(k)), net.neg(k))
-    large = _gated(net, k0, lambda: _l_add(net, m, [net.neg(c) for c in tail]))
-    km1 = net.sub(k, "T(1)")
-    sinh = _t_apply_sign(net, _t_lscale(net, [net.select(k0, a, b) for a, b in zip(small, large)], km1), neg)
-    sinh = _t_keep_tiny(net, xs, sinh, elementary._tiny_odd_threshold(DTYPES["f64"][2], nc))
-    cosh = _t_lscale(net, _l_add_nc(net, m, tail), km1)
-    return _outputs(net, _t_finish(net, sinh) + _t_finish(net, cosh), regular)
-
-
-def _tanh_body(nc: int, tables: _Tables, net: _Net | None = None) -> list[str]:
-    """elementary._tanh_generic (float64); ``ok`` as :func:`_expm1_body`."""
-    p = DTYPES["f64"][2]
-    net = net or _Net()
-    xs, regular = _unary_head(net, nc, tables, zero_ok=False)
-    a, neg = _t_abs_sign(net, xs)
-    saturated = net.test(f"{a[0]} > {_lit((nc * p + elementary._GUARD_BITS + 2) * math.log(2.0) / 2)}")
-
-    def unsaturated() -> list[str]:
-        # 2|x| can pass exp's bound only where saturated (the result is 1 there): zeroed
-        a2 = [net.let(f"mc_keep_if<T>(!{saturated}, mc_mul({c}, T(2)))") for c in a]
-        net.use(tables)
-        q = trace(net, lambda x: elementary._expm1_from_parts(*elementary._exp_parts(x)), a2, float64_literals=True)
-        return _l_div(net, q, _l_add_f(net, q, "T(2)"))
-
-    d = _gated(net, saturated, unsaturated)
-    y = [net.select(saturated, one, c) for one, c in zip(_lpad(["T(1)"], nc), d)]
-    y = _t_keep_tiny(net, xs, _t_apply_sign(net, y, neg), elementary._tiny_odd_threshold(p, nc))
-    return _outputs(net, _t_finish(net, y), regular)
+    y = trace(net, generic, xs, float64_literals=True)
+    out = [c for g in range(0, len(y), nc) for c in _t_finish(net, y[g : g + nc])]
+    return _outputs(net, out, regular)
 
 
 def _sin_cos_body(nc: int, tables: _Tables, nx: int | None = None, tan: bool = False, net: _Net | None = None) -> list[str]:
-    """elementary's sin and cos (float64 result at ``nc`` components, input at ``nx``,
-    default ``nc``): outputs ``sin x`` then ``cos x`` (2 nc), or with ``tan`` (``nc =
-    2``) their quotient by ``elementary._div`` (nc); ``ok`` false for non-finite or zero
-    ``x_0`` (the torch path's special values), where the torch path takes the exact
-    reduction and where a fixed network's check fails."""
+    """elementary's sin and cos on the fast reduction (``elementary._sin_cos_fast``, traced;
+    float64 results at ``nc`` components, input at ``nx``, default ``nc``): outputs ``sin
+    x`` then ``cos x`` (2 nc), or with ``tan`` their quotient (``elementary._tan_fast``);
+    ``ok`` false for non-finite or zero ``x_0`` (the torch path's special values), where
+    the torch path takes the exact reduction and where a fixed network's check fails."""
     net = net or _Net()
     xs = [net.read(k) for k in range(nx or nc)]
     regular = net.test(f"{_finite_all(xs)} & ({xs[0]} != T(0))")
     xs = [net.let(f"mc_keep_if<T>({regular}, {c})") for c in xs]
-    sin_x, cos_x, good = _t_sin_cos(net, tables, xs, nc)
-    out = _t_finish(net, _l_div2(net, sin_x, cos_x)) if tan else sin_x + cos_x
+    net.use(tables)
+    if tan:
+        y, good = trace(net, elementary._tan_fast, xs, nc, float64_literals=True)
+        out = _t_finish(net, y)
+    else:
+        sin_x, cos_x, good = trace(net, elementary._sin_cos_fast, xs, nc, float64_literals=True)
+        out = _t_finish(net, sin_x) + _t_finish(net, cos_x)
     return net.outputs(out, f"{regular} & {good} & {net.all_ok()}")
 
 
@@ -1356,7 +1176,13 @@ def elementary_kernels(nc: int, tables: _Tables) -> list[ElementaryKernel]:
     x = {"x": nc}
     core = {"x": nc + 2, "y": 1}  # the Newton cores: x holds (t, e, tiny), y the start log1p(t_0)
     ks = [
-        ElementaryKernel("exp", "exp(x): elementary._exp_generic", x, nc, lambda: _exp_body(nc, tables)),
+        ElementaryKernel(
+            "exp",
+            "exp(x): elementary._exp_generic",
+            x,
+            nc,
+            functools.partial(_traced_body, elementary._exp_generic, nc, tables, zero_ok=True),
+        ),
         ElementaryKernel(
             "log_reduce",
             "log(x), first part: (t, e, tiny) of elementary._log_impl (nc + 2 outputs)",
@@ -1374,10 +1200,18 @@ def elementary_kernels(nc: int, tables: _Tables) -> list[ElementaryKernel]:
     for fn in ("log1p", "asinh", "acosh", "atanh"):
         doc = f"{fn}(x), first part: (t, e, tiny) for log_core (nc + 2 outputs)"
         ks.append(ElementaryKernel(f"{fn}_reduce", doc, x, nc + 2, functools.partial(_log_reduce_body, nc, fn)))
-    ks.append(ElementaryKernel("expm1", "expm1(x): elementary._expm1_generic", x, nc, lambda: _expm1_body(nc, tables)))
+    ks.append(
+        ElementaryKernel(
+            "expm1", "expm1(x): elementary._expm1_generic", x, nc, functools.partial(_traced_body, elementary._expm1_generic, nc, tables)
+        )
+    )
     doc = "sinh(x), cosh(x): elementary._sinh_generic and _cosh_generic (2 nc outputs)"
-    ks.append(ElementaryKernel("sinh_cosh", doc, x, 2 * nc, lambda: _sinh_cosh_body(nc, tables)))
-    ks.append(ElementaryKernel("tanh", "tanh(x): elementary._tanh_generic", x, nc, lambda: _tanh_body(nc, tables)))
+    ks.append(ElementaryKernel("sinh_cosh", doc, x, 2 * nc, functools.partial(_traced_body, elementary._sinh_cosh_generic, nc, tables)))
+    ks.append(
+        ElementaryKernel(
+            "tanh", "tanh(x): elementary._tanh_generic", x, nc, functools.partial(_traced_body, elementary._tanh_generic, nc, tables)
+        )
+    )
     ks.append(
         ElementaryKernel(
             "sin_cos", "sin(x), cos(x): elementary._sin_cos_generic (2 nc outputs)", x, 2 * nc, lambda: _sin_cos_body(nc, tables)
@@ -1394,10 +1228,10 @@ def elementary_kernels(nc: int, tables: _Tables) -> list[ElementaryKernel]:
         for nx in NARROW_INPUTS:
             # (op, body, result groups, reads the exact expansion, odd: x_0 = 0 gives x)
             narrow: list[tuple[str, Callable[..., list[str]], int, bool, bool]] = [
-                ("exp", _exp_body, 1, False, False),
-                ("expm1", _expm1_body, 1, False, True),
-                ("sinh_cosh", _sinh_cosh_body, 2, False, True),
-                ("tanh", _tanh_body, 1, False, True),
+                ("exp", functools.partial(_traced_body, elementary._exp_generic, zero_ok=True), 1, False, False),
+                ("expm1", functools.partial(_traced_body, elementary._expm1_generic), 1, False, True),
+                ("sinh_cosh", functools.partial(_traced_body, elementary._sinh_cosh_generic), 2, False, True),
+                ("tanh", functools.partial(_traced_body, elementary._tanh_generic), 1, False, True),
                 ("sin_cos", functools.partial(_sin_cos_body, nx=nx), 2, True, True),
                 ("tan", functools.partial(_sin_cos_body, nx=nx, tan=True), 1, True, True),
             ]
