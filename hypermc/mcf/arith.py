@@ -61,6 +61,7 @@ from .eft import (
     pack,
     renormalize,
     renormalize_finite,
+    select,
     sqrt_rn,
     two_prod,
     two_sum,
@@ -1530,7 +1531,7 @@ def where(cond: torch.Tensor, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         [[1.0, 8.673617379884035e-19], [0.0, 0.0]]
     """
     x, y, _ = _common(x, y)
-    return torch.where(cond.unsqueeze(-1), x, y)
+    return select(cond.unsqueeze(-1), x, y)
 
 
 def _nan_if_either(r: torch.Tensor, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:

@@ -108,6 +108,7 @@ from .eft import (
     pack,
     renormalize,
     renormalize_finite,
+    select,
     sqrt_rn,
     two_prod,
     two_sum,
@@ -680,7 +681,7 @@ def _sqrt(a: list[torch.Tensor]) -> list[torch.Tensor]:
 
 def _lwhere(cond: torch.Tensor, a: list[torch.Tensor], b: list[torch.Tensor]) -> list[torch.Tensor]:
     n = max(len(a), len(b))
-    return [torch.where(cond, ai, bi) for ai, bi in zip(_lpad(a, n), _lpad(b, n))]
+    return [select(cond, ai, bi) for ai, bi in zip(_lpad(a, n), _lpad(b, n))]
 
 
 def _lscale(a: list[torch.Tensor], k: torch.Tensor) -> list[torch.Tensor]:

@@ -21,7 +21,7 @@ from torch.utils._python_dispatch import _disable_current_modes, return_and_corr
 
 from . import arith, elementary, matmul, reduce
 from .compile import fusable
-from .eft import float_format, pack, renormalize, unpack
+from .eft import float_format, pack, renormalize, select, unpack
 from .tensor import MCTensor, _OperandTypeError, implements
 
 __all__: list[str] = []
@@ -358,14 +358,15 @@ for _name in ("exp", "expm1", "log", "log1p", "sinh", "cosh", "tanh", "asinh", "
 @implements(aten.relu.default)
 def _op_relu(func, a):
     c = a._components
-    return _wrap(torch.where((c[..., :1] > 0) | torch.isnan(c[..., :1]), c, torch.zeros_like(c)))
+    return _wrap(select((c[..., :1] > 0) | torch.isnan(c[..., :1]), c, c.new_zeros(())))
 
 
 @implements(aten.threshold_backward.default)
 def _op_threshold_backward(func, grad, self, threshold):
     mask = _lead(self) <= threshold
     if isinstance(grad, MCTensor):
-        return _wrap(torch.where(mask.unsqueeze(-1), 0.0, grad._components))
+        g = grad._components
+        return _wrap(select(mask.unsqueeze(-1), g.new_zeros(()), g))
     return torch.where(mask, 0.0, grad)
 
 

@@ -1001,3 +1001,27 @@ def test_merge_by_magnitude_is_a_merge(la, lb):
     # same multiset: compare the sorted bit patterns, zeros made +0
     key = lambda t: (t + 0.0).view(torch.int64).sort(-1).values  # noqa: E731
     assert torch.equal(key(got), key(union))
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32, torch.float16, torch.bfloat16])
+def test_select_is_where_bit_for_bit(dtype):
+    """``eft.select`` gives ``torch.where``'s bits (signed zeros, infinities, NaN payloads)
+    and shape for every broadcast of condition and operands, planar (non-contiguous)
+    operands included; below ``SELECT_MIN`` elements and under autograd it is ``where``."""
+    g = torch.Generator().manual_seed(1)
+    x = torch.randn(3, 6000, generator=g, dtype=torch.float64).to(dtype)
+    y = torch.randn(6000, generator=g, dtype=torch.float64).to(dtype)
+    x[0, :8] = torch.tensor([math.nan, -math.nan, -0.0, 0.0, math.inf, -math.inf, 1e-40, -1e-45], dtype=torch.float64).to(dtype)
+    y[:8] = torch.tensor([-0.0, math.nan, math.inf, -0.0, 0.0, math.nan, -1.0, 5.0], dtype=torch.float64).to(dtype)
+    planar = torch.randn(3, 6000, 2, generator=g, dtype=torch.float64).to(dtype).movedim(-1, 0)[0]  # strided
+    conds = [torch.rand(3, 1, generator=g) > 0.5, torch.rand(6000, generator=g) > 0.5, torch.rand(2, 3, 6000, generator=g) > 0.5]
+    for cond in conds:
+        for a, b in ((x, y), (y, x), (planar, y), (x, y.new_zeros(()))):
+            got, want = eft.select(cond, a, b), torch.where(cond, a, b)
+            assert got.shape == want.shape and got.dtype == want.dtype
+            assert torch.equal(got.contiguous().view(torch.uint8), want.contiguous().view(torch.uint8))
+    small = eft.select(torch.tensor([True, False]), x[0, 10:12], y[10:12])
+    assert torch.equal(small, torch.where(torch.tensor([True, False]), x[0, 10:12], y[10:12]))
+    w = x.detach().clone().requires_grad_()
+    eft.select(conds[1], w, y).sum().backward()
+    assert torch.equal(w.grad, conds[1].expand_as(w).to(dtype))
