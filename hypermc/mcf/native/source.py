@@ -668,8 +668,8 @@ def _log_front(fn: str, x: list[torch.Tensor]) -> tuple[list[torch.Tensor], torc
         good = t[0] > 0  # x = 1 (t = 0) is left to the torch path
         s, plus_one, shift = el._acosh_arg(t)
     elif fn == "atanh":
-        a, den, _ = el._prepare_atanh(torch.stack(x, -1))
-        a, den = el._sanitize(unpack(a)), el._sanitize(unpack(den))
+        a_packed, den_packed, _ = el._prepare_atanh(torch.stack(x, -1))
+        a, den = el._sanitize(unpack(a_packed)), el._sanitize(unpack(den_packed))
         good = den[0] != 0  # the pole |x| = 1
         s, plus_one = el._atanh_arg(a, den)
     else:
