@@ -21,7 +21,7 @@ from torch.utils._python_dispatch import _disable_current_modes, return_and_corr
 
 from . import arith, elementary, matmul, reduce
 from .compile import fusable
-from .eft import float_format, pack, renormalize, select, unpack
+from .eft import float_format, pack, planes, renormalize, select, take, unpack
 from .tensor import MCTensor, _OperandTypeError, implements
 
 __all__: list[str] = []
@@ -641,17 +641,36 @@ def _op_stack(func, tensors, dim=0):
 
 @implements(aten.index.Tensor)
 def _op_index(func, a, indices):
-    return MCTensor(aten.index.Tensor(a._components, list(indices)))
+    return MCTensor(_index(a._components, list(indices)))
+
+
+def _index(c: torch.Tensor, indices: list) -> torch.Tensor:
+    """``c[indices]`` (advanced indexing of the MC dims), plane by plane where ``c`` is
+    planar and the index tensors are adjacent (their result dims then stay in place)."""
+    p = planes(c)
+    used = [k for k, i in enumerate(indices) if i is not None]
+    if p is None or not used or used != list(range(used[0], used[-1] + 1)):
+        return aten.index.Tensor(c, indices)
+    if len(used) == 1:
+        k, i = used[0], indices[used[0]]
+        if not i.dtype.is_floating_point and i.dtype != torch.bool and (i.numel() == 0 or int(i.min()) >= 0):
+            # one integer index: index_select of the flat index (3x advanced indexing)
+            rows = p.index_select(k + 1, i.reshape(-1))
+            return rows.reshape(*rows.shape[: k + 1], *i.shape, *rows.shape[k + 2 :]).movedim(0, -1)
+    return aten.index.Tensor(p, [None, *indices]).movedim(0, -1)
 
 
 @implements(aten.index_select.default)
 def _op_index_select(func, a, dim, index):
-    return MCTensor(a._components.index_select(_dims(dim, a.dim())[0], index))
+    return MCTensor(take(a._components, _dims(dim, a.dim())[0], index))
 
 
 @implements(aten.gather.default)
 def _op_gather(func, a, dim, index, *, sparse_grad=False):
     d = _dims(dim, a.dim())[0]
+    p = planes(a._components)
+    if p is not None:
+        return MCTensor(p.gather(d + 1, index.unsqueeze(0).expand(a.nc, *index.shape)).movedim(0, -1))
     idx = index.unsqueeze(-1).expand(*index.shape, a.nc)
     return MCTensor(a._components.gather(d, idx))
 
@@ -1179,8 +1198,10 @@ def _op_lift_fresh(func, a):
 
 @implements(aten.embedding.default)
 def _op_embedding(func, weight, indices, padding_idx=-1, scale_grad_by_freq=False, sparse=False):
-    """Rows of an MC weight: ``weight[indices]`` (exact; a gather of components)."""
-    return MCTensor(pack(unpack(weight._components[indices])))
+    """Rows of an MC weight: ``weight[indices]`` (exact; a gather of components, plane by
+    plane where the weight is planar; the result is planar)."""
+    c = weight._components
+    return MCTensor(_index(c, [indices]) if planes(c) is not None else pack(unpack(c[indices])))
 
 
 @implements(aten.embedding_dense_backward.default)

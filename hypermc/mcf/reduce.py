@@ -55,7 +55,7 @@ from collections.abc import Callable, Sequence
 import torch
 
 from . import arith, registry
-from .eft import all_finite, float_format, pow2, renormalize, two_prod, unpack
+from .eft import all_finite, float_format, pow2, renormalize, take, two_prod, unpack
 
 __all__ = [
     "sum",
@@ -792,8 +792,8 @@ def scatter(base: torch.Tensor, target: torch.Tensor, vals: torch.Tensor, reduce
             target = torch.cat([slots, target])
             vals = torch.cat([flat[slots], vals])
         order = torch.argsort(target, stable=True)
-        # index_select: several times faster than advanced indexing for rows of components
-        target, vals = target[order], vals.index_select(0, order)
+        # by rows (planes where planar): several times faster than advanced indexing
+        target, vals = target[order], take(vals, 0, order)
         if reduce in ("sum", "mean"):
             red = _run_sums(vals, target)
             counts = torch.unique_consecutive(target, return_counts=True)[1]

@@ -1389,3 +1389,34 @@ def test_from_components_keeps_inf_and_nan():
     got = x.to_mpmath()
     assert got[0] == mpmath.inf and got[1] == -mpmath.inf and mpmath.isnan(got[2]) and got[3] == mpmath.inf
     assert (x.components[..., 1:] == 0).all()
+
+
+def test_indexing_planar_components_gives_the_same_components():
+    """``x[idx]``, ``index_select``, ``gather`` and ``embedding`` of an MCTensor whose
+    components are planar (as every MC kernel writes them) index plane by plane: the
+    same components as indexing the component-last copy, for one integer index (N-D,
+    negative, empty), several adjacent or separated indices, a bool mask and slices."""
+    torch.manual_seed(3)
+    x = hm.mc(torch.randn(50, 4, 3, dtype=torch.float64), nc=3) * 1.0
+    assert x._components.stride()[-1] == max(x._components.stride())  # planar
+    ref = x._components.contiguous()
+    i = torch.randint(0, 50, (7, 2))
+    cases = [
+        (i,),
+        (torch.tensor([-1, 2, 0]),),
+        (torch.tensor([], dtype=torch.long),),
+        (slice(None), torch.tensor([0, 3])),
+        (slice(None), torch.tensor([1, 2]), torch.tensor([0, 2])),
+        (torch.tensor([1, 2]), slice(None), torch.tensor([0, 2])),  # separated: result dims first
+        (torch.rand(50) > 0.5,),
+        (i, slice(1, 3)),
+    ]
+    for ind in cases:
+        assert torch.equal(x[ind]._components, ref[(*ind, slice(None))]), ind
+    idx = torch.randint(0, 4, (9,))
+    assert torch.equal(x.index_select(1, idx)._components, ref.index_select(1, idx))
+    assert torch.equal(x.index_select(-1, idx[:2] % 3)._components, ref.index_select(2, idx[:2] % 3))
+    g = torch.randint(0, 4, (50, 2, 3))
+    assert torch.equal(torch.gather(x, 1, g)._components, ref.gather(1, g.unsqueeze(-1).expand(50, 2, 3, 3)))
+    w = x.reshape(50, 12)
+    assert torch.equal(torch.nn.functional.embedding(i, w)._components, w._components.contiguous()[i])

@@ -71,7 +71,7 @@ import torch
 
 from ..._checks import check_choice
 from .. import arith, elementary, reduce, registry  # arith, elementary, reduce: the self-check's reference
-from ..eft import broadcast_shapes, float_format, has_fused_addcmul, renormalize, tracing, unpack
+from ..eft import broadcast_shapes, float_format, has_fused_addcmul, renormalize, take, tracing, unpack
 from ..fixed import patch
 from . import cuda as native_cuda
 from .source import NARROW_INPUTS, _Tables, elementary_kernels, has_sqrt
@@ -809,9 +809,7 @@ def grouped_sums(vals: torch.Tensor, target: torch.Tensor, base: torch.Tensor | 
     # are planar (as the kernels write them; an index_select across the planes gathers
     # element by element, 10x slower). Read through the order inside the kernel instead,
     # the gather was 5x slower at 10^5 rows of 16 (every run waited for its rows).
-    v = vals.reshape(m, width, nc)
-    planes = v.movedim(-1, 0)
-    v = planes.index_select(1, order).movedim(0, -1) if planes.is_contiguous() else v.index_select(0, order)
+    v = take(vals.reshape(m, width, nc), 0, order)
     b = None if base is None else base.reshape(base.shape[0], width, nc)
     out, fin = _tree_outputs(nc, (runs, width), vals.dtype)
     bad = 0
