@@ -141,13 +141,22 @@ def load(
 def _open(key: Hashable, open_: Callable[[], Any], check: Callable[[Any], str | None] | None, warning: Callable[[str], str]) -> Any:
     if disabled():
         return DISABLED
+    # the first use may come while torch.compile traces (fake tensors): the build and the
+    # self-check run on real tensors, outside every dispatch mode
+    from torch.utils._python_dispatch import _disable_current_modes
+
+    with _disable_current_modes():
+        return _open_real(key, open_, check, warning)
+
+
+def _open_real(key: Hashable, open_: Callable[[], Any], check: Callable[[Any], str | None] | None, warning: Callable[[str], str]) -> Any:
     obj = open_()
     if isinstance(obj, str) or check is None:
         return obj
     with trial(key, obj):
         bad = check(obj)
     if bad:
-        warnings.warn(warning(bad), RuntimeWarning, stacklevel=5)
+        warnings.warn(warning(bad), RuntimeWarning, stacklevel=6)
         return f"self-check failed: {bad}"
     return obj
 

@@ -438,3 +438,22 @@ def test_not_fused_without_fused_kernels(monkeypatch):
         got = torch.compile(fn, fullgraph=True, dynamic=False)(x, y, p)
     _assert_same_bits(got.components, fn(x, y, p).components)
     assert calls == []
+
+
+def test_compile_as_the_first_mc_operation_of_a_process():
+    """The fused kernels are built and self-checked on first use; when that first use is
+    inside ``torch.compile`` (fake tensors), the build and check run on real tensors
+    outside the tracing modes, and the compiled function gives the eager bits."""
+    import subprocess
+    import sys
+
+    code = (
+        "import torch, hypermc as hm\n"
+        "x = hm.mc(torch.tensor([1.5, 2.0]), nc=2)\n"
+        "f = torch.compile(lambda x: x * x + 1.0, backend='aot_eager', fullgraph=True, dynamic=False)\n"
+        "y = f(x)\n"
+        "print(torch.equal(y.components, (x * x + 1.0).components))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip().splitlines()[-1] == "True"
