@@ -793,15 +793,15 @@ def _expm1_from_parts(k: torch.Tensor, e: list[torch.Tensor]) -> list[torch.Tens
 # ----------------------------------------------------------------------- log machinery
 
 
-def _log1p_core(t: list[torch.Tensor], start: torch.Tensor | None = None) -> list[torch.Tensor]:
+def _log1p_core(t: list[torch.Tensor]) -> list[torch.Tensor]:
     """``log1p(t)`` for ``|t| <= 0.42`` (``t`` exact) by Newton's iteration on expm1.
 
-    ``y <- y - (expm1(y) - t) / (1 + expm1(y))`` from ``y = log1p(t_0)`` (``start``
-    where the caller has it), at ``2, 3, …, nc`` components: each step doubles the
-    correct bits; the correction only needs double-word accuracy.
+    ``y <- y - (expm1(y) - t) / (1 + expm1(y))`` from ``y = log1p(t_0)``, at ``2, 3, …,
+    nc`` components: each step doubles the correct bits; the correction only needs
+    double-word accuracy.
     """
     nc = len(t)
-    y = [torch.log1p(t[0]) if start is None else start]
+    y = [torch.log1p(t[0])]
     for level in range(2, nc + 1):
         y = _lpad(y, level)
         _, e = _exp_parts(y)  # |y| <= ln2/2, so k = 0 and e = expm1(y)
