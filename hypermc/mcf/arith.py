@@ -415,6 +415,8 @@ def _add_general(x: torch.Tensor, y: torch.Tensor, subtract: bool) -> torch.Tens
     xs, ys = unpack(x), unpack(y)
     wide = _broadcast_lists(xs, ys)
     comps, total, naive = _add_general_finite(*wide)
+    if getattr(naive, "symbolic", False):  # a kernel generator: the finite path, flagged elsewhere
+        return fixed.patch(pack(comps), _finite_all([*comps, total, naive]), lambda a, b: _add_general(a, b, subtract), x, y, inline=False)
     if _all_finite_list([*comps, total, naive]):
         return pack(comps)
     out = renormalize(merge_by_magnitude(*wide), nc, presorted=True)
@@ -442,6 +444,14 @@ def _renormalized(terms: list[torch.Tensor], naive: torch.Tensor, nc: int) -> tu
     Returns the ``nc`` components and the rounded sum of the terms."""
     comps, total = renormalize_finite(list(torch.broadcast_tensors(*terms)), nc)
     return [_signed_lead(comps[0], naive), *comps[1:]], total
+
+
+def _finite_all(ts: list[torch.Tensor]) -> torch.Tensor:
+    """Elementwise: every one of ``ts`` finite."""
+    ok = torch.isfinite(ts[0])
+    for t in ts[1:]:
+        ok = ok & torch.isfinite(t)
+    return ok
 
 
 def _all_finite_list(ts: list[torch.Tensor]) -> bool:
@@ -721,6 +731,8 @@ def _mul_general(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     levels = _product_levels(xs, ys, nc)
     naive = xs[0] * ys[0]
     comps, total = _renormalized(levels, naive, nc)
+    if getattr(naive, "symbolic", False):  # a kernel generator: the finite path, flagged elsewhere
+        return fixed.patch(pack(comps), _finite_all([*comps, total, naive]), _mul_general, x, y, inline=False)
     if _all_finite_list([*comps, total, naive]):
         return pack(comps)
     return _guard(renormalize(levels, nc, presorted=True), naive)

@@ -714,7 +714,8 @@ def _finish(a: list[torch.Tensor]) -> torch.Tensor:
 def _expm1_series(r: list[torch.Tensor], cst: _Constants) -> list[torch.Tensor]:
     """``expm1(r)`` for ``|r| <= ln2/128``: ``r q`` with ``q`` from :func:`_expm1_poly`."""
     q = _expm1_poly(r, cst)
-    return _mul_f(r, q[0]) if len(q) == 1 else _mul(r, q)
+    with fixed.short_operand_steps():  # r of a short y has zero components
+        return _mul_f(r, q[0]) if len(q) == 1 else _mul(r, q)
 
 
 def _expm1_poly(r: list[torch.Tensor], cst: _Constants) -> list[torch.Tensor]:
@@ -751,7 +752,9 @@ def _exp_parts(x: list[torch.Tensor]) -> tuple[torch.Tensor, list[torch.Tensor]]
     """
     k, r, d, t = _exp_reduce(x)
     er = _expm1_series(r, _constants(x[0].dtype, len(x), x[0].device))
-    return k, _add(d, _mul(t, er))
+    prod = _mul(t, er)
+    with fixed.short_operand_steps():
+        return k, _add(d, prod)
 
 
 def _exp_reduce(x: list[torch.Tensor]) -> tuple[torch.Tensor, list[torch.Tensor], list[torch.Tensor], list[torch.Tensor]]:
@@ -793,15 +796,16 @@ def _expm1_from_parts(k: torch.Tensor, e: list[torch.Tensor]) -> list[torch.Tens
 # ----------------------------------------------------------------------- log machinery
 
 
-def _log1p_core(t: list[torch.Tensor]) -> list[torch.Tensor]:
+def _log1p_core(t: list[torch.Tensor], start: torch.Tensor | None = None) -> list[torch.Tensor]:
     """``log1p(t)`` for ``|t| <= 0.42`` (``t`` exact) by Newton's iteration on expm1.
 
-    ``y <- y - (expm1(y) - t) / (1 + expm1(y))`` from ``y = log1p(t_0)``, at ``2, 3, …,
-    nc`` components: each step doubles the correct bits; the correction only needs
-    double-word accuracy.
+    ``y <- y - (expm1(y) - t) / (1 + expm1(y))`` from ``y = log1p(t_0)`` (``start``: that
+    value computed by the caller; a fused kernel takes torch's), at ``2, 3, …, nc``
+    components: each step doubles the correct bits; the correction only needs
+    double-word accuracy. The kernel generator traces this function.
     """
     nc = len(t)
-    y = [torch.log1p(t[0])]
+    y = [torch.log1p(t[0]) if start is None else start]
     for level in range(2, nc + 1):
         y = _lpad(y, level)
         _, e = _exp_parts(y)  # |y| <= ln2/2, so k = 0 and e = expm1(y)
@@ -834,8 +838,15 @@ def _residual(e: list[torch.Tensor], t: list[torch.Tensor]) -> list[torch.Tensor
         out = fixed.renorm_levels(fixed.add_levels(unpack(x), [-c for c in unpack(y)], n), n)
     # Under cancellation the VecSum's top need not dominate (the expansion is right, its
     # leading components are not): the caller truncates, so such elements (and zeros)
-    # take the accurate kernel.
-    return unpack(fixed.patch(out, fixed.normalised(out), arith.sub, x, y))
+    # take the accurate kernel's general path (arith.sub's fixed branch, whose check adds
+    # the cancellation bound to this one, rejects them too). A generated kernel computes
+    # it inline: every residual cancels by design, flagging would send many elements back.
+    return unpack(fixed.patch(out, fixed.normalised(out), _sub_general, x, y, inline=True))
+
+
+def _sub_general(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    """``x - y`` by arith's general kernel (merge by magnitude, renormalise)."""
+    return arith._add_general(x, y, True)
 
 
 def _log_reduce(

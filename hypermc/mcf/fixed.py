@@ -48,6 +48,7 @@ below the subnormal range (the same as for the general kernels).
 from __future__ import annotations
 
 import contextlib
+import threading
 from collections.abc import Callable, Iterator
 
 import torch
@@ -246,8 +247,57 @@ def checks_only_where(keep: torch.Tensor) -> Iterator[None]:
         yield
 
 
-def patch(out: torch.Tensor, ok: torch.Tensor, general: Callable[..., torch.Tensor], *operands: torch.Tensor) -> torch.Tensor:
+_INLINE = threading.local()
+
+
+@contextlib.contextmanager
+def _setting(name: str) -> Iterator[None]:
+    before = getattr(_INLINE, name, False)
+    setattr(_INLINE, name, True)
+    try:
+        yield
+    finally:
+        setattr(_INLINE, name, before)
+
+
+def generals_inline() -> contextlib.AbstractContextManager[None]:
+    """While a kernel generator traces a network inside this block, the checked fast paths
+    (:func:`patch`) that the network marks with :func:`short_operand_steps` compute their
+    general kernels inline, a select on the check, instead of flagging the element for the
+    caller: for a kernel that runs on MC numbers made from plain floats, whose zero tails
+    fail those checks, so such elements need no second pass. On tensors it changes
+    nothing.
+
+    Example:
+        >>> with generals_inline(), short_operand_steps():
+        ...     inline_generals()
+        True
+        >>> inline_generals()
+        False
+    """
+    return _setting("asked")
+
+
+def short_operand_steps() -> contextlib.AbstractContextManager[None]:
+    """Marks the steps of a network whose fast-path checks reject short expansions (zero
+    tails: a product of them has zero components): see :func:`generals_inline`."""
+    return _setting("marked")
+
+
+def inline_generals() -> bool:
+    """Whether :func:`patch` computes a traced general kernel inline here (both
+    :func:`generals_inline` and :func:`short_operand_steps` in effect)."""
+    return bool(getattr(_INLINE, "asked", False) and getattr(_INLINE, "marked", False))
+
+
+def patch(
+    out: torch.Tensor, ok: torch.Tensor, general: Callable[..., torch.Tensor], *operands: torch.Tensor, inline: bool | None = None
+) -> torch.Tensor:
     """Replace the elements of ``out`` where ``ok`` is false by ``general(*operands)``.
+
+    ``inline`` concerns a kernel generator tracing the network: True computes ``general``
+    inline (a select), which it must be able to trace, False flags the element for the
+    caller, None (default) flags it unless :func:`inline_generals` says otherwise.
 
     ``out`` is a view ``(*shape, nc)`` of a planar buffer (as :func:`renorm_levels`
     returns); ``operands`` are component tensors broadcastable to ``shape``. Eager: if any
@@ -271,6 +321,8 @@ def patch(out: torch.Tensor, ok: torch.Tensor, general: Callable[..., torch.Tens
         True
     """
     if getattr(ok, "symbolic", False):
+        if inline or (inline is None and inline_generals()):
+            return torch.where(ok, out, general(*operands))
         # a kernel generator traces this network: the generated kernel reports the elements
         # that fail the check, and its caller recomputes them with ``general``
         ok.flag()  # type: ignore[attr-defined]

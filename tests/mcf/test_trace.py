@@ -804,3 +804,32 @@ def test_a_statement_traced_twice_is_emitted_once():
     sinh = len(native_source._traced_body(elementary._sinh_generic, 3, tables))
     cosh = len(native_source._traced_body(elementary._cosh_generic, 3, tables))
     assert both < sinh + cosh - 1000  # the shared exp reduction and series: about 1,700 statements
+
+
+@pytest.mark.parametrize("nc", [3, 4])
+def test_the_log_core_is_traced_and_its_second_form_flags_no_short_expansion(nc):
+    """The log family's second call is ``elementary._log1p_core`` and ``_log_sum`` traced
+    (the Newton residual's general kernel inline): the interpreted statements give the
+    torch code's bits. On MC numbers made from plain floats (zero tails) the plain form
+    flags elements (the series' product checks reject them); the form traced under
+    ``fixed.generals_inline`` computes those general kernels inline and flags none."""
+    g = torch.Generator().manual_seed(nc)
+    n = 120
+    lead = torch.rand(n, generator=g, dtype=torch.float64) * 0.7 - 0.29
+    comps = [lead] + [lead * torch.rand(n, generator=g, dtype=torch.float64) * 2.0 ** (-54 * k) for k in range(1, nc)]
+    for c in comps[1:]:
+        c[: n // 2] = 0.0  # the first half: plain floats
+    t = list(eft.renormalize(comps, nc).unbind(-1))
+    e = torch.randint(-1000, 1000, (n,), generator=g).double()
+    tiny = (torch.arange(n) % 17 == 0).double()
+    start = torch.log1p(t[0])
+
+    def core(*c):
+        return native_source._log_core(list(c[:nc]), c[nc], c[nc + 1], c[nc + 2])
+
+    operands = [*t, e, tiny, start]
+    plain = _traced_bits_match(core, operands, float64_literals=True, net=KernelLines())
+    with fixed.generals_inline():
+        inline = _traced_bits_match(core, operands, float64_literals=True, net=KernelLines())
+    assert any(i < n // 2 for i in plain)  # the plain form flags short expansions
+    assert inline == []

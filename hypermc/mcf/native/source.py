@@ -29,13 +29,13 @@ straight-line form), its checks gated like the others. A statement traced twice 
 exp reduction that sinh and cosh share) is emitted once. What this module adds around a
 traced function is the kernel frame of :func:`hypermc.mcf.elementary._dispatch`: the
 special values the torch path answers itself (non-finite ``x``, the odd functions'
-``±0``), flagged, and the finishing of each result (``_finish``). The Newton core of the
-log family (:func:`_log_core_body`) is composed here from traced steps
-(``_exp_parts``, the residual's fixed network, ``_div``, ``_add_nc``, ``_mul_f_zero``),
-following ``elementary._log1p_core``: it takes the start ``log1p(t_0)`` from torch
-(whose ``log1p`` the kernel cannot reproduce) and, in its second form, computes the
-general kernels inline where the residual's and the series' fixed networks reject an
-element, instead of flagging it.
+``±0``), flagged, and the finishing of each result (``_finish``). The log family's second
+call is ``elementary._log1p_core`` and ``_log_sum`` traced (:func:`_log_core`), from the
+start ``log1p(t_0)`` that torch computes (the kernel cannot reproduce torch's
+``log1p``); the Newton residual computes its general kernel inline (every residual
+cancels by design), and the second form of the kernel, traced under
+:func:`hypermc.mcf.fixed.generals_inline`, does so too for the steps that reject MC
+numbers made from plain floats (``fixed.short_operand_steps``).
 
 Statements. A body is written once, in a statement language that every backend compiles
 as it is: ``T vN = expr;`` (``bool`` and ``mc_int<T>`` for flags and exponents), the
@@ -56,6 +56,7 @@ straight-line code runs at a few ns.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import re
@@ -514,7 +515,9 @@ def _emit_div_engine(net: _Net, xs: list[str], ys: list[str]) -> tuple[list[str]
 # inline double-word formulas at two components and arith's checked fixed networks at
 # three or more; every fixed-network check the torch path would act on becomes part of
 # the element's ``ok`` (a failed check sends the element through the torch path, where
-# the general kernel recomputes that step), except where a ``where`` discards the result.
+# the general kernel recomputes that step), except where a ``where`` discards the result
+# and where the network asks for the general kernel inline (``fixed.patch(inline=True)``,
+# the Newton residual; ``fixed.short_operand_steps`` in the log core's second form).
 
 
 def _lit(v: float) -> str:
@@ -523,78 +526,6 @@ def _lit(v: float) -> str:
 
 def _lpad(a: list[str], n: int) -> list[str]:
     return a + ["T(0)"] * (n - len(a))
-
-
-def _fixed_add(net: _Net, xs: list[str], ys: list[str]) -> list[str]:
-    """arith.add / add_float (nc >= 3, fixed branch, traced; its check added to ``net``):
-    ``ys`` has nc terms or one."""
-    if len(ys) == 1:
-        return trace(net, lambda x, b: unpack(arith.add_float(torch.stack(x, -1), b)), xs, ys[0])
-    return trace(net, lambda x, y: unpack(arith.add(torch.stack(x, -1), torch.stack(y, -1))), xs, ys)
-
-
-def _l_add(net: _Net, a: list[str], b: list[str]) -> list[str]:
-    """elementary._add, traced (nc >= 3: arith.add's fixed branch, its check added to ``net``)."""
-    return trace(net, elementary._add, a, b)
-
-
-def _l_add_general(net: _Net, a: list[str], b: list[str]) -> list[str]:
-    """elementary._add of finite operands, never flagged: at three or more components
-    the fixed network where its check passes, else arith's general kernel
-    (:func:`_t_add_general`, the torch path's recomputation of those elements) inline."""
-    n = max(len(a), len(b))
-    if n < 3:
-        return _l_add(net, a, b)
-    a, b = _lpad(a, n), _lpad(b, n)
-    mark = len(net.oks)
-    fixed = _fixed_add(net, a, b)
-    (fine,) = net.oks[mark:]
-    del net.oks[mark:]
-    return [net.select(fine, c, g) for c, g in zip(fixed, _t_add_general(net, a, b))]
-
-
-def _l_add_nc(net: _Net, a: list[str], b: list[str]) -> list[str]:
-    """elementary._add_nc, traced."""
-    return trace(net, elementary._add_nc, a, b)
-
-
-def _l_add_f(net: _Net, a: list[str], b: str) -> list[str]:
-    """elementary._add_f, traced."""
-    return trace(net, elementary._add_f, a, b)
-
-
-def _l_mul(net: _Net, a: list[str], b: list[str]) -> list[str]:
-    """elementary._mul (with a fused multiply-add), traced."""
-    return trace(net, elementary._mul, a, b)
-
-
-def _l_mul_general(net: _Net, a: list[str], b: list[str]) -> list[str]:
-    """elementary._mul of finite operands, never flagged: at three or more components the
-    fixed network where its check passes, else arith's general kernel (``_mul_general``:
-    the same product levels renormalised, the sign of a zero product ``a_0 b_0``)."""
-    n = max(len(a), len(b))
-    if n < 3:
-        return _l_mul(net, a, b)
-    a, b = _lpad(a, n), _lpad(b, n)
-    levels = net.product_levels(a, b, n)
-    fixed = net.renorm_levels(levels, n)
-    fine = net.normalised(fixed, None)
-    return [net.select(fine, c, g) for c, g in zip(fixed, _t_renormalize(net, levels, net.mul(a[0], b[0]), n))]
-
-
-def _l_mul_f(net: _Net, a: list[str], b: str) -> list[str]:
-    """elementary._mul_f, traced."""
-    return trace(net, elementary._mul_f, a, b)
-
-
-def _l_div2(net: _Net, a: list[str], b: list[str]) -> list[str]:
-    """elementary._div for two components (DWDivDW2), traced."""
-    return trace(net, elementary._div, a, b)
-
-
-def _l_mul_f_zero(net: _Net, a: list[str], b: str) -> list[str]:
-    """elementary._mul_f_zero (``b`` may be 0; the fixed network's check gated), traced."""
-    return trace(net, elementary._mul_f_zero, a, b, float64_literals=True)
 
 
 class _Tables:
@@ -621,25 +552,6 @@ class _Tables:
     def trig(self, nc: int):
         """The constants of sin/cos (:func:`elementary._trig_constants`)."""
         return elementary._trig_constants(torch.float64, nc, torch.device("cpu"))
-
-
-def _t_series(net: _Net, r: list[str], cst, general: bool = False) -> list[str]:
-    """elementary._expm1_series: its polynomial ``elementary._expm1_poly`` traced, then
-    the product ``r q`` (``general``: as :func:`_l_mul_general`)."""
-    q = trace(net, elementary._expm1_poly, r, cst, float64_literals=True)
-    if len(q) == 1:
-        return _l_mul_f(net, r, q[0])
-    return (_l_mul_general if general else _l_mul)(net, r, q)
-
-
-def _t_exp_parts(net: _Net, tables: _Tables, x: list[str], general: bool = False) -> tuple[str, list[str]]:
-    """elementary._exp_parts for finite ``x`` (its reduction and table lookup
-    ``_exp_reduce`` traced); ``general``: the series' last product and the last sum never
-    flagged (:func:`_l_mul_general`, :func:`_l_add_general`)."""
-    net.use(tables)
-    k, r, d, t = trace(net, elementary._exp_reduce, x, float64_literals=True)
-    er = _t_series(net, r, tables.constants(len(x)), general)
-    return k, (_l_add_general if general else _l_add)(net, d, _l_mul(net, t, er))
 
 
 def _t_finish(net: _Net, a: list[str]) -> list[str]:
@@ -700,54 +612,32 @@ def _log_reduce_body(nc: int, fn: str = "log") -> list[str]:
     return net.lines + [f"OUT({k}) = {c};" for k, c in enumerate(outs)] + [f"OK = {good} & {regular} & {net.all_ok()};"]
 
 
-def _t_add_general(net: _Net, x: list[str], y: list[str], subtract: bool = False) -> list[str]:
-    """arith._add_general(x, y, subtract) for finite operands and results:
-    ``arith._add_general_finite`` (merge by magnitude, renormalise, the sign of a zero
-    sum), traced."""
-    ys = [net.neg(c) for c in y] if subtract else y
-    comps, _, _ = trace(net, arith._add_general_finite, x, ys)
-    return comps
-
-
-def _t_renormalize(net: _Net, terms: list[str], naive: str, nc: int) -> list[str]:
-    """``eft.renormalize(terms, nc, presorted=True)`` of finite terms with a zero result
-    signed as ``naive`` where that is zero too: ``arith._renormalized``, traced."""
-    comps, _ = trace(net, arith._renormalized, terms, naive, nc)
-    return comps
+def _log_core(t: list[torch.Tensor], e: torch.Tensor, tiny: torch.Tensor, start: torch.Tensor) -> list[torch.Tensor]:
+    """The log family's second step (traced): ``elementary._log1p_core`` from ``start =
+    log1p(t_0)``, ``elementary._log_sum`` (``e ln2 + y``), and ``t`` itself where ``tiny``
+    (1.0) holds."""
+    el = elementary
+    return el._lwhere(tiny != 0, t, el._log_sum(e, el._log1p_core(t, start)))
 
 
 def _log_core_body(nc: int, tables: _Tables, general: bool = False) -> list[str]:
-    """elementary._log1p_core from ``y_0 = log1p(t_0)`` (torch's, the operand y), then
-    ``e ln2 + y`` and the tiny case of ``_log1p_masked_generic``; operand x holds
-    ``(t, e, tiny)`` from :func:`_log_reduce_body`.
+    """:func:`_log_core` traced; operand x holds ``(t, e, tiny)`` from
+    :func:`_log_reduce_body`, operand y the Newton start ``log1p(t_0)`` (torch's, which
+    the kernel cannot reproduce). ``ok`` where ``tiny`` or every check passes.
 
-    ``general``: the series' last product computes arith's general kernel inline where the
-    fixed network's check rejects an element (:func:`_l_mul_general`), so short expansions
-    (MC numbers made from plain floats) are not flagged; it costs 8-13 % more per
-    element, so :func:`hypermc.mcf.native.log` runs it only on what the plain core
-    flags (``mc_log_core_general``; nc >= 3, where the two differ)."""
+    ``general``: traced under :func:`hypermc.mcf.fixed.generals_inline`, every checked
+    step computes arith's general kernel inline where its fixed network rejects an
+    element, so short expansions (MC numbers made from plain floats, whose zero tails
+    fail the series' product checks) are not flagged; it costs more per element, so
+    :func:`hypermc.mcf.native.log` runs it only on what the plain core flags or on inputs
+    that are mostly short (``mc_log_core_general``; nc >= 3, where the two differ)."""
     net = _Net()
     t = [net.let(f"X({k})") for k in range(nc)]
-    e = net.let(f"X({nc})")
-    tiny = net.test(f"X({nc + 1}) != T(0)")
-    y = [net.let("Y(0)")]
-    for level in range(2, nc + 1):
-        y = _lpad(y, level)
-        _, ee = _t_exp_parts(net, tables, y, general=general)  # |y| <= ln2/2: k = 0, ee = expm1(y)
-        if level < 3:  # elementary._residual
-            d = _l_add(net, ee, [net.neg(c) for c in t[:level]])
-        else:
-            # the fixed network where its output is normalised, else arith.sub, whose fixed
-            # branch rejects these elements too (its check adds the cancellation bound)
-            d = net.renorm_levels(net.add_levels(ee, [net.neg(c) for c in t[:level]], level), level)
-            fine = net.normalised(d, None)
-            d = [net.select(fine, a, b) for a, b in zip(d, _t_add_general(net, ee, t[:level], subtract=True))]
-        c = _l_div2(net, d[:2], _l_add_f(net, ee[:2], "T(1)"))
-        y = _l_add_nc(net, y, [net.neg(ci) for ci in c])
-    ln2 = [_lit(v) for v in tables.constants(nc).ln2.tolist()]
-    res = _l_add_nc(net, _l_mul_f_zero(net, ln2, e), y)
-    out = _t_finish(net, [net.select(tiny, a, b) for a, b in zip(t, res)])
-    return net.lines + [f"OUT({k}) = {out[k]};" for k in range(nc)] + [f"OK = {tiny} | {net.all_ok()};"]
+    e, tiny, start = net.let(f"X({nc})"), net.let(f"X({nc + 1})"), net.let("Y(0)")
+    net.use(tables)
+    with fixed.generals_inline() if general else contextlib.nullcontext():
+        y = trace(net, _log_core, t, e, tiny, start, float64_literals=True)
+    return net.outputs(_t_finish(net, y), f"{net.test(f'{tiny} != T(0)')} | {net.all_ok()}")
 
 
 #: float32 component counts whose elementary functions have float64 kernels of their own
