@@ -293,3 +293,38 @@ def test_fragment_writer_header_is_what_the_test_reads(tmp_path):
     target = tmp_path / "results" / "t.md"
     _results.run(lambda: print("| a |\n|---|\n| 1 |"), [argv[0], "--write-results", str(target)])
     assert target.read_text().splitlines()[3:] == ["| a |", "|---|", "| 1 |"]
+
+
+README_NUMBER = re.compile(r"\d[\d,]*\.\d+|\d{1,3}(?:,\d{3})+")  # a decimal, or an integer with thousands commas
+README_LINK = re.compile(r"\]\((?P<page>docs/[\w./-]+\.md)(?:#[\w-]+)?\)")
+
+
+def _headline_rows() -> list[tuple[str, Path | None]]:
+    """(row text, the docs page its last cell links, or None) for the README's headline table."""
+    lines = (ROOT / "README.md").read_text().splitlines()
+    start = lines.index("## Headline results")
+    rows = []
+    for line in lines[start + 1 :]:
+        if line.startswith("## "):
+            break
+        if line.startswith("|") and not TABLE_SEPARATOR.match(line) and not line.startswith("| what "):
+            link = README_LINK.search(line.rsplit("|", 2)[-2])
+            rows.append((line, ROOT / link.group("page") if link else None))
+    return rows
+
+
+def test_readme_headline_numbers_come_from_the_linked_results():
+    """Every decimal number of a README headline row is printed by the page the row links
+    (the page with its included results fragments): a rerun that changes a fragment
+    cannot leave the README behind. Rows without a docs link (the quickstart's own
+    output) are checked against the README itself."""
+    rows = _headline_rows()
+    assert len(rows) >= 5, rows
+    missing = []
+    for row, page in rows:
+        corpus = "\n".join(_lines(page) if page else (ROOT / "README.md").read_text().splitlines()).replace(",", "")
+        cells = row.split("|")[2:-2]  # the numbers, not the row's label or link
+        for number in README_NUMBER.findall("|".join(cells)):
+            if number.replace(",", "") not in corpus:
+                missing.append(f"{number} ({page.relative_to(ROOT) if page else 'README.md'}): {row[:80]}")
+    assert not missing, "README headline numbers not found in the linked page or its results:\n" + "\n".join(missing)

@@ -24,8 +24,7 @@ Why not let Inductor compile the kernels: measured on this project's 2-core CPU 
 * gave no guarantee: an error-free transformation is exact only if the backend neither
   contracts ``a * b + c`` into an FMA nor reassociates, and nothing in Inductor promises
   that for every backend, dtype (16-bit intermediates are kept in float32 unless
-  ``emulate_precision_casts`` is set) and version. An earlier measurement found
-  1e31 u^3 errors for float64 ``nc = 3`` ``x * y + x`` on the CPU.
+  ``emulate_precision_casts`` is set) and version.
 
 An opaque op is exact by construction: compiled MC code computes **bit for bit what eager
 mode computes**, on every device and component dtype (float16 and bfloat16 included),
