@@ -83,3 +83,14 @@ def test_relative_links_resolve(path):
         elif anchor and dest.suffix == ".md" and anchor not in _anchors(dest):
             broken.append(f"{target} (no heading #{anchor} in {dest.name})")
     assert not broken, f"{path.name}: broken links: {broken}"
+
+
+def test_readme_is_a_front_page():
+    """The README stays a front page (<= 150 lines): what the library is, install, the
+    two commands, a quickstart, one table of headline results, links to the docs."""
+    lines = (ROOT / "README.md").read_text(encoding="utf-8").splitlines()
+    assert len(lines) <= 150, f"README.md has {len(lines)} lines; move detail into docs/"
+    sections = [line[3:] for line in lines if line.startswith("## ")]
+    assert sections == ["Install", "The two commands", "Quickstart", "Headline results", "Documentation"], sections
+    install = "\n".join(lines[lines.index("## Install") : lines.index("## The two commands")])
+    assert "--index-url https://download.pytorch.org/whl/cpu" in install, "the CPU build's install line"
