@@ -17,6 +17,11 @@ Optimizer state has the parameter's ``nc``. Hyperparameters (Python floats) ente
 ``nc``-component constants of their double value (``lr=0.05`` is not first rounded to
 float16). Schedulers from ``torch.optim.lr_scheduler`` work (the classes subclass
 ``torch.optim.Optimizer``).
+
+The steps are Euclidean: a parameter that lies on a manifold other than the Euclidean one
+(a :class:`~hypermc.ManifoldParameter`, a ``geoopt.ManifoldParameter``) is refused with a
+``TypeError`` when it is added, pointing to :mod:`hypermc.optim.riemannian`'s optimizers,
+instead of being moved off its manifold.
 """
 
 from __future__ import annotations
@@ -28,6 +33,8 @@ import torch
 from torch.optim import Optimizer
 
 from .._checks import check_adam_args, check_grad, check_lr, check_sgd_args
+from ..manifolds.euclidean import Euclidean
+from ..manifolds.parameter import manifold_of
 from ..mcf import MCTensor, mc
 
 __all__ = ["MCSGD", "MCAdam", "mc_sgd", "mc_adam"]
@@ -36,6 +43,28 @@ _SPARSE = "MC optimizers do not support sparse gradients"
 
 
 # ----------------------------------------------------------------------------- helpers
+
+
+class _EuclideanOptimizer(Optimizer):
+    """An optimizer whose steps are Euclidean: parameters on another manifold are refused
+    when a parameter group is added (at construction or by ``add_param_group``)."""
+
+    _riemannian = "RiemannianSGD"
+
+    def add_param_group(self, param_group: dict[str, Any]) -> None:
+        params = param_group["params"]
+        for i, p in enumerate([params] if isinstance(params, torch.Tensor) else list(params)):
+            if getattr(p, "manifold", None) is None:
+                continue
+            m = manifold_of(p)  # a TypeError for an attribute that is no manifold
+            if not isinstance(m, Euclidean):
+                name = type(self).__name__
+                raise TypeError(
+                    f"{name}: parameter {i} (shape {tuple(p.shape)}) lies on {m!r}; {name} takes Euclidean steps, "
+                    f"which would move it off its manifold. Use hypermc.optim.{self._riemannian} (it updates MC "
+                    "parameters in MC arithmetic too), or pass the parameter's data as a plain parameter"
+                )
+        super().add_param_group(param_group)
 
 
 def _is_plain_mc(*tensors: torch.Tensor | None) -> bool:
@@ -139,7 +168,7 @@ def mc_sgd(
         p.add_(g, alpha=-lr)
 
 
-class MCSGD(Optimizer):
+class MCSGD(_EuclideanOptimizer):
     """Stochastic gradient descent with momentum, in MC arithmetic (:class:`torch.optim.SGD`).
 
     Args:
@@ -157,6 +186,8 @@ class MCSGD(Optimizer):
     Raises:
         ValueError: negative ``lr``, ``momentum`` or ``weight_decay`` (torch's messages),
             or Nesterov without momentum / with dampening.
+        TypeError: a parameter on a non-Euclidean manifold (use
+            :class:`~hypermc.optim.RiemannianSGD`).
 
     Example:
         Ten steps of ``1e-4`` on a float16 parameter: plain float16 rounds each one away
@@ -303,7 +334,7 @@ def mc_adam(
         p.addcdiv_(exp_avg, denom, value=-step_size)
 
 
-class MCAdam(Optimizer):
+class MCAdam(_EuclideanOptimizer):
     """Adam (and AMSGrad) in MC arithmetic (:class:`torch.optim.Adam`).
 
     Args:
@@ -323,6 +354,8 @@ class MCAdam(Optimizer):
     Raises:
         ValueError: negative ``lr``, ``eps`` or ``weight_decay``, or a beta outside
             ``[0, 1)`` (torch's messages).
+        TypeError: a parameter on a non-Euclidean manifold (use
+            :class:`~hypermc.optim.RiemannianAdam`).
 
     Example:
         >>> p = torch.nn.Parameter(hm.mc([1.0, -2.0], nc=2, dtype=torch.float16))
@@ -336,6 +369,8 @@ class MCAdam(Optimizer):
         >>> opt.state[p]["step"].item(), opt.state[p]["exp_avg"].nc
         (5.0, 2)
     """
+
+    _riemannian = "RiemannianAdam"
 
     def __init__(
         self,

@@ -220,3 +220,34 @@ def test_parameters_without_grad_are_skipped():
     a.grad = hm.mc(torch.ones(2), nc=2)
     opt.step()
     assert b not in opt.state and torch.equal(b.approx(), torch.ones(2)) and bool((a.approx() < 1).all())
+
+
+@pytest.mark.parametrize(("opt_cls", "riemannian"), [(MCSGD, "RiemannianSGD"), (MCAdam, "RiemannianAdam")])
+@pytest.mark.parametrize("nc", [None, 2])
+def test_manifold_parameters_are_refused_not_stepped_off_their_manifold(opt_cls, riemannian, nc):
+    """A Euclidean step would move a ball point off the geodesic (0.9 -> 0.72 for lr 0.18):
+    the MC optimizers refuse a parameter on a non-Euclidean manifold, at construction and in
+    add_param_group, and name the Riemannian optimizer; Euclidean manifold parameters pass."""
+    from hypermc.manifolds import Euclidean, PoincareBall
+
+    x = torch.tensor([[0.9, 0.0]], dtype=torch.float64)
+    p = hm.ManifoldParameter(x if nc is None else hm.mc(x, nc=nc), manifold=PoincareBall())
+    match = rf"{opt_cls.__name__}: parameter 0 \(shape \(1, 2\)\) lies on PoincareBall\(curvature=-1\); .* Use hypermc\.optim\.{riemannian}"
+    with pytest.raises(TypeError, match=match):
+        opt_cls([p], lr=0.18)
+    opt = opt_cls([nn.Parameter(torch.zeros(2, dtype=torch.float64))], lr=0.18)
+    with pytest.raises(TypeError, match=match):
+        opt.add_param_group({"params": [p]})
+    assert len(opt.param_groups) == 1
+    flat = hm.ManifoldParameter(torch.zeros(2, dtype=torch.float64), manifold=Euclidean())
+    opt.add_param_group({"params": [flat]})
+    assert len(opt.param_groups) == 2
+
+
+def test_geoopt_manifold_parameters_are_refused():
+    geoopt = pytest.importorskip("geoopt")
+    p = geoopt.ManifoldParameter(torch.tensor([0.9, 0.0], dtype=torch.float64), manifold=geoopt.PoincareBall())
+    with pytest.raises(TypeError, match=r"MCSGD: parameter 0 \(shape \(2,\)\) lies on PoincareBall"):
+        MCSGD([p], lr=0.18)
+    euclid = geoopt.ManifoldParameter(torch.zeros(2, dtype=torch.float64), manifold=geoopt.Euclidean())
+    MCAdam([euclid], lr=0.1)  # Euclidean: accepted
