@@ -33,7 +33,6 @@ import torch
 from torch.optim import Optimizer
 
 from .._checks import check_adam_args, check_grad, check_lr, check_sgd_args
-from ..manifolds.euclidean import Euclidean
 from ..manifolds.parameter import manifold_of
 from ..mcf import MCTensor, mc
 
@@ -57,7 +56,7 @@ class _EuclideanOptimizer(Optimizer):
             if getattr(p, "manifold", None) is None:
                 continue
             m = manifold_of(p)  # a TypeError for an attribute that is no manifold
-            if not isinstance(m, Euclidean):
+            if m is not None and not m.identity_metric:  # the identity metric: R^n, Euclidean steps
                 name = type(self).__name__
                 raise TypeError(
                     f"{name}: parameter {i} (shape {tuple(p.shape)}) lies on {m!r}; {name} takes Euclidean steps, "
