@@ -35,11 +35,14 @@ def exact_deficit(x: hm.MCTensor) -> Fraction:
 @pytest.mark.parametrize(("dtype", "nc"), CASES + SLOW)
 def test_projx_of_a_boundary_point_lands_inside_and_is_idempotent(dtype, nc):
     M = PoincareBall()
-    x = hm.mc(torch.tensor([[1.0, 0.0], [0.6, 0.8], [3.0, 4.0]], dtype=f64), nc=nc, dtype=dtype)
+    # on the boundary, just outside, and far outside (|x| = 1000: the scale 1 / |x| alone
+    # would lose its tail to the subnormals in float16 and at a high nc)
+    rows = [[1.0, 0.0], [0.6, 0.8], [3.0, 4.0], [955.3, 295.5], [1000.0, 0.0], [1e4, -3e3]]
+    x = hm.mc(torch.tensor(rows, dtype=f64), nc=nc, dtype=dtype)
     p = M.projx(x)
     eps = Fraction(edge_deficit(x, 8))
     assert eps > 0
-    for row in range(3):
+    for row in range(len(rows)):
         d = exact_deficit(p[row])
         assert eps / 2 <= d <= 2 * eps, (row, float(d), float(eps))
     assert M.check_point(p) == (True, None)

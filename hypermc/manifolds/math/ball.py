@@ -561,4 +561,7 @@ def projx(x: torch.Tensor, *, c: float = 1.0, margin_bits: int = 8) -> torch.Ten
     n = common.norm(x, keepdim=True)
     safe_n = torch.where(bad, n, torch.ones_like(n))
     target = _scale_inv_sqrt_c(torch.sqrt(torch.ones_like(n) - eps), c)
-    return torch.where(bad, x * (target / safe_n), x)
+    # the unit direction first: its coordinates are at most 1, so their components keep
+    # the bits the deficit needs (target / |x| of a far point is small, and in float16 or
+    # at a high nc its tail fell into the subnormals: the point landed outside the ball)
+    return torch.where(bad, (x / safe_n) * target, x)
