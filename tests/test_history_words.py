@@ -41,6 +41,9 @@ HISTORY = re.compile(
             r"\bfirst committed\b",
             r"\bsessions?'",
             r"\bthe old table\b",
+            r"\ban earlier measurement\b",
+            r"\bat commit [0-9a-f]{7,40},? before\b",  # "at commit abc1234, before the kernel, it printed ..."
+            r"\d\s*\w*\s+now\)",  # "(67.8 s now)": a comparison with the library's past
         )
     ),
     re.I,
