@@ -56,7 +56,8 @@ Projection rule
 ---------------
 ``projx(x)`` is the one way back onto the manifold and ``proju(x, u)`` the one way onto
 the tangent space at ``x``; there are no other clamps, ``eps`` margins or ``project=``
-flags anywhere (optimizers, trainer, layers). Both are idempotent and a no-op for
+flags anywhere (optimizers, trainer, layers): geoopt's ``project=True`` is accepted where
+geoopt's method has it (:data:`PROJECT_ARGS`) and ``project=False`` refused. Both are idempotent and a no-op for
 points / vectors that already satisfy the model's constraint within its MC range:
 
 * every method that returns a point -- ``expmap``, ``expmap0``, ``retr``, ``origin``,
@@ -108,7 +109,7 @@ from ..mcf import eft
 from ..mcf.tensor import MCTensor, mc
 from .math import batch, common
 
-__all__ = ["Manifold", "curvature_to_c", "geoopt_curvature", "DIM_ARGS"]
+__all__ = ["Manifold", "curvature_to_c", "geoopt_curvature", "DIM_ARGS", "PROJECT_ARGS"]
 
 #: What ``random`` / ``origin`` accept as ``device``.
 Device = torch.device | str | int | None
@@ -161,12 +162,39 @@ DIM_ARGS: dict[str, tuple[tuple[str, ...], frozenset[str], str]] = {
 }
 
 
+#: The methods of :data:`DIM_ARGS` that take geoopt's keyword ``project`` (default
+#: ``True``). Every point these return goes through ``projx`` (the projection rule), so
+#: ``project=True`` is what they do anyway; ``project=False`` (geoopt: the raw formula,
+#: possibly off the manifold) is refused rather than ignored.
+PROJECT_ARGS = frozenset(
+    "expmap expmap0 mobius_add mobius_sub mobius_coadd mobius_cosub mobius_scalar_mul mobius_pointwise_mul mobius_matvec "
+    "geodesic_unit".split()
+)
+
+
+def _check_project(self: Manifold, name: str, project: Any) -> None:
+    """geoopt's ``project=`` on a method of :data:`PROJECT_ARGS`: ``True`` is accepted."""
+    if project is True:
+        return
+    if project is False:
+        raise ValueError(
+            f"{type(self).__name__}.{name}: project=False is not available: hypermc returns every point through projx, "
+            "which leaves points inside the model's range unchanged (the projection rule of hypermc.manifolds.base); "
+            "drop the argument"
+        )
+    raise TypeError(f"{type(self).__name__}.{name}: project must be a bool; got {type(project).__name__}")
+
+
 def _with_dim(fn: Any, spec: tuple[tuple[str, ...], frozenset[str], str]) -> Any:
-    """``fn`` taking the keyword ``dim`` (see :data:`DIM_ARGS`)."""
+    """``fn`` taking the keyword ``dim`` (see :data:`DIM_ARGS`), and ``project`` where
+    geoopt's method has it (:data:`PROJECT_ARGS`)."""
     names, points, kind = spec
+    takes_project = fn.__name__ in PROJECT_ARGS
 
     @functools.wraps(fn)
     def method(self: Manifold, *args: Any, dim: int = -1, **kwargs: Any) -> Any:
+        if takes_project and "project" in kwargs:
+            _check_project(self, fn.__name__, kwargs.pop("project"))
         if dim == -1:
             return fn(self, *args, **kwargs)
         if isinstance(dim, bool) or not isinstance(dim, int):

@@ -125,6 +125,29 @@ def test_dim_keyword_errors():
         M.dist(torch.zeros(2, 3), torch.zeros(2, 3), dim=1.0)
 
 
+@pytest.mark.parametrize("M", [PoincareBall(), Stereographic(k=0.5), Lorentz()], ids=repr)
+def test_geoopt_project_true_is_accepted_and_false_refused(M):
+    """geoopt's ``project=True`` (its default) changes nothing: every point hypermc returns
+    goes through projx. ``project=False`` would ask for the raw formula: refused."""
+    from hypermc.manifolds.base import PROJECT_ARGS
+
+    x, y = M.random(3, M.point_size(2), dtype=F64, std=0.5), M.random(3, M.point_size(2), dtype=F64, std=0.5)
+    u = M.proju(x, M.logmap(x, y))
+    assert torch.equal(M.expmap(x, u, project=True), M.expmap(x, u))
+    assert torch.equal(M.expmap0(M.logmap0(y), project=True, dim=-1), M.expmap0(M.logmap0(y)))
+    if hasattr(M, "mobius_add"):
+        assert torch.equal(M.mobius_add(x, y, project=True), M.mobius_add(x, y))
+        assert torch.equal(M.mobius_matvec(torch.eye(2, dtype=F64), x, project=True), M.mobius_matvec(torch.eye(2, dtype=F64), x))
+    name = type(M).__name__
+    with pytest.raises(ValueError, match=rf"{name}\.expmap: project=False is not available: hypermc returns every point through projx"):
+        M.expmap(x, u, project=False)
+    with pytest.raises(TypeError, match=rf"{name}\.expmap0: project must be a bool; got int"):
+        M.expmap0(u, project=1)
+    with pytest.raises(TypeError, match="unexpected keyword argument 'project'"):
+        M.dist(x, y, project=True)  # geoopt's dist has no project either
+    assert {"expmap", "expmap0", "mobius_add"} <= PROJECT_ARGS
+
+
 def test_dim_is_accepted_by_the_gyrovector_methods():
     M = PoincareBall()
     x, y = _x(0.3, -0.2, 0.1)[:, None], _x(-0.1, 0.5, 0.2)[:, None]  # points along dim 0
