@@ -1023,16 +1023,20 @@ class Manifold(abc.ABC):
         *size: int | Sequence[int],
         mean: torch.Tensor,
         std: float = 1.0,
+        dtype: torch.dtype | None = None,
+        device: Device = None,
         generator: torch.Generator | None = None,
     ) -> torch.Tensor:
         """Wrapped normal points around ``mean`` (Mathieu et al. 2019, as geoopt): Riemannian
         coordinates ``N(0, std^2)`` at the origin, transported to ``mean`` and mapped
-        with ``expmap(mean, .)``. The result has ``mean``'s dtype and kind (plain / MC).
+        with ``expmap(mean, .)``. The result has ``mean``'s dtype, device and kind (plain / MC).
 
         Args:
             size: shape of the result (broadcastable with ``mean``).
             mean: points ``(*, n)``.
             std: standard deviation of each Riemannian coordinate.
+            dtype, device: geoopt's arguments: ``None``, or ``mean``'s (another value is a
+                ``ValueError``: convert ``mean`` instead).
             generator: a ``torch.Generator`` or ``None``.
 
         Example:
@@ -1046,6 +1050,10 @@ class Manifold(abc.ABC):
         size = self._size("wrapped_normal", size)
         self._check("wrapped_normal", mean=mean)
         std = check_real(where, "std", std, minimum=0.0)
+        if dtype is not None and dtype != mean.dtype:
+            raise ValueError(f"{where}: dtype {dtype} differs from mean's {mean.dtype}; the points have mean's dtype (convert mean)")
+        if device is not None and torch.device(device) != mean.device:
+            raise ValueError(f"{where}: device {device} differs from mean's {mean.device}; the points are made on mean's device")
         if generator is not None:
             check_instance(where, "generator", generator, torch.Generator, "a torch.Generator or None")
         v = torch.randn(size, dtype=mean.dtype, device=mean.device, generator=generator) * std

@@ -178,6 +178,13 @@ def test_wrapped_normal_is_centred_on_its_mean(rng):
     assert abs(float(d2.mean()) - 0.02) < 0.002
     xm = M.wrapped_normal(10, 2, mean=hm.mc(m, nc=2), std=0.1, generator=rng)
     assert isinstance(xm, hm.MCTensor) and xm.nc == 2
+    # geoopt's dtype= / device=: the mean's, or a clear error
+    same = M.wrapped_normal(10, 2, mean=m, std=0.1, dtype=F64, device="cpu", generator=torch.Generator().manual_seed(1))
+    torch.testing.assert_close(same, M.wrapped_normal(10, 2, mean=m, std=0.1, generator=torch.Generator().manual_seed(1)), rtol=0, atol=0)
+    with pytest.raises(ValueError, match=r"PoincareBall\.wrapped_normal: dtype torch\.float32 differs from mean's torch\.float64"):
+        M.wrapped_normal(10, 2, mean=m, dtype=torch.float32)
+    with pytest.raises(ValueError, match=r"PoincareBall\.wrapped_normal: device meta differs from mean's cpu"):
+        M.wrapped_normal(10, 2, mean=m, device="meta")
 
 
 # ------------------------------------------------------------------ checks
