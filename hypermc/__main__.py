@@ -121,7 +121,7 @@ def _parser() -> argparse.ArgumentParser:
     t.add_argument("--seed", type=int, default=0)
     t.add_argument("--out", required=True, help="run directory (checkpoint.pt, metrics.json)")
     t.add_argument("--lr", type=float, default=None, help="default: by the rule (dim 2: 10, dim >= 3: 5)")
-    t.add_argument("--batch-size", type=int, default=DEFAULTS["batch_size"])
+    t.add_argument("--batch-size", type=int, default=None, help="default: by the rule (512; large graphs in dim >= 3: 32768)")
     t.add_argument("--negatives", type=int, default=DEFAULTS["negatives"])
     t.add_argument(
         "--near-negatives",
@@ -131,9 +131,10 @@ def _parser() -> argparse.ArgumentParser:
     )
     t.add_argument(
         "--optimizer",
-        default="sgd",
+        default=None,
         choices=["sgd", "rmsprop"],
-        help="rmsprop: each row's gradient over the root of its running mean square norm (lr is then a length, 0.01-0.05)",
+        help="rmsprop: each row's gradient over the root of its running mean square norm (lr is then a length, 0.01-0.05); "
+        "default: by the rule (sgd; large graphs in dim >= 3: rmsprop)",
     )
     t.add_argument(
         "--rmsprop-eps",
@@ -145,7 +146,9 @@ def _parser() -> argparse.ArgumentParser:
     t.add_argument("--burnin-lr-mult", type=float, default=DEFAULTS["burnin_lr_mult"])
     t.add_argument("--scale", type=float, default=None, help="logits -scale * distance; default: by the rule, dim / 4")
     t.add_argument("--max-step", type=float, default=DEFAULTS["max_step"], help="bound on one row's step (hyperbolic units); 0 for none")
-    t.add_argument("--lr-schedule", default=DEFAULTS["lr_schedule"], choices=["constant", "linear"])
+    t.add_argument(
+        "--lr-schedule", default=None, choices=["constant", "linear"], help="default: by the rule (linear; large graphs in dim >= 3: constant)"
+    )
     t.add_argument(
         "--lr-end-mult",
         type=float,
@@ -373,26 +376,25 @@ def _train(args) -> int:
     return code
 
 
-def _train_config(args):
-    """The :class:`~hypermc.embed.TrainConfig` of ``train``'s flags (checked before any work)."""
+def _train_config(args, edges: int | None = None):
+    """The :class:`~hypermc.embed.TrainConfig` of ``train``'s flags (checked before any work,
+    and again with the graph's ``edges``, which the rule reads)."""
     from .embed.config import auto_config
 
     ruled = {"epochs": args.epochs, "lr": args.lr, "burnin": args.burnin, "scale": args.scale, "lr_end_mult": args.lr_end_mult}
-    ruled["fast"] = args.fast
+    ruled.update(fast=args.fast, batch_size=args.batch_size, optimizer=args.optimizer, lr_schedule=args.lr_schedule)
     return auto_config(  # the flags not given follow the rule of rule_hyperparameters
+        edges=edges,
         dim=args.dim,
         nc=args.nc,
         dtype=DTYPES[args.dtype],
-        batch_size=args.batch_size,
         negatives=args.negatives,
         near_negatives=args.near_negatives,
-        optimizer=args.optimizer,
         rmsprop_eps=args.rmsprop_eps,
         burnin_lr_mult=args.burnin_lr_mult,
         seed=args.seed,
         retraction=not args.expmap,
         max_step=args.max_step or None,
-        lr_schedule=args.lr_schedule,
         checkpoint_every=args.checkpoint_every,
         device=args.device,
         **{k: v for k, v in ruled.items() if v is not None},
@@ -403,8 +405,9 @@ def _train_run(args, parallel) -> int:
     from .embed import evaluate, train
     from .manifolds.registry import manifold_from_name
 
-    config = _train_config(args)
+    _train_config(args)  # bad flags fail before the data is read
     graph = _load_graph(args.data)
+    config = _train_config(args, graph.num_edges)
     _check_out(args, parallel is None or parallel.is_writer)
     manifold = manifold_from_name(args.manifold, **({} if args.curvature is None else {"curvature": args.curvature}))
     writer = parallel is None or parallel.is_writer

@@ -58,22 +58,44 @@ DEFAULTS: dict[str, Any] = {
     "lr_schedule": "linear",
     "lr_end_mult": 8.0,
 }
-#: The hyperparameters that :func:`rule_hyperparameters` chooses from the dimension.
-RULE_KEYS = ("epochs", "lr", "burnin", "scale", "lr_end_mult", "fast")
+#: The hyperparameters that :func:`rule_hyperparameters` chooses from the dimension and
+#: the graph's size.
+RULE_KEYS = ("epochs", "lr", "burnin", "scale", "lr_end_mult", "fast", "optimizer", "batch_size", "lr_schedule")
+#: Closure edges from which the rule treats a graph as large (WordNet nouns: 743,086;
+#: the mammals: 6,540).
+LARGE_GRAPH_EDGES = 100_000
 #: Distance scale per dimension: ``scale = dim * SCALE_PER_DIM`` (2-D: 0.5, 10-D: 2.5).
 SCALE_PER_DIM = 0.25
 #: The schedule of the 2-D rule (:data:`DEFAULTS`, 1000 epochs): the layout needs a slow
 #: start (burn-in 20) and a rate that rises 8-fold to spread out in a plane.
 _PLANE = {"epochs": 1000, "lr": DEFAULTS["lr"], "burnin": DEFAULTS["burnin"], "lr_end_mult": DEFAULTS["lr_end_mult"], "fast": False}
+#: The SGD part of the small-graph rules (:class:`TrainConfig`'s defaults).
+_SGD = {"optimizer": "sgd", "batch_size": DEFAULTS["batch_size"], "lr_schedule": DEFAULTS["lr_schedule"]}
 #: The schedule of the rule for ``dim >= 3`` (docs/training.md, "Defaults from the data"):
 #: 200 epochs, burn-in 5, lr 5 rising 10-fold, the fast update.
 _SPACE = {"epochs": 200, "lr": 5.0, "burnin": 5, "lr_end_mult": 10.0, "fast": True}
+#: The rule for a large graph (:data:`LARGE_GRAPH_EDGES`) in ``dim >= 3``: the nouns recipe
+#: of docs/training.md, per-row RMSprop moving each row about 0.02 per batch, batch
+#: 32,768, distance scale 4, burn-in 10 (at the default lr factor 0.01), constant lr,
+#: 160 epochs, the fast update.
+_LARGE = {
+    "epochs": 160,
+    "lr": 0.02,
+    "burnin": 10,
+    "lr_end_mult": 1.0,
+    "fast": True,
+    "optimizer": "rmsprop",
+    "batch_size": 32768,
+    "lr_schedule": "constant",
+    "scale": 4.0,
+}
 
 
-def rule_hyperparameters(dim: int) -> dict[str, Any]:
+def rule_hyperparameters(dim: int, edges: int | None = None) -> dict[str, Any]:
     """The hyperparameters :func:`~hypermc.embed.train` picks when they are not given.
 
-    The rule (measured on the mammals closure, docs/training.md):
+    The rule for graphs below :data:`LARGE_GRAPH_EDGES` closure edges (measured on the
+    mammals closure, docs/training.md):
 
     * ``scale = dim / 4``: logits ``-scale * d``. A larger scale is a more negatively
       curved space at scale 1 (curvature ``-scale^2``); more dimensions leave more room,
@@ -84,15 +106,19 @@ def rule_hyperparameters(dim: int) -> dict[str, Any]:
       update (the 2-D setting of docs/embeddings.md: MAP 0.972).
     * ``dim >= 3``: 200 epochs, burn-in 5, ``lr`` 5 rising linearly to 50, ``fast=True``
       (the mammals 10-D recipe: MAP 0.975-0.981, 10-11 s per run on one idle thread).
-    * Everything else keeps the :class:`TrainConfig` default (batch 512, 50 negatives,
-      burn-in lr factor 0.01, ``max_step`` 1).
+    * SGD, batch 512, linear schedule; everything else keeps the :class:`TrainConfig`
+      default (50 negatives, burn-in lr factor 0.01, ``max_step`` 1).
 
-    The graph's size and depth do not enter: the rule is measured on mammals only (1,180
-    nodes, 6,540 closure edges, depth 9). A graph of another size keeps the same
-    schedule per epoch (so a graph 100 times larger makes 100 times the updates).
+    For a graph of :data:`LARGE_GRAPH_EDGES` closure edges or more in ``dim >= 3`` (WordNet
+    nouns: 743,086) the nouns recipe (measured at 10-D, docs/training.md): per-row RMSprop
+    at lr 0.02 (each row moves about 0.02 hyperbolic units per batch), constant, batch
+    32,768, distance scale 4, burn-in 10, 160 epochs, the fast update. The mammals' rule
+    there makes 1,450 small SGD batches per epoch whose steps leave most leaves in place.
+    A large graph in 2-D keeps the 2-D rule (not measured on one).
 
     Args:
         dim: the manifold dimension (>= 1).
+        edges: the graph's number of closure edges (``None``: a small graph).
 
     Returns:
         dict with the keys :data:`RULE_KEYS`.
@@ -100,17 +126,27 @@ def rule_hyperparameters(dim: int) -> dict[str, Any]:
     Example:
         >>> rule_hyperparameters(2)["scale"], rule_hyperparameters(10)["scale"], rule_hyperparameters(10)["epochs"]
         (0.5, 2.5, 200)
+        >>> big = rule_hyperparameters(10, edges=743_086)
+        >>> big["optimizer"], big["lr"], big["batch_size"], big["scale"], big["epochs"]
+        ('rmsprop', 0.02, 32768, 4.0, 160)
     """
     dim = check_int("TrainConfig", "dim", dim)
+    if edges is not None:
+        edges = check_int("rule_hyperparameters", "edges", edges, minimum=0)
+    if dim >= 3 and edges is not None and edges >= LARGE_GRAPH_EDGES:
+        return dict(_LARGE)
     plan = _PLANE if dim <= 2 else _SPACE
-    return {**plan, "scale": dim * SCALE_PER_DIM}
+    return {**plan, **_SGD, "scale": dim * SCALE_PER_DIM}
 
 
-def auto_config(**hyperparameters: Any) -> TrainConfig:
-    """A :class:`TrainConfig` from the given fields, the others from :func:`rule_hyperparameters`.
+def auto_config(*, edges: int | None = None, **hyperparameters: Any) -> TrainConfig:
+    """A :class:`TrainConfig` from the given fields, the others from :func:`rule_hyperparameters`
+    (``edges``: the graph's closure edges, which the rule reads; ``train`` passes them).
 
     Given fields always win (``auto_config(dim=10, scale=3.0)`` keeps scale 3). ``fast``
-    is not chosen when ``retraction=False`` is given (the fast update is a retraction).
+    is not chosen when ``retraction=False`` is given (the fast update is a retraction), and
+    ``optimizer="sgd"`` keeps the small-graph rule on a large graph (the large-graph
+    rule's ``lr`` is RMSprop's step length).
     This is what ``train(graph, manifold, dim=..., ...)`` and ``python -m hypermc train``
     build; a :class:`TrainConfig` passed as such is taken as it is.
 
@@ -120,8 +156,15 @@ def auto_config(**hyperparameters: Any) -> TrainConfig:
         (2.5, 5.0, 200, True, 1)
         >>> auto_config(dim=2) == TrainConfig(dim=2)  # the 2-D rule is the TrainConfig defaults
         True
+        >>> big = auto_config(edges=743_086, dim=10, nc=2)
+        >>> big.optimizer, big.lr, big.batch_size, big.lr_schedule, big.epochs
+        ('rmsprop', 0.02, 32768, 'constant', 160)
+        >>> auto_config(edges=743_086, dim=10, optimizer="sgd").lr
+        5.0
     """
-    rule = rule_hyperparameters(hyperparameters.get("dim", 2))
+    if hyperparameters.get("optimizer") == "sgd":
+        edges = None  # the large-graph rule's lr is an RMSprop step length: SGD keeps the small rule
+    rule = rule_hyperparameters(hyperparameters.get("dim", 2), edges)
     if hyperparameters.get("retraction") is False:
         rule.pop("fast")
     return TrainConfig(**{**rule, **hyperparameters})

@@ -329,3 +329,55 @@ def test_a_parallel_run_gets_the_exact_update_unless_it_asks():
     assert _config_of(None, {"dim": 10}).fast is True
     assert _config_of(None, {"dim": 10}, Parallel()).fast is False
     assert _config_of(None, {"dim": 10, "fast": True}, Parallel()).fast is True  # then train refuses it, naming fast
+
+
+def _star(leaves: int):
+    """A closure with ``leaves`` edges (a root and its leaves)."""
+    from hypermc.data import Graph
+
+    return Graph.from_pairs([(f"n{i}", "root") for i in range(leaves)])
+
+
+def test_the_rule_picks_the_nouns_recipe_for_large_graphs_in_space():
+    from hypermc.embed.config import LARGE_GRAPH_EDGES, RULE_KEYS, auto_config, rule_hyperparameters
+    from hypermc.embed.train import _config_of
+
+    small, big = rule_hyperparameters(10, edges=LARGE_GRAPH_EDGES - 1), rule_hyperparameters(10, edges=LARGE_GRAPH_EDGES)
+    assert set(small) == set(big) == set(RULE_KEYS)
+    assert (small["optimizer"], small["batch_size"], small["lr"], small["scale"]) == ("sgd", 512, 5.0, 2.5)
+    assert big == {
+        "epochs": 160,
+        "lr": 0.02,
+        "burnin": 10,
+        "lr_end_mult": 1.0,
+        "fast": True,
+        "optimizer": "rmsprop",
+        "batch_size": 32768,
+        "lr_schedule": "constant",
+        "scale": 4.0,
+    }
+    assert rule_hyperparameters(2, edges=10**6) == rule_hyperparameters(2)  # 2-D keeps its rule
+    assert rule_hyperparameters(10) == small  # no size: a small graph
+    # train() reads the graph's size; given keywords win; SGD keeps the small rule
+    graph = _star(LARGE_GRAPH_EDGES)
+    cfg = _config_of(None, {"dim": 10, "nc": 2}, None, graph)
+    assert cfg == auto_config(edges=graph.num_edges, dim=10, nc=2) and cfg.optimizer == "rmsprop" and cfg.batch_size == 32768
+    assert _config_of(None, {"dim": 10, "lr": 0.01}, None, graph).lr == 0.01
+    sgd = _config_of(None, {"dim": 10, "optimizer": "sgd"}, None, graph)
+    assert (sgd.lr, sgd.batch_size, sgd.scale) == (5.0, 512, 2.5)
+    with pytest.raises(ValueError, match=r"rule_hyperparameters: edges must be"):
+        rule_hyperparameters(10, edges=-1)
+
+
+def test_the_cli_rule_reads_the_graph_size(tmp_path):
+    """``python -m hypermc train`` without --optimizer / --batch-size / --lr-schedule follows
+    the rule for the loaded graph (the printed config is the one trained)."""
+    from hypermc.__main__ import _parser, _train_config
+    from hypermc.embed.config import LARGE_GRAPH_EDGES
+
+    args = _parser().parse_args(["train", "--data", "mammals", "--dim", "10", "--out", str(tmp_path / "r")])
+    assert _train_config(args).optimizer == "sgd"
+    big = _train_config(args, LARGE_GRAPH_EDGES)
+    assert (big.optimizer, big.batch_size, big.lr_schedule, big.lr) == ("rmsprop", 32768, "constant", 0.02)
+    args = _parser().parse_args(["train", "--data", "mammals", "--dim", "10", "--optimizer", "sgd", "--out", str(tmp_path / "r")])
+    assert _train_config(args, LARGE_GRAPH_EDGES).batch_size == 512
