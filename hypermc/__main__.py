@@ -147,7 +147,10 @@ def _parser() -> argparse.ArgumentParser:
     t.add_argument("--scale", type=float, default=None, help="logits -scale * distance; default: by the rule, dim / 4")
     t.add_argument("--max-step", type=float, default=DEFAULTS["max_step"], help="bound on one row's step (hyperbolic units); 0 for none")
     t.add_argument(
-        "--lr-schedule", default=None, choices=["constant", "linear"], help="default: by the rule (linear; large graphs in dim >= 3: constant)"
+        "--lr-schedule",
+        default=None,
+        choices=["constant", "linear"],
+        help="default: by the rule (linear; large graphs in dim >= 3: constant)",
     )
     t.add_argument(
         "--lr-end-mult",
