@@ -101,7 +101,7 @@ def rule_hyperparameters(dim: int, edges: int | None = None) -> dict[str, Any]:
       curved space at scale 1 (curvature ``-scale^2``); more dimensions leave more room,
       and the loss needs the larger scale to separate the many neighbours a point has
       there. 2-D: 0.5 (scale 1, at constant lr 15: MAP 0.93); 10-D: 2.5 (300 epochs at
-      scale 0.5: 0.92, 1: 0.955, 2 and 3: 0.977-0.984, 5: 0.77).
+      scale 0.5: 0.92, 1: 0.95-0.96, 2 and 3: 0.977-0.984, 5: 0.78).
     * ``dim <= 2``: 1000 epochs, burn-in 20, ``lr`` 10 rising linearly to 80, the exact
       update (the 2-D setting of docs/embeddings.md: MAP 0.972).
     * ``dim >= 3``: 200 epochs, burn-in 5, ``lr`` 5 rising linearly to 50, ``fast=True``
