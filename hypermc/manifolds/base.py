@@ -57,8 +57,9 @@ Projection rule
 ``projx(x)`` is the one way back onto the manifold and ``proju(x, u)`` the one way onto
 the tangent space at ``x``; there are no other clamps, ``eps`` margins or ``project=``
 flags anywhere (optimizers, trainer, layers): geoopt's ``project=True`` is accepted where
-geoopt's method has it (:data:`PROJECT_ARGS`) and ``project=False`` refused. Both are idempotent and a no-op for
-points / vectors that already satisfy the model's constraint within its MC range:
+geoopt's method has it (:data:`PROJECT_ARGS`) and ``project=False`` refused. Both are
+idempotent and a no-op for points / vectors that already satisfy the model's constraint
+within its MC range:
 
 * every method that returns a point -- ``expmap``, ``expmap0``, ``retr``, ``origin``,
   ``random`` and the ball's Möbius operations -- returns it through ``projx`` (the
