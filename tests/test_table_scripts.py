@@ -19,6 +19,8 @@ import runpy
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -153,3 +155,11 @@ def test_bench_defaults_tables(tmp_path):
     listed = _table(mod.table(str(path)))
     assert listed[0][-1] == "commit" and [r[-1] for r in listed[1:]] == ["abc1234", "abc1234"]
     assert listed[2][mod._COLUMNS.index("seed")] == "9"
+    # --set groups: numbers of the settable keys, and clear errors otherwise
+    assert mod.parse_set(["scale=3", "epochs=300", "batch_size=256"]) == {"scale": 3.0, "epochs": 300, "batch_size": 256}
+    with pytest.raises(ValueError, match=r"--set: expected KEY=VALUE with KEY one of epochs, .*; got 'seed=1'"):
+        mod.parse_set(["seed=1"])
+    with pytest.raises(ValueError, match=r"--set: epochs must be a int; got '3.5'"):
+        mod.parse_set(["epochs=3.5"])
+    with_set = _table(mod.markdown([row | {"batch_size": 512, "lr": 5.0}], commit=False))
+    assert "batch_size" in with_set[0] and "lr_end_mult" in with_set[0]

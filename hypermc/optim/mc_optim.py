@@ -52,7 +52,10 @@ class _EuclideanOptimizer(Optimizer):
 
     def add_param_group(self, param_group: dict[str, Any]) -> None:
         params = param_group["params"]
-        for i, p in enumerate([params] if isinstance(params, torch.Tensor) else list(params)):
+        if not isinstance(params, (torch.Tensor, set)):  # a generator is read once: keep what it gave (torch refuses sets)
+            params = list(params)
+            param_group = {**param_group, "params": params}
+        for i, p in enumerate([params] if isinstance(params, torch.Tensor) else params):
             if getattr(p, "manifold", None) is None:
                 continue
             m = manifold_of(p)  # a TypeError for an attribute that is no manifold

@@ -242,6 +242,9 @@ def test_manifold_parameters_are_refused_not_stepped_off_their_manifold(opt_cls,
     flat = hm.ManifoldParameter(torch.zeros(2, dtype=torch.float64), manifold=Euclidean())
     opt.add_param_group({"params": [flat]})
     assert len(opt.param_groups) == 2
+    extra = nn.Parameter(torch.ones(3, dtype=torch.float64))
+    opt.add_param_group({"params": (q for q in [extra])})  # a generator: checked and still added
+    assert opt.param_groups[-1]["params"] == [extra]
 
 
 def test_geoopt_manifold_parameters_are_refused():
