@@ -21,7 +21,7 @@ from .product import ProductManifold
 from .registry import manifold_from_name, register_manifold, registered_manifolds
 from .scaled import Scaled
 from .sphere import Sphere
-from .stereographic import SphereProjection, Stereographic
+from .stereographic import LearnablePoincareBall, SphereProjection, Stereographic
 
 __all__ = [
     "Manifold",
@@ -31,6 +31,7 @@ __all__ = [
     "Euclidean",
     "Stereographic",
     "SphereProjection",
+    "LearnablePoincareBall",
     "Sphere",
     "Scaled",
     "ProductManifold",

@@ -12,6 +12,7 @@ from .gyrovector import GyrovectorMixin
 from .math import ball as B
 from .math import batch, common, fused
 from .registry import register_manifold
+from .stereographic import LearnablePoincareBall
 
 __all__ = ["PoincareBall"]
 
@@ -76,6 +77,7 @@ class PoincareBall(GyrovectorMixin, Manifold):
     min_dim = 1
     converts_to_ball = True
     fused_dist_batch = staticmethod(fused.ball)
+    learnable_variant = LearnablePoincareBall
 
     def __init__(
         self, *, curvature: float | torch.Tensor | None = None, c: float | torch.Tensor | None = None, learnable: bool = False
@@ -83,12 +85,15 @@ class PoincareBall(GyrovectorMixin, Manifold):
         """Args (keyword-only; see :mod:`hypermc.manifolds.base`):
             curvature: ``K < 0`` (default ``-1``).
             c: geoopt's argument, the ball's negative curvature ``c > 0``: ``K = -c``.
-            learnable: must be ``False``; a learnable curvature lives in
-                :class:`~hypermc.manifolds.stereographic.Stereographic`.
+            learnable: ``True`` returns a
+                :class:`~hypermc.manifolds.stereographic.LearnablePoincareBall` instead,
+                whose curvature is an ``nn.Parameter`` (geoopt's ``learnable=True``).
 
         Example:
             >>> PoincareBall(c=2.0), PoincareBall(curvature=-2.0) == PoincareBall(c=2.0), PoincareBall(c=2.0).k
             (PoincareBall(curvature=-2), True, -2.0)
+            >>> type(PoincareBall(c=2.0, learnable=True)).__name__
+            'LearnablePoincareBall'
         """
         super().__init__(curvature=geoopt_curvature("PoincareBall", curvature, "c", c, lambda v: -v, learnable))
 

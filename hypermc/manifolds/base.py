@@ -28,9 +28,11 @@ geoopt                                 meaning in geoopt           hypermc curva
 ``SphereProjection(k=k)``              curvature ``k > 0``         ``k``
 =====================================  ==========================  ======================
 
-Learnable curvature (a tensor with gradients) lives in
-:class:`~hypermc.manifolds.stereographic.Stereographic` (``learnable=True``), whose
-``k`` may also be an MC parameter.
+Learnable curvature (a parameter with gradients, plain or MC): ``PoincareBall(c=...,
+learnable=True)`` (a :class:`~hypermc.manifolds.stereographic.LearnablePoincareBall`,
+geoopt's parametrisation ``c = softplus(isp_c)``) and
+:class:`~hypermc.manifolds.stereographic.Stereographic` (``learnable=True``, ``k`` of
+any sign). The half-space and the hyperboloid keep a fixed curvature.
 
 Precision and range
 -------------------
@@ -256,8 +258,8 @@ def curvature_to_c(curvature: float | torch.Tensor, where: str = "curvature_to_c
             )
         if curvature.requires_grad:
             raise TypeError(
-                f"{where}: curvature must not require grad: learnable curvature is not supported in this model; "
-                "use hypermc.manifolds.Stereographic(k=..., learnable=True)"
+                f"{where}: curvature must not require grad: a fixed curvature is a float or a tensor without grad; "
+                "for a learnable one use hypermc.manifolds.PoincareBall(c=..., learnable=True) or Stereographic(k=..., learnable=True)"
             )
     try:
         k = check_real(where, "curvature", curvature, maximum=0.0, open_max=True)
@@ -288,8 +290,8 @@ def geoopt_curvature(
     """
     if check_bool(where, "learnable", learnable):
         raise TypeError(
-            f"{where}: learnable curvature is not supported here; use "
-            "hypermc.manifolds.Stereographic(k=..., learnable=True) (K = k, a parameter with gradients)"
+            f"{where}: learnable curvature is not supported in this model; use "
+            "hypermc.manifolds.PoincareBall(c=..., learnable=True) or Stereographic(k=..., learnable=True) (a parameter with gradients)"
         )
     if value is None:
         return -1.0 if curvature is None else curvature
@@ -298,7 +300,7 @@ def geoopt_curvature(
     if isinstance(value, torch.Tensor) and (value.requires_grad or isinstance(value, MCTensor) or value.numel() != 1):
         raise TypeError(
             f"{where}: {name} must be a float or a 0-d plain tensor that does not require grad; "
-            "for a learnable curvature use hypermc.manifolds.Stereographic(k=..., learnable=True)"
+            "for a learnable curvature use hypermc.manifolds.PoincareBall(c=..., learnable=True) or Stereographic(k=..., learnable=True)"
         )
     v = check_real(where, name, value, minimum=0.0, open_min=True)
     return to_curvature(v)
@@ -378,6 +380,10 @@ class Manifold(abc.ABC):
     #: cache=None)`` (set as a ``staticmethod``), used by ``train(fast=True)`` and
     #: ``evaluate(fast=True)`` (:mod:`hypermc.manifolds.math.fused`), or ``None``.
     fused_dist_batch: Callable[..., torch.Tensor] | None = None
+    #: The class that ``Model(..., learnable=True)`` builds instead (an ``nn.Module``
+    #: whose curvature is a parameter), or ``None``: ``learnable=True`` is then refused.
+    #: Read from the class itself, so a subclass does not inherit it.
+    learnable_variant: type | None = None
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -393,6 +399,9 @@ class Manifold(abc.ABC):
                     f"{cls.__name__}: curvature must be passed by keyword, e.g. {cls.__name__}(curvature={args[0]!r}){alt}; {seen}"
                 )
             raise TypeError(f"{cls.__name__}: takes no positional arguments; {seen}")
+        variant = cls.__dict__.get("learnable_variant")  # the class's own, not a subclass's
+        if variant is not None and check_bool(cls.__name__, "learnable", kwargs.get("learnable", False)):
+            return variant(**kwargs)
         return super().__new__(cls)
 
     def __init__(self, *, curvature: float | torch.Tensor = -1.0) -> None:

@@ -289,8 +289,9 @@ def manifold_state(manifold: Manifold) -> tuple[str, float]:
     """``(class name, curvature)``: what pickling stores for a parameter's manifold.
 
     Plain strings and floats, so ``torch.load(weights_only=True)`` can read it back. A
-    learnable curvature is stored as its current value (the model's ``state_dict`` holds
-    the parameter).
+    learnable curvature is stored as its current value and read back as a fixed one (a
+    ``LearnablePoincareBall`` as a ``PoincareBall``); the model's ``state_dict`` holds
+    the parameter.
 
     Raises:
         TypeError: a model that cannot be rebuilt from a name and a curvature
@@ -322,8 +323,13 @@ def _factory(name: str) -> Callable[[float], Manifold]:
     def build(k: float) -> Manifold:
         from . import Euclidean, Lorentz, PoincareBall, PoincareHalfspace, Sphere, SphereProjection, Stereographic
 
-        if name in ("PoincareBall", "PoincareHalfspace", "Lorentz"):
-            cls = {"PoincareBall": PoincareBall, "PoincareHalfspace": PoincareHalfspace, "Lorentz": Lorentz}[name]
+        if name in ("PoincareBall", "LearnablePoincareBall", "PoincareHalfspace", "Lorentz"):
+            cls = {
+                "PoincareBall": PoincareBall,
+                "LearnablePoincareBall": PoincareBall,
+                "PoincareHalfspace": PoincareHalfspace,
+                "Lorentz": Lorentz,
+            }[name]
             return cls(curvature=k)
         if name in ("Stereographic", "SphereProjection"):
             return {"Stereographic": Stereographic, "SphereProjection": SphereProjection}[name](k=k)
@@ -334,7 +340,17 @@ def _factory(name: str) -> Callable[[float], Manifold]:
 
 #: The models a pickled ManifoldParameter can name: class name -> builder from the curvature.
 _FACTORIES: dict[str, Callable[[float], Manifold]] = {
-    n: _factory(n) for n in ("PoincareBall", "PoincareHalfspace", "Lorentz", "Euclidean", "Stereographic", "SphereProjection", "Sphere")
+    n: _factory(n)
+    for n in (
+        "PoincareBall",
+        "LearnablePoincareBall",
+        "PoincareHalfspace",
+        "Lorentz",
+        "Euclidean",
+        "Stereographic",
+        "SphereProjection",
+        "Sphere",
+    )
 }
 
 

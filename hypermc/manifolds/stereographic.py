@@ -13,7 +13,7 @@ from .gyrovector import GyrovectorMixin
 from .math import common
 from .math import stereographic as S
 
-__all__ = ["Stereographic", "SphereProjection"]
+__all__ = ["Stereographic", "SphereProjection", "LearnablePoincareBall"]
 
 
 class Stereographic(GyrovectorMixin, Manifold, nn.Module):
@@ -296,3 +296,95 @@ class SphereProjection(Stereographic):
     def _check_k(self, k: float) -> None:
         if not k > 0:
             raise ValueError(f"SphereProjection: k must be > 0 (a sphere); got {k!r}. Use Stereographic(k=...) for any sign")
+
+
+class LearnablePoincareBall(Stereographic):
+    r"""The Poincaré ball with a learnable curvature: what ``PoincareBall(..., learnable=True)``
+    returns (geoopt's ``PoincareBall(c, learnable=True)``, with geoopt's parametrisation).
+
+    The parameter is ``self.isp_c``, the inverse softplus of ``c = -K > 0`` (an
+    ``nn.Parameter``; an MC parameter when ``c`` is given as an :class:`~hypermc.MCTensor`),
+    so every optimizer step keeps ``c > 0`` and a geoopt ``state_dict`` (key ``isp_c``)
+    loads. ``self.c = softplus(isp_c)`` and ``self.k = -self.c`` are tensors that carry
+    gradients to the parameter (geoopt's ``c`` and ``k``); :attr:`curvature` is a Python
+    float snapshot. Points, distances and maps are those of
+    :class:`~hypermc.manifolds.PoincareBall` at the current curvature, computed by the
+    kappa-stereographic formulas (:mod:`.math.stereographic`), which are differentiable in
+    ``k`` and keep the ball's MC precision near the boundary; the ball's fused CPU kernels
+    and the trainer's fast paths take a fixed curvature and are not used here. The
+    softplus is torch's for a plain parameter (the same bits as geoopt) and
+    ``log1p(exp(.))`` in MC arithmetic for an MC one.
+
+    Args (keyword-only, at most one of the two):
+        curvature: ``K < 0`` (hypermc's convention; default ``-1``); float or 0-d tensor.
+        c: geoopt's argument ``c > 0``: ``K = -c``; float or 0-d tensor.
+
+    Example:
+        >>> from hypermc.manifolds import PoincareBall
+        >>> M = PoincareBall(c=torch.tensor(1.0, dtype=torch.float64), learnable=True)
+        >>> M, [n for n, _ in M.named_parameters()], round(float(M.c.detach()), 12)
+        (PoincareBall(c=1, learnable=True), ['isp_c'], 1.0)
+        >>> x, y = torch.tensor([0.5, 0.0], dtype=torch.float64), torch.tensor([-0.3, 0.6], dtype=torch.float64)
+        >>> d = M.dist(x, y)
+        >>> round(float(d.detach()), 9) == round(float(PoincareBall().dist(x, y)), 9)
+        True
+        >>> d.backward()  # d dist / d isp_c = (d dist / d k) * (-sigmoid(isp_c))
+        >>> round(float(M.isp_c.grad), 6)
+        0.369366
+    """
+
+    name = "learnable_ball"
+
+    def __init__(
+        self, *, curvature: float | torch.Tensor | None = None, c: float | torch.Tensor | None = None, learnable: bool = True
+    ) -> None:
+        nn.Module.__init__(self)
+        where = "PoincareBall"
+        if not check_bool(where, "learnable", learnable):
+            raise TypeError(f"{where}: LearnablePoincareBall has learnable=True; use PoincareBall(...) for a fixed curvature")
+        if curvature is not None and c is not None:
+            raise TypeError(f"{where}: pass either curvature= (hypermc's K < 0) or c= (geoopt's), not both")
+        name, value, sign = ("c", c, 1.0) if c is not None else ("curvature", -1.0 if curvature is None else curvature, -1.0)
+        if isinstance(value, torch.Tensor):
+            if value.numel() != 1 or not value.is_floating_point():
+                raise TypeError(
+                    f"{where}: {name} must be a float or a 0-d floating tensor; got {value.dtype} of shape {tuple(value.shape)}"
+                )
+            t = value.detach().reshape(()).clone()
+            check = float(common.lead(t))
+        else:
+            check = check_real(where, name, value)
+            t = torch.tensor(check, dtype=torch.get_default_dtype())
+        if not sign * check > 0:
+            raise ValueError(
+                f"{where}: {name} must be {'> 0' if sign > 0 else '< 0 (a hyperbolic ball)'}; got {check!r}. "
+                "Use Stereographic(k=..., learnable=True) for a curvature of any sign"
+            )
+        if sign < 0:
+            t = -t
+        with torch.no_grad():
+            isp = torch.log(torch.expm1(t))  # softplus^-1(c), in MC arithmetic for an MC c
+        self.learnable = True
+        self.isp_c = nn.Parameter(isp, requires_grad=True)
+
+    @property
+    def c(self) -> torch.Tensor:  # type: ignore[override]
+        """``softplus(isp_c) > 0``, a tensor with gradients to ``isp_c`` (geoopt's ``c``).
+
+        Example:
+            >>> from hypermc.manifolds import PoincareBall
+            >>> float(PoincareBall(c=2.0, learnable=True).c.detach())
+            2.0
+        """
+        s = self.isp_c
+        if isinstance(s, MCTensor):
+            return torch.log1p(torch.exp(s))
+        return nn.functional.softplus(s)
+
+    @property
+    def k(self) -> torch.Tensor:  # type: ignore[override]
+        """``-c``, the curvature as a tensor with gradients (geoopt's ``k``)."""
+        return -self.c
+
+    def __repr__(self) -> str:
+        return f"PoincareBall(c={-self.curvature:g}, learnable=True)"

@@ -11,7 +11,7 @@ import pytest
 import torch
 
 import hypermc as hm
-from hypermc.manifolds import ManifoldParameter, PoincareBall, SphereProjection, Stereographic
+from hypermc.manifolds import LearnablePoincareBall, ManifoldParameter, PoincareBall, SphereProjection, Stereographic
 from hypermc.manifolds.math import stereographic as S
 from hypermc.optim import MCAdam
 
@@ -167,3 +167,119 @@ def test_ball_case_points_are_checked():
     with pytest.raises(ValueError, match=r"Stereographic\.dist: x is not a point of Stereographic\(k=-1\): norm >= 1/sqrt\(-k\) = 1"):
         M.dist(torch.tensor([2.0, 0.0]), torch.zeros(2))
     assert Stereographic(k=1.0).check_point(torch.tensor([1e10, 0.0])) == (True, None)
+
+
+# ------------------------------------------------ PoincareBall(..., learnable=True)
+
+
+@pytest.mark.parametrize(("c0", "nc", "tol"), [(1.0, None, 1e-12), (0.3, None, 1e-12), (1.0, 2, 1e-27), (2.5, 2, 1e-27)])
+def test_learnable_ball_distance_and_curvature_gradient_against_mpmath(c0, nc, tol):
+    """geoopt's parametrisation: c = softplus(isp_c); the gradient reaches isp_c."""
+    x, y = torch.tensor([0.5, 0.1], dtype=F64) / c0**0.5, torch.tensor([-0.3, 0.6], dtype=F64) / c0**0.5
+    c = torch.tensor(c0, dtype=F64) if nc is None else hm.mc(c0, nc=nc, dtype=F64)
+    if nc:
+        x, y = hm.mc(x, nc=nc), hm.mc(y, nc=nc)
+    M = PoincareBall(c=c, learnable=True)
+    assert isinstance(M, LearnablePoincareBall) and [n for n, _ in M.named_parameters()] == ["isp_c"]
+    assert abs(M.curvature + c0) < 4e-16 * c0 and isinstance(M.isp_c, hm.MCTensor) == bool(nc)
+    d = M.dist(x, y)
+    d.backward()
+    with mpmath.workdps(80):
+        (s,) = _mp(M.isp_c.detach().reshape(1))
+        (c_stored,) = _mp(M.c.detach().reshape(1))
+        assert _rel(d.detach(), _exact_dist(x, y, -c_stored)) < tol
+        assert abs(c_stored - mpmath.log1p(mpmath.exp(s))) < tol * c_stored  # c is softplus(isp_c)
+        exact = mpmath.diff(lambda ss: _exact_dist(x, y, -mpmath.log1p(mpmath.exp(ss))), s)
+    assert _rel(M.isp_c.grad, exact) < tol
+    assert (isinstance(M.isp_c.grad, hm.MCTensor) and M.isp_c.grad.nc == 2) if nc else not isinstance(M.isp_c.grad, hm.MCTensor)
+
+
+def test_learnable_ball_is_the_fixed_ball_at_its_current_curvature(rng):
+    """Every map agrees with PoincareBall of the same curvature, also after the curvature moved,
+    and near the boundary at nc = 2 (radius ~47)."""
+    L = PoincareBall(c=torch.tensor(0.5, dtype=F64), learnable=True)
+    with torch.no_grad():
+        L.isp_c.copy_(torch.log(torch.expm1(torch.tensor(2.0, dtype=F64))))
+    F = PoincareBall(c=float(L.c.detach()))
+    x, y = F.random(5, 3, dtype=F64, generator=rng), F.random(5, 3, dtype=F64, generator=rng)
+    u = 0.4 * torch.randn(5, 3, dtype=F64, generator=rng)
+    with torch.no_grad():
+        for name, args in [("dist", (x, y)), ("expmap", (x, u)), ("logmap", (x, y)), ("expmap0", (u,)), ("logmap0", (y,))]:
+            torch.testing.assert_close(getattr(L, name)(*args), getattr(F, name)(*args), rtol=1e-13, atol=1e-14, msg=name)
+        torch.testing.assert_close(L.transp(x, y, u), F.transp(x, y, u), rtol=1e-13, atol=1e-14)
+        torch.testing.assert_close(L.egrad2rgrad(x, u), F.egrad2rgrad(x, u), rtol=1e-14, atol=0.0)
+        L1 = PoincareBall(c=1.0, learnable=True)
+        xb = hm.mc([1.0, 0.0], nc=2, dtype=F64) - hm.mc([1e-20, 0.0], nc=2, dtype=F64)
+        yb = xb + hm.mc([0.0, 1e-21], nc=2, dtype=F64)
+        assert float((L1.dist(xb, yb) - PoincareBall().dist(xb, yb)).approx().abs()) < 1e-28
+        assert L1.check_point(hm.mc([1.0, 0.0], nc=2, dtype=F64))[0] is False
+
+
+def test_learnable_ball_trains_points_and_curvature_together():
+    """A ManifoldParameter on the learnable ball (RiemannianAdam) and its curvature (Adam):
+    fit d(x, y) = 3 with y fixed; both move, x stays on the ball of the current curvature."""
+    from hypermc.optim import RiemannianAdam
+
+    class Model(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.ball = PoincareBall(c=torch.tensor(1.0, dtype=F64), learnable=True)
+            self.x = ManifoldParameter(torch.tensor([0.1, 0.2], dtype=F64), manifold=self.ball)
+
+    model = Model()
+    assert sorted(n for n, _ in model.named_parameters()) == ["ball.isp_c", "x"]
+    y = torch.tensor([-0.3, 0.4], dtype=F64)
+    opt_x, opt_k = RiemannianAdam([model.x], lr=0.02), torch.optim.Adam([model.ball.isp_c], lr=0.01)
+    k0, x0 = model.ball.curvature, model.x.detach().clone()
+    for _ in range(300):
+        opt_x.zero_grad(), opt_k.zero_grad()
+        ((model.ball.dist(model.x, y) - 3.0) ** 2).backward()
+        opt_x.step(), opt_k.step()
+    assert abs(float(model.ball.dist(model.x, y).detach()) - 3.0) < 1e-4
+    assert model.ball.curvature != k0 and not torch.equal(model.x.detach(), x0)
+    assert model.ball.check_point(model.x.detach()) == (True, None)
+
+
+def test_learnable_ball_agrees_with_geoopt():
+    geoopt = pytest.importorskip("geoopt")
+    G = geoopt.PoincareBall(c=torch.tensor(0.7, dtype=F64), learnable=True)
+    H = PoincareBall(c=torch.tensor(0.7, dtype=F64), learnable=True)
+    x, y = torch.tensor([0.5, 0.1], dtype=F64), torch.tensor([-0.3, 0.6], dtype=F64)
+    dg, dh = G.dist(x, y), H.dist(x, y)
+    dg.backward(), dh.backward()
+    torch.testing.assert_close(dh, dg, rtol=1e-14, atol=0.0)
+    # the same parametrisation; hypermc forms softplus^-1(c) with expm1 (geoopt: exp(c) - 1)
+    torch.testing.assert_close(H.isp_c, G.isp_c, rtol=1e-13, atol=0.0)
+    torch.testing.assert_close(H.c, G.c, rtol=4e-16, atol=0.0)
+    torch.testing.assert_close(H.isp_c.grad, G.isp_c.grad, rtol=1e-12, atol=0.0)
+    H.load_state_dict(G.state_dict())  # geoopt's state_dict loads
+
+
+@pytest.mark.parametrize(
+    ("make", "error", "match"),
+    [
+        (lambda: PoincareBall(c=-1.0, learnable=True), ValueError, r"PoincareBall: c must be > 0; got -1\.0"),
+        (lambda: PoincareBall(c=torch.tensor(0.0), learnable=True), ValueError, r"PoincareBall: c must be > 0; got 0\.0"),
+        (
+            lambda: PoincareBall(curvature=0.5, learnable=True),
+            ValueError,
+            r"PoincareBall: curvature must be < 0 \(a hyperbolic ball\); got 0\.5\. Use Stereographic",
+        ),
+        (lambda: PoincareBall(c=float("nan"), learnable=True), ValueError, r"PoincareBall: c must be a finite number; got nan"),
+        (lambda: PoincareBall(c=1.0, curvature=-1.0, learnable=True), TypeError, r"PoincareBall: pass either curvature="),
+        (lambda: PoincareBall(c=torch.ones(2), learnable=True), TypeError, r"PoincareBall: c must be a float or a 0-d floating tensor"),
+        (lambda: PoincareBall(c=1.0, learnable="yes"), TypeError, r"PoincareBall: learnable must be True or False; got str 'yes'"),
+        (lambda: LearnablePoincareBall(learnable=False), TypeError, r"LearnablePoincareBall has learnable=True"),
+    ],
+)
+def test_learnable_ball_refuses_bad_arguments(make, error, match):
+    with pytest.raises(error, match=match):
+        make()
+
+
+def test_learnable_ball_is_refused_by_subclasses():
+    class Small(PoincareBall):
+        name = "small_ball_for_test"
+
+    with pytest.raises(TypeError, match=r"PoincareBall: learnable curvature is not supported in this model"):
+        Small(learnable=True)
