@@ -15,7 +15,7 @@ from .ball import PoincareBall
 from .base import Manifold
 from .euclidean import Euclidean
 from .halfspace import PoincareHalfspace
-from .lorentz import Lorentz
+from .lorentz import LearnableLorentz, Lorentz
 from .parameter import ManifoldParameter, ManifoldTensor, manifold_of
 from .product import ProductManifold
 from .registry import manifold_from_name, register_manifold, registered_manifolds
@@ -32,6 +32,7 @@ __all__ = [
     "Stereographic",
     "SphereProjection",
     "LearnablePoincareBall",
+    "LearnableLorentz",
     "Sphere",
     "Scaled",
     "ProductManifold",

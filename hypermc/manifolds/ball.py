@@ -95,7 +95,7 @@ class PoincareBall(GyrovectorMixin, Manifold):
             >>> type(PoincareBall(c=2.0, learnable=True)).__name__
             'LearnablePoincareBall'
         """
-        super().__init__(curvature=geoopt_curvature("PoincareBall", curvature, "c", c, lambda v: -v, learnable))
+        super().__init__(curvature=geoopt_curvature(type(self).__name__, curvature, "c", c, lambda v: -v, learnable))
 
     def to_ball(self, x: torch.Tensor) -> torch.Tensor:
         """``x`` itself.

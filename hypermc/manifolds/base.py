@@ -28,11 +28,14 @@ geoopt                                 meaning in geoopt           hypermc curva
 ``SphereProjection(k=k)``              curvature ``k > 0``         ``k``
 =====================================  ==========================  ======================
 
-Learnable curvature (a parameter with gradients, plain or MC): ``PoincareBall(c=...,
-learnable=True)`` (a :class:`~hypermc.manifolds.stereographic.LearnablePoincareBall`,
-geoopt's parametrisation ``c = softplus(isp_c)``) and
-:class:`~hypermc.manifolds.stereographic.Stereographic` (``learnable=True``, ``k`` of
-any sign). The half-space and the hyperboloid keep a fixed curvature.
+Learnable curvature (a parameter with gradients, plain or MC), as in geoopt:
+``PoincareBall(c=..., learnable=True)`` builds a
+:class:`~hypermc.manifolds.stereographic.LearnablePoincareBall` (parameter ``isp_c``,
+``c = softplus(isp_c)``), ``Lorentz(k=..., learnable=True)`` a
+:class:`~hypermc.manifolds.lorentz.LearnableLorentz` (parameter ``k``), and
+:class:`~hypermc.manifolds.stereographic.Stereographic` takes ``learnable=True`` (``k``
+of any sign). They are ``nn.Module`` s, so a model that owns one lists its curvature
+among its parameters. The half-space keeps a fixed curvature.
 
 Precision and range
 -------------------
@@ -259,7 +262,7 @@ def curvature_to_c(curvature: float | torch.Tensor, where: str = "curvature_to_c
         if curvature.requires_grad:
             raise TypeError(
                 f"{where}: curvature must not require grad: a fixed curvature is a float or a tensor without grad; "
-                "for a learnable one use hypermc.manifolds.PoincareBall(c=..., learnable=True) or Stereographic(k=..., learnable=True)"
+                "for a learnable one pass learnable=True (PoincareBall, Lorentz) or use Stereographic(k=..., learnable=True)"
             )
     try:
         k = check_real(where, "curvature", curvature, maximum=0.0, open_max=True)
@@ -281,7 +284,8 @@ def geoopt_curvature(
     ``-1`` when neither is given.
 
     Raises:
-        TypeError: both given; ``learnable=True`` (these models have a fixed curvature).
+        TypeError: both given; ``learnable=True`` (reached by subclasses only: the models
+            themselves build their ``learnable_variant``).
         ValueError: geoopt's argument not a finite number > 0.
 
     Example:
@@ -290,8 +294,8 @@ def geoopt_curvature(
     """
     if check_bool(where, "learnable", learnable):
         raise TypeError(
-            f"{where}: learnable curvature is not supported in this model; use "
-            "hypermc.manifolds.PoincareBall(c=..., learnable=True) or Stereographic(k=..., learnable=True) (a parameter with gradients)"
+            f"{where}: learnable=True is not supported by this class; PoincareBall(c=..., learnable=True), "
+            "Lorentz(k=..., learnable=True) and Stereographic(k=..., learnable=True) have a learnable curvature"
         )
     if value is None:
         return -1.0 if curvature is None else curvature
@@ -300,7 +304,7 @@ def geoopt_curvature(
     if isinstance(value, torch.Tensor) and (value.requires_grad or isinstance(value, MCTensor) or value.numel() != 1):
         raise TypeError(
             f"{where}: {name} must be a float or a 0-d plain tensor that does not require grad; "
-            "for a learnable curvature use hypermc.manifolds.PoincareBall(c=..., learnable=True) or Stereographic(k=..., learnable=True)"
+            "for a learnable curvature pass learnable=True"
         )
     v = check_real(where, name, value, minimum=0.0, open_min=True)
     return to_curvature(v)

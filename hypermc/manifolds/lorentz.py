@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
-import torch
+import math
 
-from .._checks import check_bool
+import torch
+from torch import nn
+
+from .._checks import check_bool, check_real
 from ..mcf.eft import float_format
 from ..mcf.tensor import MCTensor
 from . import convert
@@ -14,7 +17,7 @@ from .math import lorentz as L
 from .math.batch import components_of
 from .registry import register_manifold
 
-__all__ = ["Lorentz"]
+__all__ = ["Lorentz", "LearnableLorentz"]
 
 #: ``check_point`` accepts ``|<x, x>_L + 1/c| <= 2^CONSTRAINT_MARGIN_BITS u^k x_0^2``
 #: (the constraint of stored coordinates holds only to ``~ u^k x_0^2``), ``k <= nc`` the
@@ -90,13 +93,14 @@ class Lorentz(Manifold):
         """Args (keyword-only; see :mod:`hypermc.manifolds.base`):
             curvature: ``K < 0`` (default ``-1``).
             k: geoopt's argument ``k > 0``, the hyperboloid ``<x, x>_L = -k``: ``K = -1/k``.
-            learnable: must be ``False`` (no learnable curvature in this model).
+            learnable: ``True`` returns a :class:`LearnableLorentz` instead, whose ``k`` is
+                an ``nn.Parameter`` (geoopt's ``learnable=True``).
 
         Example:
             >>> Lorentz(k=4.0), Lorentz(k=4.0).k, Lorentz(k=4.0).origin(3).tolist()  # origin (sqrt k, 0, 0)
             (Lorentz(curvature=-0.25), 4.0, [2.0, 0.0, 0.0])
         """
-        super().__init__(curvature=geoopt_curvature("Lorentz", curvature, "k", k, lambda v: -1.0 / v, learnable))
+        super().__init__(curvature=geoopt_curvature(type(self).__name__, curvature, "k", k, lambda v: -1.0 / v, learnable))
 
     def to_ball(self, x: torch.Tensor) -> torch.Tensor:
         """:func:`.convert.lorentz_to_ball` at this curvature.
@@ -451,3 +455,123 @@ class Lorentz(Manifold):
             first = float(tol[bad].reshape(-1)[0])
             return False, _reason(f"<x, x>_L differs from -1/c by more than {first:.3g} x_0^2 (off the hyperboloid)", bad)
         return True, None
+
+
+class LearnableLorentz(Lorentz, nn.Module):
+    r"""The hyperboloid with a learnable curvature: what ``Lorentz(..., learnable=True)``
+    returns (geoopt's ``Lorentz(k, learnable=True)``).
+
+    The parameter is ``self.k`` (geoopt's ``k > 0``: ``<x, x>_L = -k``, curvature
+    ``K = -1/k``), an ``nn.Parameter`` (an MC parameter when ``k`` is given as an
+    :class:`~hypermc.MCTensor`); :attr:`c` ``= 1/k`` is a tensor with gradients and
+    :attr:`curvature` a Python float snapshot. Every method is :class:`Lorentz`'s formula
+    with ``c`` taken from the parameter by torch operations (:func:`.math.common.tensor_c_power`),
+    so gradients reach ``k``; the fused CPU kernels and the trainer's batched distances
+    take a fixed curvature and are not used (:meth:`dist_batch` refuses).
+
+    Points on the hyperboloid of one ``k`` are not on the hyperboloid of another, so a
+    model whose curvature learns makes its points from the current ``k`` in every
+    forward pass (``expmap0`` of tangent features, as hyperbolic GNNs do); the gradient
+    with respect to ``k`` is then that of the model's function. Stored points re-enter
+    through :meth:`projx` after a curvature step. An optimizer step that makes ``k <= 0``
+    gives NaN (no clamp); optimise ``log k`` in the model if the steps are large.
+
+    Args (keyword-only, at most one of the two):
+        curvature: ``K < 0`` (hypermc's convention; default ``-1``); float or 0-d tensor.
+        k: geoopt's argument ``k > 0``: ``K = -1/k``; float or 0-d tensor.
+
+    Example:
+        >>> M = Lorentz(k=torch.tensor(2.0, dtype=torch.float64), learnable=True)
+        >>> M, [n for n, _ in M.named_parameters()], M.curvature
+        (Lorentz(k=2, learnable=True), ['k'], -0.5)
+        >>> u = torch.tensor([[0.0, 1.0, 0.0], [0.0, 0.0, 2.0]], dtype=torch.float64)
+        >>> x = M.expmap0(u)  # points made from the current k
+        >>> d = M.dist(x[0], x[1])
+        >>> abs(float(d.detach()) - float(Lorentz(k=2.0).dist(*Lorentz(k=2.0).expmap0(u)))) < 1e-15
+        True
+        >>> d.backward()
+        >>> M.k.grad is not None
+        True
+    """
+
+    name = "learnable_lorentz"
+    fused_dist_batch = None  # type: ignore[assignment]
+
+    def __init__(
+        self, *, curvature: float | torch.Tensor | None = None, k: float | torch.Tensor | None = None, learnable: bool = True
+    ) -> None:
+        nn.Module.__init__(self)
+        where = "Lorentz"
+        if not check_bool(where, "learnable", learnable):
+            raise TypeError(f"{where}: LearnableLorentz has learnable=True; use Lorentz(...) for a fixed curvature")
+        if curvature is not None and k is not None:
+            raise TypeError(f"{where}: pass either curvature= (hypermc's K < 0) or k= (geoopt's), not both")
+        name, value, sign = ("k", k, 1.0) if k is not None else ("curvature", -1.0 if curvature is None else curvature, -1.0)
+        if isinstance(value, torch.Tensor):
+            if value.numel() != 1 or not value.is_floating_point():
+                raise TypeError(
+                    f"{where}: {name} must be a float or a 0-d floating tensor; got {value.dtype} of shape {tuple(value.shape)}"
+                )
+            t = value.detach().reshape(()).clone()
+            seen = float(common.lead(t))
+        else:
+            seen = check_real(where, name, value)
+            t = torch.tensor(seen, dtype=torch.get_default_dtype())
+        if not (math.isfinite(seen) and sign * seen > 0):
+            raise ValueError(f"{where}: {name} must be a finite number {'> 0' if sign > 0 else '< 0'}; got {seen!r}")
+        self.learnable = True
+        self.register_parameter("k", nn.Parameter(t if sign > 0 else -1 / t, requires_grad=True))
+
+    @property
+    def k(self) -> torch.Tensor:  # type: ignore[override]
+        """The parameter ``k > 0`` (geoopt's; ``<x, x>_L = -k``)."""
+        try:
+            return self._parameters["k"]  # type: ignore[return-value]
+        except KeyError:  # before __init__ registers it (nn.Module asks hasattr first)
+            raise AttributeError("k") from None
+
+    @property
+    def c(self) -> torch.Tensor:  # type: ignore[override]
+        """``1/k``, a tensor with gradients to ``k`` (the formulas' ``c = -K``)."""
+        return 1 / self.k
+
+    @property
+    def curvature(self) -> float:  # type: ignore[override]
+        """``K = -1/k`` as a Python float (a snapshot)."""
+        return -1.0 / float(common.lead(self.k.detach()).reshape(()))
+
+    def __repr__(self) -> str:
+        return f"Lorentz(k={-1.0 / self.curvature:g}, learnable=True)"
+
+    def __eq__(self, other: object) -> bool:
+        return self is other
+
+    def __hash__(self) -> int:
+        return id(self)
+
+    def dist_batch(
+        self,
+        rows: torch.Tensor,
+        ia: torch.Tensor,
+        ib: torch.Tensor,
+        *,
+        leaf: torch.Tensor | None = None,
+        cache: dict[str, torch.Tensor] | None = None,
+    ) -> torch.Tensor:
+        """Refused: the batched distances of the trainer take a fixed curvature.
+
+        Raises:
+            TypeError: always; use ``Lorentz(curvature=...)`` (or :meth:`dist` on gathered rows).
+        """
+        raise TypeError(
+            "Lorentz.dist_batch: not available with a learnable curvature (the trainer's batched distances take a "
+            "fixed one); use Lorentz(curvature=...) or dist() on the gathered rows"
+        )
+
+    def _origin_values(self, size: tuple[int, ...], dtype: torch.dtype, device: Device) -> torch.Tensor:
+        out = torch.zeros(size, dtype=dtype, device=device)
+        out[..., 0] = math.sqrt(-1.0 / self.curvature)  # sqrt(k), a snapshot
+        return out
+
+
+Lorentz.learnable_variant = LearnableLorentz

@@ -290,7 +290,7 @@ def manifold_state(manifold: Manifold) -> tuple[str, float]:
 
     Plain strings and floats, so ``torch.load(weights_only=True)`` can read it back. A
     learnable curvature is stored as its current value and read back as a fixed one (a
-    ``LearnablePoincareBall`` as a ``PoincareBall``); the model's ``state_dict`` holds
+    ``LearnablePoincareBall`` as a ``PoincareBall``, a ``LearnableLorentz`` as a ``Lorentz``); the model's ``state_dict`` holds
     the parameter.
 
     Raises:
@@ -323,10 +323,11 @@ def _factory(name: str) -> Callable[[float], Manifold]:
     def build(k: float) -> Manifold:
         from . import Euclidean, Lorentz, PoincareBall, PoincareHalfspace, Sphere, SphereProjection, Stereographic
 
-        if name in ("PoincareBall", "LearnablePoincareBall", "PoincareHalfspace", "Lorentz"):
+        if name in ("PoincareBall", "LearnablePoincareBall", "PoincareHalfspace", "Lorentz", "LearnableLorentz"):
             cls = {
                 "PoincareBall": PoincareBall,
                 "LearnablePoincareBall": PoincareBall,
+                "LearnableLorentz": Lorentz,
                 "PoincareHalfspace": PoincareHalfspace,
                 "Lorentz": Lorentz,
             }[name]
@@ -346,6 +347,7 @@ _FACTORIES: dict[str, Callable[[float], Manifold]] = {
         "LearnablePoincareBall",
         "PoincareHalfspace",
         "Lorentz",
+        "LearnableLorentz",
         "Euclidean",
         "Stereographic",
         "SphereProjection",

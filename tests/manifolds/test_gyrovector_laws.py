@@ -210,5 +210,7 @@ def test_product_and_scaled_parameters_refuse_pickling():
 
     for M in (ProductManifold((Sphere(), 2), (Sphere(), 2)), Scaled(PoincareBall(), 2.0)):
         p = hm.ManifoldParameter(M.origin(M.min_dim if isinstance(M, ProductManifold) else 2), manifold=M)
-        with pytest.raises(TypeError, match=r"cannot be pickled \(only Euclidean, LearnablePoincareBall, Lorentz, PoincareBall"):
+        with pytest.raises(
+            TypeError, match=r"cannot be pickled \(only Euclidean, LearnableLorentz, LearnablePoincareBall, Lorentz, PoincareBall"
+        ):
             torch.save(p, io.BytesIO())

@@ -281,5 +281,7 @@ def test_learnable_ball_is_refused_by_subclasses():
     class Small(PoincareBall):
         name = "small_ball_for_test"
 
-    with pytest.raises(TypeError, match=r"PoincareBall: learnable curvature is not supported in this model"):
+    with pytest.raises(
+        TypeError, match=r"Small: learnable=True is not supported by this class; PoincareBall\(c=\.\.\., learnable=True\), Lorentz"
+    ):
         Small(learnable=True)

@@ -40,6 +40,7 @@ __all__ = [
     "unit_roundoff",
     "c_power",
     "scale_c",
+    "tensor_c_power",
     "sqnorm",
     "norm",
     "dot",
@@ -148,12 +149,14 @@ def _mc_power(c: float, power: float, dtype: torch.dtype, nc: int, device: str) 
         return from_mpmath([value], nc=nc, dtype=dtype, device=device)[0]
 
 
-def c_power(*, c: float, power: float, like: torch.Tensor) -> float | torch.Tensor:
+def c_power(*, c: float | torch.Tensor, power: float, like: torch.Tensor) -> float | torch.Tensor:
     """``c**power`` as an operand for ``like`` (``c`` the curvature magnitude).
 
     A Python float when ``like`` is plain or the value is exact in the component dtype
     (``c = 1``, ``c = 4`` and ``power = 0.5``, ...); otherwise a 0-d MCTensor of
-    ``like``'s ``nc`` computed with mpmath, so ``sqrt(c)`` keeps ``nc p`` bits.
+    ``like``'s ``nc`` computed with mpmath, so ``sqrt(c)`` keeps ``nc p`` bits. A 0-d
+    tensor ``c`` (a learnable curvature: it carries gradients) gives
+    :func:`tensor_c_power`.
 
     Example:
         >>> c_power(c=4.0, power=0.5, like=torch.ones(1)), c_power(c=2.0, power=0.5, like=torch.ones(1))
@@ -162,6 +165,8 @@ def c_power(*, c: float, power: float, like: torch.Tensor) -> float | torch.Tens
         >>> type(r).__name__, r.nc, abs(float(r * r - 2)) < 1e-30
         ('MCTensor', 2, True)
     """
+    if isinstance(c, torch.Tensor):
+        return tensor_c_power(c, power, like)
     with mpmath.workprec(256):
         value = mpmath.power(mpmath.mpf(c), mpmath.mpf(power))
     f = float(value)
@@ -172,13 +177,49 @@ def c_power(*, c: float, power: float, like: torch.Tensor) -> float | torch.Tens
     return _mc_power(float(c), float(power), like.dtype, like.nc, str(like.device))
 
 
-def scale_c(z: torch.Tensor, *, c: float, power: float = 1.0) -> torch.Tensor:
-    """``z * c**power`` (nothing to do for ``c = 1``), the constant at MC precision.
+#: The powers of a tensor curvature that :func:`tensor_c_power` forms (by one operation each).
+_TENSOR_POWERS = {1.0: lambda c: c, -1.0: torch.reciprocal, 0.5: torch.sqrt, -0.5: lambda c: torch.reciprocal(torch.sqrt(c))}
+
+
+def tensor_c_power(c: torch.Tensor, power: float, like: torch.Tensor) -> torch.Tensor:
+    """``c**power`` of a 0-d tensor curvature magnitude ``c`` (a learnable one), as an
+    operand for ``like``: by torch operations, so gradients reach ``c``; in MC arithmetic
+    if ``c`` is an MCTensor, and in ``like``'s dtype if ``c`` is a plain tensor of another
+    dtype (a float32 parameter for float64 points, as in geoopt).
+
+    Raises:
+        TypeError: ``c`` is an MCTensor of another dtype or ``nc`` than an MC ``like``,
+            or ``like`` is plain (no implicit precision change).
+        ValueError: a power other than 1, -1, 1/2, -1/2.
+
+    Example:
+        >>> c = torch.tensor(4.0, requires_grad=True)
+        >>> r = tensor_c_power(c, -0.5, torch.ones(1, dtype=torch.float64))
+        >>> r, torch.autograd.grad(r, c)[0]
+        (tensor(0.5000, dtype=torch.float64, grad_fn=<ReciprocalBackward0>), tensor(-0.0625))
+    """
+    fn = _TENSOR_POWERS.get(float(power))
+    if fn is None:
+        raise ValueError(f"tensor_c_power: power must be one of {sorted(_TENSOR_POWERS)}; got {power!r}")
+    if isinstance(c, MCTensor):
+        if not isinstance(like, MCTensor) or (c.dtype, c.nc) != (like.dtype, like.nc):
+            seen = f"MCTensor nc={like.nc} {like.dtype}" if isinstance(like, MCTensor) else f"plain {like.dtype}"
+            raise TypeError(f"curvature: an MC curvature (nc={c.nc}, {c.dtype}) needs MC points of the same dtype and nc; got {seen}")
+    elif c.dtype != like.dtype:
+        c = c.to(like.dtype)
+    return fn(c)
+
+
+def scale_c(z: torch.Tensor, *, c: float | torch.Tensor, power: float = 1.0) -> torch.Tensor:
+    """``z * c**power`` (nothing to do for ``c = 1``), the constant at MC precision; a 0-d
+    tensor ``c`` (learnable) by :func:`tensor_c_power`.
 
     Example:
         >>> scale_c(torch.tensor([3.0]), c=4.0, power=0.5), scale_c(torch.tensor([3.0]), c=4.0, power=-1.0)
         (tensor([6.]), tensor([0.7500]))
     """
+    if isinstance(c, torch.Tensor):
+        return z * tensor_c_power(c, power, z)
     return z if c == 1.0 else z * c_power(c=c, power=power, like=z)
 
 
