@@ -28,8 +28,11 @@ Differences from HGCN's own classes (deliberate):
   hyperboloid's exact time-coordinate recomputation, nothing else is clamped, and
   inf / NaN propagate. ``eps``, ``min_norm`` and ``max_norm`` exist with HGCN's values
   only so that code reading them runs; no method here uses them.
-* **Learnable curvature is not supported**: a ``c`` that requires grad raises
-  ``TypeError`` (HGCN trains ``c`` when ``args.c`` is None; pass a fixed ``--c``).
+* **Trainable curvature** (HGCN's ``args.c = None``: ``c`` an ``nn.Parameter``): a
+  ``c`` that requires grad is used as a tensor by the ball's and the hyperboloid's
+  formulas (those of :class:`~hypermc.manifolds.LearnablePoincareBall` and
+  :class:`~hypermc.manifolds.LearnableLorentz`), so its gradient reaches HGCN's
+  parameter; the conversions ``to_hyperboloid`` / ``to_poincare`` take a fixed ``c``.
 * **No in-place updates**: HGCN's ball ``egrad2rgrad`` rescales ``dp`` in place and
   ``Euclidean.normalize`` renormalises ``p`` in place; here both return new tensors.
 * ``Hyperboloid.egrad2rgrad`` is implemented (HGCN raises ``NotImplementedError``), and
@@ -55,6 +58,7 @@ import numbers
 from typing import cast
 
 import torch
+from torch import nn
 
 from .. import manifolds as _native
 from ..manifolds import convert
@@ -79,8 +83,8 @@ def _c_value(c: object, where: str) -> float:
             )
         if c.requires_grad:
             raise TypeError(
-                f"{where}: c requires grad, but learnable curvature is not supported by the hypermc "
-                "adapter; pass a fixed curvature (HGCN: set --c to a number)"
+                f"{where}: c requires grad, but this method takes a fixed curvature (the conversions between "
+                "the models); pass c.detach() or a number"
             )
         c = c.item()
     if isinstance(c, bool) or not isinstance(c, numbers.Real):
@@ -104,10 +108,8 @@ class HGCNManifold:
         >>> M = PoincareBall()  # any subclass
         >>> M.manifold(1.0) is M.manifold(torch.tensor([1.0]))  # one native manifold per value of c
         True
-        >>> M.manifold(torch.tensor([1.0], requires_grad=True))
-        Traceback (most recent call last):
-        ...
-        TypeError: PoincareBall: c requires grad, but learnable curvature is not supported ...
+        >>> M.manifold(torch.tensor([1.0], requires_grad=True))  # trainable c: a manifold at that tensor
+        PoincareBall(c=1, learnable=True)
     """
 
     name = "Manifold"
@@ -127,8 +129,16 @@ class HGCNManifold:
     def _build(self, c: float) -> _NativeManifold:
         raise NotImplementedError
 
+    def _build_trainable(self, c: torch.Tensor) -> _NativeManifold:
+        raise NotImplementedError
+
     def manifold(self, c: object) -> _NativeManifold:
-        """The hypermc manifold for HGCN's curvature argument ``c`` (built once per value)."""
+        """The hypermc manifold for HGCN's curvature argument ``c`` (built once per value);
+        for a ``c`` that requires grad (HGCN's trainable curvature), a manifold whose
+        curvature is that tensor, built for the call, so gradients reach ``c``."""
+        if isinstance(c, torch.Tensor) and c.requires_grad and not isinstance(c, MCTensor) and c.numel() == 1:
+            _c_value(c.detach(), f"{self.name}")  # the value's checks
+            return self._build_trainable(c)
         value = _c_value(c, f"{self.name}")
         m = self._cache.get(value)
         if m is None:
@@ -232,6 +242,9 @@ class PoincareBall(HGCNManifold):
     def _build(self, c: float) -> _NativeManifold:
         return _native.PoincareBall(curvature=-c)
 
+    def _build_trainable(self, c: torch.Tensor) -> _NativeManifold:
+        return _BallAtTensorC(c=c)
+
     def mobius_add(self, x: torch.Tensor, y: torch.Tensor, c: object, dim: int = -1) -> torch.Tensor:
         """Möbius addition (:meth:`hypermc.manifolds.PoincareBall.mobius_add`); ``dim`` must be -1."""
         self._check_dim(dim, x)
@@ -267,6 +280,9 @@ class Hyperboloid(HGCNManifold):
 
     def _build(self, c: float) -> _NativeManifold:
         return _native.Lorentz(curvature=-c)
+
+    def _build_trainable(self, c: torch.Tensor) -> _NativeManifold:
+        return _HyperboloidAtTensorC(c=c)
 
     def minkowski_dot(self, x: torch.Tensor, y: torch.Tensor, keepdim: bool = True) -> torch.Tensor:
         """``<x, y>_L = -x_0 y_0 + <x_bar, y_bar>`` (HGCN's default ``keepdim=True``)."""
@@ -316,3 +332,34 @@ class Euclidean(HGCNManifold):
         n = common.norm(p, keepdim=True)
         long = common.lead(n) > 1
         return torch.where(long, p / torch.where(long, n, torch.ones_like(n)), p)
+
+
+class _BallAtTensorC(_native.LearnablePoincareBall):
+    """The ball whose ``c`` is a given tensor (HGCN's trainable curvature): the formulas of
+    :class:`~hypermc.manifolds.LearnablePoincareBall`, with gradients to that tensor."""
+
+    def __init__(self, *, c: torch.Tensor) -> None:
+        nn.Module.__init__(self)
+        self.learnable = True
+        self._tensor_c = c.reshape(())
+
+    @property
+    def c(self) -> torch.Tensor:  # type: ignore[override]
+        return self._tensor_c
+
+
+class _HyperboloidAtTensorC(_native.LearnableLorentz):
+    """The hyperboloid whose ``c`` is a given tensor (HGCN's trainable curvature), ``k = 1/c``."""
+
+    def __init__(self, *, c: torch.Tensor) -> None:
+        nn.Module.__init__(self)
+        self.learnable = True
+        self._tensor_c = c.reshape(())
+
+    @property
+    def c(self) -> torch.Tensor:  # type: ignore[override]
+        return self._tensor_c
+
+    @property
+    def k(self) -> torch.Tensor:  # type: ignore[override]
+        return 1 / self._tensor_c

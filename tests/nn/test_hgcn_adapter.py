@@ -165,8 +165,8 @@ def test_hyperboloid_extras():
 def test_bad_arguments_name_them():
     B = hgcn.PoincareBall()
     x = torch.zeros(2, 3, dtype=f64)
-    with pytest.raises(TypeError, match="c requires grad, but learnable curvature is not supported"):
-        B.expmap0(x, torch.nn.Parameter(torch.tensor([1.0])))
+    with pytest.raises(TypeError, match=r"PoincareBall: c requires grad, but this method takes a fixed curvature"):
+        B.to_hyperboloid(x, torch.nn.Parameter(torch.tensor([1.0])))
     with pytest.raises(ValueError, match=r"c must be a finite number > 0 \(the curvature is -c\); got -1.0"):
         B.logmap0(x, -1.0)
     with pytest.raises(ValueError, match="c must be a finite number > 0"):
@@ -218,3 +218,44 @@ def test_hgcn_style_layer_equals_hyplinear(name, seed):
     assert _max(a - b) < 1e-28
     (M.dist0(b).sum()).backward()
     assert isinstance(ours.weight.grad, hm.MCTensor) and torch.isfinite(ours.weight.grad.components).all()
+
+
+@pytest.mark.parametrize(("nc", "dtype", "tol"), [(None, f64, 1e-12), (2, f64, 1e-12), (None, torch.float32, 1e-6)])
+def test_trainable_c_gets_its_gradient(nc, dtype, tol):
+    """HGCN's trainable curvature (c an nn.Parameter of shape [1]; HGCN makes it float32,
+    whose gradient sums float32 roundings of each use's part): sqdist's gradient with
+    respect to c, against mpmath, on the ball (fixed points) and on the hyperboloid
+    (points made from c by expmap0, as HGCN's encoder does)."""
+    import mpmath
+
+    c0 = 0.75
+    B, L = hgcn.PoincareBall(), hgcn.Hyperboloid()
+    xb = torch.tensor([[0.5, 0.1], [-0.3, 0.6]], dtype=f64)
+    u = torch.tensor([[0.0, 1.0, 0.0], [0.0, 0.3, -2.0]], dtype=f64)
+    lift = (lambda t: hm.mc(t, nc=nc)) if nc else (lambda t: t)
+    cb = torch.nn.Parameter(torch.tensor([c0], dtype=dtype))
+    B.sqdist(lift(xb[:1]), lift(xb[1:]), cb).sum().backward()
+    cl = torch.nn.Parameter(torch.tensor([c0], dtype=dtype))
+    p = L.expmap0(lift(u), cl)
+    L.sqdist(p[:1], p[1:], cl).sum().backward()
+
+    def ball_sq(c):
+        x, y = [mpmath.mpf(float(v)) for v in xb[0]], [mpmath.mpf(float(v)) for v in xb[1]]
+        rho2 = sum((a - b) ** 2 for a, b in zip(x, y))
+        dx, dy = 1 - c * sum(a * a for a in x), 1 - c * sum(b * b for b in y)
+        return (2 * mpmath.asinh(mpmath.sqrt(c * rho2 / (dx * dy))) / mpmath.sqrt(c)) ** 2
+
+    def hyp_sq(c):
+        def point(v):
+            n = mpmath.sqrt(sum(mpmath.mpf(float(a)) ** 2 for a in v[1:]))
+            s = mpmath.sqrt(c)
+            return [mpmath.cosh(s * n) / s] + [mpmath.sinh(s * n) / (s * n) * mpmath.mpf(float(a)) for a in v[1:]]
+
+        x, y = point(u[0]), point(u[1])
+        inner = -x[0] * y[0] + sum(a * b for a, b in zip(x[1:], y[1:]))
+        return (mpmath.acosh(-c * inner) / mpmath.sqrt(c)) ** 2
+
+    with mpmath.workdps(50):
+        for grad, f in [(cb.grad, ball_sq), (cl.grad, hyp_sq)]:
+            exact = mpmath.diff(f, mpmath.mpf(c0))
+            assert grad.dtype == dtype and abs(float(grad) - float(exact)) <= tol * abs(float(exact)), (grad, exact)
