@@ -82,8 +82,8 @@ def distance_function(manifold: Manifold, fast: bool = False) -> Callable[..., t
 
     With ``fast`` the fused CPU kernels where the model has them (its ``fused_dist_batch``,
     :data:`FUSED`; they run
-    the torch path themselves where they do not apply: CUDA, nc = 1, plain tables, no
-    compiler), else :func:`batch_distance`.
+    the torch path themselves where they do not apply: CUDA, float16, no compiler, the
+    hyperboloid's plain tables), else :func:`batch_distance`.
 
     Example:
         >>> table = hm.mc([[0.0, 1.0], [0.0, 2.0]], nc=2, dtype=torch.float64)

@@ -43,9 +43,9 @@ stored as multi-component floats:
 * Devices and the fast update: ``device=`` puts the table, the sampler tables, the
   generator and every batch on one device; ``fast=True`` computes the Riemannian step in
   the component dtype and moves the MC points with one MC retraction
-  (:func:`fast_retr_rows`), and on the CPU computes the half-space distances and their
-  gradient with the fused kernels of :mod:`hypermc.manifolds.math.fused` (a few ulps
-  from the torch path; docs/training.md).
+  (:func:`fast_retr_rows`), and on the CPU computes the distances and their gradient
+  with the fused kernels of :mod:`hypermc.manifolds.math.fused` (plain tables too; a few
+  ulps from the torch path; docs/training.md).
 * Safety: a non-finite loss or updated row raises :class:`FloatingPointError` naming
   the epoch and the nodes, before the bad values are written into the table.
 

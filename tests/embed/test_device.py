@@ -251,16 +251,22 @@ def test_fast_halfspace_uses_the_fused_distance_only_with_fast():
 
 
 @pytest.mark.skipif(not fused.available(F64, 2), reason="fused kernels not in use")
-@pytest.mark.parametrize("manifold", [PoincareHalfspace(), PoincareBall(), Lorentz()], ids=["halfspace", "ball", "lorentz"])
-def test_fast_fused_run_agrees_with_the_torch_path(manifold, monkeypatch):
+@pytest.mark.parametrize(
+    ("manifold", "nc"),
+    [(PoincareHalfspace(), 2), (PoincareBall(), 2), (Lorentz(), 2), (PoincareHalfspace(), None), (PoincareBall(), None)],
+    ids=["halfspace", "ball", "lorentz", "halfspace-plain", "ball-plain"],
+)
+def test_fast_fused_run_agrees_with_the_torch_path(manifold, nc, monkeypatch):
     """fast=True on the CPU with and without the fused kernels: the same run up to the
-    rounding of the plain parts (one epoch: losses and points agree to ~1e-12)."""
+    rounding of the plain parts (one epoch: losses and points agree to ~1e-12); plain
+    float64 tables (nc=None) run the fused distances too."""
     g = tree_closure(2, 3)
-    kw = dict(dim=3, nc=2, dtype=F64, epochs=1, seed=0, fast=True, **{k: v for k, v in TOY.items() if k != "burnin"}, burnin=0)
+    kw = dict(dim=3, nc=nc, dtype=F64, epochs=1, seed=0, fast=True, **{k: v for k, v in TOY.items() if k != "burnin"}, burnin=0)
     with_kernels = train(g, manifold, **kw)
     monkeypatch.setattr(fused, "_kernels", lambda *args: None)
     torch_path = train(g, manifold, **kw)
-    a, b = with_kernels.embeddings.components, torch_path.embeddings.components
+    a, b = with_kernels.embeddings, torch_path.embeddings
+    a, b = (a.components, b.components) if nc else (a.unsqueeze(-1), b.unsqueeze(-1))
     assert not torch.equal(a, b) or a.numel() == 0  # the fused path did run (different roundings)
     torch.testing.assert_close(a[..., 0], b[..., 0], rtol=1e-12, atol=0.0)
     assert abs(with_kernels.history[0]["loss"] - torch_path.history[0]["loss"]) <= 1e-13 * torch_path.history[0]["loss"]

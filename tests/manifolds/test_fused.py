@@ -119,10 +119,10 @@ def test_backward_is_independent_of_the_thread_count(model):
 
 
 def test_unfused_cases_are_the_torch_path():
-    """nc = 1 (plain arithmetic), float16 and rows that require grad run batch.halfspace."""
+    """float16 rows run batch.halfspace; the hyperboloid's plain tables (nc = 1) run batch.lorentz."""
     gen = torch.Generator().manual_seed(0)
     ia, ib = torch.tensor([[0], [2]]), torch.tensor([[1, 2, 3]])
-    for rows in (_table(gen, 4, 3, 1, torch.float64, 1), _table(gen, 4, 3, 2, torch.float32, 1).to(torch.float16)):
+    for rows in (_table(gen, 4, 3, 2, torch.float32, 1).to(torch.float16),):
         leaf = rows[..., 0].clone().requires_grad_(True)
         d = fused.halfspace(rows, ia, ib, c=1.0, leaf=leaf)
         ref_leaf = rows[..., 0].clone().requires_grad_(True)
@@ -131,8 +131,14 @@ def test_unfused_cases_are_the_torch_path():
         d.sum().backward()
         ref.sum().backward()
         assert torch.equal(leaf.grad, ref_leaf.grad)
-    assert not fused.available(torch.float64, 1) and not fused.available(torch.float16, 2)
-    assert fused.status(torch.float64, 1) == "no fused kernels for torch.float64 nc=1 (float32/float64, nc in (2, 3, 4))"
+    assert fused.available(torch.float64, 1) == fused.available(torch.float64, 2) and not fused.available(torch.float16, 2)
+    assert fused.status(torch.float16, 1) == "no fused kernels for torch.float16 nc=1 (float32/float64, nc in (1, 2, 3, 4))"
+    assert not fused.available(torch.float64, 1, "lorentz")
+    assert fused.status(torch.float64, 1, "lorentz") == "no fused kernels for torch.float64 nc=1 (float32/float64, nc in (2, 3))"
+    rows = _lorentz_table(gen, 4, 3, 2, torch.float64, 2.0)[..., :1].contiguous()
+    leaf, ref_leaf = rows[..., 0].clone().requires_grad_(True), rows[..., 0].clone().requires_grad_(True)
+    d, ref = fused.lorentz(rows, ia, ib, c=1.0, leaf=leaf), batch.lorentz(rows, ia, ib, c=1.0, leaf=ref_leaf)
+    assert torch.equal(d, ref)
 
 
 def test_disabled_runs_the_torch_path(monkeypatch):
@@ -222,7 +228,7 @@ def test_ball_coincident_points_the_origin_and_the_cache():
 def test_ball_unfused_cases_are_the_torch_path():
     gen = torch.Generator().manual_seed(0)
     ia, ib = torch.tensor([[0], [2]]), torch.tensor([[1, 2, 3]])
-    for rows in (_ball_table(gen, 4, 3, 1, torch.float64, 3.0), _ball_table(gen, 4, 3, 2, torch.float32, 2.0).to(torch.float16)):
+    for rows in (_ball_table(gen, 4, 3, 2, torch.float32, 2.0).to(torch.float16),):
         leaf = rows[..., 0].clone().requires_grad_(True)
         d = fused.ball(rows, ia, ib, c=1.0, leaf=leaf)
         ref_leaf = rows[..., 0].clone().requires_grad_(True)
@@ -231,7 +237,7 @@ def test_ball_unfused_cases_are_the_torch_path():
         d.sum().backward()
         ref.sum().backward()
         assert torch.equal(leaf.grad, ref_leaf.grad)
-    assert not fused.available(torch.float64, 1, "ball")
+    assert fused.available(torch.float64, 1, "ball") == fused.available(torch.float64, 2, "ball")  # plain tables are fused
 
 
 def test_model_names_are_checked():
@@ -453,7 +459,7 @@ def test_lorentz_status_says_why(monkeypatch):
 
 @needs_fused
 @pytest.mark.parametrize("dtype", DTYPES)
-@pytest.mark.parametrize("nc", fused.NCS)
+@pytest.mark.parametrize("nc", fused.RETR_NCS)
 def test_retraction_has_the_reference_bits_and_runs_fused(dtype, nc, monkeypatch):
     gen = torch.Generator().manual_seed(nc)
     comps = _table(gen, 300, 5, nc, dtype, 20)
@@ -476,7 +482,7 @@ def test_retraction_has_the_reference_bits_and_runs_fused(dtype, nc, monkeypatch
 
 
 @needs_fused
-@pytest.mark.parametrize("nc", fused.NCS)
+@pytest.mark.parametrize("nc", fused.RETR_NCS)
 def test_retraction_special_values_fall_back_to_the_reference(nc):
     """Cancelling sums (a failed fixed-network check at nc >= 3), inf and NaN: the
     reference's bits, NaN and inf included."""

@@ -44,10 +44,14 @@ coordinates are gathered into planar buffers, so each traced step is one vectori
 over a block (gathering inside the loop kept the compiler from vectorising it, 3x slower);
 the epoch times per model are in docs/training.md ("Epoch times on the CPU").
 
-Scope: CPU, float32/float64, nc = 2, 3, 4 (Lorentz: 2, 3), rows that do not require grad, outside
-``torch.compile`` tracing. Anything else -- CUDA, plain tables, nc = 1 (which must equal
-plain torch arithmetic bit for bit), no compiler, ``HYPERMC_NATIVE=0`` -- runs
-:func:`.batch.halfspace`.
+Scope: CPU, float32/float64, nc = 1, 2, 3, 4 (nc = 1: plain tables, whose coordinate
+differences are the plain ``a - b``; Lorentz: 2, 3), rows that do not require grad,
+outside ``torch.compile`` tracing. Anything else -- CUDA, no compiler,
+``HYPERMC_NATIVE=0`` -- runs the torch path (:func:`.batch.halfspace`, ...). The half-space
+retraction (:func:`halfspace_retr`) is fused for nc = 2, 3, 4; a plain table's step is
+one torch operation. These kernels serve the callers that ask for them (``train(fast=True)``,
+``evaluate(fast=True)``); everything else in the library computes plain tensors with
+torch's own kernels.
 """
 
 from __future__ import annotations
@@ -78,11 +82,16 @@ __all__ = [
     "status",
     "model_of",
     "NCS",
+    "RETR_NCS",
     "LORENTZ_NCS",
 ]
 
-#: Component counts with fused kernels (nc = 1 is plain arithmetic: the torch path).
-NCS = (2, 3, 4)
+#: Component counts with fused distance kernels (nc = 1: plain tables, stored as one
+#: component).
+NCS = (1, 2, 3, 4)
+#: Component counts of the half-space's fused retraction (its MC steps are the arithmetic
+#: networks of :mod:`hypermc.mcf.native`; a plain table's step is one torch operation).
+RETR_NCS = (2, 3, 4)
 #: The Lorentz model's (its spatial sum of squares is taken at nc + 1 components, where
 #: :mod:`hypermc.mcf.native` has arithmetic kernels up to 4: nc = 4 runs the torch path).
 LORENTZ_NCS = (2, 3)
@@ -105,7 +114,8 @@ static inline void prefetch_row(const T* row, int64_t w) {
 // traced (rounded_difference_2/3/4 above).
 template <typename T, int NC>
 static inline T rounded_difference(const T* a, const T* b) {
-    if constexpr (NC == 2) return rounded_difference_2(a, b);
+    if constexpr (NC == 1) return rounded_difference_1(a, b);
+    else if constexpr (NC == 2) return rounded_difference_2(a, b);
     else if constexpr (NC == 3) return rounded_difference_3(a, b);
     else return rounded_difference_4(a, b);
 }
@@ -533,6 +543,7 @@ def source() -> str:
     for name, ctype in _TYPES.values():
         for nc in NCS:
             parts.append(_INSTANCE.format(name=name, ctype=ctype, nc=nc))
+        for nc in RETR_NCS:
             add, mul = op_body("add", nc, 1), op_body("mul", nc, 1)
             parts.append(_RETR.format(name=name, ctype=ctype, nc=nc, add=body(add), mul=body(mul)))
         for nc in LORENTZ_NCS:
@@ -558,15 +569,16 @@ def _declare(lib: ctypes.CDLL) -> None:
             bwd = getattr(lib, f"hs_backward_{name}_{nc}")
             bwd.argtypes = [i64, i64, vp, i64, vp, vp, dbl, vp, vp, vp, vp, i64]
             bwd.restype = None
-            retr = getattr(lib, f"hs_retr_{name}_{nc}")
-            retr.argtypes = [i64, i64, vp, vp, vp, vp, i64]
-            retr.restype = i64
             bfwd = getattr(lib, f"ball_forward_{name}_{nc}")
             bfwd.argtypes = [i64, vp, vp, i64, vp, vp, dbl, vp, vp, vp, i64]
             bfwd.restype = None
             bbwd = getattr(lib, f"ball_backward_{name}_{nc}")
             bbwd.argtypes = [i64, i64, vp, vp, i64, vp, vp, dbl, vp, vp, vp, vp, i64]
             bbwd.restype = None
+        for nc in RETR_NCS:
+            retr = getattr(lib, f"hs_retr_{name}_{nc}")
+            retr.argtypes = [i64, i64, vp, vp, vp, vp, i64]
+            retr.restype = i64
         for nc in LORENTZ_NCS:
             lq = getattr(lib, f"lz_q_{name}_{nc}")
             lq.argtypes = [i64, vp, i64, vp, vp, vp, vp, i64]
@@ -826,7 +838,7 @@ def available(dtype: torch.dtype = torch.float64, nc: int = 2, model: str = "hal
     Example:
         >>> isinstance(available(torch.float64, 2), bool)  # True with a working C++ compiler
         True
-        >>> available(torch.float64, 1), available(torch.float16, 2)  # never fused
+        >>> available(torch.float16, 2), available(torch.float64, 1, "lorentz")  # never fused
         (False, False)
     """
     model = check_choice("available", "model", model, tuple(_MODELS))
@@ -841,8 +853,8 @@ def status(dtype: torch.dtype = torch.float64, nc: int = 2, model: str = "halfsp
     Example:
         >>> (status() == "in use") == available()
         True
-        >>> status(torch.float64, 1)
-        'no fused kernels for torch.float64 nc=1 (float32/float64, nc in (2, 3, 4))'
+        >>> status(torch.float16, 2)
+        'no fused kernels for torch.float16 nc=2 (float32/float64, nc in (1, 2, 3, 4))'
     """
     model = check_choice("status", "model", model, tuple(_MODELS))
     if dtype not in _TYPES or nc not in _ncs(model):
@@ -865,7 +877,7 @@ def applies(rows: torch.Tensor, model: str = "halfspace") -> bool:
     Example:
         >>> applies(torch.zeros(3, 2, 2, dtype=torch.float64)) == available(torch.float64, 2)
         True
-        >>> applies(torch.zeros(3, 2, 1, dtype=torch.float64))  # nc = 1: the torch path
+        >>> applies(torch.zeros(3, 2, 1, dtype=torch.float16))  # float16: the torch path
         False
     """
     return _eligible(rows, None, check_choice("applies", "model", model, tuple(_MODELS))) is not None
@@ -1026,7 +1038,7 @@ def _retr_eligible(comps: torch.Tensor, u: torch.Tensor) -> ctypes.CDLL | None:
     arithmetic of :mod:`hypermc.mcf.native` in use (its load check passed), and the
     double-word product of ``mul_float`` is the FMA kernel."""
     nc = comps.shape[-1]
-    if comps.device.type != "cpu" or comps.dtype not in _TYPES or nc not in NCS or comps.dim() != 3 or u.dtype != comps.dtype:
+    if comps.device.type != "cpu" or comps.dtype not in _TYPES or nc not in RETR_NCS or comps.dim() != 3 or u.dtype != comps.dtype:
         return None
     if comps.requires_grad or u.requires_grad or u.device.type != "cpu" or tracing():
         return None
