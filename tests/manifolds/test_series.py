@@ -90,3 +90,35 @@ def test_coefficients_are_exact_pieces():
             assert all(abs(b) <= abs(a) * 2.0**-52 for a, b in zip(pieces, pieces[1:]))  # non-overlapping
     assert float_pieces(Fraction(3, 4)) == (0.75,)  # exact in one: no zero pieces
     assert [piece_count(torch.float64, 1), piece_count(torch.float64, 3), piece_count(torch.float32, 3)] == [1, 3, 2]
+
+
+@pytest.mark.parametrize("nc", [None, 2])
+@pytest.mark.parametrize("name", sorted(common._SERIES))
+def test_exact_zeros_among_large_arguments_take_the_series_value(nc, name, monkeypatch):
+    """Zero arguments beside large ones (the rows an optimizer step does not move): the
+    even helpers answer 1 and derivative 0 there without evaluating the series on every
+    element; the values and gradients are those of the series branch (computed with a
+    tiny nonzero element that forces it), elsewhere those of the closed form."""
+    f = getattr(common, name)
+    base = torch.tensor([0.0, 0.7, -0.0, -2.5, 0.0, 1.3], dtype=F64)
+    forced = base.clone()
+    forced[-1] = 1e-12  # a small nonzero argument: the series branch runs on every small element
+    outs, series_calls = [], []
+    horner = common._horner
+    monkeypatch.setattr(common, "_horner", lambda *a: series_calls.append(1) or horner(*a))
+    for v in (base, forced):
+        leaf = (hm.mc(v, nc=nc) if nc else v.clone()).requires_grad_(True)
+        y = f(leaf)
+        series_calls.append(str(v[-1].item()))
+        (g,) = torch.autograd.grad(y.sum(), leaf)
+        as_comps = (lambda t: t.components) if nc else (lambda t: t.unsqueeze(-1))
+        outs.append((as_comps(y.detach()), as_comps(g)))
+    (y0, g0), (y1, g1) = outs
+    keep = torch.arange(5)
+    assert torch.equal(y0[keep], y1[keep]) and torch.equal(g0[keep].abs(), g1[keep].abs())
+    # the series ran for the forced arguments; for the zeros only where the function is not even
+    assert series_calls == ([1] if name == "expm1c" else []) + ["1.3", 1, "1e-12"]
+    if name == "expm1c":  # not even: its derivative at 0 is -1/2, the series runs
+        assert float(g0[0, 0]) == -0.5
+    else:
+        assert float(g0[0, 0]) == 0.0 and bool((y0[[0, 2, 4], 0] == 1.0).all())
