@@ -253,8 +253,8 @@ def test_fast_halfspace_uses_the_fused_distance_only_with_fast():
 @pytest.mark.skipif(not fused.available(F64, 2), reason="fused kernels not in use")
 @pytest.mark.parametrize(
     ("manifold", "nc"),
-    [(PoincareHalfspace(), 2), (PoincareBall(), 2), (Lorentz(), 2), (PoincareHalfspace(), None), (PoincareBall(), None)],
-    ids=["halfspace", "ball", "lorentz", "halfspace-plain", "ball-plain"],
+    [(PoincareHalfspace(), 2), (PoincareBall(), 2), (Lorentz(), 2), (PoincareHalfspace(), None), (PoincareBall(), None), (Lorentz(), None)],
+    ids=["halfspace", "ball", "lorentz", "halfspace-plain", "ball-plain", "lorentz-plain"],
 )
 def test_fast_fused_run_agrees_with_the_torch_path(manifold, nc, monkeypatch):
     """fast=True on the CPU with and without the fused kernels: the same run up to the

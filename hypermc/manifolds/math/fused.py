@@ -45,7 +45,8 @@ over a block (gathering inside the loop kept the compiler from vectorising it, 3
 the epoch times per model are in docs/training.md ("Epoch times on the CPU").
 
 Scope: CPU, float32/float64, nc = 1, 2, 3, 4 (nc = 1: plain tables, whose coordinate
-differences are the plain ``a - b``; Lorentz: 2, 3), rows that do not require grad,
+differences are the plain ``a - b``; Lorentz: 1, 2, 3, its plain ``q`` summed left to right,
+a few ulps from torch's order), rows that do not require grad,
 outside ``torch.compile`` tracing. Anything else -- CUDA, no compiler,
 ``HYPERMC_NATIVE=0`` -- runs the torch path (:func:`.batch.halfspace`, ...). The half-space
 retraction (:func:`halfspace_retr`) is fused for nc = 2, 3, 4; a plain table's step is
@@ -92,9 +93,10 @@ NCS = (1, 2, 3, 4)
 #: Component counts of the half-space's fused retraction (its MC steps are the arithmetic
 #: networks of :mod:`hypermc.mcf.native`; a plain table's step is one torch operation).
 RETR_NCS = (2, 3, 4)
-#: The Lorentz model's (its spatial sum of squares is taken at nc + 1 components, where
-#: :mod:`hypermc.mcf.native` has arithmetic kernels up to 4: nc = 4 runs the torch path).
-LORENTZ_NCS = (2, 3)
+#: The Lorentz model's (its MC spatial sum of squares is taken at nc + 1 components, where
+#: :mod:`hypermc.mcf.native` has arithmetic kernels up to 4: nc = 4 runs the torch path;
+#: nc = 1: plain tables, plain arithmetic).
+LORENTZ_NCS = (1, 2, 3)
 _TYPES = {torch.float32: ("f32", "float"), torch.float64: ("f64", "double")}
 _STEM = "hypermc_fused_halfspace"
 #: Pairs per thread below which the forward pass runs in one call.
@@ -524,6 +526,39 @@ extern "C" void lz_backward_{name}_{nc}(int64_t U, int64_t P, const {ctype}* row
 """
 
 
+_LORENTZ_PLAIN = r"""
+// q = <a - b, a - b>_L of plain rows (one component): the coordinate differences, the sum of
+// the spatial squares left to right, minus the time coordinate's square; every pair is
+// accepted (good = 1). The torch path sums the squares in its own order: q agrees to a few
+// ulps of the sum of the squares' magnitudes.
+extern "C" int64_t lz_q_{name}_1(int64_t P, const {ctype}* rows, int64_t n, const int64_t* ia, const int64_t* ib,
+        {ctype}* q, uint8_t* good, int64_t threads) {{
+    using T = {ctype};
+    #pragma omp parallel for num_threads(threads) schedule(static)
+    for (int64_t p = 0; p < P; ++p) {{
+        if (p + AHEAD < P) prefetch_row(rows + ib[p + AHEAD] * n, n);
+        const T* ra = rows + ia[p] * n;
+        const T* rb = rows + ib[p] * n;
+        T s = T(0);
+        for (int64_t i = 1; i < n; ++i) {{
+            const T d = ra[i] - rb[i];
+            s += d * d;
+        }}
+        const T t = ra[0] - rb[0];
+        q[p] = s - t * t;
+        good[p] = 1;
+    }}
+    return 0;
+}}
+extern "C" void lz_backward_{name}_1(int64_t U, int64_t P, const {ctype}* rows, int64_t n, const int64_t* ia,
+        const int64_t* ib, const {ctype}* g, {ctype}* grad, int64_t threads) {{
+    #pragma omp parallel for num_threads(threads) schedule(static, 1)
+    for (int64_t t = 0; t < threads; ++t)
+        lorentz_backward<{ctype}, 1>(U * t / threads, U * (t + 1) / threads, P, rows, n, ia, ib, g, grad);
+}}
+"""
+
+
 def source() -> str:
     """The C++ source of the library (every dtype and nc of :data:`NCS`).
 
@@ -547,6 +582,9 @@ def source() -> str:
             add, mul = op_body("add", nc, 1), op_body("mul", nc, 1)
             parts.append(_RETR.format(name=name, ctype=ctype, nc=nc, add=body(add), mul=body(mul)))
         for nc in LORENTZ_NCS:
+            if nc == 1:
+                parts.append(_LORENTZ_PLAIN.format(name=name, ctype=ctype))
+                continue
             w = nc + 1
             bodies = {
                 "sub": op_body("add", nc, nc),
@@ -788,10 +826,56 @@ def _lorentz_term_magnitude(rows: torch.Tensor, ia: torch.Tensor, ib: torch.Tens
     return out.to(rows.dtype)
 
 
+def _lorentz_plain_check_inputs(dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Plain hyperboloid points at radii up to 3 with well separated pairs, where plain
+    ``q = <delta, delta>_L`` does not cancel: the distances and gradients of two summation
+    orders then agree to a few ulps (close or far pairs cancel in any order)."""
+    gen = torch.Generator().manual_seed(20261207)
+    u, n = 64, 5
+    tangent = torch.randn(u, n - 1, generator=gen, dtype=torch.float64)
+    tangent = tangent / torch.linalg.vector_norm(tangent, dim=-1, keepdim=True) * (torch.rand(u, 1, generator=gen, dtype=torch.float64) * 3)
+    point = lorentz_math.expmap0(torch.cat([torch.zeros_like(tangent[..., :1]), tangent], dim=-1)).to(dtype)
+    rows = point.unsqueeze(-1).contiguous()
+    ia = torch.randint(u, (40, 1), generator=gen)
+    ib = (ia + 1 + torch.randint(u - 1, (40, 7), generator=gen)) % u  # never the same point
+    return rows, ia, ib
+
+
+def lorentz_plain_q_agreement(rows: torch.Tensor, ia: torch.Tensor, ib: torch.Tensor) -> float:
+    """Largest difference of the plain Lorentz kernel's ``q = <delta, delta>_L`` from the
+    torch path's (:func:`.batch.minkowski_sq`), in ulps of the sum of the squares'
+    magnitudes (the two sum them in different orders), for plain rows ``(U, n, 1)``.
+
+    Example:
+        >>> rows, ia, ib = _lorentz_plain_check_inputs(torch.float64)
+        >>> lorentz_plain_q_agreement(rows, ia, ib) <= VALUE_ULPS
+        True
+    """
+    lib = _kernels(rows.dtype, 1, "lorentz")
+    if lib is None:
+        raise RuntimeError(f"lorentz_plain_q_agreement: the plain Lorentz kernel is not in use: {status(rows.dtype, 1, 'lorentz')}")
+    return _plain_q_ulps(lib, rows, ia, ib)
+
+
+def _plain_q_ulps(lib: ctypes.CDLL, rows: torch.Tensor, ia: torch.Tensor, ib: torch.Tensor) -> float:
+    _, ia_f, ib_f = _flat_pairs(ia, ib, rows.shape[0])
+    q = _lorentz_q(lib, rows.contiguous(), ia_f, ib_f)
+    q_ref, delta = batch.minkowski_sq(rows[ia_f], rows[ib_f])
+    return _ulps(q, q_ref, (delta * delta).sum(-1))
+
+
 def _check(lib: ctypes.CDLL, dtype: torch.dtype, nc: int, model: str) -> str | None:
     """What of the (dtype, nc) kernels of ``model`` disagrees with the torch path, else None."""
     name = _TYPES[dtype][0]
     if model == "lorentz":
+        if nc == 1:  # plain: q summed in another order than torch's, so a few ulps
+            for c in (1.0, 0.3):
+                rows, ia, ib = _lorentz_check_inputs(dtype, 1)
+                q_ulps = _plain_q_ulps(lib, rows, ia, ib)
+                value, grad = agreement(*_lorentz_plain_check_inputs(dtype), c=c, model="lorentz")
+                if not (q_ulps <= VALUE_ULPS and value <= VALUE_ULPS and grad <= GRAD_ULPS):
+                    return f"lorentz {name} nc=1 c={c} (q {q_ulps:.1f} ulps, values {value:.1f} ulps, gradients {grad:.1f} ulps)"
+            return None
         for c in (1.0, 0.3):
             value, grad = agreement(*_lorentz_check_inputs(dtype, nc), c=c, model="lorentz")
             if not (value == 0 and grad <= GRAD_ULPS):
@@ -838,7 +922,7 @@ def available(dtype: torch.dtype = torch.float64, nc: int = 2, model: str = "hal
     Example:
         >>> isinstance(available(torch.float64, 2), bool)  # True with a working C++ compiler
         True
-        >>> available(torch.float16, 2), available(torch.float64, 1, "lorentz")  # never fused
+        >>> available(torch.float16, 2), available(torch.float64, 4, "lorentz")  # never fused
         (False, False)
     """
     model = check_choice("available", "model", model, tuple(_MODELS))
@@ -891,7 +975,9 @@ def _ncs(model: str) -> tuple[int, ...]:
 def _lorentz_arith(dtype: torch.dtype, nc: int) -> bool:
     """Whether the Lorentz kernel's traced fast paths are what the torch path runs: the
     arithmetic kernels of :mod:`hypermc.mcf.native` at ``nc`` and ``nc + 1`` in use and
-    ``arith.mul``'s double-word product the FMA kernel."""
+    ``arith.mul``'s double-word product the FMA kernel (plain tables, nc = 1, trace none)."""
+    if nc == 1:
+        return True
     return has_fused_addcmul("cpu", dtype) and native.available(dtype, nc) and native.available(dtype, nc + 1)
 
 
@@ -1196,15 +1282,19 @@ def lorentz(
     rows: torch.Tensor, ia: torch.Tensor, ib: torch.Tensor, *, c: float, leaf: torch.Tensor | None = None, cache: dict | None = None
 ) -> torch.Tensor:
     """:func:`.batch.lorentz` with its MC part, ``q = <delta, delta>_L``, in one fused
-    pass over the pairs where it applies (CPU, float32/float64, nc = 2, 3: the kernel
+    pass over the pairs where it applies (CPU, float32/float64, nc = 1, 2, 3: the kernel
     ``lz_q``), and the gradient with respect to ``leaf`` scattered to the rows by one
     fused backward pass (``lz_backward``); the torch path otherwise.
 
-    ``q`` has the torch path's bits: the kernel runs the same traced fast paths in the
-    same order (:func:`.batch.minkowski_sq`), and the pairs where a check fails (a zero
-    coordinate difference, a heavily cancelling one) are recomputed by the torch path.
-    The distance is then :func:`.batch.lorentz_from_sq`, the torch path's own expression,
-    so the values are the same bits. Gradient entries within :data:`GRAD_ULPS` ulps of
+    MC tables (nc = 2, 3): ``q`` has the torch path's bits: the kernel runs the same
+    traced fast paths in the same order (:func:`.batch.minkowski_sq`), and the pairs where
+    a check fails (a zero coordinate difference, a heavily cancelling one) are recomputed
+    by the torch path. The distance is then :func:`.batch.lorentz_from_sq`, the torch
+    path's own expression, so the values are the same bits. Plain tables (nc = 1): ``q``
+    is the plain sum of the spatial squares (left to right) minus the time square, within
+    :data:`VALUE_ULPS` ulps of the squares' magnitudes of the torch path's ``q``
+    (:func:`lorentz_plain_q_agreement`); where ``q`` cancels (close or far pairs) plain
+    arithmetic resolves neither. Gradient entries within :data:`GRAD_ULPS` ulps of
     the sum of their terms' magnitudes (the terms are summed in another order).
 
     Example:
