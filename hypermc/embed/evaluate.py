@@ -170,13 +170,14 @@ def evaluate(
             memory of one chunk.
         progress: show a tqdm bar over the chunks (on stderr).
         fast: compute the distances with the fused CPU kernels where the model has
-            them (:data:`hypermc.embed.distance.FUSED`: the half-space at nc = 2-4), as
+            them (:data:`hypermc.embed.distance.FUSED`: the half-space and the ball at
+            nc = 1-4, the hyperboloid at nc = 1-3; nc = 1 is a plain table), as
             ``train(fast=True)`` does: values within ``fused.VALUE_ULPS`` ulps of
             ``manifold.dist_batch``, so a rank can differ only where two candidates'
             distances are that close; 2-3x faster distances, and one parallel region per
             tile of :data:`FUSED_TILE_PAIRS` pairs instead of ~15 small torch kernels
             per :data:`TILE_ELEMENTS` coordinates (which is what makes a loaded
-            multi-threaded CPU slow). Elsewhere (CUDA, other models, plain tables) the
+            multi-threaded CPU slow). Elsewhere (CUDA, other models, float16) the
             same as ``fast=False``.
 
     Returns:

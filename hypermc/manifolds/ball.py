@@ -430,3 +430,8 @@ class PoincareBall(GyrovectorMixin, Manifold):
         if bool(bad.any()):
             return False, _reason(f"norm >= 1/sqrt(c) = {self.c**-0.5:g} (outside the ball)", bad)
         return True, None
+
+
+# geoopt's PoincareBall(learnable=True) is a PoincareBall: isinstance says so here too (a
+# virtual subclass; the registry, the trainer and the fused kernels go by the exact class)
+PoincareBall.register(LearnablePoincareBall)

@@ -405,6 +405,8 @@ class Manifold(abc.ABC):
             raise TypeError(f"{cls.__name__}: takes no positional arguments; {seen}")
         variant = cls.__dict__.get("learnable_variant")  # the class's own, not a subclass's
         if variant is not None and check_bool(cls.__name__, "learnable", kwargs.get("learnable", False)):
+            if cls in variant.__mro__:  # a real subclass: Python then runs variant.__init__(**kwargs) itself, once
+                return super().__new__(variant)
             return variant(**kwargs)
         return super().__new__(cls)
 
@@ -838,7 +840,8 @@ class Manifold(abc.ABC):
         size = self._size("origin", size)
         dtype = self._factory_args("origin", nc, dtype)
         values = self._origin_values(size, dtype, device)
-        return self.projx(values if nc is None else mc(values, nc=nc))
+        # factories make new points: leaves, also on a model with a learnable curvature (as geoopt)
+        return self.projx(values if nc is None else mc(values, nc=nc)).detach()
 
     def random(
         self,
@@ -881,7 +884,7 @@ class Manifold(abc.ABC):
         if generator is not None:
             check_instance(where, "generator", generator, torch.Generator, "a torch.Generator or None")
         u = torch.randn(size, dtype=dtype, device=device, generator=generator) * std
-        return self.expmap0(self._origin_tangent(u if nc is None else mc(u, nc=nc)))
+        return self.expmap0(self._origin_tangent(u if nc is None else mc(u, nc=nc))).detach()
 
     def _origin_tangent(self, u: torch.Tensor) -> torch.Tensor:
         """A tangent vector at the origin with Riemannian coordinates ``u``."""
@@ -1030,7 +1033,7 @@ class Manifold(abc.ABC):
         if generator is not None:
             check_instance(where, "generator", generator, torch.Generator, "a torch.Generator or None")
         u = torch.randn(size, dtype=dtype, device=device, generator=generator) * (std / size[-1] ** 0.5) + mean
-        return self.expmap0(self._tangent0(u if nc is None else mc(u, nc=nc)))
+        return self.expmap0(self._tangent0(u if nc is None else mc(u, nc=nc))).detach()
 
     def wrapped_normal(
         self,

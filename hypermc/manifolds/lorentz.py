@@ -138,6 +138,11 @@ class Lorentz(Manifold):
         """
         return convert.halfspace_to_lorentz(x, curvature=self.curvature)
 
+    def _c(self, like: torch.Tensor) -> float | torch.Tensor:
+        """``c`` as the formulas take it for operands like ``like`` (the float; a learnable
+        model's tensor, exact in MC arithmetic for MC operands)."""
+        return self.c
+
     @property
     def k(self) -> float:
         """geoopt's ``k = 1/c = -1/K`` (``<x, x>_L = -k``).
@@ -164,12 +169,12 @@ class Lorentz(Manifold):
         self._check("dist", x=x, y=y)
         if check_bool("Lorentz.dist", "check", check) and common.row_blocks_apply(x, y):
             # large plain points: the check in the distance's own pass over the rows
-            d, ok = common.row_blocked(lambda a, b: (L.dist(a, b, c=self.c), self._rows_ok(a) & self._rows_ok(b)), x, y)
+            d, ok = common.row_blocked(lambda a, b: (L.dist(a, b, c=self._c(a)), self._rows_ok(a) & self._rows_ok(b)), x, y)
             if not bool(ok.all()):
                 self._check_on("dist", True, x=x, y=y)  # raises, with the reason
             return self._keep("dist", d, keepdim)
         self._check_on("dist", check, x=x, y=y)
-        return self._keep("dist", L.dist(x, y, c=self.c), keepdim)
+        return self._keep("dist", L.dist(x, y, c=self._c(x)), keepdim)
 
     def dist0(self, x: torch.Tensor, *, keepdim: bool = False, check: bool = True) -> torch.Tensor:
         """Distance from the origin ``asinh(sqrt(c)|x_bar|) / sqrt(c)``. ``check``: see :mod:`.base`.
@@ -184,7 +189,7 @@ class Lorentz(Manifold):
         """
         self._check("dist0", x=x)
         self._check_on("dist0", check, x=x)
-        return self._keep("dist0", L.dist0(x, c=self.c), keepdim)
+        return self._keep("dist0", L.dist0(x, c=self._c(x)), keepdim)
 
     def expmap(self, x: torch.Tensor, u: torch.Tensor, *, check: bool = True) -> torch.Tensor:
         """Exponential map; see :func:`.math.lorentz.expmap`. ``check``: see :mod:`.base`.
@@ -199,7 +204,7 @@ class Lorentz(Manifold):
         """
         self._check("expmap", x=x, u=u)
         self._check_on("expmap", check, x=x)
-        return L.expmap(x, u, c=self.c)
+        return L.expmap(x, u, c=self._c(x))
 
     def logmap(self, x: torch.Tensor, y: torch.Tensor, *, check: bool = True) -> torch.Tensor:
         """Logarithmic map; see :func:`.math.lorentz.logmap`. ``check``: see :mod:`.base`.
@@ -214,7 +219,7 @@ class Lorentz(Manifold):
         """
         self._check("logmap", x=x, y=y)
         self._check_on("logmap", check, x=x, y=y)
-        return L.logmap(x, y, c=self.c)
+        return L.logmap(x, y, c=self._c(x))
 
     def expmap0(self, u: torch.Tensor) -> torch.Tensor:
         """``expmap(origin, u)``; see :func:`.math.lorentz.expmap0`.
@@ -228,7 +233,7 @@ class Lorentz(Manifold):
             (1.0, True)
         """
         self._check("expmap0", u=u)
-        return L.expmap0(u, c=self.c)
+        return L.expmap0(u, c=self._c(u))
 
     def logmap0(self, y: torch.Tensor, *, check: bool = True) -> torch.Tensor:
         """``logmap(origin, y)``; see :func:`.math.lorentz.logmap0`. ``check``: see :mod:`.base`.
@@ -243,7 +248,7 @@ class Lorentz(Manifold):
         """
         self._check("logmap0", y=y)
         self._check_on("logmap0", check, y=y)
-        return L.logmap0(y, c=self.c)
+        return L.logmap0(y, c=self._c(y))
 
     def retr(self, x: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
         """Retraction ``projx(x + u)``.
@@ -272,7 +277,7 @@ class Lorentz(Manifold):
             (True, True)
         """
         self._check("transp", x=x, y=y, v=v)
-        return L.transp(x, y, v, c=self.c)
+        return L.transp(x, y, v, c=self._c(x))
 
     def inner(self, x: torch.Tensor, u: torch.Tensor, v: torch.Tensor | None = None, *, keepdim: bool = False) -> torch.Tensor:
         """Minkowski product ``<u, v>_L`` of tangent vectors (``v`` defaults to ``u``).
@@ -288,7 +293,7 @@ class Lorentz(Manifold):
         """
         v = u if v is None else v
         self._check("inner", x=x, u=u, v=v)
-        return L.inner(x, u, v, c=self.c, keepdim=check_bool("Lorentz.inner", "keepdim", keepdim))
+        return L.inner(x, u, v, c=self._c(x), keepdim=check_bool("Lorentz.inner", "keepdim", keepdim))
 
     def norm(self, x: torch.Tensor, u: torch.Tensor | None = None, *, keepdim: bool = False) -> torch.Tensor:
         """``sqrt(<u, u>_L)`` (0 where rounding makes it negative). geoopt's one-argument
@@ -305,7 +310,7 @@ class Lorentz(Manifold):
         if u is None:
             x, u = x, x
         self._check("norm", x=x, u=u)
-        return L.norm(x, u, c=self.c, keepdim=check_bool("Lorentz.norm", "keepdim", keepdim))
+        return L.norm(x, u, c=self._c(x), keepdim=check_bool("Lorentz.norm", "keepdim", keepdim))
 
     def inner0(self, v: torch.Tensor, *, keepdim: bool = False) -> torch.Tensor:
         """``<origin, v>_L = -v_0 / sqrt(c)`` (geoopt: ``-sqrt(k) v_0``); see :func:`.math.lorentz.inner0`.
@@ -316,7 +321,7 @@ class Lorentz(Manifold):
             (tensor(-6., dtype=torch.float64), tensor(-6., dtype=torch.float64))
         """
         self._check("inner0", v=v)
-        return self._keep("inner0", L.inner0(v, c=self.c), keepdim)
+        return self._keep("inner0", L.inner0(v, c=self._c(v)), keepdim)
 
     def logmap0back(self, x: torch.Tensor, *, check: bool = True) -> torch.Tensor:
         """``logmap(x, origin)``: the tangent vector at ``x`` pointing to the origin.
@@ -343,7 +348,7 @@ class Lorentz(Manifold):
             (25.25, -0.25)
         """
         self._check("projx", x=x)
-        return L.projx(x, c=self.c)
+        return L.projx(x, c=self._c(x))
 
     def proju(self, x: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
         """``u + c <x, u>_L x``; see :func:`.math.lorentz.proju`.
@@ -358,7 +363,7 @@ class Lorentz(Manifold):
             (True, True)
         """
         self._check("proju", x=x, u=u)
-        return L.proju(x, u, c=self.c)
+        return L.proju(x, u, c=self._c(x))
 
     def egrad2rgrad(self, x: torch.Tensor, g: torch.Tensor) -> torch.Tensor:
         """Riemannian gradient ``proju(x, J g)``, ``J = diag(-1, 1, ..., 1)``.
@@ -373,7 +378,7 @@ class Lorentz(Manifold):
             True
         """
         self._check("egrad2rgrad", x=x, g=g)
-        return L.egrad2rgrad(x, g, c=self.c)
+        return L.egrad2rgrad(x, g, c=self._c(x))
 
     def dist_batch(
         self,
@@ -432,7 +437,7 @@ class Lorentz(Manifold):
         p = p.detach()
         x0 = p[..., 0].contiguous()  # read four times below: once strided, not four times
         xb = common.norm(p[..., 1:])
-        one_c = common.c_power(c=self.c, power=-1.0, like=xb)
+        one_c = common.c_power(c=self._c(xb), power=-1.0, like=xb)
         resid = ((x0 - xb) * (x0 + xb) - one_c).abs_().to(torch.float64)
         info = torch.finfo(p.dtype)
         floor = 2.0**CONSTRAINT_MARGIN_BITS * info.smallest_normal * info.eps
@@ -446,7 +451,7 @@ class Lorentz(Manifold):
         if bool(bad.any()):
             return False, _reason("time coordinate x_0 <= 0 (lower sheet or degenerate)", bad)
         xb = common.norm(x[..., 1:])
-        one_c = common.c_power(c=self.c, power=-1.0, like=xb)
+        one_c = common.c_power(c=self._c(xb), power=-1.0, like=xb)
         resid = torch.abs((x0 - xb) * (x0 + xb) - one_c)
         tol = torch.full_like(common.lead(x0), atol, dtype=torch.float64) if atol is not None else _constraint_tolerance(x)
         scale = common.lead(x0 * x0).abs().clamp_min(1.0).to(torch.float64)
@@ -467,7 +472,8 @@ class LearnableLorentz(Lorentz, nn.Module):
     :attr:`curvature` a Python float snapshot. Every method is :class:`Lorentz`'s formula
     with ``c`` taken from the parameter by torch operations (:func:`.math.common.tensor_c_power`),
     so gradients reach ``k``; the fused CPU kernels and the trainer's batched distances
-    take a fixed curvature and are not used (:meth:`dist_batch` refuses).
+    take a fixed curvature and are not used (:meth:`dist_batch` computes with the
+    curvature's current value, for evaluation, and refuses to give gradients).
 
     Points on the hyperboloid of one ``k`` are not on the hyperboloid of another, so a
     model whose curvature learns makes its points from the current ``k`` in every
@@ -521,6 +527,12 @@ class LearnableLorentz(Lorentz, nn.Module):
             raise ValueError(f"{where}: {name} must be a finite number {'> 0' if sign > 0 else '< 0'}; got {seen!r}")
         self.learnable = True
         self.register_parameter("k", nn.Parameter(t if sign > 0 else -1 / t, requires_grad=True))
+        k_value = float(common.lead(self.k.detach()))
+        if not (math.isfinite(k_value) and k_value > 0 and math.isfinite(1 / k_value)):
+            raise ValueError(
+                f"{where}: {name} = {seen!r} is outside what a {t.dtype} parameter holds as k and 1/k (got k = {k_value!r}); "
+                "pass the curvature in a wider dtype"
+            )
 
     @property
     def k(self) -> torch.Tensor:  # type: ignore[override]
@@ -534,6 +546,11 @@ class LearnableLorentz(Lorentz, nn.Module):
     def c(self) -> torch.Tensor:  # type: ignore[override]
         """``1/k``, a tensor with gradients to ``k`` (the formulas' ``c = -K``)."""
         return 1 / self.k
+
+    def _c(self, like: torch.Tensor) -> torch.Tensor:
+        """``1/k`` in ``like``'s format: for MC operands the reciprocal of the exact MC lift
+        of a plain ``k``, so the formulas keep MC precision."""
+        return 1 / common.lift(self.k, like)
 
     @property
     def curvature(self) -> float:  # type: ignore[override]
@@ -558,15 +575,20 @@ class LearnableLorentz(Lorentz, nn.Module):
         leaf: torch.Tensor | None = None,
         cache: dict[str, torch.Tensor] | None = None,
     ) -> torch.Tensor:
-        """Refused: the batched distances of the trainer take a fixed curvature.
+        """Batched distances of table rows at the curvature's current value (what
+        :func:`hypermc.embed.evaluate` ranks with): those of ``Lorentz(curvature=...)``.
 
         Raises:
-            TypeError: always; use ``Lorentz(curvature=...)`` (or :meth:`dist` on gathered rows).
+            TypeError: gradients asked for (``leaf`` given while grad mode is on): the
+                batched kernels take a fixed curvature and would give ``k`` none; use
+                :meth:`dist` on the gathered rows to train it.
         """
-        raise TypeError(
-            "Lorentz.dist_batch: not available with a learnable curvature (the trainer's batched distances take a "
-            "fixed one); use Lorentz(curvature=...) or dist() on the gathered rows"
-        )
+        if leaf is not None and torch.is_grad_enabled():
+            raise TypeError(
+                "Lorentz.dist_batch: gradients with a learnable curvature are not available here (the batched distances "
+                "take its current value and would give k no gradient); use dist() on the gathered rows"
+            )
+        return Lorentz(curvature=self.curvature).dist_batch(rows, ia, ib, leaf=leaf, cache=cache)
 
     def _origin_values(self, size: tuple[int, ...], dtype: torch.dtype, device: Device) -> torch.Tensor:
         out = torch.zeros(size, dtype=dtype, device=device)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable
 from typing import Any, SupportsIndex
 
@@ -195,18 +196,39 @@ class ManifoldTensor(_PointMethods, torch.Tensor):  # type: ignore[misc]  # geoo
         return f"Tensor on {self.manifold!r} containing:\n{torch.Tensor.__repr__(self._plain())}"
 
     def __reduce_ex__(self, proto: SupportsIndex) -> tuple[Any, ...]:
-        return _rebuild_manifold_tensor, (self._plain().detach(), manifold_state(self.manifold), self.requires_grad)
+        return _rebuild_manifold_tensor, (self._plain().detach(), _pickled_manifold(self.manifold), self.requires_grad)
 
     def __deepcopy__(self, memo: dict[int, Any]) -> ManifoldTensor:
         if id(self) in memo:
             return memo[id(self)]
-        result = ManifoldTensor(self._plain().detach().clone(), manifold=self.manifold, requires_grad=self.requires_grad)
+        manifold = _copied_manifold(self.manifold, memo)
+        result = ManifoldTensor(self._plain().detach().clone(), manifold=manifold, requires_grad=self.requires_grad)
         memo[id(self)] = result
         return result
 
 
-def _rebuild_manifold_tensor(data: torch.Tensor, state: tuple[str, float], requires_grad: bool) -> ManifoldTensor:
-    return ManifoldTensor(data, manifold=manifold_from_state(state), requires_grad=requires_grad)
+def _owns_parameters(manifold: Manifold) -> bool:
+    """Whether ``manifold`` holds parameters (a learnable curvature, also inside a factor)."""
+    return isinstance(manifold, nn.Module) and any(True for _ in manifold.parameters())
+
+
+def _pickled_manifold(manifold: Manifold) -> Manifold | tuple[str, float]:
+    """What a pickled point stores of its manifold: :func:`manifold_state`, or the manifold
+    itself where it owns parameters, so that a model pickled whole (``torch.save(model)``)
+    keeps its points on the model's own curvature parameters."""
+    return manifold if _owns_parameters(manifold) else manifold_state(manifold)
+
+
+def _copied_manifold(manifold: Manifold, memo: dict[int, Any]) -> Manifold:
+    """The manifold of a deep-copied point: the copy of one that owns parameters (the one
+    ``copy.deepcopy(model)`` makes of the model's manifold, through ``memo``); fixed models
+    are shared."""
+    return copy.deepcopy(manifold, memo) if _owns_parameters(manifold) else manifold
+
+
+def _rebuild_manifold_tensor(data: torch.Tensor, state: Manifold | tuple[str, float], requires_grad: bool) -> ManifoldTensor:
+    manifold = state if isinstance(state, Manifold) else manifold_from_state(state)
+    return ManifoldTensor(data, manifold=manifold, requires_grad=requires_grad)
 
 
 class _ManifoldParameterMeta(_ParameterMeta):
@@ -274,12 +296,13 @@ class ManifoldParameter(_PointMethods, nn.Parameter, metaclass=_ManifoldParamete
     def __deepcopy__(self, memo: dict[int, Any]) -> ManifoldParameter:
         if id(self) in memo:
             return memo[id(self)]
-        result = ManifoldParameter(self.data.clone(), manifold=self.manifold, requires_grad=self.requires_grad)
+        manifold = _copied_manifold(self.manifold, memo)
+        result = ManifoldParameter(self.data.clone(), manifold=manifold, requires_grad=self.requires_grad)
         memo[id(self)] = result
         return result
 
-    def __reduce_ex__(self, proto: SupportsIndex) -> tuple[Callable[..., ManifoldParameter], tuple[torch.Tensor, tuple[str, float], bool]]:
-        return _rebuild_manifold_parameter, (self.data, manifold_state(self.manifold), self.requires_grad)
+    def __reduce_ex__(self, proto: SupportsIndex) -> tuple[Callable[..., ManifoldParameter], tuple[Any, ...]]:
+        return _rebuild_manifold_parameter, (self.data, _pickled_manifold(self.manifold), self.requires_grad)
 
 
 torch.serialization.add_safe_globals([_rebuild_manifold_tensor])
@@ -289,9 +312,12 @@ def manifold_state(manifold: Manifold) -> tuple[str, float]:
     """``(class name, curvature)``: what pickling stores for a parameter's manifold.
 
     Plain strings and floats, so ``torch.load(weights_only=True)`` can read it back. A
-    learnable curvature is stored as its current value and read back as a fixed one (a
-    ``LearnablePoincareBall`` as a ``PoincareBall``, a ``LearnableLorentz`` as a ``Lorentz``); the model's ``state_dict`` holds
-    the parameter.
+    manifold that owns parameters (a learnable curvature) is pickled as itself instead,
+    so that a model saved whole keeps its points on its curvature parameter; such a
+    pickle loads with ``torch.load(weights_only=False)`` (save the model's ``state_dict``
+    for ``weights_only=True``). Called on a learnable model, this function stores its
+    curvature's current value, read back as a fixed model (a ``LearnablePoincareBall`` as a
+    ``PoincareBall``, a ``LearnableLorentz`` as a ``Lorentz``).
 
     Raises:
         TypeError: a model that cannot be rebuilt from a name and a curvature

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import math
+
 import torch
 from torch import nn
 
@@ -106,9 +108,9 @@ class Stereographic(GyrovectorMixin, Manifold, nn.Module):
 
     def _kappa(self, like: torch.Tensor) -> S.Curvature:
         k = self.k
-        if isinstance(k, torch.Tensor) and not isinstance(k, MCTensor) and k.dtype != like.dtype:
-            return k.to(like.dtype)
-        return k
+        # a plain tensor curvature in the points' format (MC points: an exact MC lift, so
+        # every formula runs in MC arithmetic and the gradient reaches k)
+        return common.lift(k, like) if isinstance(k, torch.Tensor) else k
 
     # ---------------------------------------------------------------- geometry
 
@@ -334,6 +336,7 @@ class LearnablePoincareBall(Stereographic):
     """
 
     name = "learnable_ball"
+    converts_to_ball = True
 
     def __init__(
         self, *, curvature: float | torch.Tensor | None = None, c: float | torch.Tensor | None = None, learnable: bool = True
@@ -351,7 +354,7 @@ class LearnablePoincareBall(Stereographic):
                     f"{where}: {name} must be a float or a 0-d floating tensor; got {value.dtype} of shape {tuple(value.shape)}"
                 )
             t = value.detach().reshape(()).clone()
-            check = float(common.lead(t))
+            check = check_real(where, name, float(common.lead(t)))
         else:
             check = check_real(where, name, value)
             t = torch.tensor(check, dtype=torch.get_default_dtype())
@@ -363,9 +366,15 @@ class LearnablePoincareBall(Stereographic):
         if sign < 0:
             t = -t
         with torch.no_grad():
-            isp = torch.log(torch.expm1(t))  # softplus^-1(c), in MC arithmetic for an MC c
+            isp = t + torch.log(-torch.expm1(-t))  # softplus^-1(c) without overflow; MC arithmetic for an MC c
         self.learnable = True
         self.isp_c = nn.Parameter(isp, requires_grad=True)
+        back = float(common.lead(self.c.detach()))
+        if not (math.isfinite(float(common.lead(isp))) and math.isfinite(back) and back > 0):
+            raise ValueError(
+                f"{where}: {name} = {check!r} is outside what a {t.dtype} parameter holds as c = softplus(isp_c) "
+                f"(got c = {back!r}); pass the curvature in a wider dtype"
+            )
 
     @property
     def c(self) -> torch.Tensor:  # type: ignore[override]
@@ -379,7 +388,10 @@ class LearnablePoincareBall(Stereographic):
         s = self.isp_c
         if isinstance(s, MCTensor):
             return torch.log1p(torch.exp(s))
-        return nn.functional.softplus(s)
+        # torch's softplus (threshold 20), written out so that its backward also takes the
+        # MC gradient that MC points send to a plain parameter; the clamp keeps exp finite
+        # in the branch that is not selected
+        return torch.where(s > 20, s, torch.log1p(torch.exp(s.clamp(max=20.0))))
 
     @property
     def k(self) -> torch.Tensor:  # type: ignore[override]
@@ -388,3 +400,12 @@ class LearnablePoincareBall(Stereographic):
 
     def __repr__(self) -> str:
         return f"PoincareBall(c={-self.curvature:g}, learnable=True)"
+
+    def to_ball(self, x: torch.Tensor) -> torch.Tensor:
+        """``x`` itself (the points are the ball's; the constructions and the plots read
+        the curvature's current value)."""
+        return x
+
+    def from_ball(self, b: torch.Tensor) -> torch.Tensor:
+        """``b`` itself."""
+        return b

@@ -363,3 +363,6 @@ class _HyperboloidAtTensorC(_native.LearnableLorentz):
     @property
     def k(self) -> torch.Tensor:  # type: ignore[override]
         return 1 / self._tensor_c
+
+    def _c(self, like: torch.Tensor) -> torch.Tensor:
+        return common.lift(self._tensor_c, like)

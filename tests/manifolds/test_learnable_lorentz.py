@@ -9,7 +9,7 @@ import pytest
 import torch
 
 import hypermc as hm
-from hypermc.manifolds import LearnableLorentz, Lorentz
+from hypermc.manifolds import LearnableLorentz, Lorentz, PoincareBall
 from hypermc.manifolds.math import common
 
 F64 = torch.float64
@@ -127,11 +127,7 @@ def test_tensor_c_power_forms_each_power_by_torch_ops():
         (lambda: Lorentz(k=1.0, curvature=-1.0, learnable=True), TypeError, r"Lorentz: pass either curvature="),
         (lambda: Lorentz(k=torch.ones(2), learnable=True), TypeError, r"Lorentz: k must be a float or a 0-d floating tensor"),
         (lambda: LearnableLorentz(learnable=False), TypeError, r"LearnableLorentz has learnable=True"),
-        (
-            lambda: Lorentz(learnable=True).dist_batch(torch.zeros(2, 3, 1), torch.tensor([0]), torch.tensor([1])),
-            TypeError,
-            r"Lorentz\.dist_batch: not available with a learnable curvature",
-        ),
+        (lambda: Lorentz(k=1e-50, learnable=True), ValueError, r"Lorentz: k = 1e-50 is outside what a torch\.float32 parameter holds"),
         (
             lambda: Lorentz(k=hm.mc(1.0, nc=2, dtype=F64), learnable=True).expmap0(torch.zeros(3, dtype=F64)),
             TypeError,
@@ -151,15 +147,93 @@ def test_identity_equality_and_repr():
     assert Lorentz(learnable=False) == Lorentz()
 
 
-def test_parameters_on_learnable_models_pickle_with_the_curvature_as_a_snapshot():
-    import io
+class _Model(torch.nn.Module):
+    """A model owning a manifold and points on it (module level: pickled whole)."""
 
-    from hypermc.manifolds import ManifoldParameter, PoincareBall
+    def __init__(self, manifold, points):
+        from hypermc.manifolds import ManifoldParameter
 
-    for M, fixed in [(Lorentz(k=2.0, learnable=True), Lorentz(k=2.0)), (PoincareBall(c=0.5, learnable=True), PoincareBall(c=0.5))]:
-        p = ManifoldParameter(fixed.origin(2, 3 if fixed.extra_coordinates else 2, dtype=F64), manifold=M)
-        buf = io.BytesIO()
-        torch.save(p, buf)
-        buf.seek(0)
-        q = torch.load(buf, weights_only=True)
-        assert type(q.manifold) is type(fixed) and abs(q.manifold.curvature - fixed.curvature) < 1e-15 and torch.equal(q.data, p.data)
+        super().__init__()
+        self.manifold = manifold
+        self.x = ManifoldParameter(points, manifold=manifold)
+
+
+def _model_with_points(manifold, points):
+    return _Model(manifold, points)
+
+
+@pytest.mark.parametrize(
+    "make", [lambda: Lorentz(k=2.0, learnable=True), lambda: PoincareBall(c=0.5, learnable=True)], ids=["lorentz", "ball"]
+)
+def test_copies_and_whole_model_pickles_keep_points_on_the_models_curvature(make, tmp_path):
+    """deepcopy(model) and torch.save(model) / torch.load(weights_only=False): the copy's
+    points follow the copy's curvature parameter (one object); a point pickled alone on a
+    learnable model needs weights_only=False (loudly), and state_dict round trips."""
+    import copy
+    import pickle
+
+    m = make()
+    model = _model_with_points(m, m.origin(2, 3 if m.extra_coordinates else 2, dtype=F64))
+    d = copy.deepcopy(model)
+    assert d.x.manifold is d.manifold and d.manifold is not model.manifold
+    torch.save(model, tmp_path / "m.pt")
+    loaded = torch.load(tmp_path / "m.pt", weights_only=False)
+    assert loaded.x.manifold is loaded.manifold and torch.equal(loaded.x.data, model.x.data)
+    torch.save(model.x, tmp_path / "x.pt")
+    with pytest.raises(pickle.UnpicklingError, match="Weights only load failed"):
+        torch.load(tmp_path / "x.pt", weights_only=True)
+    fresh = _model_with_points(make(), model.x.detach().clone())
+    with torch.no_grad():
+        next(model.manifold.parameters()).mul_(1.5)
+    fresh.load_state_dict(model.state_dict())
+    assert fresh.manifold.curvature == model.manifold.curvature
+
+
+def test_product_registers_learnable_factors_and_trains_them():
+    from hypermc.manifolds import PoincareBall, ProductManifold, Sphere
+
+    M = ProductManifold((PoincareBall(c=1.0, learnable=True), 2), (Lorentz(k=1.0, learnable=True), 3), (Sphere(), 3))
+    model = _model_with_points(M, M.random(4, 8, dtype=torch.float32, generator=torch.Generator().manual_seed(0)))
+    assert sorted(n for n, _ in model.named_parameters()) == ["manifold.factor0.isp_c", "manifold.factor1.k", "x"]
+    assert sorted(model.state_dict()) == ["manifold.factor0.isp_c", "manifold.factor1.k", "x"]
+    before = [p.detach().clone() for p in M.parameters()]
+    opt = torch.optim.SGD(M.parameters(), lr=0.1)
+    M.dist(model.x[:2].detach(), model.x[2:].detach()).sum().backward()
+    opt.step()
+    assert all(not torch.equal(a, b.detach()) for a, b in zip(before, M.parameters()))
+
+
+@pytest.mark.parametrize(
+    "make", [lambda: Lorentz(k=2.0, learnable=True), lambda: PoincareBall(c=0.5, learnable=True)], ids=["lorentz", "ball"]
+)
+def test_factories_make_leaves(make):
+    m = make()
+    n = 3 if m.extra_coordinates else 2
+    for t in (m.origin(4, n), m.random(4, n), m.random_normal(4, n)):
+        assert t.grad_fn is None and not t.requires_grad
+
+
+def test_plain_parameter_on_mc_points_keeps_mc_precision():
+    """A plain float64 k with MC points: the formulas run on the exact MC lift of k."""
+    M = Lorentz(k=torch.tensor(0.7, dtype=F64), learnable=True)
+    u = [[0.0, 1.0, 0.5], [0.0, -0.3, 2.0]]
+    x = M.expmap0(hm.mc(torch.tensor(u, dtype=F64), nc=2))
+    with mpmath.workdps(60):
+        exact = _exact(u, mpmath.mpf(0.7))  # 0.7 as stored: the float64 nearest 0.7
+        assert abs(_mp(M.dist(x[0], x[1])) - exact) < 1e-29 * exact
+    d = M.dist(x[0], x[1])
+    d.backward()
+    with mpmath.workdps(60):
+        g = mpmath.diff(lambda kk: _exact(u, kk), mpmath.mpf(0.7))
+        assert abs(_mp(M.k.grad) - g) < 1e-28 * abs(g)
+
+
+def test_learnable_lorentz_batched_distances_evaluate_at_the_current_curvature():
+    from hypermc.manifolds.math.batch import components_of
+
+    L, F = Lorentz(k=torch.tensor(2.0, dtype=F64), learnable=True), Lorentz(k=2.0)
+    table = F.random(5, 3, nc=2, dtype=F64, generator=torch.Generator().manual_seed(0))
+    rows, ia, ib = components_of(table), torch.tensor([0, 1]), torch.tensor([2, 3])
+    assert torch.equal(L.dist_batch(rows, ia, ib), F.dist_batch(rows, ia, ib))
+    with pytest.raises(TypeError, match=r"Lorentz\.dist_batch: gradients with a learnable curvature are not available here"):
+        L.dist_batch(rows, ia, ib, leaf=rows[..., 0].clone().requires_grad_(True))

@@ -285,3 +285,40 @@ def test_learnable_ball_is_refused_by_subclasses():
         TypeError, match=r"Small: learnable=True is not supported by this class; PoincareBall\(c=\.\.\., learnable=True\), Lorentz"
     ):
         Small(learnable=True)
+
+
+@pytest.mark.parametrize("c", [1.0, torch.tensor(0.7, dtype=F64)], ids=["float32-param", "float64-param"])
+def test_learnable_ball_plain_parameter_on_mc_points(c):
+    """A plain parameter with MC points: the formulas run on the exact MC lift of the
+    curvature, and the MC gradient passes the softplus back to isp_c (as for an MC parameter)."""
+    x = hm.mc([[0.1, 0.2], [-0.4, 0.3]], nc=2, dtype=F64)
+    M = PoincareBall(c=c, learnable=True)
+    d = M.dist(x[0], x[1])
+    d.backward()
+    k = -float(M.c.detach())
+    with mpmath.workdps(60):
+        (s,) = _mp(M.isp_c.detach().to(F64).reshape(1))
+        assert _rel(d.detach(), _exact_dist(x[0], x[1], k)) < 1e-29
+        exact = mpmath.diff(lambda ss: _exact_dist(x[0], x[1], -mpmath.log1p(mpmath.exp(ss))), s)
+    g = M.isp_c.grad
+    got = g.to_mpmath().reshape(-1)[0] if isinstance(g, hm.MCTensor) else mpmath.mpf(float(g))
+    assert abs(got - exact) < (1e-6 if M.isp_c.dtype == torch.float32 else 1e-14) * abs(exact)
+
+
+def test_learnable_ball_is_a_poincare_ball_for_isinstance_and_the_constructions():
+    from hypermc.manifolds.registry import check_ball_model
+
+    M = PoincareBall(c=2.0, learnable=True)
+    assert isinstance(M, PoincareBall) and M.converts_to_ball
+    x = torch.tensor([[0.3, 0.1]], dtype=F64)
+    assert M.to_ball(x) is x and M.from_ball(x) is x
+    assert check_ball_model(M) is M  # accepted: a model with a map to the ball
+    torch.testing.assert_close(M.to_halfspace(x), PoincareBall(c=2.0).to_halfspace(x), rtol=1e-15, atol=0.0)
+
+
+def test_bad_learnable_ball_values_are_refused_or_held():
+    assert abs(float(PoincareBall(c=100.0, learnable=True).c.detach()) - 100.0) < 1e-4  # no overflow of expm1
+    with pytest.raises(ValueError, match=r"PoincareBall: c = 1e-50 is outside what a torch\.float32 parameter holds"):
+        PoincareBall(c=1e-50, learnable=True)
+    with pytest.raises(ValueError, match=r"PoincareBall: c must be a finite number; got inf"):
+        PoincareBall(c=torch.tensor(float("inf")), learnable=True)

@@ -31,7 +31,7 @@ import torch
 
 from ...mcf import portable, reduce
 from ...mcf.eft import all_true, float_format, float_pieces, piece_count
-from ...mcf.tensor import MCTensor, from_mpmath, implements
+from ...mcf.tensor import MCTensor, from_mpmath, implements, mc
 from . import _plain
 
 __all__ = [
@@ -41,6 +41,7 @@ __all__ = [
     "c_power",
     "scale_c",
     "tensor_c_power",
+    "lift",
     "sqnorm",
     "norm",
     "dot",
@@ -204,10 +205,32 @@ def tensor_c_power(c: torch.Tensor, power: float, like: torch.Tensor) -> torch.T
     if isinstance(c, MCTensor):
         if not isinstance(like, MCTensor) or (c.dtype, c.nc) != (like.dtype, like.nc):
             seen = f"MCTensor nc={like.nc} {like.dtype}" if isinstance(like, MCTensor) else f"plain {like.dtype}"
-            raise TypeError(f"curvature: an MC curvature (nc={c.nc}, {c.dtype}) needs MC points of the same dtype and nc; got {seen}")
-    elif c.dtype != like.dtype:
-        c = c.to(like.dtype)
-    return fn(c)
+            raise TypeError(
+                f"curvature: an MC curvature (nc={c.nc}, {c.dtype}) needs MC points of the same dtype and nc; got {seen} "
+                f"(make the points with hm.mc(..., nc={c.nc}) or pass nc={c.nc}, dtype={c.dtype} to origin / random)"
+            )
+    return fn(lift(c, like))
+
+
+def lift(t: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
+    """A plain tensor ``t`` in ``like``'s format: converted to its dtype, and for an MC
+    ``like`` made an MCTensor of its ``nc`` exactly (``0 + t`` in MC arithmetic), with
+    gradients to ``t``; an MCTensor ``t`` as it is. For a learnable curvature (a plain
+    parameter) on MC points: every formula then runs in MC arithmetic.
+
+    Example:
+        >>> k = torch.tensor(0.1, dtype=torch.float64, requires_grad=True)
+        >>> m = lift(k, hm.mc([1.0], nc=2, dtype=torch.float64))
+        >>> type(m).__name__, m.nc, float(m.detach()) == 0.1, m.requires_grad
+        ('MCTensor', 2, True, True)
+    """
+    if isinstance(t, MCTensor):
+        return t
+    if t.dtype != like.dtype:
+        t = t.to(like.dtype)
+    if isinstance(like, MCTensor):
+        return mc(0.0, nc=like.nc, dtype=like.dtype, device=like.device) + t
+    return t
 
 
 def scale_c(z: torch.Tensor, *, c: float | torch.Tensor, power: float = 1.0) -> torch.Tensor:

@@ -12,6 +12,10 @@ half of the ball's at the same ``nc``. Formulas avoid ``-<x, y>_L - 1/c`` (which
 for close points at any radius): distances use ``|x - y|_L`` and the logarithm
 ``y - x - (c |y-x|_L^2 / 2) x``. ``expmap`` and ``projx`` recompute ``x_0`` from the
 spatial part, so points stay on the hyperboloid to rounding.
+
+``c`` is a Python float (its powers formed at MC precision by
+:func:`.common.c_power`) or a 0-d tensor (a learnable curvature: its powers are torch
+operations with gradients, :func:`.common.tensor_c_power`).
 """
 
 from __future__ import annotations
@@ -45,7 +49,7 @@ __all__ = [
 ]
 
 
-def _mul_c(z: torch.Tensor, c: float, power: float = 1.0) -> torch.Tensor:
+def _mul_c(z: torch.Tensor, c: float | torch.Tensor, power: float = 1.0) -> torch.Tensor:
     """``z * c**power`` with the constant at MC precision (nothing for c = 1)."""
     return common.scale_c(z, c=c, power=power)
 
@@ -111,7 +115,7 @@ def _sqdist_l_unscaled(delta: torch.Tensor) -> torch.Tensor | None:
     return common.clamped_sqrt(s - t)
 
 
-def dist(x: torch.Tensor, y: torch.Tensor, *, c: float = 1.0) -> torch.Tensor:
+def dist(x: torch.Tensor, y: torch.Tensor, *, c: float | torch.Tensor = 1.0) -> torch.Tensor:
     r"""Geodesic distance.
 
     .. math:: d(x, y) = \frac{1}{\sqrt c}\operatorname{acosh}(-c\langle x, y\rangle_L)
@@ -131,13 +135,13 @@ def dist(x: torch.Tensor, y: torch.Tensor, *, c: float = 1.0) -> torch.Tensor:
     return common.row_blocked(functools.partial(_dist, c=c), x, y)
 
 
-def _dist(x: torch.Tensor, y: torch.Tensor, *, c: float) -> torch.Tensor:
+def _dist(x: torch.Tensor, y: torch.Tensor, *, c: float | torch.Tensor) -> torch.Tensor:
     """:func:`dist` in one call (:func:`dist` runs it on blocks of rows of large plain tensors)."""
     n = _mul_c(sqdist_l(x - y), c, 0.5)
     return _mul_c(2 * torch.asinh(n / 2), c, -0.5)
 
 
-def dist0(x: torch.Tensor, *, c: float = 1.0) -> torch.Tensor:
+def dist0(x: torch.Tensor, *, c: float | torch.Tensor = 1.0) -> torch.Tensor:
     r"""Distance from the origin ``asinh(sqrt(c) |x_bar|) / sqrt(c)`` (spatial part only).
 
     Example:
@@ -150,7 +154,7 @@ def dist0(x: torch.Tensor, *, c: float = 1.0) -> torch.Tensor:
     return _mul_c(torch.asinh(_mul_c(common.norm(x[..., 1:]), c, 0.5)), c, -0.5)
 
 
-def projx(x: torch.Tensor, *, c: float = 1.0) -> torch.Tensor:
+def projx(x: torch.Tensor, *, c: float | torch.Tensor = 1.0) -> torch.Tensor:
     r"""Recompute the time coordinate: ``(sqrt(1/c + |x_bar|^2), x_bar)``.
 
     Idempotent up to rounding; maps every finite ``x`` onto the upper sheet.
@@ -178,7 +182,7 @@ def origin_time(*, c: float = 1.0) -> mpmath.mpf:
     return 1 / mpmath.sqrt(c)
 
 
-def proju(x: torch.Tensor, u: torch.Tensor, *, c: float = 1.0) -> torch.Tensor:
+def proju(x: torch.Tensor, u: torch.Tensor, *, c: float | torch.Tensor = 1.0) -> torch.Tensor:
     r"""Minkowski-orthogonal projection onto the tangent space:
     ``u + c <x, u>_L x``. Idempotent; ``<x, proju(x, u)>_L = 0``.
 
@@ -193,7 +197,7 @@ def proju(x: torch.Tensor, u: torch.Tensor, *, c: float = 1.0) -> torch.Tensor:
     return u + _mul_c(minkowski(x, u, keepdim=True), c) * x
 
 
-def egrad2rgrad(x: torch.Tensor, g: torch.Tensor, *, c: float = 1.0) -> torch.Tensor:
+def egrad2rgrad(x: torch.Tensor, g: torch.Tensor, *, c: float | torch.Tensor = 1.0) -> torch.Tensor:
     r"""Riemannian gradient: ``proju(x, J g)``, ``J = diag(-1, 1, ..., 1)``.
 
     Example:
@@ -204,7 +208,7 @@ def egrad2rgrad(x: torch.Tensor, g: torch.Tensor, *, c: float = 1.0) -> torch.Te
     return proju(x, jg, c=c)
 
 
-def inner0(v: torch.Tensor, *, c: float = 1.0) -> torch.Tensor:
+def inner0(v: torch.Tensor, *, c: float | torch.Tensor = 1.0) -> torch.Tensor:
     r"""``<o, v>_L = -v_0 / sqrt(c)`` with the origin ``o = (1/sqrt c, 0, ..., 0)``.
 
     Example:
@@ -214,7 +218,7 @@ def inner0(v: torch.Tensor, *, c: float = 1.0) -> torch.Tensor:
     return -_mul_c(v[..., 0], c, -0.5)
 
 
-def inner(x: torch.Tensor, u: torch.Tensor, v: torch.Tensor, *, c: float = 1.0, keepdim: bool = False) -> torch.Tensor:
+def inner(x: torch.Tensor, u: torch.Tensor, v: torch.Tensor, *, c: float | torch.Tensor = 1.0, keepdim: bool = False) -> torch.Tensor:
     r"""``<u, v>_x = <u, v>_L`` (``x`` only fixes the broadcast shape).
 
     Example:
@@ -225,7 +229,7 @@ def inner(x: torch.Tensor, u: torch.Tensor, v: torch.Tensor, *, c: float = 1.0, 
     return minkowski(u, v, keepdim=keepdim)
 
 
-def norm(x: torch.Tensor, u: torch.Tensor, *, c: float = 1.0, keepdim: bool = False) -> torch.Tensor:
+def norm(x: torch.Tensor, u: torch.Tensor, *, c: float | torch.Tensor = 1.0, keepdim: bool = False) -> torch.Tensor:
     r"""``|u|_x = sqrt(<u, u>_L)`` (0 where it rounds negative).
 
     Example:
@@ -235,7 +239,7 @@ def norm(x: torch.Tensor, u: torch.Tensor, *, c: float = 1.0, keepdim: bool = Fa
     return common.clamped_sqrt(minkowski(u, u, keepdim=keepdim))
 
 
-def expmap(x: torch.Tensor, u: torch.Tensor, *, c: float = 1.0) -> torch.Tensor:
+def expmap(x: torch.Tensor, u: torch.Tensor, *, c: float | torch.Tensor = 1.0) -> torch.Tensor:
     r"""Exponential map.
 
     .. math:: \exp_x u = \cosh(\theta)\,x + \frac{\sinh\theta}{\theta}\,u,
@@ -262,7 +266,7 @@ def expmap(x: torch.Tensor, u: torch.Tensor, *, c: float = 1.0) -> torch.Tensor:
     return projx(torch.cat([yb[..., :1], yb], dim=-1), c=c)  # time slot: recomputed by projx
 
 
-def expmap0(u: torch.Tensor, *, c: float = 1.0) -> torch.Tensor:
+def expmap0(u: torch.Tensor, *, c: float | torch.Tensor = 1.0) -> torch.Tensor:
     r"""``expmap(o, u)`` at the origin ``o = (1/sqrt c, 0)``: spatial part
     ``sinh(theta)/theta u_bar`` with ``theta = sqrt(c) |u_bar|`` (``u_0`` is ignored: it
     is 0 for tangent vectors at ``o``).
@@ -276,7 +280,7 @@ def expmap0(u: torch.Tensor, *, c: float = 1.0) -> torch.Tensor:
     return projx(torch.cat([u[..., :1], yb], dim=-1), c=c)
 
 
-def _log_parts(x: torch.Tensor, y: torch.Tensor, c: float) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+def _log_parts(x: torch.Tensor, y: torch.Tensor, c: float | torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
     delta = y - x
     n = sqdist_l(delta, keepdim=True)  # |y - x|_L
     nc_ = _mul_c(n, c, 0.5)
@@ -285,7 +289,7 @@ def _log_parts(x: torch.Tensor, y: torch.Tensor, c: float) -> tuple[torch.Tensor
     return delta, n, theta, v
 
 
-def logmap(x: torch.Tensor, y: torch.Tensor, *, c: float = 1.0) -> torch.Tensor:
+def logmap(x: torch.Tensor, y: torch.Tensor, *, c: float | torch.Tensor = 1.0) -> torch.Tensor:
     r"""Logarithmic map.
 
     .. math:: \log_x y = \frac{\theta}{\sinh\theta}\left(y - x
@@ -309,7 +313,7 @@ def logmap(x: torch.Tensor, y: torch.Tensor, *, c: float = 1.0) -> torch.Tensor:
     return common.x_over_sinh(theta) * v
 
 
-def logmap0(y: torch.Tensor, *, c: float = 1.0) -> torch.Tensor:
+def logmap0(y: torch.Tensor, *, c: float | torch.Tensor = 1.0) -> torch.Tensor:
     r"""``logmap(o, y) = (0, asinh(sqrt(c)|y_bar|) / (sqrt(c)|y_bar|) y_bar)``.
 
     Example:
@@ -324,7 +328,7 @@ def logmap0(y: torch.Tensor, *, c: float = 1.0) -> torch.Tensor:
     return torch.cat([torch.zeros_like(y[..., :1]), common.asinhc(a) * yb], dim=-1)
 
 
-def transp(x: torch.Tensor, y: torch.Tensor, v: torch.Tensor, *, c: float = 1.0) -> torch.Tensor:
+def transp(x: torch.Tensor, y: torch.Tensor, v: torch.Tensor, *, c: float | torch.Tensor = 1.0) -> torch.Tensor:
     r"""Parallel transport along the geodesic.
 
     .. math:: P_{x\to y} v = v + \frac{\langle y - x, v\rangle_L}
