@@ -261,8 +261,9 @@ def curvature_to_c(curvature: float | torch.Tensor, where: str = "curvature_to_c
             )
         if curvature.requires_grad:
             raise TypeError(
-                f"{where}: curvature must not require grad: a fixed curvature is a float or a tensor without grad; "
-                "for a learnable one pass learnable=True (PoincareBall, Lorentz) or use Stereographic(k=..., learnable=True)"
+                f"{where}: curvature must not require grad: here the curvature is fixed (a float or a tensor without "
+                "grad); the models with a learnable one are PoincareBall(..., learnable=True), Lorentz(..., learnable=True) "
+                "and Stereographic(k=..., learnable=True)"
             )
     try:
         k = check_real(where, "curvature", curvature, maximum=0.0, open_max=True)
