@@ -311,6 +311,42 @@ def geoopt_curvature(
     return to_curvature(v)
 
 
+def learnable_curvature_argument(
+    where: str, model: str, curvature: float | torch.Tensor | None, name: str, value: float | torch.Tensor | None, learnable: bool
+) -> tuple[str, torch.Tensor, float]:
+    """The argument of a learnable model's constructor (``curvature=K < 0`` or geoopt's
+    ``name=value > 0``, default ``K = -1``): ``(the argument's name, a detached 0-d tensor
+    of it -- torch's default dtype for a float, a tensor's own dtype, MC included --, its
+    value as a float)``.
+
+    Raises:
+        TypeError: ``learnable`` false (``model`` is the class that has ``learnable=True``),
+            both arguments given, a tensor that is not 0-d floating.
+        ValueError: not finite, or of the wrong sign.
+
+    Example:
+        >>> name, t, v = learnable_curvature_argument("Lorentz", "LearnableLorentz", None, "k", 2.0, True)
+        >>> name, t, v
+        ('k', tensor(2.), 2.0)
+    """
+    if not check_bool(where, "learnable", learnable):
+        raise TypeError(f"{where}: {model} has learnable=True; use {where}(...) for a fixed curvature")
+    if curvature is not None and value is not None:
+        raise TypeError(f"{where}: pass either curvature= (hypermc's K < 0) or {name}= (geoopt's), not both")
+    arg, given, positive = (name, value, True) if value is not None else ("curvature", -1.0 if curvature is None else curvature, False)
+    if isinstance(given, torch.Tensor):
+        if given.numel() != 1 or not given.is_floating_point():
+            raise TypeError(f"{where}: {arg} must be a float or a 0-d floating tensor; got {given.dtype} of shape {tuple(given.shape)}")
+        t = given.detach().reshape(()).clone()
+        seen = check_real(where, arg, float(common.lead(t)))
+    else:
+        seen = check_real(where, arg, given)
+        t = torch.tensor(seen, dtype=torch.get_default_dtype())
+    if not (seen > 0 if positive else seen < 0):
+        raise ValueError(f"{where}: {arg} must be a finite number {'> 0' if positive else '< 0'}; got {seen!r}")
+    return arg, t, seen
+
+
 class Manifold(abc.ABC):
     """Abstract base class of the models: curvature, argument checks, shared methods.
 

@@ -7,11 +7,11 @@ import math
 import torch
 from torch import nn
 
-from .._checks import check_bool, check_real
+from .._checks import check_bool
 from ..mcf.eft import float_format
 from ..mcf.tensor import MCTensor
 from . import convert
-from .base import Device, Manifold, _reason, geoopt_curvature
+from .base import Device, Manifold, _reason, geoopt_curvature, learnable_curvature_argument
 from .math import batch, common, fused
 from .math import lorentz as L
 from .math.batch import components_of
@@ -508,25 +508,9 @@ class LearnableLorentz(Lorentz, nn.Module):
     ) -> None:
         nn.Module.__init__(self)
         where = "Lorentz"
-        if not check_bool(where, "learnable", learnable):
-            raise TypeError(f"{where}: LearnableLorentz has learnable=True; use Lorentz(...) for a fixed curvature")
-        if curvature is not None and k is not None:
-            raise TypeError(f"{where}: pass either curvature= (hypermc's K < 0) or k= (geoopt's), not both")
-        name, value, sign = ("k", k, 1.0) if k is not None else ("curvature", -1.0 if curvature is None else curvature, -1.0)
-        if isinstance(value, torch.Tensor):
-            if value.numel() != 1 or not value.is_floating_point():
-                raise TypeError(
-                    f"{where}: {name} must be a float or a 0-d floating tensor; got {value.dtype} of shape {tuple(value.shape)}"
-                )
-            t = value.detach().reshape(()).clone()
-            seen = float(common.lead(t))
-        else:
-            seen = check_real(where, name, value)
-            t = torch.tensor(seen, dtype=torch.get_default_dtype())
-        if not (math.isfinite(seen) and sign * seen > 0):
-            raise ValueError(f"{where}: {name} must be a finite number {'> 0' if sign > 0 else '< 0'}; got {seen!r}")
+        name, t, seen = learnable_curvature_argument(where, "LearnableLorentz", curvature, "k", k, learnable)
         self.learnable = True
-        self.register_parameter("k", nn.Parameter(t if sign > 0 else -1 / t, requires_grad=True))
+        self.register_parameter("k", nn.Parameter(t if name == "k" else -1 / t, requires_grad=True))
         k_value = float(common.lead(self.k.detach()))
         if not (math.isfinite(k_value) and k_value > 0 and math.isfinite(1 / k_value)):
             raise ValueError(

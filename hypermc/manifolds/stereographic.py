@@ -10,7 +10,7 @@ from torch import nn
 
 from .._checks import check_bool, check_real
 from ..mcf.tensor import MCTensor
-from .base import Device, Manifold, _reason
+from .base import Device, Manifold, _reason, learnable_curvature_argument
 from .gyrovector import GyrovectorMixin
 from .math import common
 from .math import stereographic as S
@@ -343,27 +343,8 @@ class LearnablePoincareBall(Stereographic):
     ) -> None:
         nn.Module.__init__(self)
         where = "PoincareBall"
-        if not check_bool(where, "learnable", learnable):
-            raise TypeError(f"{where}: LearnablePoincareBall has learnable=True; use PoincareBall(...) for a fixed curvature")
-        if curvature is not None and c is not None:
-            raise TypeError(f"{where}: pass either curvature= (hypermc's K < 0) or c= (geoopt's), not both")
-        name, value, sign = ("c", c, 1.0) if c is not None else ("curvature", -1.0 if curvature is None else curvature, -1.0)
-        if isinstance(value, torch.Tensor):
-            if value.numel() != 1 or not value.is_floating_point():
-                raise TypeError(
-                    f"{where}: {name} must be a float or a 0-d floating tensor; got {value.dtype} of shape {tuple(value.shape)}"
-                )
-            t = value.detach().reshape(()).clone()
-            check = check_real(where, name, float(common.lead(t)))
-        else:
-            check = check_real(where, name, value)
-            t = torch.tensor(check, dtype=torch.get_default_dtype())
-        if not sign * check > 0:
-            raise ValueError(
-                f"{where}: {name} must be {'> 0' if sign > 0 else '< 0 (a hyperbolic ball)'}; got {check!r}. "
-                "Use Stereographic(k=..., learnable=True) for a curvature of any sign"
-            )
-        if sign < 0:
+        name, t, check = learnable_curvature_argument(where, "LearnablePoincareBall", curvature, "c", c, learnable)
+        if name == "curvature":
             t = -t
         with torch.no_grad():
             isp = t + torch.log(-torch.expm1(-t))  # softplus^-1(c) without overflow; MC arithmetic for an MC c

@@ -334,35 +334,30 @@ class Euclidean(HGCNManifold):
         return torch.where(long, p / torch.where(long, n, torch.ones_like(n)), p)
 
 
-class _BallAtTensorC(_native.LearnablePoincareBall):
-    """The ball whose ``c`` is a given tensor (HGCN's trainable curvature): the formulas of
-    :class:`~hypermc.manifolds.LearnablePoincareBall`, with gradients to that tensor."""
+class _AtTensorC:
+    """A learnable model whose ``c`` is a given tensor (HGCN's trainable curvature): its
+    formulas, with gradients to that tensor (the MC lift of ``c`` for MC operands)."""
 
     def __init__(self, *, c: torch.Tensor) -> None:
-        nn.Module.__init__(self)
+        nn.Module.__init__(cast(nn.Module, self))
         self.learnable = True
         self._tensor_c = c.reshape(())
 
     @property
-    def c(self) -> torch.Tensor:  # type: ignore[override]
+    def c(self) -> torch.Tensor:
         return self._tensor_c
 
+    def _c(self, like: torch.Tensor) -> torch.Tensor:
+        return common.lift(self._tensor_c, like)
 
-class _HyperboloidAtTensorC(_native.LearnableLorentz):
-    """The hyperboloid whose ``c`` is a given tensor (HGCN's trainable curvature), ``k = 1/c``."""
 
-    def __init__(self, *, c: torch.Tensor) -> None:
-        nn.Module.__init__(self)
-        self.learnable = True
-        self._tensor_c = c.reshape(())
+class _BallAtTensorC(_AtTensorC, _native.LearnablePoincareBall):  # type: ignore[misc]
+    """The ball at HGCN's curvature tensor (``k = -c``)."""
 
-    @property
-    def c(self) -> torch.Tensor:  # type: ignore[override]
-        return self._tensor_c
+
+class _HyperboloidAtTensorC(_AtTensorC, _native.LearnableLorentz):  # type: ignore[misc]
+    """The hyperboloid at HGCN's curvature tensor (``k = 1/c``)."""
 
     @property
     def k(self) -> torch.Tensor:  # type: ignore[override]
         return 1 / self._tensor_c
-
-    def _c(self, like: torch.Tensor) -> torch.Tensor:
-        return common.lift(self._tensor_c, like)

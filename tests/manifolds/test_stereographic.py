@@ -258,12 +258,12 @@ def test_learnable_ball_agrees_with_geoopt():
 @pytest.mark.parametrize(
     ("make", "error", "match"),
     [
-        (lambda: PoincareBall(c=-1.0, learnable=True), ValueError, r"PoincareBall: c must be > 0; got -1\.0"),
-        (lambda: PoincareBall(c=torch.tensor(0.0), learnable=True), ValueError, r"PoincareBall: c must be > 0; got 0\.0"),
+        (lambda: PoincareBall(c=-1.0, learnable=True), ValueError, r"PoincareBall: c must be a finite number > 0; got -1\.0"),
+        (lambda: PoincareBall(c=torch.tensor(0.0), learnable=True), ValueError, r"PoincareBall: c must be a finite number > 0; got 0\.0"),
         (
             lambda: PoincareBall(curvature=0.5, learnable=True),
             ValueError,
-            r"PoincareBall: curvature must be < 0 \(a hyperbolic ball\); got 0\.5\. Use Stereographic",
+            r"PoincareBall: curvature must be a finite number < 0; got 0\.5",
         ),
         (lambda: PoincareBall(c=float("nan"), learnable=True), ValueError, r"PoincareBall: c must be a finite number; got nan"),
         (lambda: PoincareBall(c=1.0, curvature=-1.0, learnable=True), TypeError, r"PoincareBall: pass either curvature="),
