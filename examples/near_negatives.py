@@ -28,13 +28,24 @@ from hypermc.data import load_edges, wordnet_closure
 from hypermc.embed import evaluate, train
 from hypermc.manifolds.registry import manifold_from_name
 
+#: The animal rows' settings that ``run`` passes to ``train`` unless told otherwise.
+ANIMAL_SETTINGS = {"batch_size": 2048, "burnin": 10, "burnin_lr_mult": 0.01, "scale": 4.0, "negatives": 50}
+
 
 def run(
-    graph, near: int, at: list[int], lr: float, optimizer: str = "sgd", model: str = "halfspace", nc: int | None = None
+    graph,
+    near: int,
+    at: list[int],
+    lr: float,
+    optimizer: str = "sgd",
+    model: str = "halfspace",
+    nc: int | None = None,
+    **settings: float,
 ) -> tuple[list[str], float]:
     """One training run on the registered model ``model`` (plain float64 for ``nc=None``,
     else MC with ``nc`` components); the ``MAP / mean rank`` cells at the epochs ``at`` and
-    its wall time. The update is the one ``train``'s rule picks for 10-D (the fast one)."""
+    its wall time. ``settings`` replace entries of :data:`ANIMAL_SETTINGS`. The update is
+    the one ``train``'s rule picks for 10-D (the fast one)."""
     cells: list[str] = []
     manifold = manifold_from_name(model)
 
@@ -42,7 +53,8 @@ def run(
         if epoch in at:
             m = evaluate(manifold, table, graph.edges, progress=False)
             cells.append(f"{m['map']:.3f} / {m['mean_rank']:.2f}")
-            setting = f"{model}, nc {nc or 'plain'}, {optimizer}, lr {lr}, near {near}, epoch {epoch}"
+            changed = "".join(f", {k} {v:g}" for k, v in settings.items())
+            setting = f"{model}, nc {nc or 'plain'}, {optimizer}, lr {lr}{changed}, near {near}, epoch {epoch}"
             print(f"{setting}: MAP {m['map']:.4f}, mean rank {m['mean_rank']:.3f}", flush=True)
 
     start = time.perf_counter()
@@ -53,11 +65,7 @@ def run(
         nc=nc,
         dtype=torch.float64,
         lr=lr,
-        batch_size=2048,
-        burnin=10,
-        burnin_lr_mult=0.01,
-        scale=4.0,
-        negatives=50,
+        **(ANIMAL_SETTINGS | settings),
         near_negatives=near,
         optimizer=optimizer,
         seed=0,
