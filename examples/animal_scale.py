@@ -61,7 +61,8 @@ def row(text: str) -> dict[str, float]:
         try:
             out[key] = KEYS[key](value)
         except ValueError:
-            raise argparse.ArgumentTypeError(f"{key} of {text!r}: expected a {KEYS[key].__name__}, got {value!r}") from None
+            kind = "an integer" if KEYS[key] is int else "a number"
+            raise argparse.ArgumentTypeError(f"{key} of {text!r}: expected {kind}, got {value!r}") from None
         if not out[key] >= (0 if key in ("burnin", "burnin_lr_mult") else 1e-300):
             raise argparse.ArgumentTypeError(f"{key} of {text!r}: expected a positive value, got {value!r}")
     if "lr" not in out:

@@ -127,6 +127,33 @@ def test_refused_settings_make_no_run_directory(tmp_path):
     assert not out.exists()
 
 
+def test_animal_scale_table(tmp_path, monkeypatch, capsys):
+    """``examples/animal_scale.py`` (docs/training.md's scale study): one row per setting,
+    the settings a row changes in its cells; a malformed row is refused by name."""
+    csv = tmp_path / "tree.csv"
+    tree_closure(3, 3).to_csv(csv)
+    monkeypatch.syspath_prepend(str(ROOT / "examples"))  # its sibling imports
+    rows = ("scale=1,lr=2", "scale=4,lr=2,batch_size=8,negatives=4,burnin=0")
+    out = _run("animal_scale.py", "--csv", str(csv), "--root", "r0", "--rows", *rows, "--at", "1", "2")
+    table = [line for line in out.splitlines() if line.startswith("| ")]
+    assert table[0] == "| scale | lr (per edge) | other | epoch 1 | epoch 2 | wall s |"
+    cells = [row.split(" | ") for row in table[1:]]
+    assert [c[:3] for c in cells] == [["| 1", "2 (0.00098)", ""], ["| 4", "2 (0.25)", "batch size 8, negatives 4, burnin 0"]]
+    for row in cells:
+        for cell in row[3:-1]:
+            mean_ap, rank = (float(v) for v in cell.split(" / "))
+            assert 0 < mean_ap <= 1 and rank >= 1
+    for bad, why in [
+        ("scale=4", "every row sets lr"),
+        ("lr=2,momentum=0.9", "KEY one of lr, scale"),
+        ("lr=2,batch_size=big", "batch_size of 'lr=2,batch_size=big': expected an integer"),
+        ("lr=-1", "lr of 'lr=-1': expected a positive value"),
+    ]:
+        with pytest.raises(SystemExit):
+            _run("animal_scale.py", "--csv", str(csv), "--rows", bad)
+        assert why in capsys.readouterr().err
+
+
 def test_animal_optimizers_table(tmp_path, monkeypatch):
     """``examples/animal_optimizers.py`` (docs/training.md's optimizer rows): one row per
     ``OPTIMIZER:LR`` and model, MAP / mean rank at each ``--at`` epoch; a bad setting is refused."""
