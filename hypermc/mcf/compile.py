@@ -860,7 +860,8 @@ def run_fused(spec: str, tensors: list[torch.Tensor], mc_type: type[MCTensor], d
     res = None
     if len(d["nodes"]) > 1 and device.type == "cpu":
         steps = tuple((kind, tuple((w, j) for w, j in refs)) for kind, refs in d["steps"])
-        res = native_fused.run(dtype, nc, steps, operands, shape, reference)
+        constants = [kind == "c" for kind, _ in d["leaves"]]  # the replay reads them from the spec
+        res = native_fused.run(dtype, nc, steps, operands, shape, reference, constants)
     if res is None:
         out = _replay(d, list(tensors), mc_type, dispatch_impl).expand(*shape, nc)
         if _storage_key(out) in [_storage_key(t) for t in tensors]:

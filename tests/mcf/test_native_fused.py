@@ -12,6 +12,7 @@ which must catch a kernel that computes something else.
 from __future__ import annotations
 
 import math
+import warnings
 
 import pytest
 import torch
@@ -169,6 +170,31 @@ def test_self_check_catches_a_wrong_kernel(monkeypatch):
     with pytest.warns(RuntimeWarning, match=r"fused kernel for f64 nc=3 .* disabled: \d+ of \d+ checked elements differ from eager mode"):
         assert native_fused.run(torch.float64, 3, BENCH, ops, (4,), _bench_eager) is None
     assert native_fused.run(torch.float64, 3, BENCH, ops, (4,), _bench_eager) is None  # remembered, one warning
+
+
+@needs_compiler
+def test_one_element_expression_keeps_its_constants(monkeypatch):
+    """A one-element expression (0-d MC values, e.g. a learnable curvature's ``1 / k``)
+    lays out no operand as broadcast; its literal numbers are operands the replay reads
+    from the expression, not from its argument. The check at load keeps them (the
+    kernel is used, same bits), where random values in their place made every checked
+    element differ and disabled the kernel."""
+    monkeypatch.setattr(registry, "_states", {})
+    x = torch.tensor([1.5, 2.0**-60, 0.0], dtype=torch.float64)
+    y = torch.tensor([-0.75, 2.0**-57, 2.0**-112], dtype=torch.float64)
+
+    def eager(ops, shape):  # b = 1 is a literal of the expression: ops[2] is not read
+        return _bench_eager([ops[0], ops[1], torch.ones(1, dtype=torch.float64)], shape)
+
+    ops = [x, y, torch.ones(1, dtype=torch.float64)]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        res = native_fused.run(torch.float64, 3, BENCH, ops, (), eager, constants=[False, False, True])
+    assert res is not None and bool(res.ok)
+    assert _same_bits(res.out, eager(ops, ()))
+    monkeypatch.setattr(registry, "_states", {})
+    with pytest.warns(RuntimeWarning, match=r"checked elements differ from eager mode"):  # without the mark
+        assert native_fused.run(torch.float64, 3, BENCH, ops, (), eager) is None
 
 
 def test_not_used_without_the_per_op_kernels(monkeypatch):

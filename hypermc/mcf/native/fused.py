@@ -94,13 +94,19 @@ def _symbol(key: tuple) -> str:
 
 
 def _kernel(
-    dtype: torch.dtype, nc: int, leaves: tuple[Leaf, ...], steps: tuple[Step, ...], reference: Callable, operands: list[torch.Tensor]
+    dtype: torch.dtype,
+    nc: int,
+    leaves: tuple[Leaf, ...],
+    steps: tuple[Step, ...],
+    reference: Callable,
+    operands: list[torch.Tensor],
+    constants: Sequence[bool],
 ):
     """The loaded, checked kernel of a program, or None (:func:`registry.load`: once per
     process, key ``("fused", dtype name, nc, leaves, steps)``)."""
     key = ("fused", native._NAMES[dtype], nc, leaves, steps)
     warning = f"hypermc fused kernel for {native._NAMES[dtype]} nc={nc} {steps} disabled: {{}}; using the eager kernels"
-    check = functools.partial(_self_check, dtype=dtype, nc=nc, leaves=leaves, reference=reference, operands=operands)
+    check = functools.partial(_self_check, dtype=dtype, nc=nc, leaves=leaves, reference=reference, operands=operands, constants=constants)
     return registry.load(key, functools.partial(_open, dtype, nc, key), check, warning.format)
 
 
@@ -133,18 +139,32 @@ def _check_operand(dtype: torch.dtype, nc: int, terms: int, seed: int) -> torch.
     return renormalize(x, nc)
 
 
-def _self_check(fn, dtype: torch.dtype, nc: int, leaves: tuple[Leaf, ...], reference: Callable, operands: list[torch.Tensor]) -> str | None:
+def _self_check(
+    fn,
+    dtype: torch.dtype,
+    nc: int,
+    leaves: tuple[Leaf, ...],
+    reference: Callable,
+    operands: list[torch.Tensor],
+    constants: Sequence[bool],
+) -> str | None:
     """Why the kernel's results differ from ``reference`` (eager mode) where it reports
-    ``ok``, else None. Broadcast operands keep their values (the scalars of the
-    expression); the others are the check batch."""
+    ``ok``, else None. Broadcast operands and ``constants`` keep their values (the
+    scalars of the expression, which ``reference`` reads from the expression itself);
+    the others are the check batch."""
     from torch.utils._python_dispatch import _disable_current_modes
 
     with _disable_current_modes(), torch.no_grad():  # eager mode as the op's body runs it
-        check = [
-            o.reshape(-1, o.shape[-1])[:1].reshape(o.shape[-1]).clone() if broadcast else _check_operand(dtype, nc, terms, 7 + i)
-            for i, ((terms, broadcast), o) in enumerate(zip(leaves, operands))
-        ]
         shape = (_CHECK_ELEMENTS,)
+        check = [
+            _check_operand(dtype, nc, terms, 7 + i)
+            if not broadcast and not constant
+            else first.clone()
+            if broadcast
+            else first.expand(*shape, terms).contiguous()  # a constant of a one-element expression
+            for i, ((terms, broadcast), o, constant) in enumerate(zip(leaves, operands, constants))
+            for first in [o.reshape(-1, o.shape[-1])[:1].reshape(o.shape[-1])]
+        ]
         rows, layout = _rows(check, shape)
         if layout != leaves:
             return f"check operands laid out as {layout}, not {leaves}"
@@ -188,13 +208,21 @@ def _run(fn, n: int, array, out: torch.Tensor, ok: torch.Tensor) -> int:
 
 
 def run(
-    dtype: torch.dtype, nc: int, steps: tuple[Step, ...], operands: list[torch.Tensor], shape: tuple[int, ...], reference: Callable
+    dtype: torch.dtype,
+    nc: int,
+    steps: tuple[Step, ...],
+    operands: list[torch.Tensor],
+    shape: tuple[int, ...],
+    reference: Callable,
+    constants: Sequence[bool] | None = None,
 ) -> native.Result | None:
     """Run the fused program ``steps`` on ``operands`` (CPU tensors of ``dtype``, each
     ``(*s, terms)`` and broadcastable to ``shape``): ``(out, ok, bad)`` as the per-op
     kernels return it, or None where no fused kernel applies (:func:`usable`, a step
     without transcription, a failed build or check). ``reference(operands, shape)`` is
-    eager mode on such operands (components ``(*shape, nc)``), for the check at load.
+    eager mode on such operands (components ``(*shape, nc)``), for the check at load;
+    ``constants`` marks the operands that ``reference`` does not take from its argument
+    (the expression's literal numbers), which the check keeps (default: none).
 
     Example:
         >>> x = torch.tensor([[1.5, 2.0**-60, 0.0]], dtype=torch.float64)
@@ -210,7 +238,7 @@ def run(
     if not usable(dtype, nc) or any(o.device.type != "cpu" or o.dtype != dtype for o in operands):
         return None
     rows, leaves = _rows(operands, shape)
-    fn = _kernel(dtype, nc, leaves, steps, reference, operands)
+    fn = _kernel(dtype, nc, leaves, steps, reference, operands, (False,) * len(operands) if constants is None else tuple(constants))
     if fn is None:
         return None
     return _call(fn, rows, shape, nc, dtype)
