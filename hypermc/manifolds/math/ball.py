@@ -143,12 +143,15 @@ class _MCDist(torch.autograd.Function):
 
     @staticmethod
     def applies(x: torch.Tensor, y: torch.Tensor) -> bool:
-        """MC operands (one may be plain and not require grad), eager, not under torch.func."""
+        """MC operands (one may be plain and not require grad), eager or traced by Dynamo
+        (``torch.compile``: the compiled gradient is then this closed form too, with eager
+        mode's bits), not under torch.func or another trace."""
         mc = [isinstance(t, MCTensor) for t in (x, y)]
-        if not any(mc) or tracing() or torch.compiler.is_compiling():
+        compiling = torch.compiler.is_compiling()  # Dynamo traces the function's own backward
+        if not any(mc) or (tracing() and not compiling):
             return False
         for t, is_mc in zip((x, y), mc):
-            if torch._C._functorch.is_functorch_wrapped_tensor(t) or (not is_mc and t.requires_grad):
+            if (not compiling and torch._C._functorch.is_functorch_wrapped_tensor(t)) or (not is_mc and t.requires_grad):
                 return False
         return not (all(mc) and cast(MCTensor, x).nc != cast(MCTensor, y).nc)
 

@@ -126,6 +126,19 @@ def _lead_op_fake(x: torch.Tensor) -> torch.Tensor:
     return torch.empty_like(x)
 
 
+def _lead_setup(ctx: Any, inputs: tuple, output: torch.Tensor) -> None:
+    ctx.mark_non_differentiable(output)
+
+
+def _lead_backward(ctx: Any, grad: torch.Tensor) -> None:
+    return None  # the output is marked non-differentiable: only masks and scales read it
+
+
+# A learnable curvature reaches ``lead`` with grad (its float value scales a formula):
+# the read is detached, as in eager mode.
+_lead_op.register_autograd(_lead_backward, setup_context=_lead_setup)
+
+
 @implements(torch.ops.hypermc.lead.default)
 def _lead_mc(func: torch._ops.OpOverload, x: MCTensor) -> torch.Tensor:
     return x.components[..., 0].clone()
@@ -714,6 +727,39 @@ def _deficit_mc(func: torch._ops.OpOverload, x: MCTensor, c: float) -> MCTensor:
     return MCTensor(_deficit_components(x.components, c))
 
 
+@torch.library.custom_op("hypermc::deficit_at", mutates_args=())
+def _deficit_at_op(x: torch.Tensor, c: torch.Tensor) -> torch.Tensor:
+    """``1 - c |x|^2`` for a 0-d plain tensor ``c`` (a learnable curvature's leading
+    component) while ``torch.compile`` traces: the value of ``c`` is read here, at run
+    time, so the graph neither breaks nor specialises on it. The same bits as
+    ``hypermc::deficit`` at ``float(c)``; no gradient reaches ``c`` (the caller adds the
+    curvature's term)."""
+    return _deficit_op(x, float(c))
+
+
+@_deficit_at_op.register_fake
+def _deficit_at_op_fake(x: torch.Tensor, c: torch.Tensor) -> torch.Tensor:
+    return x.new_empty(x.shape[:-1])
+
+
+def _deficit_at_setup(ctx: Any, inputs: tuple[Any, ...], output: torch.Tensor) -> None:
+    x, c = inputs
+    ctx.save_for_backward(x, c)
+
+
+def _deficit_at_backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor, None]:
+    x, c = ctx.saved_tensors
+    return x * (grad.unsqueeze(-1) * (-2.0 * c)), None
+
+
+_deficit_at_op.register_autograd(_deficit_at_backward, setup_context=_deficit_at_setup)
+
+
+@implements(torch.ops.hypermc.deficit_at.default)
+def _deficit_at_mc(func: torch._ops.OpOverload, x: MCTensor, c: torch.Tensor) -> MCTensor:
+    return MCTensor(_deficit_components(x.components, float(c)))
+
+
 class _SqNorm(torch.autograd.Function):
     """:func:`sqnorm` of an MCTensor by :func:`reduce.sumsq` (eager)."""
 
@@ -758,7 +804,7 @@ def _sqnorm_mc(func: torch._ops.OpOverload, x: MCTensor) -> MCTensor:
     return MCTensor(reduce.sumsq(x.components, dim=-1))
 
 
-def deficit(x: torch.Tensor, *, c: float = 1.0, keepdim: bool = False) -> torch.Tensor:
+def deficit(x: torch.Tensor, *, c: float | torch.Tensor = 1.0, keepdim: bool = False) -> torch.Tensor:
     """``1 - c |x|^2`` along the last dim, formed from the components at ``nc + 1``.
 
     .. math:: D_c(x) = 1 - c\\,\\lVert x\\rVert^2
@@ -771,7 +817,9 @@ def deficit(x: torch.Tensor, *, c: float = 1.0, keepdim: bool = False) -> torch.
 
     Args:
         x: points ``(*, n)``, Tensor or MCTensor.
-        c: ``-K > 0`` (Python float).
+        c: ``-K > 0``: a Python float, or (while ``torch.compile`` traces a learnable
+            curvature) a detached 0-d plain tensor, read when the graph runs; no gradient
+            reaches a tensor ``c``.
         keepdim: keep the reduced dim.
 
     Example:
@@ -784,7 +832,9 @@ def deficit(x: torch.Tensor, *, c: float = 1.0, keepdim: bool = False) -> torch.
         >>> deficit(torch.tensor([[0.25, 0.0]]), c=4.0, keepdim=True)
         tensor([[0.7500]])
     """
-    if torch.compiler.is_compiling():
+    if isinstance(c, torch.Tensor):  # traced with a curvature tensor: read at run time
+        d = torch.ops.hypermc.deficit_at(x, c)
+    elif torch.compiler.is_compiling():
         d = torch.ops.hypermc.deficit(x, float(c))
     elif not isinstance(x, MCTensor) and not (x.requires_grad and torch.is_grad_enabled()):
         d = _plain.deficit(x, float(c))  # nothing to differentiate: no autograd.Function

@@ -161,10 +161,11 @@ def _even(name: str, neg: Callable[[torch.Tensor], torch.Tensor], pos: Callable[
         is_pos = (lead > 0) & ~small
         series = common._horner(torch.where(small, s, torch.zeros_like(s)), coeffs)
         out = series
-        if bool(is_neg.any()):
+        tracing = torch.compiler.is_compiling()  # no data-dependent branch in a traced graph
+        if tracing or bool(is_neg.any()):
             w = torch.sqrt(torch.where(is_neg, -s, torch.full_like(s, _HARMLESS)))
             out = torch.where(is_neg, neg(w), out)
-        if bool(is_pos.any()):
+        if tracing or bool(is_pos.any()):
             w = torch.sqrt(torch.where(is_pos, s, torch.full_like(s, _HARMLESS)))
             out = torch.where(is_pos, pos(w), out)
         return out
@@ -229,7 +230,9 @@ def deficit(x: torch.Tensor, k: Curvature, *, keepdim: bool = True) -> torch.Ten
     """
     if not isinstance(k, torch.Tensor):
         return common.deficit(x, c=-float(k), keepdim=keepdim)
-    k0 = float(common.lead(k))
+    # the leading component as a float in eager mode; traced, a 0-d tensor read when the
+    # graph runs (a float would break the graph and reach MC ops as a symbol)
+    k0: float | torch.Tensor = common.lead(k) if torch.compiler.is_compiling() else float(common.lead(k))
     d = common.deficit(x, c=-k0, keepdim=keepdim)
     if not k.requires_grad and not isinstance(k, MCTensor):
         return d
