@@ -462,12 +462,13 @@ def _eligible(*ts: torch.Tensor, part: str = "arith", nc: int | None = None) -> 
     operand's component count), or None where they do not apply."""
     t = ts[0]
     nc = t.shape[-1] if nc is None else nc
-    if getattr(_bypass, "on", False) or t.device.type not in ("cpu", "cuda") or t.dtype not in _NAMES or nc not in NCS:
+    dtype, device = t.dtype, t.device
+    if getattr(_bypass, "on", False) or dtype not in _NAMES or nc not in NCS or device.type not in ("cpu", "cuda"):
         return None
     for s in ts:
-        if s.requires_grad or s.dtype != t.dtype or s.device != t.device or type(s) is not torch.Tensor:
+        if type(s) is not torch.Tensor or s.requires_grad or s.dtype != dtype or (s is not t and s.device != device):
             return None
-    return None if tracing() else _load(t.dtype, nc, part, t.device.type)
+    return None if tracing() else _load(dtype, nc, part, device.type)
 
 
 def _rows(t: torch.Tensor, shape: torch.Size, first: bool) -> tuple[torch.Tensor, int, int]:
@@ -498,6 +499,9 @@ def _run(fn, n: int, operands: list[tuple[torch.Tensor, int, int]], extra: tuple
     ``n`` elements, one per torch intra-op thread (ctypes releases the GIL); the number
     of elements that failed the check."""
     item = out.element_size()
+    if n < 2 * _CHUNK:  # one call, inline (the common small case: no chunking to set up)
+        args = [a for v, se, sc in operands for a in (v.data_ptr(), se, sc)]
+        return fn(n, *args, *extra, out.data_ptr(), n, ok.data_ptr())
     threads = min(torch.get_num_threads(), max(1, n // _CHUNK))
     step = -(-n // threads)
     calls = []
@@ -570,7 +574,7 @@ def _call(lib: Kernels, op: str, operands: list[torch.Tensor], extra: tuple, nc:
     if any(o.shape[:-1] != shape for o in operands[1:]):
         shape = broadcast_shapes(*(o.shape[:-1] for o in operands))
     n = math.prod(shape)
-    planar = _planar_strides(shape, n)
+    planar = _planar_strides(tuple(shape))
     # operands already planar (the kernels' own outputs: the common case) are read in
     # place; the others are broadcast or copied by _rows
     rows = [(o, 1, n) if _is_planar(o, shape, planar, n) else _rows(o, shape, i == 0) for i, o in enumerate(operands)]
@@ -581,9 +585,10 @@ def _call(lib: Kernels, op: str, operands: list[torch.Tensor], extra: tuple, nc:
     return Result(out, ok, bad)
 
 
-def _planar_strides(shape: torch.Size, n: int) -> tuple[int, ...]:
+@functools.lru_cache(maxsize=1024)
+def _planar_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
     """The element strides of a planar ``(*shape, m)`` buffer: row-major over ``shape``
-    (its component stride is ``n``, the number of elements)."""
+    (its component stride is the number of elements)."""
     strides, step = [], 1
     for d in reversed(shape):
         strides.append(step)
@@ -595,10 +600,10 @@ def _is_planar(t: torch.Tensor, shape: torch.Size, planar: tuple[int, ...], n: i
     """Whether ``t`` is ``(*shape, m)`` laid out as a planar buffer (the strides of
     :func:`_planar_strides` on the dims longer than 1, component stride ``n``): the
     kernels then read it in place, element stride 1 and component stride ``n``."""
-    if t.shape[:-1] != shape or (t.shape[-1] > 1 and t.stride(-1) != n):
-        return False
     st = t.stride()
-    return all(d == 1 or st[i] == planar[i] for i, d in enumerate(shape))
+    if t.shape[:-1] != shape or (t.shape[-1] > 1 and st[-1] != n):
+        return False
+    return st[:-1] == planar or all(d == 1 or st[i] == planar[i] for i, d in enumerate(shape))
 
 
 class Result(NamedTuple):
