@@ -34,8 +34,9 @@ Learnable curvature (a parameter with gradients, plain or MC), as in geoopt:
 ``c = softplus(isp_c)``), ``Lorentz(k=..., learnable=True)`` a
 :class:`~hypermc.manifolds.lorentz.LearnableLorentz` (parameter ``k``), and
 :class:`~hypermc.manifolds.stereographic.Stereographic` takes ``learnable=True`` (``k``
-of any sign). They are ``nn.Module`` s, so a model that owns one lists its curvature
-among its parameters. The half-space keeps a fixed curvature.
+of any sign); a model that owns one lists its curvature among its parameters. Every
+model is an ``nn.Module`` (as geoopt's are), so it can be a submodule of a network; a
+fixed model has no parameters. The half-space keeps a fixed curvature.
 
 Precision and range
 -------------------
@@ -109,6 +110,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
+from torch import nn
 
 from .._checks import check_bool, check_dtype, check_instance, check_int, check_nc, check_real
 from ..mcf import eft
@@ -347,7 +349,14 @@ def learnable_curvature_argument(
     return arg, t, seen
 
 
-class Manifold(abc.ABC):
+def _module(obj: Any) -> Any:
+    """``obj`` with ``nn.Module``'s state set up: every model is a module, whether or not
+    its ``__init__`` calls ``nn.Module.__init__`` (a learnable one calls it again)."""
+    nn.Module.__init__(obj)
+    return obj
+
+
+class Manifold(abc.ABC, nn.Module):
     """Abstract base class of the models: curvature, argument checks, shared methods.
 
     A model sets ``name`` and ``min_dim`` (smallest size of the point dimension),
@@ -443,9 +452,9 @@ class Manifold(abc.ABC):
         variant = cls.__dict__.get("learnable_variant")  # the class's own, not a subclass's
         if variant is not None and check_bool(cls.__name__, "learnable", kwargs.get("learnable", False)):
             if cls in variant.__mro__:  # a real subclass: Python then runs variant.__init__(**kwargs) itself, once
-                return super().__new__(variant)
+                return _module(super().__new__(variant))
             return variant(**kwargs)
-        return super().__new__(cls)
+        return _module(super().__new__(cls))
 
     def __init__(self, *, curvature: float | torch.Tensor = -1.0) -> None:
         self.c: float = curvature_to_c(curvature, type(self).__name__)

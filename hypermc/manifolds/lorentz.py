@@ -462,7 +462,7 @@ class Lorentz(Manifold):
         return True, None
 
 
-class LearnableLorentz(Lorentz, nn.Module):
+class LearnableLorentz(Lorentz):
     r"""The hyperboloid with a learnable curvature: what ``Lorentz(..., learnable=True)``
     returns (geoopt's ``Lorentz(k, learnable=True)``).
 

@@ -15,15 +15,15 @@ from .math import common
 __all__ = ["ProductManifold"]
 
 
-class ProductManifold(Manifold, nn.Module):
+class ProductManifold(Manifold):
     """``M_1 x ... x M_m``: a point is the concatenation of one point of each factor
     along the last dimension (geoopt's layout for one-dimensional factors), with the
     product metric: ``dist = sqrt(sum_i dist_i^2)``, ``inner = sum_i inner_i``; maps,
     projections and transport act factor by factor.
 
-    An ``nn.Module``: a factor that is one (a learnable curvature, :class:`Scaled`) is
-    registered as the submodule ``factor<i>``, so a model that owns the product lists,
-    trains and saves the factors' curvatures (``factor0.isp_c``, ...).
+    Factor ``i`` is the submodule ``factor<i>`` (every model is an ``nn.Module``), so a
+    model that owns the product lists, trains and saves the learnable factors'
+    curvatures (``factor0.isp_c``, ...).
 
     Args:
         manifolds_with_sizes: pairs ``(manifold, n_i)``: each factor and the size of its
@@ -64,8 +64,7 @@ class ProductManifold(Manifold, nn.Module):
             n = check_int("ProductManifold", f"size {i}", n, minimum=m.min_dim)
             self.manifolds.append(m)
             self.sizes.append(n)
-            if isinstance(m, nn.Module):
-                self.add_module(f"factor{i}", m)
+            self.add_module(f"factor{i}", m)
         self.min_dim = sum(self.sizes)
         self.c = float("nan")  # no single curvature
         self.curvature = float("nan")

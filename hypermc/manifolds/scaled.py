@@ -13,7 +13,7 @@ from .base import Device, Manifold
 __all__ = ["Scaled"]
 
 
-class Scaled(Manifold, nn.Module):
+class Scaled(Manifold):
     """``base`` with every distance multiplied by ``scale`` (metric ``scale^2 g``; the
     curvature divided by ``scale^2``), in geoopt's convention for tangent vectors: a
     tangent vector of the scaled manifold is ``scale`` times the base vector, so

@@ -18,7 +18,7 @@ from .math import stereographic as S
 __all__ = ["Stereographic", "SphereProjection", "LearnablePoincareBall"]
 
 
-class Stereographic(GyrovectorMixin, Manifold, nn.Module):
+class Stereographic(GyrovectorMixin, Manifold):
     r"""kappa-stereographic model: sectional curvature ``k`` of any sign (geoopt's ``Stereographic``).
 
     ``k < 0``: the Poincaré ball of curvature ``K = k`` (the same points, distances and

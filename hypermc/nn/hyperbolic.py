@@ -416,7 +416,7 @@ class HypLinear(nn.Module):
 
     def extra_repr(self) -> str:
         return (
-            f"{self.manifold!r}, in_features={self.in_features}, out_features={self.out_features}, "
+            f"in_features={self.in_features}, out_features={self.out_features}, "
             f"bias={self.bias is not None}, dropout={self.dropout}, nc={self.nc}, dtype={self.weight.dtype}"
         )
 
@@ -439,7 +439,10 @@ class HypAgg(nn.Module):
         >>> M = Lorentz()
         >>> agg = HypAgg(M, aggr="mean")
         >>> agg
-        HypAgg(Lorentz(curvature=-1), aggr='mean')
+        HypAgg(
+          aggr='mean'
+          (manifold): Lorentz(curvature=-1)
+        )
         >>> x = M.random(4, 3, nc=2, dtype=torch.float64)
         >>> adj = (torch.eye(4, dtype=torch.float64) + torch.eye(4, dtype=torch.float64).roll(1, dims=1)).to_sparse()  # self + next
         >>> y = agg(x, adj)
@@ -456,7 +459,7 @@ class HypAgg(nn.Module):
         return hyp_agg(self.manifold, x, adj, self.aggr)
 
     def extra_repr(self) -> str:
-        return f"{self.manifold!r}, aggr={self.aggr!r}"
+        return f"aggr={self.aggr!r}"  # the manifold is listed as a submodule
 
 
 class HypAct(nn.Module):
@@ -475,7 +478,11 @@ class HypAct(nn.Module):
         >>> from hypermc.manifolds import PoincareBall
         >>> act = HypAct(PoincareBall(), torch.tanh, PoincareBall(curvature=-2.0))
         >>> act
-        HypAct(PoincareBall(curvature=-1) -> PoincareBall(curvature=-2), act=tanh)
+        HypAct(
+          act=tanh
+          (manifold): PoincareBall(curvature=-1)
+          (manifold_out): PoincareBall(curvature=-2)
+        )
         >>> y = act(PoincareBall().random(5, 2, nc=2, dtype=torch.float64))
         >>> y.shape, PoincareBall(curvature=-2.0).check_point(y)
         (torch.Size([5, 2]), (True, None))
@@ -491,7 +498,7 @@ class HypAct(nn.Module):
         return hyp_act(self.manifold, x, self.act, self.manifold_out)
 
     def extra_repr(self) -> str:
-        return f"{self.manifold!r} -> {self.manifold_out!r}, act={getattr(self.act, '__name__', self.act)}"
+        return f"act={getattr(self.act, '__name__', self.act)}"  # the manifolds are listed as submodules
 
 
 class HypGraphConv(nn.Module):

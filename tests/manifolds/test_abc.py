@@ -1,5 +1,6 @@
 """The manifold base class is an ABC that enforces its interface; every public method of
-the base class and of every model is fully annotated; curvature is keyword-only."""
+the base class and of every model is fully annotated; curvature is keyword-only; every
+model is an ``nn.Module``."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import typing
 
 import pytest
 import torch
+from torch import nn
 
 from hypermc.manifolds import Euclidean, Lorentz, Manifold, PoincareBall, PoincareHalfspace
 
@@ -31,7 +33,9 @@ ABSTRACT = {
 
 
 def _public_methods(cls: type) -> list[str]:
-    return sorted(n for n, v in inspect.getmembers(cls, inspect.isfunction) if not n.startswith("_")) + ["__init__"]
+    """The public methods hypermc defines (the models are ``nn.Module`` s: torch's own are not ours)."""
+    own = (n for n, v in inspect.getmembers(cls, inspect.isfunction) if v is not getattr(nn.Module, n, None))
+    return sorted(n for n in own if not n.startswith("_")) + ["__init__"]
 
 
 def test_the_abstract_methods():
@@ -112,3 +116,15 @@ def test_euclidean_takes_no_arguments():
         Euclidean(0.0)
     with pytest.raises(TypeError, match="curvature"):
         Euclidean(curvature=0.0)
+
+
+@pytest.mark.parametrize("cls", MODELS, ids=lambda c: c.__name__)
+def test_every_model_is_a_module_without_parameters(cls):
+    """As in geoopt: a fixed model is an ``nn.Module`` with no parameters, so a network can
+    hold it as a submodule (listed, moved and saved with it; nothing to train)."""
+    net = nn.Module()
+    net.manifold = cls()
+    net.lin = nn.Linear(2, 2)
+    assert isinstance(net.manifold, nn.Module) and dict(net.named_children())["manifold"] is net.manifold
+    assert list(net.manifold.parameters()) == [] and set(net.state_dict()) == {"lin.weight", "lin.bias"}
+    assert repr(cls()) in repr(net)
