@@ -154,6 +154,27 @@ def test_animal_scale_table(tmp_path, monkeypatch, capsys):
         assert why in capsys.readouterr().err
 
 
+def test_closure_finetune_table(tmp_path, capsys):
+    """``examples/closure_finetune.py`` (docs/closure.md's RMSprop rows): the construction's
+    MAP / mean rank, then one row per setting; a malformed row is refused by name."""
+    csv = tmp_path / "tree.csv"
+    tree_closure(3, 3).to_csv(csv)
+    out = _run("closure_finetune.py", "--csv", str(csv), "--rows", "lr=0.01", "lr=0.003,scale=1", "--at", "1", "2", "--eval-sample", "10")
+    table = [line for line in out.splitlines() if line.startswith("| ")]
+    assert table[0] == "| lr | rmsprop_eps | scale | construction | epoch 1 | epoch 2 | train s | wall s |"
+    cells = [row.split(" | ") for row in table[1:]]
+    assert [c[:3] for c in cells] == [["| 0.01", "1e-12", "4"], ["| 0.003", "1e-12", "1"]]
+    assert all(c[3] == "1.000 / 1.00" for c in cells)  # a tree: the construction is exact
+    for row in cells:
+        for cell in row[3:-2]:
+            mean_ap, rank = (float(v) for v in cell.split(" / "))
+            assert 0 < mean_ap <= 1 and rank >= 1
+    for bad, why in [("momentum=0.9", "KEY one of lr, rmsprop_eps, scale"), ("lr=fast", "expected a number"), ("lr=0", "positive")]:
+        with pytest.raises(SystemExit):
+            _run("closure_finetune.py", "--csv", str(csv), "--rows", bad)
+        assert why in capsys.readouterr().err
+
+
 def test_animal_optimizers_table(tmp_path, monkeypatch):
     """``examples/animal_optimizers.py`` (docs/training.md's optimizer rows): one row per
     ``OPTIMIZER:LR`` and model, MAP / mean rank at each ``--at`` epoch; a bad setting is refused."""
