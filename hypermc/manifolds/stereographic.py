@@ -109,8 +109,9 @@ class Stereographic(GyrovectorMixin, Manifold):
     def _kappa(self, like: torch.Tensor) -> S.Curvature:
         k = self.k
         # a plain tensor curvature in the points' format (MC points: an exact MC lift, so
-        # every formula runs in MC arithmetic and the gradient reaches k)
-        return common.lift(k, like) if isinstance(k, torch.Tensor) else k
+        # every formula runs in MC arithmetic and the gradient reaches k); an MC one with
+        # MC points of its format only
+        return common.curvature_operand(k, like) if isinstance(k, torch.Tensor) else k
 
     # ---------------------------------------------------------------- geometry
 

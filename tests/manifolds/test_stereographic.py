@@ -322,3 +322,26 @@ def test_bad_learnable_ball_values_are_refused_or_held():
         PoincareBall(c=1e-50, learnable=True)
     with pytest.raises(ValueError, match=r"PoincareBall: c must be a finite number; got inf"):
         PoincareBall(c=torch.tensor(float("inf")), learnable=True)
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: Stereographic(k=hm.mc(-0.5, nc=2, dtype=torch.float64), learnable=True),
+        lambda: PoincareBall(c=hm.mc(0.5, nc=2, dtype=torch.float64), learnable=True),
+    ],
+    ids=["stereographic", "ball"],
+)
+def test_an_mc_curvature_takes_mc_points_of_its_format_only(make):
+    """An MC curvature with plain points (or MC points of another nc) would turn the
+    results into MC numbers without a word: refused, as the learnable hyperboloid does;
+    MC points of its format run in MC arithmetic."""
+    M = make()
+    x = torch.tensor([[0.1, 0.2], [-0.3, 0.05]], dtype=torch.float64)
+    match = r"curvature: an MC curvature \(nc=2, torch\.float64\) needs MC points of the same dtype and nc; got {}"
+    with pytest.raises(TypeError, match=match.format(r"plain torch\.float64")):
+        M.dist(x, x.flip(0))
+    with pytest.raises(TypeError, match=match.format(r"MCTensor nc=3 torch\.float64")):
+        M.dist0(hm.mc(x, nc=3))
+    d = M.dist(hm.mc(x, nc=2), hm.mc(x.flip(0), nc=2))
+    assert isinstance(d, hm.MCTensor) and d.nc == 2 and bool((d.approx() > 0).all())

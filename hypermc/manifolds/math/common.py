@@ -42,6 +42,7 @@ __all__ = [
     "scale_c",
     "tensor_c_power",
     "lift",
+    "curvature_operand",
     "sqnorm",
     "norm",
     "dot",
@@ -215,6 +216,24 @@ def tensor_c_power(c: torch.Tensor, power: float, like: torch.Tensor) -> torch.T
     fn = _TENSOR_POWERS.get(float(power))
     if fn is None:
         raise ValueError(f"tensor_c_power: power must be one of {sorted(_TENSOR_POWERS)}; got {power!r}")
+    return fn(curvature_operand(c, like))
+
+
+def curvature_operand(c: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
+    """A tensor curvature (a learnable one) as an operand for points ``like``: a plain
+    ``c`` by :func:`lift`; an MC ``c`` as it is, for MC points of its dtype and ``nc``
+    only (plain points or another format would turn the results into another format
+    without a word: refused).
+
+    Example:
+        >>> k = hm.mc(torch.tensor(-0.5, dtype=torch.float64), nc=2)
+        >>> curvature_operand(k, hm.mc([0.1], nc=2, dtype=torch.float64)) is k
+        True
+        >>> curvature_operand(k, torch.ones(1, dtype=torch.float64))
+        Traceback (most recent call last):
+            ...
+        TypeError: curvature: an MC curvature (nc=2, torch.float64) needs MC points of the same dtype and nc; got plain torch.float64 ...
+    """
     if isinstance(c, MCTensor):
         if not isinstance(like, MCTensor) or (c.dtype, c.nc) != (like.dtype, like.nc):
             seen = f"MCTensor nc={like.nc} {like.dtype}" if isinstance(like, MCTensor) else f"plain {like.dtype}"
@@ -222,7 +241,8 @@ def tensor_c_power(c: torch.Tensor, power: float, like: torch.Tensor) -> torch.T
                 f"curvature: an MC curvature (nc={c.nc}, {c.dtype}) needs MC points of the same dtype and nc; got {seen} "
                 f"(make the points with hm.mc(..., nc={c.nc}) or pass nc={c.nc}, dtype={c.dtype} to origin / random)"
             )
-    return fn(lift(c, like))
+        return c
+    return lift(c, like)
 
 
 def lift(t: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
