@@ -19,6 +19,7 @@ import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
+import hypermc as hm
 from hypermc.mcf import arith, native, registry
 from hypermc.mcf.native import fused as native_fused
 from hypermc.mcf.native import source as native_source
@@ -195,6 +196,20 @@ def test_one_element_expression_keeps_its_constants(monkeypatch):
     monkeypatch.setattr(registry, "_states", {})
     with pytest.warns(RuntimeWarning, match=r"checked elements differ from eager mode"):  # without the mark
         assert native_fused.run(torch.float64, 3, BENCH, ops, (), eager) is None
+
+
+@needs_compiler
+def test_a_first_call_on_an_empty_batch(monkeypatch):
+    """The check at load runs on its own operands: a program whose first call has no
+    elements loads (the check used to reshape the empty operands and fail), also when
+    compiled."""
+    monkeypatch.setattr(registry, "_states", {})
+    empty = torch.empty(0, 3, dtype=torch.float64)
+    res = native_fused.run(torch.float64, 3, BENCH, [empty, empty, torch.ones(1, dtype=torch.float64)], (0,), _bench_eager)
+    assert res is not None and res.out.shape == (0, 3)
+    x = hm.mc(torch.empty(0, 4, dtype=torch.float64), nc=3)
+    f = torch.compile(lambda x: x / (x * x + 1.0), backend="aot_eager", fullgraph=True, dynamic=False)
+    assert f(x).shape == (0, 4)
 
 
 def test_not_used_without_the_per_op_kernels(monkeypatch):

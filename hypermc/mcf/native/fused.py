@@ -159,11 +159,10 @@ def _self_check(
         check = [
             _check_operand(dtype, nc, terms, 7 + i)
             if not broadcast and not constant
-            else first.clone()
+            else _first(o).clone()
             if broadcast
-            else first.expand(*shape, terms).contiguous()  # a constant of a one-element expression
+            else _first(o).expand(*shape, terms).contiguous()  # a constant of a one-element expression
             for i, ((terms, broadcast), o, constant) in enumerate(zip(leaves, operands, constants))
-            for first in [o.reshape(-1, o.shape[-1])[:1].reshape(o.shape[-1])]
         ]
         rows, layout = _rows(check, shape)
         if layout != leaves:
@@ -176,6 +175,12 @@ def _self_check(
             wrong = int((got.view(ints) != want.view(ints)).any(-1).sum())
             return f"{wrong} of {int(res.ok.sum())} checked elements differ from eager mode"
     return None
+
+
+def _first(o: torch.Tensor) -> torch.Tensor:
+    """The first element's terms of an operand ``(*s, terms)`` (a broadcast one, or a
+    one-element expression's constant)."""
+    return o.reshape(-1, o.shape[-1])[:1].reshape(o.shape[-1])
 
 
 def _rows(operands: list[torch.Tensor], shape: tuple[int, ...]) -> tuple[list[tuple[torch.Tensor, int, int]], tuple[Leaf, ...]]:
