@@ -345,3 +345,14 @@ def test_an_mc_curvature_takes_mc_points_of_its_format_only(make):
         M.dist0(hm.mc(x, nc=3))
     d = M.dist(hm.mc(x, nc=2), hm.mc(x.flip(0), nc=2))
     assert isinstance(d, hm.MCTensor) and d.nc == 2 and bool((d.approx() > 0).all())
+
+
+def test_a_fixed_mc_curvature_takes_mc_points_of_its_format_only():
+    """The rule holds for a fixed ``Stereographic`` with an MC ``k`` too."""
+    M = Stereographic(k=hm.mc(-0.5, nc=2, dtype=torch.float64))
+    x = torch.tensor([[0.1, 0.2], [-0.3, 0.05]], dtype=torch.float64)
+    with pytest.raises(TypeError, match=r"needs MC points of the same dtype and nc; got plain torch\.float64"):
+        M.dist(x, x.flip(0))
+    with pytest.raises(TypeError, match=r"needs MC points of the same dtype and nc; got MCTensor nc=3"):
+        M.dist0(hm.mc(x, nc=3))
+    assert M.dist0(hm.mc(x, nc=2)).nc == 2
