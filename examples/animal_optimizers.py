@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import argparse
 
-from near_negatives import prepare, run  # examples/near_negatives.py, beside this script
+from near_negatives import prepare, print_table, run  # examples/near_negatives.py, beside this script
 
 from hypermc import _results
 from hypermc.embed.config import OPTIMIZERS
@@ -60,10 +60,7 @@ def main() -> None:
         for model in args.manifolds:
             cells, seconds = run(graph, 0, at, lr, optimizer, model, args.nc)
             rows.append(f"| {model} {precision} | {optimizer} | {lr:g} | {' | '.join(cells)} | {seconds:.0f} |")
-    print()
-    print("| model | optimizer | lr | " + " | ".join(f"epoch {e}" for e in at) + " | wall s |")
-    print("|---|---|---:|" + "---:|" * len(at) + "---:|")
-    print("\n".join(rows))
+    print_table({"model": "---", "optimizer": "---", "lr": "---:"}, at, rows)
 
 
 if __name__ == "__main__":

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import argparse
 
-from near_negatives import prepare, run  # examples/near_negatives.py, beside this script
+from near_negatives import prepare, print_table, run  # examples/near_negatives.py, beside this script
 
 from hypermc import _results
 
@@ -89,10 +89,7 @@ def main() -> None:
         batch = settings.get("batch_size", 2048)
         other = ", ".join(f"{k.replace('_', ' ')} {v:g}" for k, v in settings.items())
         lines.append(f"| {scale:g} | {lr:g} ({lr / batch:.2g}) | {other} | {' | '.join(cells)} | {seconds:.0f} |")
-    print()
-    print("| scale | lr (per edge) | other | " + " | ".join(f"epoch {e}" for e in at) + " | wall s |")
-    print("|---:|---:|---|" + "---:|" * len(at) + "---:|")
-    print("\n".join(lines))
+    print_table({"scale": "---:", "lr (per edge)": "---:", "other": "---"}, at, lines)
 
 
 if __name__ == "__main__":

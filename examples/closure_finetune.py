@@ -22,6 +22,7 @@ import argparse
 import time
 
 import torch
+from near_negatives import print_table  # examples/near_negatives.py, beside this script
 
 from hypermc import _results
 from hypermc.data import load_edges, wordnet_closure
@@ -115,10 +116,7 @@ def main() -> None:
             f"| {settings['lr']:g} | {settings['rmsprop_eps']:g} | {settings['scale']:g} | {construction} | {' | '.join(cells)} "
             f"| {trained:.0f} | {time.perf_counter() - began:.0f} |"
         )
-    print()
-    print("| lr | rmsprop_eps | scale | construction | " + " | ".join(f"epoch {e}" for e in at) + " | train s | wall s |")
-    print("|---:|---:|---:|---:|" + "---:|" * len(at) + "---:|---:|")
-    print("\n".join(lines))
+    print_table(dict.fromkeys(("lr", "rmsprop_eps", "scale", "construction"), "---:"), at, lines, ("train s", "wall s"))
 
 
 if __name__ == "__main__":

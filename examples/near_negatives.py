@@ -78,6 +78,15 @@ def run(
     return cells, time.perf_counter() - start
 
 
+def print_table(lead: dict[str, str], at: list[int], rows: list[str], tail: tuple[str, ...] = ("wall s",)) -> None:
+    """The Markdown table of ``rows``: the ``lead`` columns (name -> alignment), one column
+    per epoch of ``at`` and the ``tail`` columns (right-aligned), after a blank line."""
+    print()
+    print("| " + " | ".join([*lead, *(f"epoch {e}" for e in at), *tail]) + " |")
+    print("|" + "".join(f"{a}|" for a in lead.values()) + "---:|" * (len(at) + len(tail)))
+    print("\n".join(rows))
+
+
 def prepare(p: argparse.ArgumentParser, args: argparse.Namespace, label: str = "") -> tuple:
     """The checked ``--at`` epochs and the subtree graph of ``--csv`` / ``--root`` (threads set,
     one line printed): the set-up of this script and of ``examples/animal_optimizers.py``."""
@@ -104,10 +113,7 @@ def main() -> None:
     for near in args.near:
         cells, seconds = run(graph, near, at, args.lr)
         rows.append(f"| {near} | {' | '.join(cells)} | {seconds:.0f} |")
-    print()
-    print("| near negatives (of 50) | " + " | ".join(f"epoch {e}" for e in at) + " | wall s |")
-    print("|---:|" + "---:|" * len(at) + "---:|")
-    print("\n".join(rows))
+    print_table({"near negatives (of 50)": "---:"}, at, rows)
 
 
 if __name__ == "__main__":

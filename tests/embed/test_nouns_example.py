@@ -154,11 +154,12 @@ def test_animal_scale_table(tmp_path, monkeypatch, capsys):
         assert why in capsys.readouterr().err
 
 
-def test_closure_finetune_table(tmp_path, capsys):
+def test_closure_finetune_table(tmp_path, monkeypatch, capsys):
     """``examples/closure_finetune.py`` (docs/closure.md's RMSprop rows): the construction's
     MAP / mean rank, then one row per setting; a malformed row is refused by name."""
     csv = tmp_path / "tree.csv"
     tree_closure(3, 3).to_csv(csv)
+    monkeypatch.syspath_prepend(str(ROOT / "examples"))  # its sibling imports
     out = _run("closure_finetune.py", "--csv", str(csv), "--rows", "lr=0.01", "lr=0.003,scale=1", "--at", "1", "2", "--eval-sample", "10")
     table = [line for line in out.splitlines() if line.startswith("| ")]
     assert table[0] == "| lr | rmsprop_eps | scale | construction | epoch 1 | epoch 2 | train s | wall s |"
