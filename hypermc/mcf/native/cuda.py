@@ -259,7 +259,7 @@ def _spec(name: str, nc: int) -> dict[tuple[str, int], tuple[list[str], dict[str
         ("mul", 1): (ns._mul_body(nc, 1), {"x": nc, "y": 1}, [], nc, []),
         ("mul", nc): (ns._mul_body(nc, nc), {"x": nc, "y": nc}, [], nc, []),
         ("div", 0): (ns._div_body(nc), {"x": nc, "y": nc}, [], nc, []),
-        ("sqrt", 0): (ns._sqrt_body(nc), {"x": nc}, ["lo", "hi"], nc, []),
+        ("sqrt", 0): (ns._sqrt_body(name, nc), {"x": nc}, ["lo", "hi"], nc, []),
         # the second passes over what add and mul reject (native.add / native.mul)
         ("add_general", nc): (ns._add_general_body(nc), {"x": nc, "y": nc}, ["sign"], nc, []),
         ("mul_general", 1): (ns._mul_general_body(nc, 1), {"x": nc, "y": 1}, [], nc, []),

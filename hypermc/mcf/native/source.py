@@ -69,7 +69,7 @@ from .. import arith, eft, elementary, fixed, reduce, registry
 from ..eft import unpack
 from .trace import SymVec, inline, trace
 
-__all__ = ["source", "fused_source", "prelude", "op_body", "round_body", "inline_function", "has_sqrt", "NCS", "DTYPES", "FUSED_TILE"]
+__all__ = ["source", "fused_source", "prelude", "op_body", "round_body", "inline_function", "has_sqrt", "sqrt_rescales", "NCS", "DTYPES", "FUSED_TILE"]
 
 NCS = (2, 3, 4)
 #: The component dtypes with a double-word square root kernel (float32 nc = 2 computes its
@@ -346,20 +346,59 @@ def _div_body(nc: int) -> list[str]:
     return _body(net, *_emit_div(net, x, y))
 
 
-def _emit_sqrt(net: _Net, xs: list[str], lo: str, hi: str) -> tuple[list[str], list[str]]:
-    """arith._sqrt_fixed (nc >= 3) where ``lo <= x_0 <= hi`` (``ok`` false elsewhere)."""
+def _emit_sqrt(net: _Net, xs: list[str], lo: str, hi: str, rescale: bool = False) -> tuple[list[str], list[str]]:
+    """arith._sqrt_fixed (nc >= 3) where ``lo <= x_0 <= hi``; ``ok`` false elsewhere,
+    unless ``rescale``: then also where ``0 < x_0 < lo`` by arith._sqrt_rescaled's frame,
+    ``x = 4^k x'`` with ``x'_0`` in ``[1, 4)`` and ``sqrt(x) = 2^k sqrt(x')``. Scaling
+    ``x`` up by ``4^-k`` is exact (a product by a power of two that cannot overflow);
+    scaling the result down by ``2^k`` is checked exact by scaling back (``ok`` false
+    where a component would lose bits as a subnormal number). Inside the range ``k = 0``:
+    the unscaled bits."""
     nc = len(xs)
     inside = net.let(f"((double){xs[0]} >= {lo}) & ((double){xs[0]} <= {hi})", "bool")
-    c = trace(net, arith._sqrt_digits, xs, nc)
+    if not rescale:
+        c = trace(net, arith._sqrt_digits, xs, nc)
+        return c, [net.normalised(c, None), inside]
+    below = net.test(f"mc_normal<T>({xs[0]}) & ({xs[0]} > T(0)) & ((double){xs[0]} < {lo})")
+    # k = floor((e - 1) / 2) for x_0 in [2^(e-1), 2^e): a truncating division of a
+    # positive integer (every exponent of a float is above -2047)
+    e = net.let(f"mc_expo<T>({xs[0]}) + 2047", "mc_int<T>")
+    k = net.let(f"{e} / 2 - 1024", "mc_int<T>")
+    one = _lit(1.0)
+    down = net.select(below, net.let(f"mc_pow2<T>(-{k})"), one)
+    up = net.select(below, net.let(f"mc_pow2<T>({k})"), one)
+    c = trace(net, arith._sqrt_digits, [net.mul(net.mul(x, down), down) for x in xs], nc)
     ok = net.normalised(c, None)
-    return c, [ok, inside]
+    out = [net.mul(ck, up) for ck in c]
+    exact = " & ".join(f"({net.mul(o, down)} == {ck})" for o, ck in zip(out, c))
+    return out, [ok, net.test(f"({inside} | {below}) & {exact}")]
 
 
-def _sqrt_body(nc: int) -> list[str]:
-    """:func:`_emit_sqrt` with the range of the kernel's arguments ``lo`` and ``hi``."""
+def sqrt_rescales(name: str, nc: int) -> bool:
+    """Whether the fused nc >= 3 square root of this dtype rescales the leading components
+    below its range (:func:`_emit_sqrt`): where the range starts above ``2^-p``, i.e.
+    float32 ``nc = 4`` (``[0.25, 2^124]``), which leaves out values that computations
+    meet all the time (a squared norm in the unit ball). The other ranges start at
+    ``2^-26`` (float32 ``nc = 3``) or below ``2^-800`` (float64), and the frame costs
+    25-35 % per element (``bench_ops.py --ops sqrt``), so there the torch path rescales
+    the rare elements below it.
+
+    Example::
+
+        >>> sqrt_rescales("f32", 4), sqrt_rescales("f32", 3), sqrt_rescales("f64", 4)
+        (True, False, False)
+    """
+    p = DTYPES[name][2]
+    bounds = arith._sqrt_range(torch.float32 if name == "f32" else torch.float64, nc)
+    return bounds is not None and bounds[0] > 2.0**-p
+
+
+def _sqrt_body(name: str, nc: int) -> list[str]:
+    """:func:`_emit_sqrt` with the range of the kernel's arguments ``lo`` and ``hi``
+    (rescaling below it where :func:`sqrt_rescales`)."""
     net = _Net()
     xs = [net.let(f"X({k})") for k in range(nc)]
-    return _body(net, *_emit_sqrt(net, xs, "lo", "hi"))
+    return _body(net, *_emit_sqrt(net, xs, "lo", "hi", rescale=sqrt_rescales(name, nc)))
 
 
 def _inline_div(x: SymVec, y: SymVec) -> Any:
@@ -1295,7 +1334,7 @@ def source(name: str, nc: int, part: str = "arith") -> str:
             ctype,
             f"int64_t n, const {ctype} *x, int64_t xse, int64_t xsc, double lo, double hi, {ctype} *out, int64_t os, uint8_t *ok",
             "sqrt(x): arith._sqrt_fixed where lo <= x_0 <= hi",
-            [("true", _sqrt_body(nc))],
+            [("true", _sqrt_body(name, nc))],
             ["x"],
             {"x": nc},
             nc,
@@ -1737,7 +1776,7 @@ def _fused_step(
         if sqrt_range is None or not has_sqrt(name, nc):
             raise ValueError(f"fused_source: no fused square root for {name} nc={nc} (or no range given)")
         lo, hi = (f"{float(v).hex()}" for v in sqrt_range)
-        return _emit_sqrt2(net, args[0], lo, hi) if nc == 2 else _emit_sqrt(net, args[0], lo, hi)
+        return _emit_sqrt2(net, args[0], lo, hi) if nc == 2 else _emit_sqrt(net, args[0], lo, hi, rescale=sqrt_rescales(name, nc))
     x, y = args
     if kind == "div":
         if nc == 2 and name == "f32":
