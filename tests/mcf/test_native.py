@@ -625,6 +625,26 @@ def test_sum_kernel_long_sums_and_thread_split():
     assert _same_bits(threaded, single) and _same_bits(single, _torch_kernels(reduce.sum, y, -1))
 
 
+@needs_compiler
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("nc", NCS)
+def test_sum_kernel_blocked_levels_same_bits_as_the_torch_tree(dtype, nc):
+    """Sums whose terms outgrow source.SUM_CACHE_VALUES: the kernel computes the first
+    levels depth first, tile by tile; the torch tree's bits on both sides of the budget,
+    at lengths whose levels are odd again and again (2^k + 1 carries a row at every
+    level), with cancellation across the halves, and for several sums per block in both
+    layouts."""
+    gen = torch.Generator().manual_seed(12)
+    edge = source.SUM_CACHE_VALUES // (nc + 1)  # terms of one sum whose planes fill the budget
+    for n in (edge, edge + 1, 2**17 + 1, 3 * 2**15 - 1, 100_003):
+        x = hm.mc(torch.randn(n, generator=gen, dtype=torch.float64), nc=nc, dtype=dtype).components * (1 + 2.0**-20)
+        x[n // 2 :: 97] = -x[: n - n // 2 : 97][: len(x[n // 2 :: 97])]  # cancelling pairs across the first level
+        assert _same_bits(reduce.sum(x, 0), _torch_kernels(reduce.sum, x, 0)), n
+    y = hm.mc(torch.randn(3, 50_001, generator=gen, dtype=torch.float64), nc=nc, dtype=dtype).components * (1 + 2.0**-20)
+    for a, d in ((y, 1), (y.transpose(0, 1).contiguous(), 0)):
+        assert _same_bits(reduce.sum(a, d), _torch_kernels(reduce.sum, a, d)), d
+
+
 def test_sum_kernel_does_not_apply():
     """Plain values (nc = 1), float16, an empty axis and tensors that require grad take the
     torch tree (None from the kernel)."""
