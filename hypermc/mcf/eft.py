@@ -27,9 +27,11 @@ References:
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import math
-from collections.abc import Sequence
+import threading
+from collections.abc import Iterator, Sequence
 from fractions import Fraction
 from typing import NamedTuple, cast
 
@@ -643,8 +645,37 @@ def broadcast_shapes(*shapes: Sequence[int]) -> torch.Size:
     return torch.Size(out)
 
 
+#: Set inside :func:`real_tensors_only` (per thread).
+_real_only = threading.local()
+
+
+@contextlib.contextmanager
+def real_tensors_only() -> Iterator[None]:
+    """Inside the block :func:`tracing` is False and :func:`is_traced` is False for every
+    tensor, even while ``torch.compile`` traces: for code that runs on real tensors
+    outside every dispatch mode though a trace is active around it (building and
+    self-checking the fused kernels on their first use, :func:`hypermc.mcf.registry.load`),
+    which must make the choices eager mode makes (the fused multiply-add probe's answer,
+    the checked fast paths), not a trace's.
+
+    Example:
+        >>> with real_tensors_only():
+        ...     tracing()
+        False
+    """
+    old = getattr(_real_only, "on", False)
+    _real_only.on = True
+    try:
+        yield
+    finally:
+        _real_only.on = old
+
+
 def tracing() -> bool:
-    """Whether a ``torch.compile``/export trace is running (Dynamo or AOT dispatch tracing)."""
+    """Whether a ``torch.compile``/export trace is running (Dynamo or AOT dispatch tracing)
+    around code that sees its tensors (never inside :func:`real_tensors_only`)."""
+    if getattr(_real_only, "on", False):
+        return False
     if torch.compiler.is_compiling():
         return True
     if torch._C._len_torch_dispatch_stack() == 0 and TracingContext.try_get() is None:
@@ -659,10 +690,12 @@ def is_traced(t: torch.Tensor) -> bool:
     mode; a trace cannot branch on data, so there they take the general ``where``-based
     path, which gives the same values (it is the path eager takes for non-finite data).
     """
-    if torch.compiler.is_compiling():
-        return True
     if not isinstance(t, torch.Tensor):  # a symbolic element of a kernel generator's trace
         return bool(getattr(t, "symbolic", False))
+    if getattr(_real_only, "on", False):
+        return False
+    if torch.compiler.is_compiling():
+        return True
     return is_fake(t)
 
 

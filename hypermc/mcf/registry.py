@@ -23,6 +23,8 @@ import warnings
 from collections.abc import Callable, Hashable, Iterator
 from typing import Any
 
+from .eft import real_tensors_only
+
 __all__ = [
     "register",
     "register_inline",
@@ -142,10 +144,12 @@ def _open(key: Hashable, open_: Callable[[], Any], check: Callable[[Any], str | 
     if disabled():
         return DISABLED
     # the first use may come while torch.compile traces (fake tensors): the build and the
-    # self-check run on real tensors, outside every dispatch mode
+    # self-check run on real tensors, outside every dispatch mode, and the code they run
+    # (the generators' traced networks, the torch path they are checked against) makes
+    # eager mode's choices, not a trace's (eft.real_tensors_only)
     from torch.utils._python_dispatch import _disable_current_modes
 
-    with _disable_current_modes():
+    with _disable_current_modes(), real_tensors_only():
         return _open_real(key, open_, check, warning)
 
 

@@ -440,20 +440,27 @@ def test_not_fused_without_fused_kernels(monkeypatch):
     assert calls == []
 
 
-def test_compile_as_the_first_mc_operation_of_a_process():
+@pytest.mark.parametrize("backend", ["aot_eager", "inductor"])
+def test_compile_as_the_first_mc_operation_of_a_process(backend):
     """The fused kernels are built and self-checked on first use; when that first use is
     inside ``torch.compile`` (fake tensors), the build and check run on real tensors
-    outside the tracing modes, and the compiled function gives the eager bits."""
+    outside the tracing modes and make eager mode's choices (the fused multiply-add
+    probe's answer: traced as under a trace, the float64 double-word kernels took
+    Dekker's product and failed to build, leaving the whole process on the torch path);
+    the libraries are in use afterwards and the compiled function gives the eager bits."""
     import subprocess
     import sys
 
     code = (
         "import torch, hypermc as hm\n"
-        "x = hm.mc(torch.tensor([1.5, 2.0]), nc=2)\n"
-        "f = torch.compile(lambda x: x * x + 1.0, backend='aot_eager', fullgraph=True, dynamic=False)\n"
-        "y = f(x)\n"
-        "print(torch.equal(y.components, (x * x + 1.0).components))\n"
+        "from hypermc.mcf import native\n"
+        f"f = torch.compile(lambda x: x * x + 1.0, backend={backend!r}, fullgraph=True, dynamic=False)\n"
+        "for dtype in (torch.float32, torch.float64):\n"
+        "    for nc in (2, 3):\n"
+        "        x = hm.mc(torch.tensor([1.5, 2.0, 0.1], dtype=dtype), nc=nc)\n"
+        "        y = f(x)\n"
+        "        print(torch.equal(y.components, (x * x + 1.0).components), native.status(dtype, nc))\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600)
     assert out.returncode == 0, out.stderr[-2000:]
-    assert out.stdout.strip().splitlines()[-1] == "True"
+    assert out.stdout.strip().splitlines()[-4:] == ["True in use"] * 4
