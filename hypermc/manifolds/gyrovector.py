@@ -42,6 +42,13 @@ class GyrovectorMixin:
     def _kappa(self, like: torch.Tensor) -> S.Curvature:
         raise NotImplementedError  # pragma: no cover  (every model using the mixin defines it)
 
+    def _kappa_sign(self) -> int | None:
+        """The sign of ``k`` where the model knows it without reading it (its curvature
+        cannot change sign), else None: the formulas read it from ``k``
+        (:func:`.math.stereographic.sign_of`; for a tensor ``k`` a host sync and, under
+        ``torch.compile``, a graph break)."""
+        return None
+
     def lambda_x(self, x: torch.Tensor, *, keepdim: bool = False) -> torch.Tensor:
         """Conformal factor ``2 / (1 + k|x|^2)``; see :func:`.math.stereographic.lambda_x`.
 
@@ -110,7 +117,7 @@ class GyrovectorMixin:
             tensor([0.8000, 0.0000], dtype=torch.float64)
         """
         self._check("mobius_scalar_mul", x=x)
-        return self.projx(S.mobius_scalar_mul(r, x, self._kappa(x)))
+        return self.projx(S.mobius_scalar_mul(r, x, self._kappa(x), sign=self._kappa_sign()))
 
     def mobius_pointwise_mul(self, w: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
         """``w ⊙ x``; see :func:`.math.stereographic.mobius_pointwise_mul`.
@@ -122,7 +129,7 @@ class GyrovectorMixin:
             tensor([0.8000, 0.0000], dtype=torch.float64)
         """
         self._check("mobius_pointwise_mul", w=w, x=x)
-        return self.projx(S.mobius_pointwise_mul(w, x, self._kappa(x)))
+        return self.projx(S.mobius_pointwise_mul(w, x, self._kappa(x), sign=self._kappa_sign()))
 
     def mobius_matvec(self, m: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
         """``M ⊗ x`` (``Mx = x @ m.T``); see :func:`.math.stereographic.mobius_matvec`.
@@ -139,7 +146,7 @@ class GyrovectorMixin:
             raise ValueError(f"{where}: m must be a matrix (out, {x.shape[-1]}); got shape {tuple(m.shape)}")
         if m.dtype != x.dtype:
             raise TypeError(f"{where}: m has dtype {m.dtype} but x has {x.dtype}")
-        return self.projx(S.mobius_matvec(m, x, self._kappa(x)))
+        return self.projx(S.mobius_matvec(m, x, self._kappa(x), sign=self._kappa_sign()))
 
     def gyration(self, x: torch.Tensor, y: torch.Tensor, z: torch.Tensor) -> torch.Tensor:
         """``gyr[x, y] z``; see :func:`.math.stereographic.gyration`.
@@ -164,7 +171,7 @@ class GyrovectorMixin:
             (True, 0.25)
         """
         self._check("geodesic", x=x, y=y)
-        return self.projx(S.geodesic(t, x, y, self._kappa(x)))
+        return self.projx(S.geodesic(t, x, y, self._kappa(x), sign=self._kappa_sign()))
 
     def transp0(self, y: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
         """Transport from the origin ``D_y u``; see :func:`.math.stereographic.transp0`.
@@ -246,6 +253,7 @@ class GyrovectorMixin:
             keepdim=check_bool(where, "keepdim", keepdim),
             lincomb=check_bool(where, "lincomb", lincomb),
             posweight=check_bool(where, "posweight", posweight),
+            sign=self._kappa_sign(),
         )
         if not mid.dim():
             return mid
@@ -266,7 +274,7 @@ class GyrovectorMixin:
             tensor([-2., -0.])
         """
         self._check("antipode", x=x)
-        return S.antipode(x, self._kappa(x))
+        return S.antipode(x, self._kappa(x), sign=self._kappa_sign())
 
     def mobius_fn_apply(self, fn: Callable[..., torch.Tensor], x: torch.Tensor, *args: Any, **kwargs: Any) -> torch.Tensor:
         """``expmap0(fn(logmap0(x), *args, **kwargs))``.
@@ -279,7 +287,8 @@ class GyrovectorMixin:
         """
         check_callable(f"{type(self).__name__}.mobius_fn_apply", "fn", fn)
         self._check("mobius_fn_apply", x=x)
-        return self.projx(S.mobius_fn_apply(fn, x, *args, k=self._kappa(x), **kwargs))
+        k = self._kappa(x)  # S.mobius_fn_apply with the model's sign (its kwargs are fn's)
+        return self.projx(S.expmap0(fn(S.logmap0(x, k, sign=self._kappa_sign()), *args, **kwargs), k))
 
     def mobius_fn_apply_chain(self, x: torch.Tensor, *fns: Callable[[torch.Tensor], torch.Tensor]) -> torch.Tensor:
         """``expmap0(f_n(... f_1(logmap0(x))))``.
@@ -293,4 +302,4 @@ class GyrovectorMixin:
         for fn in fns:
             check_callable(f"{type(self).__name__}.mobius_fn_apply_chain", "fns", fn)
         self._check("mobius_fn_apply_chain", x=x)
-        return self.projx(S.mobius_fn_apply_chain(x, *fns, k=self._kappa(x)))
+        return self.projx(S.mobius_fn_apply_chain(x, *fns, k=self._kappa(x), sign=self._kappa_sign()))

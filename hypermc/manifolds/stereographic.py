@@ -125,7 +125,7 @@ class Stereographic(GyrovectorMixin, Manifold):
         """
         self._check("dist", x=x, y=y)
         self._check_on("dist", check, x=x, y=y)
-        return S.dist(x, y, self._kappa(x), keepdim=check_bool(f"{type(self).__name__}.dist", "keepdim", keepdim))
+        return S.dist(x, y, self._kappa(x), keepdim=check_bool(f"{type(self).__name__}.dist", "keepdim", keepdim), sign=self._kappa_sign())
 
     def dist0(self, x: torch.Tensor, *, keepdim: bool = False, check: bool = True) -> torch.Tensor:
         """Distance from the origin; see :func:`.math.stereographic.dist0`.
@@ -136,7 +136,7 @@ class Stereographic(GyrovectorMixin, Manifold):
         """
         self._check("dist0", x=x)
         self._check_on("dist0", check, x=x)
-        return S.dist0(x, self._kappa(x), keepdim=check_bool(f"{type(self).__name__}.dist0", "keepdim", keepdim))
+        return S.dist0(x, self._kappa(x), keepdim=check_bool(f"{type(self).__name__}.dist0", "keepdim", keepdim), sign=self._kappa_sign())
 
     def expmap(self, x: torch.Tensor, u: torch.Tensor, *, check: bool = True) -> torch.Tensor:
         """Exponential map; see :func:`.math.stereographic.expmap`.
@@ -162,7 +162,7 @@ class Stereographic(GyrovectorMixin, Manifold):
         """
         self._check("logmap", x=x, y=y)
         self._check_on("logmap", check, x=x, y=y)
-        return S.logmap(x, y, self._kappa(x))
+        return S.logmap(x, y, self._kappa(x), sign=self._kappa_sign())
 
     def expmap0(self, u: torch.Tensor) -> torch.Tensor:
         """``expmap(0, u)``; see :func:`.math.stereographic.expmap0`.
@@ -183,7 +183,7 @@ class Stereographic(GyrovectorMixin, Manifold):
         """
         self._check("logmap0", y=y)
         self._check_on("logmap0", check, y=y)
-        return S.logmap0(y, self._kappa(y))
+        return S.logmap0(y, self._kappa(y), sign=self._kappa_sign())
 
     def retr(self, x: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
         """Retraction ``projx(x + u)``.
@@ -237,7 +237,7 @@ class Stereographic(GyrovectorMixin, Manifold):
             tensor([0.6000, 0.8000], dtype=torch.float64)
         """
         self._check("projx", x=x)
-        return S.projx(x, self.k)
+        return S.projx(x, self.k, sign=self._kappa_sign())
 
     def proju(self, x: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
         """Every vector is tangent: returns ``u``.
@@ -379,6 +379,11 @@ class LearnablePoincareBall(Stereographic):
     def k(self) -> torch.Tensor:  # type: ignore[override]
         """``-c``, the curvature as a tensor with gradients (geoopt's ``k``)."""
         return -self.c
+
+    def _kappa_sign(self) -> int:
+        """-1: ``k = -softplus(isp_c) < 0`` always, so the formulas take the ball's branch
+        without reading ``k`` (no host sync; no graph break under ``torch.compile``)."""
+        return -1
 
     def __repr__(self) -> str:
         return f"PoincareBall(c={-self.curvature:g}, learnable=True)"

@@ -84,12 +84,13 @@ def _learnable(name: str):
     return Lorentz(k=torch.tensor(1.3, dtype=torch.float64), learnable=True)
 
 
-# the stereographic formulas branch on the curvature's sign: a graph break there, where
-# Dynamo warns (UserWarnings of its own, about the tensors it hands across the break)
+# the stereographic formulas branch on the curvature's sign: where it can change (the
+# learnable Stereographic), a graph break, where Dynamo warns (UserWarnings of its own,
+# about the tensors it hands across the break); the learnable ball's is always negative
 _BREAKS = pytest.mark.filterwarnings("ignore::UserWarning")
 
 
-@pytest.mark.parametrize("name", [pytest.param("ball", marks=_BREAKS), pytest.param("stereographic", marks=_BREAKS), "lorentz"])
+@pytest.mark.parametrize("name", ["ball", pytest.param("stereographic", marks=_BREAKS), "lorentz"])
 def test_compiled_learnable_curvature_follows_its_value(name):
     """A compiled step on a learnable curvature reads the curvature's value when it runs:
     SGD on it, compiled and eager, stay together step by step (plain float64 points:
@@ -106,7 +107,9 @@ def test_compiled_learnable_curvature_follows_its_value(name):
         def f(x, y, manifold=manifold):
             return manifold.dist(x, manifold.expmap0(manifold.logmap0(y, check=False)), check=False).sum() + manifold.projx(x).sum()
 
-        fn = torch.compile(f) if compiled else f  # the default: a changed float becomes a symbol
+        # the default (a changed float becomes a symbol); the ball and the hyperboloid in
+        # one graph, with no data-dependent branch left
+        fn = torch.compile(f, fullgraph=name != "stereographic") if compiled else f
         (p,) = manifold.parameters()
         opt = torch.optim.SGD([p], lr=0.01)
         trace = []
@@ -123,14 +126,15 @@ def test_compiled_learnable_curvature_follows_its_value(name):
     torch._dynamo.reset()
 
 
-@pytest.mark.parametrize("name", [pytest.param("ball", marks=_BREAKS), "lorentz"])
+@pytest.mark.parametrize("name", ["ball", pytest.param("stereographic", marks=_BREAKS), "lorentz"])
 def test_compiled_learnable_curvature_on_mc_points(name):
     """MC points on a learnable curvature under torch.compile: eager mode's distances
-    bit for bit, and the curvature's gradient. The hyperboloid's gradient has eager's
-    bits; the ball's graph breaks at the curvature's sign test (a data-dependent branch
-    of the stereographic formulas), and the gradient contributions from the two sides
-    of the break are summed in another order: the same value to the last component's
-    rounding (relative 1e-30 at nc = 2), not the same bits."""
+    bit for bit, and the curvature's gradient. The ball (whose curvature is negative by
+    construction: the formulas need not read its sign) and the hyperboloid compile to one
+    graph, and the gradient has eager's bits; the learnable Stereographic's graph breaks
+    at the sign test (its curvature may cross zero), and the gradient contributions from
+    the two sides of the break are summed in another order: the same value to the last
+    component's rounding (relative 1e-30 at nc = 2), not the same bits."""
     torch._dynamo.reset()
     manifold = _learnable(name)
     gen = torch.Generator().manual_seed(0)
@@ -140,9 +144,9 @@ def test_compiled_learnable_curvature_on_mc_points(name):
     def f(x, y):
         return manifold.dist(x, y, check=False).sum()
 
-    compiled = torch.compile(f, dynamic=False)
+    compiled = torch.compile(f, dynamic=False, fullgraph=name != "stereographic")
     (p,) = manifold.parameters()
-    for value in (0.0137, -0.2937171767861385) if name == "ball" else (1.3, 1.2254758520266475):
+    for value in (0.0137, -0.2937171767861385) if name != "lorentz" else (1.3, 1.2254758520266475):
         with torch.no_grad():
             p.fill_(value)
         out = []
@@ -153,8 +157,48 @@ def test_compiled_learnable_curvature_on_mc_points(name):
             out.append((d, p.grad))
         (de, ge), (dc, gc) = out
         assert torch.equal(de.components, dc.components)
-        if name == "lorentz":
+        if name != "stereographic":
             assert torch.equal(_bits(ge), _bits(gc))
         else:
             assert float(abs(ge - gc)) <= 1e-30 * abs(float(ge))
+    torch._dynamo.reset()
+
+
+@pytest.mark.parametrize("nc", [None, 2])
+def test_compiled_learnable_ball_projx_follows_the_curvature_without_recompiling(nc):
+    """The learnable ball's projx under torch.compile: one graph for every value of the
+    curvature (it reads it when the graph runs; as a float it recompiled at every new
+    value and ran eagerly after the recompile limit), points beyond the edge pulled to
+    it: their deficit is the edge value ``2^8 u^nc`` (MC points: eager mode's bits;
+    plain ones: inductor's arithmetic, a few ulps)."""
+    torch._dynamo.reset()
+    manifold = _learnable("ball")
+    (p,) = manifold.parameters()
+    gen = torch.Generator().manual_seed(3)
+    x = torch.randn(8, 5, dtype=torch.float64, generator=gen)
+    x = x / x.norm(dim=-1, keepdim=True)
+    graphs = []
+
+    def backend(gm, inputs):
+        graphs.append(gm)
+        return gm.forward
+
+    compiled = torch.compile(manifold.projx, fullgraph=True, dynamic=False, backend=backend)
+    u2 = 2.0**-53 if nc is None else 2.0**-106
+    for value in (-1.0, 0.2, 1.3, 2.5):
+        with torch.no_grad():
+            p.fill_(value)
+        c = float(manifold.c.detach())
+        far = x * ((1 + 1e-3) / c**0.5)  # outside the ball
+        if nc is not None:
+            far = hm.mc(far, nc=nc)
+        got, want = compiled(far), manifold.projx(far)
+        d = hm.manifolds.math.common.deficit(got, c=c)
+        lead = d.components[..., 0] if nc is not None else d
+        assert bool(((lead - 2**8 * u2).abs() <= 2**8 * u2 * 0.02).all()), (value, lead)
+        if nc is not None:
+            assert torch.equal(got.components, want.components)
+        else:
+            assert torch.allclose(got, want, rtol=4e-16, atol=0)
+    assert len(graphs) == 1
     torch._dynamo.reset()

@@ -356,3 +356,21 @@ def test_a_fixed_mc_curvature_takes_mc_points_of_its_format_only():
     with pytest.raises(TypeError, match=r"needs MC points of the same dtype and nc; got MCTensor nc=3"):
         M.dist0(hm.mc(x, nc=3))
     assert M.dist0(hm.mc(x, nc=2)).nc == 2
+
+
+def test_a_known_sign_is_used_and_checked():
+    """``sign=``: the caller's sign of ``k`` replaces reading it (the learnable ball's is
+    always -1: no host sync, no graph break), with the same results as reading it; a
+    value other than -1, 0, 1 or None is refused."""
+    x = torch.tensor([[0.5, 0.1], [-0.2, 0.3]], dtype=torch.float64)
+    y = torch.tensor([[0.1, -0.4], [0.3, 0.3]], dtype=torch.float64)
+    for k in (torch.tensor(-0.7, dtype=torch.float64), torch.tensor(0.6, dtype=torch.float64)):
+        s = S.sign_of(k)
+        for f in (S.dist, S.logmap, lambda a, b, k, sign=None: S.mobius_scalar_mul(1.7, a, k, sign=sign)):
+            assert torch.equal(f(x, y, k, sign=s), f(x, y, k))
+        assert torch.equal(S.logmap0(x, k, sign=s), S.logmap0(x, k))
+        assert torch.equal(S.weighted_midpoint(x, k, sign=s), S.weighted_midpoint(x, k))
+    with pytest.raises(ValueError, match=r"sign must be -1, 0, 1 or None \(read from k\); got 2"):
+        S.dist(x, y, -1.0, sign=2)
+    M = PoincareBall(c=torch.tensor(0.7, dtype=torch.float64), learnable=True)
+    assert M._kappa_sign() == -1 and Stereographic(k=-0.7)._kappa_sign() is None

@@ -47,7 +47,7 @@ __all__ = [
 ]
 
 
-def deficit(x: torch.Tensor, *, c: float = 1.0, keepdim: bool = False) -> torch.Tensor:
+def deficit(x: torch.Tensor, *, c: float | torch.Tensor = 1.0, keepdim: bool = False) -> torch.Tensor:
     r"""``D_x = 1 - c |x|^2`` formed at ``nc + 1`` components (see :func:`common.deficit`).
 
     Example:
@@ -61,7 +61,7 @@ def _scale_sqrt_c(z: torch.Tensor, c: float) -> torch.Tensor:
     return common.scale_c(z, c=c, power=0.5)
 
 
-def _scale_inv_sqrt_c(z: torch.Tensor, c: float) -> torch.Tensor:
+def _scale_inv_sqrt_c(z: torch.Tensor, c: float | torch.Tensor) -> torch.Tensor:
     return common.scale_c(z, c=c, power=-0.5)
 
 
@@ -543,7 +543,7 @@ def edge_deficit(x: torch.Tensor, margin_bits: int) -> float:
     return 2.0**margin_bits * max(common.unit_roundoff(x), tiny.smallest_normal * tiny.eps)
 
 
-def projx(x: torch.Tensor, *, c: float = 1.0, margin_bits: int = 8) -> torch.Tensor:
+def projx(x: torch.Tensor, *, c: float | torch.Tensor = 1.0, margin_bits: int = 8) -> torch.Tensor:
     r"""Pull points whose deficit is below half the edge value ``eps`` (:func:`edge_deficit`)
     (beyond the MC range, or outside the ball) back to the radius where ``D = eps``;
     others are unchanged, so ``projx`` is idempotent. NaN stays NaN.

@@ -22,7 +22,9 @@ keep the precision of :mod:`.ball` near the boundary of the ball:
   up to the antipode.
 
 Functions whose form depends on the sign of ``k`` read it once (a host sync for a
-tensor ``k``); both forms agree at ``k = 0``. MCTensors have no ``atan`` op: for
+tensor ``k``, and under ``torch.compile`` a graph break), unless the caller passes
+``sign=`` (a model whose curvature keeps its sign, as the learnable ball's); both forms
+agree at ``k = 0``. MCTensors have no ``atan`` op: for
 ``k > 0`` it is computed by Newton steps on ``tan`` (:func:`atan`).
 
 Reference: Bachmann, Bécigneul, Ganea, "Constant Curvature Graph Convolutional
@@ -108,6 +110,19 @@ def sign_of(k: Curvature) -> int:
     """
     v = float(common.lead(k)) if isinstance(k, torch.Tensor) else float(k)
     return (v > 0) - (v < 0)
+
+
+def _sign(k: Curvature, sign: int | None) -> int:
+    """``sign`` where the caller knows the sign of ``k`` (a model whose curvature cannot
+    change sign, e.g. the learnable ball's ``k = -softplus(.)``), else :func:`sign_of`.
+    Passing it saves the host sync of a tensor ``k``; under ``torch.compile`` it saves a
+    graph break, as the formulas need the sign to choose their branch. A wrong ``sign``
+    gives the formulas of the other sign: the caller vouches for it."""
+    if sign is None:
+        return sign_of(k)
+    if sign not in (-1, 0, 1):
+        raise ValueError(f"stereographic: sign must be -1, 0, 1 or None (read from k); got {sign!r}")
+    return sign
 
 
 def _pi(like: torch.Tensor) -> float | torch.Tensor:
@@ -281,9 +296,10 @@ def egrad2rgrad(x: torch.Tensor, g: torch.Tensor, k: Curvature) -> torch.Tensor:
     return g * (d * d / 4)
 
 
-def projx(x: torch.Tensor, k: Curvature, *, margin_bits: int = 8) -> torch.Tensor:
+def projx(x: torch.Tensor, k: Curvature, *, margin_bits: int = 8, sign: int | None = None) -> torch.Tensor:
     r"""For ``k < 0`` the ball's :func:`.ball.projx` (points beyond the MC range pulled
-    back to its edge; a tensor ``k`` is read as a constant); the identity otherwise.
+    back to its edge; of a tensor ``k`` the leading component is taken, without a gradient,
+    and under ``torch.compile`` read when the graph runs); the identity otherwise.
 
     Example:
         >>> projx(torch.tensor([3.0, 4.0], dtype=torch.float64), -1.0)
@@ -291,9 +307,12 @@ def projx(x: torch.Tensor, k: Curvature, *, margin_bits: int = 8) -> torch.Tenso
         >>> projx(torch.tensor([3.0, 4.0], dtype=torch.float64), 1.0)
         tensor([3., 4.], dtype=torch.float64)
     """
-    if sign_of(k) >= 0:
+    if _sign(k, sign) >= 0:
         return x
-    c = -float(common.lead(k)) if isinstance(k, torch.Tensor) else -float(k)
+    # a tensor k (a learnable curvature): its leading component as a detached 0-d tensor,
+    # which a compiled graph reads when it runs (a float would be a constant of the graph
+    # and recompile it whenever the curvature moves); the same operations in eager mode
+    c = -common.lead(k).detach() if isinstance(k, torch.Tensor) else -float(k)
     return B.projx(x, c=c, margin_bits=margin_bits)
 
 
@@ -412,7 +431,7 @@ def _scaled_image(mx: torch.Tensor, ratio: torch.Tensor, k: Curvature) -> torch.
     return mx * (ratio * tan_ratio(k * rt * rt))
 
 
-def mobius_scalar_mul(r: float | torch.Tensor, x: torch.Tensor, k: Curvature) -> torch.Tensor:
+def mobius_scalar_mul(r: float | torch.Tensor, x: torch.Tensor, k: Curvature, *, sign: int | None = None) -> torch.Tensor:
     r"""Möbius scalar multiplication ``r ⊗ x = tan_k(r artan_k(|x|)) x / |x|``.
 
     Laws: ``1 ⊗ x = x``, ``(r + s) ⊗ x = (r ⊗ x) ⊕ (s ⊗ x)``, ``(rs) ⊗ x = r ⊗ (s ⊗ x)``,
@@ -423,10 +442,10 @@ def mobius_scalar_mul(r: float | torch.Tensor, x: torch.Tensor, k: Curvature) ->
         >>> mobius_scalar_mul(2.0, x, -1.0), mobius_scalar_mul(2.0, x, 0.0)
         (tensor([0.8000, 0.0000], dtype=torch.float64), tensor([1., 0.], dtype=torch.float64))
     """
-    return _scaled_image(x * r, _theta_ratio(x, k, sign_of(k)), k)  # tan_k / z is even: any sign of r
+    return _scaled_image(x * r, _theta_ratio(x, k, _sign(k, sign)), k)  # tan_k / z is even: any sign of r
 
 
-def mobius_pointwise_mul(w: torch.Tensor, x: torch.Tensor, k: Curvature) -> torch.Tensor:
+def mobius_pointwise_mul(w: torch.Tensor, x: torch.Tensor, k: Curvature, *, sign: int | None = None) -> torch.Tensor:
     r"""``w ⊙ x = tan_k(|w x| / |x| artan_k(|x|)) (w x) / |w x|`` (``w x`` elementwise).
 
     Example:
@@ -434,10 +453,10 @@ def mobius_pointwise_mul(w: torch.Tensor, x: torch.Tensor, k: Curvature) -> torc
         >>> mobius_pointwise_mul(torch.tensor([2.0, 2.0], dtype=torch.float64), x, -1.0)  # = 2 ⊗ x
         tensor([0.8000, 0.0000], dtype=torch.float64)
     """
-    return _scaled_image(w * x, _theta_ratio(x, k, sign_of(k)), k)
+    return _scaled_image(w * x, _theta_ratio(x, k, _sign(k, sign)), k)
 
 
-def mobius_matvec(m: torch.Tensor, x: torch.Tensor, k: Curvature) -> torch.Tensor:
+def mobius_matvec(m: torch.Tensor, x: torch.Tensor, k: Curvature, *, sign: int | None = None) -> torch.Tensor:
     r"""``M ⊗ x = tan_k(|Mx| / |x| artan_k(|x|)) Mx / |Mx|`` (``Mx = x @ m^T``).
 
     Example:
@@ -445,7 +464,7 @@ def mobius_matvec(m: torch.Tensor, x: torch.Tensor, k: Curvature) -> torch.Tenso
         >>> mobius_matvec(2 * torch.eye(2, dtype=torch.float64), x, -1.0)
         tensor([[0.8000, 0.0000]], dtype=torch.float64)
     """
-    return _scaled_image(torch.matmul(x, m.transpose(-1, -2)), _theta_ratio(x, k, sign_of(k)), k)
+    return _scaled_image(torch.matmul(x, m.transpose(-1, -2)), _theta_ratio(x, k, _sign(k, sign)), k)
 
 
 def _sqrt_k(k: Curvature, like: torch.Tensor) -> float | torch.Tensor:
@@ -470,7 +489,7 @@ def _artan_of(num: torch.Tensor, den: torch.Tensor, k: Curvature) -> torch.Tenso
     return torch.where(near, out, far)
 
 
-def dist(x: torch.Tensor, y: torch.Tensor, k: Curvature, *, keepdim: bool = False) -> torch.Tensor:
+def dist(x: torch.Tensor, y: torch.Tensor, k: Curvature, *, keepdim: bool = False, sign: int | None = None) -> torch.Tensor:
     r"""Geodesic distance ``d(x, y) = 2 artan_k(|(-x) ⊕ y|)``.
 
     For ``k <= 0`` computed as ``2 arsin_k(|x - y| / sqrt(D_x D_y))`` (the ball's form: no
@@ -486,7 +505,7 @@ def dist(x: torch.Tensor, y: torch.Tensor, k: Curvature, *, keepdim: bool = Fals
     """
     dx, dy = deficit(x, k), deficit(y, k)
     delta = y - x
-    if sign_of(k) <= 0:
+    if _sign(k, sign) <= 0:
         z = common.norm(delta, keepdim=True) / torch.sqrt(dx * dy)
         out = 2 * arsin_k(z, k)
     else:
@@ -508,14 +527,14 @@ def _cos_factor(x: torch.Tensor, y: torch.Tensor, k: Curvature) -> torch.Tensor:
     return torch.where(zero, torch.ones_like(f), f)
 
 
-def dist0(x: torch.Tensor, k: Curvature, *, keepdim: bool = False) -> torch.Tensor:
+def dist0(x: torch.Tensor, k: Curvature, *, keepdim: bool = False, sign: int | None = None) -> torch.Tensor:
     r"""``d(0, x) = 2 artan_k(|x|)`` (``k <= 0``: ``2 arsin_k(|x| / sqrt(D_x))``).
 
     Example:
         >>> round(float(dist0(torch.tensor([0.5, 0.0], dtype=torch.float64), -1.0)), 9)  # ln 3
         1.098612289
     """
-    out = 2 * common.norm(x, keepdim=True) * _theta_ratio(x, k, sign_of(k))
+    out = 2 * common.norm(x, keepdim=True) * _theta_ratio(x, k, _sign(k, sign))
     return out if keepdim else out[..., 0]
 
 
@@ -529,14 +548,14 @@ def expmap0(u: torch.Tensor, k: Curvature) -> torch.Tensor:
     return u * tan_ratio(k * common.sqnorm(u, keepdim=True))
 
 
-def logmap0(y: torch.Tensor, k: Curvature) -> torch.Tensor:
+def logmap0(y: torch.Tensor, k: Curvature, *, sign: int | None = None) -> torch.Tensor:
     r"""``log_0(y) = artan_k(|y|) y / |y|``.
 
     Example:
         >>> logmap0(torch.tensor([0.5, 0.0], dtype=torch.float64), -1.0)  # atanh(1/2)
         tensor([0.5493, 0.0000], dtype=torch.float64)
     """
-    return y * _theta_ratio(y, k, sign_of(k))
+    return y * _theta_ratio(y, k, _sign(k, sign))
 
 
 def expmap(x: torch.Tensor, u: torch.Tensor, k: Curvature) -> torch.Tensor:
@@ -564,7 +583,7 @@ def expmap(x: torch.Tensor, u: torch.Tensor, k: Curvature) -> torch.Tensor:
     return (dx * s - q * x) / (dx * dv - q)
 
 
-def logmap(x: torch.Tensor, y: torch.Tensor, k: Curvature) -> torch.Tensor:
+def logmap(x: torch.Tensor, y: torch.Tensor, k: Curvature, *, sign: int | None = None) -> torch.Tensor:
     r"""Logarithmic map ``log_x(y) = (2 / lambda_x) artan_k(|w|) w / |w|``, ``w = (-x) ⊕ y``.
 
     ``w = (D_x (y - x) + k|y - x|^2 x) / (D_x D_y - k|y - x|^2)``; for ``k <= 0`` the
@@ -582,7 +601,7 @@ def logmap(x: torch.Tensor, y: torch.Tensor, k: Curvature) -> torch.Tensor:
     rho2 = common.sqnorm(delta, keepdim=True)
     den = dx * dy - k * rho2
     w = (dx * delta + k * rho2 * x) / den
-    if sign_of(k) <= 0:
+    if _sign(k, sign) <= 0:
         z = torch.sqrt(rho2) / torch.sqrt(dx * dy)
         h = arsin_k(z, k)
         return w * (dx / tan_ratio(k * h * h))
@@ -629,7 +648,7 @@ def transp0back(y: torch.Tensor, u: torch.Tensor, k: Curvature) -> torch.Tensor:
     return u / deficit(y, k)
 
 
-def geodesic(t: float | torch.Tensor, x: torch.Tensor, y: torch.Tensor, k: Curvature) -> torch.Tensor:
+def geodesic(t: float | torch.Tensor, x: torch.Tensor, y: torch.Tensor, k: Curvature, *, sign: int | None = None) -> torch.Tensor:
     r"""The geodesic through ``x`` (``t = 0``) and ``y`` (``t = 1``):
     ``gamma(t) = x ⊕ (t ⊗ ((-x) ⊕ y)) = exp_x(t log_x(y))`` (the second form is used).
 
@@ -639,7 +658,7 @@ def geodesic(t: float | torch.Tensor, x: torch.Tensor, y: torch.Tensor, k: Curva
         >>> round(float(dist(x, m, -1.0) - dist(m, y, -1.0)), 12)
         0.0
     """
-    return expmap(x, t * logmap(x, y, k), k)
+    return expmap(x, t * logmap(x, y, k, sign=sign), k)
 
 
 def dist2plane(
@@ -678,14 +697,14 @@ def dist2plane(
     return out if keepdim else out[..., 0]
 
 
-def antipode(x: torch.Tensor, k: Curvature) -> torch.Tensor:
+def antipode(x: torch.Tensor, k: Curvature, *, sign: int | None = None) -> torch.Tensor:
     r"""The antipode: ``-x / (k |x|^2)`` on the sphere (``k > 0``); ``-x`` otherwise (geoopt's convention).
 
     Example:
         >>> antipode(torch.tensor([0.5, 0.0]), 1.0), antipode(torch.tensor([0.5, 0.0]), -1.0)
         (tensor([-2., -0.]), tensor([-0.5000, -0.0000]))
     """
-    if sign_of(k) <= 0:
+    if _sign(k, sign) <= 0:
         return -x
     return -x / (k * common.sqnorm(x, keepdim=True))
 
@@ -700,6 +719,7 @@ def weighted_midpoint(
     keepdim: bool = False,
     lincomb: bool = False,
     posweight: bool = False,
+    sign: int | None = None,
 ) -> torch.Tensor:
     r"""Weighted gyromidpoint (Ungar 2010), geoopt's conventions.
 
@@ -737,22 +757,22 @@ def weighted_midpoint(
         # carry that dim (size 1) at ``dim``
         w = weights.unsqueeze(-1) if weights.dim() < nd else weights.movedim(dim, -1)
     if posweight and bool((common.lead(w) < 0).any()):
-        xl = torch.where(common.lead(w) < 0, antipode(xl, k), xl)
+        xl = torch.where(common.lead(w) < 0, antipode(xl, k, sign=sign), xl)
         w = torch.abs(w)
     dxs = deficit(xl, k)
     gamma = 2 / dxs
     gm1 = (1 - k * common.sqnorm(xl, keepdim=True)) / dxs
     num = torch.sum(w * gamma * xl, dim=red_l, keepdim=True)
     den = torch.sum((w * gm1).expand(gamma.shape), dim=red_l, keepdim=True)
-    mid = mobius_scalar_mul(0.5, num / den, k)
-    if sign_of(k) > 0:
-        anti = antipode(mid, k)
-        a_d = torch.sum(dist(mid, xl, k, keepdim=True), dim=red_l, keepdim=True)
-        b_d = torch.sum(dist(anti, xl, k, keepdim=True), dim=red_l, keepdim=True)
+    mid = mobius_scalar_mul(0.5, num / den, k, sign=sign)
+    if _sign(k, sign) > 0:
+        anti = antipode(mid, k, sign=1)
+        a_d = torch.sum(dist(mid, xl, k, keepdim=True, sign=1), dim=red_l, keepdim=True)
+        b_d = torch.sum(dist(anti, xl, k, keepdim=True, sign=1), dim=red_l, keepdim=True)
         mid = torch.where(common.lead(b_d) < common.lead(a_d), anti, mid)
     if lincomb:
         alpha = torch.sum(w.expand(gamma.shape), dim=red_l, keepdim=True)
-        mid = mobius_scalar_mul(alpha, mid, k)
+        mid = mobius_scalar_mul(alpha, mid, k, sign=sign)
     mid = mid.movedim(-1, dim)
     if not keepdim:
         for d in sorted(red, reverse=True):
@@ -771,7 +791,9 @@ def mobius_fn_apply(fn: Callable[..., torch.Tensor], x: torch.Tensor, *args: Any
     return expmap0(fn(logmap0(x, k), *args, **kwargs), k)
 
 
-def mobius_fn_apply_chain(x: torch.Tensor, *fns: Callable[[torch.Tensor], torch.Tensor], k: Curvature) -> torch.Tensor:
+def mobius_fn_apply_chain(
+    x: torch.Tensor, *fns: Callable[[torch.Tensor], torch.Tensor], k: Curvature, sign: int | None = None
+) -> torch.Tensor:
     r"""``(f_n ∘ ... ∘ f_1)^⊗(x)``: one ``log_0``, the functions in order, one ``exp_0``.
 
     Example:
@@ -779,7 +801,7 @@ def mobius_fn_apply_chain(x: torch.Tensor, *fns: Callable[[torch.Tensor], torch.
         >>> bool(torch.allclose(mobius_fn_apply_chain(x, lambda u: 2 * u, lambda u: 1.5 * u, k=-1.0), mobius_scalar_mul(3.0, x, -1.0)))
         True
     """
-    u = logmap0(x, k)
+    u = logmap0(x, k, sign=sign)
     for fn in fns:
         u = fn(u)
     return expmap0(u, k)
