@@ -383,8 +383,7 @@ def sqrt_rescales(name: str, nc: int) -> bool:
     25-35 % per element (``bench_ops.py --ops sqrt``), so there the torch path rescales
     the rare elements below it.
 
-    Example::
-
+    Example:
         >>> sqrt_rescales("f32", 4), sqrt_rescales("f32", 3), sqrt_rescales("f64", 4)
         (True, False, False)
     """
