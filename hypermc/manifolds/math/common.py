@@ -326,7 +326,9 @@ def _pow2_like(x0: torch.Tensor) -> torch.Tensor:
 
 def ldexp(x: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
     """``x * 2^k`` for an integer tensor ``k`` (broadcast; exact unless the result
-    over- or underflows), applied in two halves so that ``2^k`` itself stays in range.
+    over- or underflows): one product where every ``2^k`` is a float of ``x``'s dtype,
+    else two halves so that each factor stays in range (while ``torch.compile`` traces:
+    always the halves, with no data-dependent branch).
 
     Example:
         >>> ldexp(torch.tensor([1.0, 3.0]), torch.tensor([-2, 1]))
@@ -335,9 +337,21 @@ def ldexp(x: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
         >>> f"{float(y):.4e}"
         '1.3583e+31'
     """
-    h = torch.div(k, 2, rounding_mode="floor")
     one = torch.ones(k.shape, dtype=x.dtype, device=k.device)
+    if k.numel() and not torch.compiler.is_compiling():
+        lo, hi = torch.aminmax(k)
+        least, most = _pow2_exponents(x.dtype)
+        if int(lo) >= least and int(hi) <= most:  # every 2^k a float: one exact product, not two
+            return x * torch.ldexp(one, k)
+    h = torch.div(k, 2, rounding_mode="floor")
     return x * torch.ldexp(one, h) * torch.ldexp(one, k - h)
+
+
+@functools.cache
+def _pow2_exponents(dtype: torch.dtype) -> tuple[int, int]:
+    """The ``k`` whose ``2^k`` is a float of ``dtype`` (subnormal or normal): ``[lo, hi]``."""
+    fi = torch.finfo(dtype)
+    return math.frexp(fi.tiny)[1] - float_format(dtype).p, math.frexp(fi.max)[1] - 1
 
 
 def scaled_sqnorm(v: torch.Tensor, keepdim: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
