@@ -489,8 +489,7 @@ def _power_of_two_scale(delta: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor
     lead = common.lead(delta).abs().amax(dim=-1, keepdim=True)
     lowest = math.frexp(torch.finfo(lead.dtype).smallest_normal)[1]
     exponent = torch.frexp(lead).exponent.clamp_min(lowest)
-    one = torch.ones_like(lead)
-    return torch.ldexp(one, -exponent), torch.ldexp(one, exponent)
+    return common.pow2(-exponent, lead.dtype), common.pow2(exponent, lead.dtype)
 
 
 def inner(x: torch.Tensor, u: torch.Tensor, v: torch.Tensor, *, c: float = 1.0, keepdim: bool = False) -> torch.Tensor:
