@@ -354,9 +354,9 @@ def pow2(k: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
 
 def ldexp(x: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
     """``x * 2^k`` for an integer tensor ``k`` (broadcast; exact unless the result
-    over- or underflows): one product where every ``2^k`` is a float of ``x``'s dtype,
-    else two halves so that each factor stays in range (while ``torch.compile`` traces:
-    always the halves, with no data-dependent branch).
+    over- or underflows): on the CPU one product where every ``2^k`` is a float of
+    ``x``'s dtype, else two halves so that each factor stays in range (on a GPU and while
+    ``torch.compile`` traces always the halves: no host sync, no data-dependent branch).
 
     Example:
         >>> ldexp(torch.tensor([1.0, 3.0]), torch.tensor([-2, 1]))
@@ -365,7 +365,7 @@ def ldexp(x: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
         >>> f"{float(y):.4e}"
         '1.3583e+31'
     """
-    if k.numel() and not torch.compiler.is_compiling():
+    if k.device.type == "cpu" and k.numel() and not torch.compiler.is_compiling():  # (a GPU would wait for the test)
         lo, hi = torch.aminmax(k)
         least, most = _pow2_exponents(x.dtype)
         if int(lo) >= least and int(hi) <= most:  # every 2^k a float: one exact product, not two
