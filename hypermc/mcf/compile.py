@@ -128,7 +128,7 @@ from torch._subclasses.functional_tensor import FunctionalTensor
 from torch.utils._pytree import tree_flatten, tree_unflatten
 from torch.utils.weak import WeakIdKeyDictionary
 
-from .eft import is_traced
+from .eft import is_traced, real_tensors_only
 from .native import fused as native_fused
 
 if TYPE_CHECKING:
@@ -323,6 +323,11 @@ def run_spec(spec: str, tensors: list[torch.Tensor], mc_type: type[MCTensor], di
         >>> [t.tolist() for t in out]  # (1 + 2^-30)^2 = (1 + 2^-29) + 2^-60
         [[[1.0000000018626451, 8.673617379884035e-19]]]
     """
+    with real_tensors_only():  # real tensors, eager mode's choices (also in the fake run's stand-ins)
+        return _run_spec(spec, tensors, mc_type, dispatch_impl)
+
+
+def _run_spec(spec: str, tensors: list[torch.Tensor], mc_type: type[MCTensor], dispatch_impl: Callable) -> list[torch.Tensor]:
     d = _parsed(spec)
     func = _op_from_name(d["op"])
     args = _decode({"tu": d["args"]}, tensors, mc_type)
