@@ -22,7 +22,7 @@ from typing import Any, cast
 import torch
 
 from ...mcf.eft import all_true, tracing
-from ...mcf.tensor import MCTensor
+from ...mcf.tensor import MCTensor, implements
 from . import common
 
 __all__ = [
@@ -157,10 +157,10 @@ class _MCDist(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx: Any, x: torch.Tensor, y: torch.Tensor, c: float) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:  # noqa: D102
-        dx, dy = deficit(x, c=c), deficit(y, c=c)
-        e, k = common.scaled_to_unit(x - y)
-        s, k = common.sqnorm(e), k[..., 0]
-        d = _dist_from_scaled(s, k, dx, dy, c)
+        # while torch.compile traces: one opaque op computing the same (traced, its dozen
+        # ops and their guards cost ~1.5x eager mode's time)
+        parts = torch.ops.hypermc.ball_dist_parts if torch.compiler.is_compiling() else _dist_parts
+        d, dx, dy, e, s, k = parts(x, y, c)
         ctx.save_for_backward(x, y, dx, dy, e, s, k)
         ctx.c = c
         ctx.mark_non_differentiable(dx, dy)
@@ -189,6 +189,35 @@ class _MCDist(torch.autograd.Function):
         gx = ae + x * (cn / dx).unsqueeze(-1) if need_x else None
         gy = y * (cn / dy).unsqueeze(-1) - ae if need_y else None
         return _unbroadcast(gx, x), _unbroadcast(gy, y), None
+
+
+def _dist_parts(x: torch.Tensor, y: torch.Tensor, c: float) -> tuple[torch.Tensor, ...]:
+    """:class:`_MCDist`'s forward: the distance, the deficits, the scaled difference
+    ``e = (x - y) 2^-k``, ``s = |e|^2`` and ``k``."""
+    dx, dy = deficit(x, c=c), deficit(y, c=c)
+    e, k = common.scaled_to_unit(x - y)
+    s, k = common.sqnorm(e), k[..., 0]
+    return _dist_from_scaled(s, k, dx, dy, c), dx, dy, e, s, k
+
+
+@torch.library.custom_op("hypermc::ball_dist_parts", mutates_args=())
+def _dist_parts_op(x: torch.Tensor, y: torch.Tensor, c: float) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """:func:`_dist_parts` as one op (MC operands through their dispatch table: one
+    ``hypermc::mc_op`` in a compiled graph)."""
+    return tuple(t.detach().clone() for t in _dist_parts(x.detach(), y.detach(), c))  # type: ignore[return-value]
+
+
+@_dist_parts_op.register_fake
+def _dist_parts_fake(x: torch.Tensor, y: torch.Tensor, c: float) -> tuple[torch.Tensor, ...]:
+    shape = torch.broadcast_shapes(x.shape, y.shape)
+    rows = shape[:-1]
+    return (x.new_empty(rows), x.new_empty(x.shape[:-1]), y.new_empty(y.shape[:-1]), x.new_empty(shape), x.new_empty(rows),
+            x.new_empty(rows, dtype=torch.int32))
+
+
+@implements(torch.ops.hypermc.ball_dist_parts.default)
+def _dist_parts_mc(func: torch._ops.OpOverload, x: torch.Tensor, y: torch.Tensor, c: float) -> tuple[torch.Tensor, ...]:
+    return _dist_parts(x, y, c)
 
 
 def _unbroadcast(g: torch.Tensor | None, like: torch.Tensor) -> torch.Tensor | None:
