@@ -207,7 +207,8 @@ def test_compiled_learnable_ball_projx_follows_the_curvature_without_recompiling
 def test_compiled_mc_ball_distance_is_one_opaque_op(monkeypatch):
     """A compiled MC ball distance runs its forward as one ``hypermc::mc_op``
     (``hypermc::ball_dist_parts``: eager mode's code, hence its bits) instead of the
-    dozen traced ops that made it ~1.5x slower than eager mode."""
+    dozen traced ops that made it ~1.5x slower than eager mode, and its closed-form
+    gradient as one more (``hypermc::ball_dist_grads``), with eager mode's bits."""
     import json
 
     from hypermc.mcf import compile as mc_compile
@@ -230,4 +231,16 @@ def test_compiled_mc_ball_distance_is_one_opaque_op(monkeypatch):
     got = compiled(x, y)
     assert ops == ["hypermc.ball_dist_parts.default"]
     assert torch.equal(got.components, manifold.dist(x, y, check=False).components)
+    monkeypatch.setattr(mc_compile, "run_spec", run)
+    grads = []
+    for fn in (lambda a, b: manifold.dist(a, b, check=False), compiled):
+        xg = x.detach().clone().requires_grad_()
+        fn(xg, y).backward(hm.mc(torch.linspace(0.5, 2.0, 16, dtype=torch.float64), nc=2))
+        grads.append(xg.grad)
+        ops.clear()
+        monkeypatch.setattr(mc_compile, "run_spec", spy)
+    assert torch.equal(grads[0].components, grads[1].components)
+    xg = x.detach().clone().requires_grad_()
+    compiled(xg, y).sum().backward()
+    assert ops.count("hypermc.ball_dist_parts.default") == 1 and ops.count("hypermc.ball_dist_grads.default") == 1
     torch._dynamo.reset()

@@ -176,18 +176,10 @@ class _MCDist(torch.autograd.Function):
             wrt = [t for t, need in ((x, need_x), (y, need_y)) if need]
             got = iter(torch.autograd.grad(d, wrt, gd, create_graph=True))
             return (next(got) if need_x else None), (next(got) if need_y else None), None
-        zero = common.lead(s) == 0
-        none = common.nowhere(zero, s)  # the common case: no where (the same values)
-        r = torch.sqrt(s if none else torch.where(zero, torch.ones_like(s), s))
-        n = common.ldexp(r, k)
-        root = torch.sqrt(dx * dy + _scale_c(n * n, c))
-        alpha = gd * 2 / (r * root)  # times e
-        if not none:
-            alpha = torch.where(zero, torch.zeros_like(gd), alpha)
-        cn = _scale_c(n, c) * alpha * r  # 2 c n gd / R; the row's factor of x (y) is cn / D_x (cn / D_y)
-        ae = e * alpha.unsqueeze(-1)
-        gx = ae + x * (cn / dx).unsqueeze(-1) if need_x else None
-        gy = y * (cn / dy).unsqueeze(-1) - ae if need_y else None
+        if torch.compiler.is_compiling():  # one opaque op, as the forward
+            gx, gy = torch.ops.hypermc.ball_dist_grads(gd, x, y, dx, dy, e, s, k, c, need_x, need_y)
+            return (_unbroadcast(gx, x) if need_x else None), (_unbroadcast(gy, y) if need_y else None), None
+        gx, gy = _dist_grads(gd, x, y, dx, dy, e, s, k, c, need_x, need_y)
         return _unbroadcast(gx, x), _unbroadcast(gy, y), None
 
 
@@ -218,6 +210,56 @@ def _dist_parts_fake(x: torch.Tensor, y: torch.Tensor, c: float) -> tuple[torch.
 @implements(torch.ops.hypermc.ball_dist_parts.default)
 def _dist_parts_mc(func: torch._ops.OpOverload, x: torch.Tensor, y: torch.Tensor, c: float) -> tuple[torch.Tensor, ...]:
     return _dist_parts(x, y, c)
+
+
+def _dist_grads(
+    gd: torch.Tensor, x: torch.Tensor, y: torch.Tensor, dx: torch.Tensor, dy: torch.Tensor, e: torch.Tensor, s: torch.Tensor,
+    k: torch.Tensor, c: float, need_x: bool = True, need_y: bool = True,
+) -> tuple[torch.Tensor | None, torch.Tensor | None]:
+    """:class:`_MCDist`'s closed-form gradients (not summed over broadcast dims)."""
+    zero = common.lead(s) == 0
+    none = common.nowhere(zero, s)  # the common case: no where (the same values)
+    r = torch.sqrt(s if none else torch.where(zero, torch.ones_like(s), s))
+    n = common.ldexp(r, k)
+    root = torch.sqrt(dx * dy + _scale_c(n * n, c))
+    alpha = gd * 2 / (r * root)  # times e
+    if not none:
+        alpha = torch.where(zero, torch.zeros_like(gd), alpha)
+    cn = _scale_c(n, c) * alpha * r  # 2 c n gd / R; the row's factor of x (y) is cn / D_x (cn / D_y)
+    ae = e * alpha.unsqueeze(-1)
+    gx = ae + x * (cn / dx).unsqueeze(-1) if need_x else None
+    gy = y * (cn / dy).unsqueeze(-1) - ae if need_y else None
+    return gx, gy
+
+
+@torch.library.custom_op("hypermc::ball_dist_grads", mutates_args=())
+def _dist_grads_op(
+    gd: torch.Tensor, x: torch.Tensor, y: torch.Tensor, dx: torch.Tensor, dy: torch.Tensor, e: torch.Tensor, s: torch.Tensor,
+    k: torch.Tensor, c: float, need_x: bool, need_y: bool,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """:func:`_dist_grads` as one op (MC operands through their dispatch table); a
+    gradient not needed is a 0-d zero."""
+    return _dist_grads_or_zero(*(t.detach() for t in (gd, x, y, dx, dy, e, s, k)), c, need_x, need_y)
+
+
+def _dist_grads_or_zero(*args: Any) -> tuple[torch.Tensor, torch.Tensor]:
+    gx, gy = _dist_grads(*args)
+    x, y = args[1], args[2]
+    return (x.new_zeros(()) if gx is None else gx.clone()), (y.new_zeros(()) if gy is None else gy.clone())
+
+
+@_dist_grads_op.register_fake
+def _dist_grads_fake(gd: torch.Tensor, x: torch.Tensor, y: torch.Tensor, *rest: Any) -> tuple[torch.Tensor, torch.Tensor]:
+    shape = torch.broadcast_shapes(x.shape, y.shape)
+    need_x, need_y = rest[-2:]
+    return x.new_empty(shape if need_x else ()), y.new_empty(shape if need_y else ())
+
+
+@implements(torch.ops.hypermc.ball_dist_grads.default)
+def _dist_grads_mc(func: torch._ops.OpOverload, *args: Any) -> tuple[torch.Tensor, torch.Tensor]:
+    gx, gy = _dist_grads(*args)
+    x, y = args[1], args[2]
+    return (torch.zeros((), dtype=x.dtype) if gx is None else gx), (torch.zeros((), dtype=y.dtype) if gy is None else gy)
 
 
 def _unbroadcast(g: torch.Tensor | None, like: torch.Tensor) -> torch.Tensor | None:
