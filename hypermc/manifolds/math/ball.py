@@ -239,13 +239,13 @@ def _dist_grads_op(
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """:func:`_dist_grads` as one op (MC operands through their dispatch table); a
     gradient not needed is a 0-d zero."""
-    return _dist_grads_or_zero(*(t.detach() for t in (gd, x, y, dx, dy, e, s, k)), c, need_x, need_y)
+    gx, gy = _dist_grads(*(t.detach() for t in (gd, x, y, dx, dy, e, s, k)), c, need_x, need_y)
+    return _or_zero(gx, x).clone(), _or_zero(gy, y).clone()  # outputs of a custom op alias no input
 
 
-def _dist_grads_or_zero(*args: Any) -> tuple[torch.Tensor, torch.Tensor]:
-    gx, gy = _dist_grads(*args)
-    x, y = args[1], args[2]
-    return (x.new_zeros(()) if gx is None else gx.clone()), (y.new_zeros(()) if gy is None else gy.clone())
+def _or_zero(g: torch.Tensor | None, like: torch.Tensor) -> torch.Tensor:
+    """``g``, or a 0-d zero of ``like``'s component dtype and device (a gradient not needed)."""
+    return torch.zeros((), dtype=like.dtype, device=like.device) if g is None else g
 
 
 @_dist_grads_op.register_fake
@@ -258,8 +258,7 @@ def _dist_grads_fake(gd: torch.Tensor, x: torch.Tensor, y: torch.Tensor, *rest: 
 @implements(torch.ops.hypermc.ball_dist_grads.default)
 def _dist_grads_mc(func: torch._ops.OpOverload, *args: Any) -> tuple[torch.Tensor, torch.Tensor]:
     gx, gy = _dist_grads(*args)
-    x, y = args[1], args[2]
-    return (torch.zeros((), dtype=x.dtype) if gx is None else gx), (torch.zeros((), dtype=y.dtype) if gy is None else gy)
+    return _or_zero(gx, args[1]), _or_zero(gy, args[2])
 
 
 def _unbroadcast(g: torch.Tensor | None, like: torch.Tensor) -> torch.Tensor | None:
