@@ -334,6 +334,22 @@ def test_one_call_per_op_whatever_the_size(n):
     assert isinstance(native._load(torch.float64, 3), ctypes.CDLL)
 
 
+def _sqrt_with_kernel_flags(x: torch.Tensor, monkeypatch) -> tuple[list, torch.Tensor]:
+    """``arith.sqrt(x)`` and the ``ok`` flags of each fused-kernel call it made (the
+    library built and self-checked first, outside the count)."""
+    arith.sqrt(x)
+    seen: list = []
+    kernel = registry._kernels["sqrt"]
+
+    def spy(*args):
+        res = kernel(*args)
+        seen.append(None if res is None else res.ok.clone())
+        return res
+
+    monkeypatch.setitem(registry._kernels, "sqrt", spy)
+    return seen, arith.sqrt(x)
+
+
 @needs_compiler
 def test_double_word_sqrt_runs_fused_where_in_range(monkeypatch):
     """float64 nc = 2: the kernel computes arith._sqrt2_network on the elements in
@@ -347,17 +363,7 @@ def test_double_word_sqrt_runs_fused_where_in_range(monkeypatch):
     zero = torch.zeros_like(lead)
     x = _torch_kernels(arith.add, torch.stack([lead, zero], -1), torch.stack([lead * 2.0**-60, zero], -1))
     x[-7:, 1] = 0.0  # the special values' tails (x[-7:] is 0, -0, -4, inf, NaN, 1e300, 1e-300 times 1 + 2^-60)
-    arith.sqrt(x)  # builds and self-checks the library first
-    seen = []
-    kernel = registry._kernels["sqrt"]
-
-    def spy(*args):
-        res = kernel(*args)
-        seen.append(None if res is None else res.ok.clone())
-        return res
-
-    monkeypatch.setitem(registry._kernels, "sqrt", spy)
-    got = arith.sqrt(x)
+    seen, got = _sqrt_with_kernel_flags(x, monkeypatch)
     assert len(seen) == 1
     inside = (x[:, 0] >= lo) & (x[:, 0] <= hi)
     assert torch.equal(seen[0], inside) and int(inside.sum()) == 64 + 3  # and lo, hi, 1e300 (1e-300 < lo)
@@ -386,17 +392,7 @@ def test_float32_nc4_sqrt_rescales_below_its_range_in_the_kernel(monkeypatch):
     x = torch.cat([_torch_kernels(arith.div, hm.mc(lead, nc=4).components, hm.mc(third, nc=4).components), hm.mc(edges, nc=4).components])
     assert bool((x[:64, 3] != 0).all())  # full tails
     lead = x[:, 0]
-    arith.sqrt(x)  # builds and self-checks the library first
-    seen = []
-    kernel = registry._kernels["sqrt"]
-
-    def spy(*args):
-        res = kernel(*args)
-        seen.append(None if res is None else res.ok.clone())
-        return res
-
-    monkeypatch.setitem(registry._kernels, "sqrt", spy)
-    got = arith.sqrt(x)
+    seen, got = _sqrt_with_kernel_flags(x, monkeypatch)
     accepted = seen[0]
     assert bool(accepted[:64].all()) and int((lead[:64] < lo).sum()) > 48  # (2^-42, 1/3]: most below the range
     assert accepted[64:].tolist() == [True, True, True, False, False, True, False, False, False, False, False, False]
