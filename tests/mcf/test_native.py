@@ -23,8 +23,8 @@ from hypothesis import strategies as st
 
 import hypermc as hm
 from hypermc.mcf import arith, elementary, native, reduce, registry
-from hypermc.mcf.native import source
 from hypermc.mcf.eft import float_format, renormalize
+from hypermc.mcf.native import source
 from tests.mcf.test_arith import _cap
 from tests.oracle import expansions
 
@@ -397,6 +397,7 @@ def test_float32_nc4_sqrt_rescales_below_its_range_in_the_kernel(monkeypatch):
     assert bool(accepted[:64].all()) and int((lead[:64] < lo).sum()) > 48  # (2^-42, 1/3]: most below the range
     assert accepted[64:].tolist() == [True, True, True, False, False, True, False, False, False, False, False, False]
     assert _same_bits(got, _torch_kernels(arith.sqrt, x))
+
 
 @needs_compiler
 def test_sqrt_of_an_element_in_range_does_not_depend_on_the_batch():

@@ -193,7 +193,9 @@ def _dist_parts(x: torch.Tensor, y: torch.Tensor, c: float) -> tuple[torch.Tenso
 
 
 @torch.library.custom_op("hypermc::ball_dist_parts", mutates_args=())
-def _dist_parts_op(x: torch.Tensor, y: torch.Tensor, c: float) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+def _dist_parts_op(
+    x: torch.Tensor, y: torch.Tensor, c: float
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
     """:func:`_dist_parts` as one op (MC operands through their dispatch table: one
     ``hypermc::mc_op`` in a compiled graph)."""
     return tuple(t.detach().clone() for t in _dist_parts(x.detach(), y.detach(), c))  # type: ignore[return-value]
@@ -203,8 +205,14 @@ def _dist_parts_op(x: torch.Tensor, y: torch.Tensor, c: float) -> tuple[torch.Te
 def _dist_parts_fake(x: torch.Tensor, y: torch.Tensor, c: float) -> tuple[torch.Tensor, ...]:
     shape = torch.broadcast_shapes(x.shape, y.shape)
     rows = shape[:-1]
-    return (x.new_empty(rows), x.new_empty(x.shape[:-1]), y.new_empty(y.shape[:-1]), x.new_empty(shape), x.new_empty(rows),
-            x.new_empty(rows, dtype=torch.int32))
+    return (
+        x.new_empty(rows),
+        x.new_empty(x.shape[:-1]),
+        y.new_empty(y.shape[:-1]),
+        x.new_empty(shape),
+        x.new_empty(rows),
+        x.new_empty(rows, dtype=torch.int32),
+    )
 
 
 @implements(torch.ops.hypermc.ball_dist_parts.default)
@@ -213,8 +221,17 @@ def _dist_parts_mc(func: torch._ops.OpOverload, x: torch.Tensor, y: torch.Tensor
 
 
 def _dist_grads(
-    gd: torch.Tensor, x: torch.Tensor, y: torch.Tensor, dx: torch.Tensor, dy: torch.Tensor, e: torch.Tensor, s: torch.Tensor,
-    k: torch.Tensor, c: float, need_x: bool = True, need_y: bool = True,
+    gd: torch.Tensor,
+    x: torch.Tensor,
+    y: torch.Tensor,
+    dx: torch.Tensor,
+    dy: torch.Tensor,
+    e: torch.Tensor,
+    s: torch.Tensor,
+    k: torch.Tensor,
+    c: float,
+    need_x: bool = True,
+    need_y: bool = True,
 ) -> tuple[torch.Tensor | None, torch.Tensor | None]:
     """:class:`_MCDist`'s closed-form gradients (not summed over broadcast dims)."""
     zero = common.lead(s) == 0
@@ -234,8 +251,17 @@ def _dist_grads(
 
 @torch.library.custom_op("hypermc::ball_dist_grads", mutates_args=())
 def _dist_grads_op(
-    gd: torch.Tensor, x: torch.Tensor, y: torch.Tensor, dx: torch.Tensor, dy: torch.Tensor, e: torch.Tensor, s: torch.Tensor,
-    k: torch.Tensor, c: float, need_x: bool, need_y: bool,
+    gd: torch.Tensor,
+    x: torch.Tensor,
+    y: torch.Tensor,
+    dx: torch.Tensor,
+    dy: torch.Tensor,
+    e: torch.Tensor,
+    s: torch.Tensor,
+    k: torch.Tensor,
+    c: float,
+    need_x: bool,
+    need_y: bool,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """:func:`_dist_grads` as one op (MC operands through their dispatch table); a
     gradient not needed is a 0-d zero."""

@@ -69,7 +69,19 @@ from .. import arith, eft, elementary, fixed, reduce, registry
 from ..eft import unpack
 from .trace import SymVec, inline, trace
 
-__all__ = ["source", "fused_source", "prelude", "op_body", "round_body", "inline_function", "has_sqrt", "sqrt_rescales", "NCS", "DTYPES", "FUSED_TILE"]
+__all__ = [
+    "source",
+    "fused_source",
+    "prelude",
+    "op_body",
+    "round_body",
+    "inline_function",
+    "has_sqrt",
+    "sqrt_rescales",
+    "NCS",
+    "DTYPES",
+    "FUSED_TILE",
+]
 
 NCS = (2, 3, 4)
 #: The component dtypes with a double-word square root kernel (float32 nc = 2 computes its
@@ -1624,10 +1636,11 @@ def _sum_kernel(name: str, nc: int) -> str:
         return _block_loop(body, "t1[(k) * TB + j]", "t2[(k) * TB + j]", "dst[(k) * ld + j]", [], "      ")
 
     # Levels 1..M of the tree for rows [a, b) of level M, depth first from the terms
-    # (blocked: below, where a level's planes outgrow the cache)
+    # (the kernel calls it where a level's planes outgrow the cache); the level number,
+    # not the lane count, picks the first level's body
     blocked = [
         f"namespace {{ struct {ctx} {{ const {ctype} *x; int64_t xsc, xsi, xsk, c0, width, B, TB; const int64_t *L; {ctype} *tmp; }}; }}",
-        f"// rows [a, b) of level m of reduce.sum's tree (level 0: the terms, an empty guard slot) to dst (slot s at dst + s * ld)",
+        "// rows [a, b) of level m of reduce.sum's tree (level 0: the terms, an empty guard slot) to dst (slot s at dst + s * ld)",
         f"static void {fill}(const {ctx} &t, int m, int64_t a, int64_t b, {ctype} *dst, int64_t ld) {{",
         f"  using T = {ctype};",
         "  const int64_t B = t.B, TB = t.TB;",
@@ -1644,13 +1657,6 @@ def _sum_kernel(name: str, nc: int) -> str:
         f"    T *t1 = t.tmp + (int64_t)(m - 1) * 2 * {slots} * TB, *t2 = t1 + {slots} * TB;",
         f"    {fill}(t, m - 1, a, e, t1, TB);",
         f"    {fill}(t, m - 1, a + h, e + h, t2, TB);",
-        "    const int64_t m = (e - a) * B;",
-        "    if (t.L[m == 0 ? 0 : 0] && &t == &t) {}",
-        "  }",
-        "}",
-    ]
-    # (the level loops need the level number, not the lane count, to pick the first body)
-    blocked = blocked[:-3] + [
         "    const int64_t lanes = (e - a) * B;",
         "    if (m == 1) {",
         "      const int64_t m = lanes;",
@@ -1664,7 +1670,6 @@ def _sum_kernel(name: str, nc: int) -> str:
         f"    {fill}(t, m - 1, t.L[m - 1] - 1, t.L[m - 1], dst + (h - a) * B, ld);",
         "}",
     ]
-    blocked = [line for line in blocked if "const int64_t m = (e - a) * B;" not in line and "&t == &t" not in line]
 
     out = [
         *blocked,
