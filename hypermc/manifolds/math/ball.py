@@ -265,7 +265,8 @@ def _dist_grads_op(
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """:func:`_dist_grads` as one op (MC operands through their dispatch table); a
     gradient not needed is a 0-d zero."""
-    gx, gy = _dist_grads(*(t.detach() for t in (gd, x, y, dx, dy, e, s, k)), c, need_x, need_y)
+    d = [t.detach() for t in (gd, x, y, dx, dy, e, s, k)]
+    gx, gy = _dist_grads(d[0], d[1], d[2], d[3], d[4], d[5], d[6], d[7], c, need_x, need_y)
     return _or_zero(gx, x).clone(), _or_zero(gy, y).clone()  # outputs of a custom op alias no input
 
 
