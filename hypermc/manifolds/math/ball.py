@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import functools
 import math
+from collections.abc import Sequence
 from typing import Any, cast
 
 import torch
@@ -177,9 +178,9 @@ class _MCDist(torch.autograd.Function):
             got = iter(torch.autograd.grad(d, wrt, gd, create_graph=True))
             return (next(got) if need_x else None), (next(got) if need_y else None), None
         if torch.compiler.is_compiling():  # one opaque op, as the forward
-            gx, gy = torch.ops.hypermc.ball_dist_grads(gd, x, y, dx, dy, e, s, k, c, need_x, need_y)
+            gx, gy = torch.ops.hypermc.ball_dist_grads(gd, [x, y, dx, dy, e, s, k], c, need_x, need_y)
             return (_unbroadcast(gx, x) if need_x else None), (_unbroadcast(gy, y) if need_y else None), None
-        gx, gy = _dist_grads(gd, x, y, dx, dy, e, s, k, c, need_x, need_y)
+        gx, gy = _dist_grads(gd, (x, y, dx, dy, e, s, k), c, need_x, need_y)
         return _unbroadcast(gx, x), _unbroadcast(gy, y), None
 
 
@@ -221,19 +222,11 @@ def _dist_parts_mc(func: torch._ops.OpOverload, x: torch.Tensor, y: torch.Tensor
 
 
 def _dist_grads(
-    gd: torch.Tensor,
-    x: torch.Tensor,
-    y: torch.Tensor,
-    dx: torch.Tensor,
-    dy: torch.Tensor,
-    e: torch.Tensor,
-    s: torch.Tensor,
-    k: torch.Tensor,
-    c: float,
-    need_x: bool = True,
-    need_y: bool = True,
+    gd: torch.Tensor, saved: Sequence[torch.Tensor], c: float, need_x: bool = True, need_y: bool = True
 ) -> tuple[torch.Tensor | None, torch.Tensor | None]:
-    """:class:`_MCDist`'s closed-form gradients (not summed over broadcast dims)."""
+    """:class:`_MCDist`'s closed-form gradients (not summed over broadcast dims) from its
+    saved tensors ``x, y, dx, dy, e, s, k``."""
+    x, y, dx, dy, e, s, k = saved
     zero = common.lead(s) == 0
     none = common.nowhere(zero, s)  # the common case: no where (the same values)
     r = torch.sqrt(s if none else torch.where(zero, torch.ones_like(s), s))
@@ -250,24 +243,11 @@ def _dist_grads(
 
 
 @torch.library.custom_op("hypermc::ball_dist_grads", mutates_args=())
-def _dist_grads_op(
-    gd: torch.Tensor,
-    x: torch.Tensor,
-    y: torch.Tensor,
-    dx: torch.Tensor,
-    dy: torch.Tensor,
-    e: torch.Tensor,
-    s: torch.Tensor,
-    k: torch.Tensor,
-    c: float,
-    need_x: bool,
-    need_y: bool,
-) -> tuple[torch.Tensor, torch.Tensor]:
+def _dist_grads_op(gd: torch.Tensor, saved: list[torch.Tensor], c: float, need_x: bool, need_y: bool) -> tuple[torch.Tensor, torch.Tensor]:
     """:func:`_dist_grads` as one op (MC operands through their dispatch table); a
     gradient not needed is a 0-d zero."""
-    d = [t.detach() for t in (gd, x, y, dx, dy, e, s, k)]
-    gx, gy = _dist_grads(d[0], d[1], d[2], d[3], d[4], d[5], d[6], d[7], c, need_x, need_y)
-    return _or_zero(gx, x).clone(), _or_zero(gy, y).clone()  # outputs of a custom op alias no input
+    gx, gy = _dist_grads(gd.detach(), [t.detach() for t in saved], c, need_x, need_y)
+    return _or_zero(gx, saved[0]).clone(), _or_zero(gy, saved[1]).clone()  # outputs of a custom op alias no input
 
 
 def _or_zero(g: torch.Tensor | None, like: torch.Tensor) -> torch.Tensor:
@@ -276,16 +256,20 @@ def _or_zero(g: torch.Tensor | None, like: torch.Tensor) -> torch.Tensor:
 
 
 @_dist_grads_op.register_fake
-def _dist_grads_fake(gd: torch.Tensor, x: torch.Tensor, y: torch.Tensor, *rest: Any) -> tuple[torch.Tensor, torch.Tensor]:
+def _dist_grads_fake(
+    gd: torch.Tensor, saved: list[torch.Tensor], c: float, need_x: bool, need_y: bool
+) -> tuple[torch.Tensor, torch.Tensor]:
+    x, y = saved[0], saved[1]
     shape = torch.broadcast_shapes(x.shape, y.shape)
-    need_x, need_y = rest[-2:]
     return x.new_empty(shape if need_x else ()), y.new_empty(shape if need_y else ())
 
 
 @implements(torch.ops.hypermc.ball_dist_grads.default)
-def _dist_grads_mc(func: torch._ops.OpOverload, *args: Any) -> tuple[torch.Tensor, torch.Tensor]:
-    gx, gy = _dist_grads(*args)
-    return _or_zero(gx, args[1]), _or_zero(gy, args[2])
+def _dist_grads_mc(
+    func: torch._ops.OpOverload, gd: torch.Tensor, saved: list[torch.Tensor], c: float, need_x: bool, need_y: bool
+) -> tuple[torch.Tensor, torch.Tensor]:
+    gx, gy = _dist_grads(gd, saved, c, need_x, need_y)
+    return _or_zero(gx, saved[0]), _or_zero(gy, saved[1])
 
 
 def _unbroadcast(g: torch.Tensor | None, like: torch.Tensor) -> torch.Tensor | None:
