@@ -287,8 +287,9 @@ class GyrovectorMixin:
         """
         check_callable(f"{type(self).__name__}.mobius_fn_apply", "fn", fn)
         self._check("mobius_fn_apply", x=x)
-        k = self._kappa(x)  # S.mobius_fn_apply with the model's sign (its kwargs are fn's)
-        return self.projx(S.expmap0(fn(S.logmap0(x, k, sign=self._kappa_sign()), *args, **kwargs), k))
+        # the chain of one function, which takes the model's sign (mobius_fn_apply's keyword
+        # arguments are fn's)
+        return self.projx(S.mobius_fn_apply_chain(x, lambda u: fn(u, *args, **kwargs), k=self._kappa(x), sign=self._kappa_sign()))
 
     def mobius_fn_apply_chain(self, x: torch.Tensor, *fns: Callable[[torch.Tensor], torch.Tensor]) -> torch.Tensor:
         """``expmap0(f_n(... f_1(logmap0(x))))``.

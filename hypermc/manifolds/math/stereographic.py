@@ -788,7 +788,7 @@ def mobius_fn_apply(fn: Callable[..., torch.Tensor], x: torch.Tensor, *args: Any
         >>> bool(torch.allclose(mobius_fn_apply(lambda u: 2 * u, x, k=-1.0), mobius_scalar_mul(2.0, x, -1.0)))
         True
     """
-    return expmap0(fn(logmap0(x, k), *args, **kwargs), k)
+    return mobius_fn_apply_chain(x, lambda u: fn(u, *args, **kwargs), k=k)
 
 
 def mobius_fn_apply_chain(
