@@ -730,7 +730,14 @@ def _export(args) -> int:
 def _doctor(args) -> int:
     rows = doctor.backends(args.op, args.dtype, args.nc, args.device, build=args.build)
     print(doctor.table(rows))
-    _emit({"fused": sum(r.path == "fused" for r in rows), "torch": sum(r.path == "torch" for r in rows)})
+    flushed = doctor.flushes_subnormals()
+    if flushed:
+        print(
+            "subnormals: flushed to zero in this thread (torch.set_flush_denormal(True)): MC numbers"
+            " whose last components are subnormal (leading component below about 2^(emin + (nc - 1) p), 2^-916 for float64 nc = 3)"
+            " lose them; torch.set_flush_denormal(False) restores gradual underflow"
+        )
+    _emit({"fused": sum(r.path == "fused" for r in rows), "torch": sum(r.path == "torch" for r in rows), "flushes_subnormals": flushed})
     return 0
 
 

@@ -20,7 +20,7 @@ from .mcf.arith import engine_dtype
 from .mcf.eft import has_fused_addcmul
 from .mcf.native import cuda as native_cuda
 
-__all__ = ["Backend", "backends", "table", "OPS", "DEVICES"]
+__all__ = ["Backend", "backends", "table", "flushes_subnormals", "OPS", "DEVICES"]
 
 #: Arithmetic ops (the per-op library, ``part="arith"``); ``sub`` runs the add kernel.
 ARITH = ("add", "sub", "mul", "div", "sqrt")
@@ -170,6 +170,31 @@ def backends(
     ncs = native.NCS if nc is None else (check_choice("backends", "nc", nc, native.NCS),)
     devices = DEVICES if device is None else (check_choice("backends", "device", device, DEVICES),)
     return [_row(o, d, n, v, build) for v in devices for d in dtypes for n in ncs for o in ops]
+
+
+def flushes_subnormals() -> bool:
+    """Whether the CPU flushes subnormal floats to zero in the calling thread
+    (``torch.set_flush_denormal(True)``).
+
+    MC arithmetic assumes gradual underflow, as IEEE 754 specifies and the CPU does by
+    default: the last components of a number whose leading one is below about
+    ``2^(emin + (nc - 1) p)`` (``2^-916`` for float64 nc = 3) are subnormal, and with
+    flushing on they become zero, so such numbers keep fewer correct bits than their nc
+    promises. Numbers of ordinary size never have subnormal components and are not
+    affected. ``python -m hypermc doctor`` reports this state. torch has no getter for
+    it; the probe halves the smallest normal float64 in this thread (flushing is a
+    per-thread CPU setting).
+
+    Example:
+        >>> before = torch.set_flush_denormal(True)
+        >>> flushes_subnormals() == before  # True where the CPU supports flushing
+        True
+        >>> _ = torch.set_flush_denormal(False)
+        >>> flushes_subnormals()
+        False
+    """
+    tiny = torch.tensor(torch.finfo(torch.float64).tiny, dtype=torch.float64)
+    return bool(tiny * 0.5 == 0)
 
 
 def table(rows: list[Backend]) -> str:

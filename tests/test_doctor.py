@@ -97,7 +97,33 @@ def test_cli_prints_the_table_and_a_json_line(fresh, monkeypatch, capsys):
     assert lines[0].split() == ["op", "dtype", "nc", "device", "path", "reason"]
     assert [line.split()[:5] for line in lines[1:4]] == [["log", "float64", str(nc), "cpu", "torch"] for nc in (2, 3, 4)]
     assert all(line.endswith("disabled by HYPERMC_NATIVE=0") for line in lines[1:4])
-    assert json.loads(lines[-1]) == {"fused": 0, "torch": 3}
+    assert json.loads(lines[-1]) == {"fused": 0, "torch": 3, "flushes_subnormals": False}
+
+
+@pytest.fixture
+def flushing():
+    if not torch.set_flush_denormal(True):
+        pytest.skip("this CPU cannot flush subnormals (torch.set_flush_denormal returned False)")
+    try:
+        yield
+    finally:
+        torch.set_flush_denormal(False)
+
+
+def test_flushed_subnormals_are_reported_where_they_cost_mc_digits(flushing, monkeypatch, capsys):
+    # what the report warns about: the tail 2^-1070 of 1 + 2^-1070 is subnormal and lost
+    tail = hm.mc(torch.tensor([1.0], dtype=torch.float64), nc=2) + 2.0**-1070
+    assert tail.components.tolist() == [[1.0, 0.0]]
+    assert doctor.flushes_subnormals()
+    monkeypatch.setenv("HYPERMC_NATIVE", "0")
+    assert main(["doctor", "--op", "add", "--dtype", "float64", "--nc", "2", "--device", "cpu"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[-2].startswith("subnormals: flushed to zero in this thread (torch.set_flush_denormal(True))")
+    assert json.loads(lines[-1])["flushes_subnormals"] is True
+    torch.set_flush_denormal(False)
+    assert not doctor.flushes_subnormals()
+    tail = hm.mc(torch.tensor([1.0], dtype=torch.float64), nc=2) + 2.0**-1070
+    assert tail.components.tolist() == [[1.0, 2.0**-1070]]
 
 
 def test_cli_rejects_bad_arguments(capsys):
