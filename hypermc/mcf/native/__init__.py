@@ -565,8 +565,12 @@ def library_status(stem: str) -> str:
     return registry.state(("library", stem))
 
 
-def _call(lib: Kernels, op: str, operands: list[torch.Tensor], extra: tuple, nc: int, nout: int | None = None) -> Result:
-    """``mc_{op}_{dtype}_{nc}`` on the operands; ``nout`` (default ``nc``) outputs."""
+def _call(
+    lib: Kernels, op: str, operands: list[torch.Tensor], extra: tuple, nc: int, nout: int | None = None, library: torch.dtype | None = None
+) -> Result:
+    """``mc_{op}_{dtype}_{nc}`` on the operands; ``nout`` (default ``nc``) outputs of the
+    operands' dtype. ``dtype`` is the operands' unless ``library`` names another (the
+    float32 kernels of the float64 library)."""
     if isinstance(lib, native_cuda.Backend):
         return Result(*lib.call(op, operands, extra, nc, nout))
     nout = nc if nout is None else nout
@@ -581,7 +585,7 @@ def _call(lib: Kernels, op: str, operands: list[torch.Tensor], extra: tuple, nc:
     dtype = operands[0].dtype
     out = torch.empty_strided((*shape, nout), (*planar, n), dtype=dtype)  # planar: component k at k * n
     ok = torch.empty(shape, dtype=torch.bool)
-    bad = _run(getattr(lib, f"mc_{op}_{_NAMES[dtype]}_{nc}"), n, rows, extra, out, ok) if n else 0
+    bad = _run(getattr(lib, f"mc_{op}_{_NAMES[library or dtype]}_{nc}"), n, rows, extra, out, ok) if n else 0
     return Result(out, ok, bad)
 
 
@@ -1021,15 +1025,18 @@ def exp(x: torch.Tensor) -> Result | None:
 def _narrow(x: torch.Tensor, op: str, groups: int = 1) -> Result | None:
     """The float64 nc = 2 library's kernel ``{op}_f32x{nc}`` on a float32 ``x`` of ``nc``
     = 3 or 4 components (:func:`hypermc.mcf.native.source._narrow_body`: the conversions to
-    and from float64 inside), or None. Its operand is ``x`` in float64 (exact), its
-    ``groups * nc`` outputs float32 values, returned as float32 in the library's output
-    layout (planar on the CPU, stacked on CUDA: what :meth:`Result.patched` writes into)."""
+    and from float64 inside), or None. Its ``groups * nc`` outputs are float32 values,
+    returned as float32 in the library's output layout (planar on the CPU, stacked on
+    CUDA: what :meth:`Result.patched` writes into). The C++ kernel reads and writes
+    float32 itself; the CUDA kernels take ``x`` in float64 (exact) and give float64."""
     nc = x.shape[-1]
     if nc not in NARROW_INPUTS or x.requires_grad or type(x) is not torch.Tensor:
         return None
     lib = _elementary_eligible(x.new_empty((0, 2), dtype=torch.float64), 2)  # before converting x
     if lib is None:
         return None
+    if not isinstance(lib, native_cuda.Backend):
+        return _call(lib, f"{op}_f32x{nc}", [x], (), 2, groups * nc, library=torch.float64)
     res = _call(lib, f"{op}_f32x{nc}", [x.to(torch.float64)], (), 2, groups * nc)
     return Result(res.out.movedim(-1, 0).to(torch.float32).movedim(0, -1), res.ok, res.bad)
 

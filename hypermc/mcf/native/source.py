@@ -923,11 +923,15 @@ def _kernel(
     nout: int,
     broadcast: bool = True,
     stages: int = 1,
+    io: str | None = None,
 ) -> str:
     """One exported function: a loop per (condition, body), each specialised on whether
     every operand is element-contiguous (se = 1) or broadcast (se = 0; not without
     ``broadcast``). ``stages > 1``: each loop as that many stage functions over tiles of
-    elements (:func:`_staged_loop`)."""
+    elements (:func:`_staged_loop`). ``io`` (default ``ctype``): the C type of the operand
+    and output streams, converted to and from ``ctype`` on load and store (``"float"``
+    for the float32 expansions of :func:`_narrow_body`, whose outputs are float32 values)."""
+    io = io or ctype
     defs: list[str] = []  # the stage functions of a staged kernel
     out = [
         f"// {args_doc}; returns the number of elements with ok = 0",
@@ -947,7 +951,7 @@ def _kernel(
             test = " && ".join(f"{o}se == {s}" for o, s in zip(operands, combo))
             out.append(f"    if ({test}) {{")
             if stages > 1:
-                fns, call = _staged_loop(f"{name}_v{vi}_c{ci}", ctype, body, operands, ncomp, nout, combo, stages)
+                fns, call = _staged_loop(f"{name}_v{vi}_c{ci}", ctype, body, operands, ncomp, nout, combo, stages, io)
                 defs += fns
                 out += ["      " + line for line in call] + ["    }"]
                 continue
@@ -957,9 +961,9 @@ def _kernel(
                 for k in range(ncomp[o]):
                     if f"{o.upper()}({k})" not in text:
                         continue
-                    out.append(f"      const T *__restrict__ {o}{k} = {o} + {k} * {o}sc;")
+                    out.append(f"      const {io} *__restrict__ {o}{k} = {o} + {k} * {o}sc;")
             for k in range(nout):
-                out.append(f"      T *__restrict__ out{k} = out + {k} * os;")
+                out.append(f"      {io} *__restrict__ out{k} = out + {k} * os;")
             out.append("      uint8_t *__restrict__ okp = ok;")
             # GCC 12 does not vectorise these loops on its own (it gives up on the restrict
             # pointers derived from one base); ``omp simd`` asserts what is true here: no
@@ -1003,7 +1007,15 @@ _DECL = re.compile(r"^(T|bool|mc_int<T>) (v\d+) = ")
 
 
 def _staged_loop(
-    prefix: str, ctype: str, body: list[str], operands: list[str], ncomp: dict[str, int], nout: int, combo: list[int], stages: int
+    prefix: str,
+    ctype: str,
+    body: list[str],
+    operands: list[str],
+    ncomp: dict[str, int],
+    nout: int,
+    combo: list[int],
+    stages: int,
+    io: str,
 ) -> tuple[list[str], list[str]]:
     """One kernel loop as ``stages`` functions that each run a consecutive slice of the
     body's statements over a tile of :data:`STAGE_TILE` elements, the values a later
@@ -1034,7 +1046,7 @@ def _staged_loop(
             slot[v] = len(slot)
         store = {"T": "T", "mc_int<T>": "mc_int<T>", "bool": "uint8_t"}
         lines = [
-            f"static void __attribute__((noinline)) {prefix}_s{k}(int64_t m, const {ctype} *const *in, {ctype} *const *outs, "
+            f"static void __attribute__((noinline)) {prefix}_s{k}(int64_t m, const {io} *const *in, {io} *const *outs, "
             "uint8_t *okp, unsigned char *buf) {",
             f"  using T = {ctype};",
             "  constexpr T CANCEL = T(1) / (T(64) * (std::numeric_limits<T>::epsilon() / T(2)));",
@@ -1043,10 +1055,10 @@ def _staged_loop(
         text = "\n".join(part)
         for i, (o, c) in enumerate(streams):
             if f"{o.upper()}({c})" in text:
-                lines.append(f"  const T *__restrict__ {o}{c} = in[{i}];")
+                lines.append(f"  const {io} *__restrict__ {o}{c} = in[{i}];")
         for c in range(nout):
             if f"OUT({c})" in text:
-                lines.append(f"  T *__restrict__ out{c} = outs[{c}];")
+                lines.append(f"  {io} *__restrict__ out{c} = outs[{c}];")
         for v in reads:
             t = store[kinds[v]]
             lines.append(f"  const {t} *__restrict__ r_{v} = (const {t} *)(buf + {slot[v]} * 8 * {STAGE_TILE});")
@@ -1068,8 +1080,8 @@ def _staged_loop(
         fns.append("\n".join(lines))
     call = [
         f"std::unique_ptr<unsigned char[]> buf(new unsigned char[{max(1, len(slot))} * 8 * {STAGE_TILE}]);",
-        f"const T *in[{max(1, len(streams))}];",
-        f"T *outs[{nout}];",
+        f"const {io} *in[{max(1, len(streams))}];",
+        f"{io} *outs[{nout}];",
         "int64_t bad = 0;",
         f"for (int64_t base = 0; base < n; base += {STAGE_TILE}) {{",
         f"  const int64_t m = std::min<int64_t>({STAGE_TILE}, n - base);",
@@ -1094,6 +1106,10 @@ class ElementaryKernel(NamedTuple):
     inputs: dict[str, int]
     nout: int
     build: Callable[[], list[str]]
+    #: the C type of the C++ kernel's operand and output streams: ``"float"`` for the
+    #: float32 expansions (read exactly into float64; their outputs are float32 values, so
+    #: stored exactly), which spares the caller two conversions through float64 buffers
+    io: str = "double"
 
     @property
     def body(self) -> list[str]:
@@ -1178,7 +1194,7 @@ def elementary_kernels(nc: int, tables: _Tables) -> list[ElementaryKernel]:
             for op, body, groups, exact, odd in narrow:
                 doc = f"{op} of a float32 expansion of {nx} components, float32 results ({groups * nx} outputs)"
                 build = functools.partial(_narrow_body, functools.partial(body, 2, tables), nx, groups, exact, odd)
-                ks.append(ElementaryKernel(f"{op}_f32x{nx}", doc, {"x": nx}, groups * nx, build))
+                ks.append(ElementaryKernel(f"{op}_f32x{nx}", doc, {"x": nx}, groups * nx, build, io="float"))
     return ks
 
 
@@ -1207,13 +1223,13 @@ def source(name: str, nc: int, part: str = "arith") -> str:
         if name != "f64":
             raise ValueError(f"source: name must be 'f64' for the elementary kernels; got {name!r}")
         tables = _Tables()
-        unary = f"int64_t n, const {ctype} *x, int64_t xse, int64_t xsc, {ctype} *out, int64_t os, uint8_t *ok"
+        unary = "int64_t n, const {io} *x, int64_t xse, int64_t xsc, {io} *out, int64_t os, uint8_t *ok"
         binary = f"{common}, {ctype} *out, int64_t os, uint8_t *ok"
         kernels = [
             _kernel(
                 f"mc_{k.op}_{name}_{nc}",
                 ctype,
-                binary if len(k.inputs) == 2 else unary,
+                binary if len(k.inputs) == 2 else unary.format(io=k.io),
                 k.doc,
                 [("true", k.body)],
                 list(k.inputs),
@@ -1221,6 +1237,7 @@ def source(name: str, nc: int, part: str = "arith") -> str:
                 k.nout,
                 broadcast=len(k.inputs) == 1,
                 stages=_stage_count(k.body),
+                io=k.io,
             )
             for k in elementary_kernels(nc, tables)
         ]
