@@ -163,3 +163,25 @@ def test_bench_defaults_tables(tmp_path):
         mod.parse_set(["epochs=3.5"])
     with_set = _table(mod.markdown([row | {"batch_size": 512, "lr": 5.0}], commit=False))
     assert "batch_size" in with_set[0] and "lr_end_mult" in with_set[0]
+
+
+def test_bench_ops_ab_compares_two_checkouts_in_turns():
+    # this checkout against itself: same bits in every case, one row per op x dtype x nc
+    out = _run(
+        "benchmarks/bench_ops_ab.py",
+        *("--base", str(ROOT), "--ops", "add", "tanh", "--dtypes", "float64", "--nc", "2", "3"),
+        *("--size", "512", "--rounds", "2", "--budget", "0.01", "--markdown"),
+    )
+    assert re.search(r"^results note: base: commit \w+; 512 elements, fastest of 2 rounds per side, 1 thread$", out, re.M)
+    table = _table(out)
+    assert table[0] == ["op", "dtype", "nc", "base ms", "current ms", "current/base", "base / native", "current / native", "same bits"]
+    cases = [[op, "float64", nc] for nc in ("2", "3") for op in ("add", "tanh")]
+    assert [row[:3] for row in table[1:]] == cases
+    assert all(row[-1] == "yes" for row in table[1:])
+
+
+def test_bench_ops_ab_refuses_bad_arguments():
+    for argv in (["--ops", "add"], ["--base", str(ROOT), "--nc", "1"]):  # no --base; nc = 1 is plain torch
+        with pytest.raises(SystemExit) as exc:
+            _run("benchmarks/bench_ops_ab.py", *argv)
+        assert exc.value.code == 2  # argparse's usage error
