@@ -42,8 +42,9 @@ MANIFOLD = ("halfspace_dist", "ball_dist", "lorentz_dist")
 OPS = ARITH + SUMS + GROUPED + ROWS + ELEMENTARY + MANIFOLD
 DEVICES = ("cpu", "cuda")
 _DTYPES = {"float32": torch.float32, "float64": torch.float64}
-# float32 elementary functions whose torch path enters float64 as a double-word (nc = 3, 4)
-_DOUBLE_WORD = ("exp", "expm1", "sinh", "cosh", "tanh", "asinh", "sin", "cos", "tan")
+# float32 elementary functions whose torch path enters float64 as a double-word (nc = 3, 4;
+# log and log1p after forming their argument in float32)
+_DOUBLE_WORD = ("exp", "expm1", "sinh", "cosh", "tanh", "asinh", "sin", "cos", "tan", "log", "log1p")
 
 
 class Backend(NamedTuple):

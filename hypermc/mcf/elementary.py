@@ -32,7 +32,9 @@ vectorised, and picks one of three paths, always in this order:
    ...: the same roundings, so the same bits; the elements they flag take the torch
    code; this module never imports the backend). So do float32 ``nc = 3, 4`` exp, expm1,
    sinh, cosh, tanh, sin, cos and tan, the conversions to and from float64 included
-   (one kernel per call), and float32 asinh on its double-word.
+   (one kernel per call), float32 asinh on its double-word, and float32 log and log1p on
+   the double-word of their argument prepared in float32 (``_log1p_masked_generic``'s
+   kernel).
 
 Generic algorithms (Tang's table-driven exp, Newton's iteration on it for log):
 
@@ -365,11 +367,13 @@ def _generic_path(x, plain, generic, prepare, odd, fused=None, exact64=False) ->
     """The generic branch of :func:`_dispatch` on one block.
 
     Inputs of a narrower dtype run on their float64 expansion. Where the function has a
-    ``fused`` float64 kernel that takes ``x`` alone (``exp``; log needs its differences
-    formed in the input's dtype first), the expansion goes through that kernel where it
-    applies (a double-word: float32 asinh, float16 and bfloat16): the same roundings as
-    ``generic`` on it (the kernel's contract; the elements it flags take ``generic``), so
-    the same bits, without the per-op torch kernels.
+    ``fused`` float64 kernel that takes ``x`` alone (``exp``), the expansion goes through
+    that kernel where it applies (a double-word: float32 asinh, float16 and bfloat16): the
+    same roundings as ``generic`` on it (the kernel's contract; the elements it flags take
+    ``generic``), so the same bits, without the per-op torch kernels. log and log1p form
+    their differences in the input's dtype first; their prepared operands go through the
+    kernel of ``_log1p_masked_generic`` itself (``log_masked``: float32 nc = 3, 4 and the
+    narrower dtypes, whose expansions are double-words).
     """
     nc = x.shape[-1]
     args = prepare(x) if prepare is not None else (x,)
@@ -378,10 +382,18 @@ def _generic_path(x, plain, generic, prepare, odd, fused=None, exact64=False) ->
         y = y if x.dtype == torch.float64 else _from_float64(y, x.dtype, nc)
     else:
         args64 = [a if a.dtype == torch.bool else _to_float64(a) for a in args]
-        x64 = pack(args64[0]) if fused is not None and prepare is None else None
-        res = registry.call(fused, x64) if x64 is not None else None
+        if generic is _log1p_masked_generic:  # log, log1p: s prepared in x's dtype, then the kernel
+            mask = args64[1]
+            assert isinstance(mask, torch.Tensor)  # prepare's boolean mask (kept as it is)
+            s64, plus_one = pack(args64[0]), mask.unsqueeze(-1)
+            res = registry.call("log_masked", s64, plus_one)
+            operands: tuple = (s64, plus_one)
+        else:
+            x64 = pack(args64[0])
+            res = registry.call(fused, x64) if fused is not None and prepare is None else None
+            operands = (x64,)
         if res is not None:
-            y64 = res.patched(lambda rows: _finish(generic(unpack(rows))), x64)
+            y64 = res.patched(lambda *rows: _finish(generic(unpack(rows[0]), *(r[..., 0] for r in rows[1:]))), *operands)
         else:
             y64 = _finish(generic(*args64))
         y = _from_float64(y64, x.dtype, nc)

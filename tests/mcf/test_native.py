@@ -30,7 +30,7 @@ from tests.oracle import expansions
 
 DTYPES = [torch.float32, torch.float64]
 NCS = [2, 3, 4]
-INTS = {torch.float32: torch.int32, torch.float64: torch.int64}
+INTS = {torch.float16: torch.int16, torch.bfloat16: torch.int16, torch.float32: torch.int32, torch.float64: torch.int64}
 
 needs_compiler = pytest.mark.skipif(native._compiler() is None, reason="no C++ compiler on this machine")
 
@@ -847,11 +847,42 @@ def test_float32_exp_through_the_float64_kernel_same_bits(nc, op, data):
 
 
 @needs_compiler
+@pytest.mark.parametrize(("dtype", "nc"), [(torch.float32, 3), (torch.float32, 4), (torch.float16, 6), (torch.bfloat16, 8)], ids=str)
+@pytest.mark.parametrize("op", ["log", "log1p"])
+@_cap(10)
+@given(data=st.data())
+def test_narrow_log_through_the_double_word_kernels_same_bits(dtype, nc, op, data):
+    """log and log1p of a narrower dtype whose expansion is a double-word (float32 nc = 3,
+    4; float16 and bfloat16 beyond their float64 engine): the argument prepared in that
+    dtype, then ``native.log_masked`` on its double-word. The same bits as the torch path
+    on random expansions over every exponent, ±0, ±inf, NaN, subnormals and arguments
+    next to 1 and next to -1, and the kernels took the ordinary elements."""
+    x = _elementary_inputs(op, dtype, data.draw(expansions(dtype, nc, shape=(48,), allow_zero=True)))
+    edge = torch.zeros(len(_EDGES), nc, dtype=dtype)
+    edge[:, 0] = torch.tensor(_EDGES, dtype=torch.float64).to(dtype)
+    x = torch.cat([x, edge, -edge])
+    taken = []
+    fused = native.log_masked
+
+    def spy(s, plus_one):
+        res = fused(s, plus_one)
+        taken.append(None if res is None else int(res.ok.sum()))
+        return res
+
+    f = ELEMENTARY[op]
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setitem(registry._kernels, "log_masked", spy)
+        y = f(x)
+    assert taken and taken[0], taken  # the kernels accepted the ordinary elements
+    assert _same_bits(y, _torch_kernels(f, x))
+
+
+@needs_compiler
 @pytest.mark.parametrize("op", EXP_FAMILY)
 def test_float32_exp_family_uses_its_own_kernels(op, monkeypatch):
     """float32 nc = 3, 4 exp, expm1, sinh, cosh and tanh call one kernel on the float32
     tensor (its double-word inside, float32 out; source._narrow_body), which accepts
-    ordinary arguments; log keeps its float32-prepared torch path."""
+    ordinary arguments (log and log1p: test_narrow_log_through_the_double_word_kernels_same_bits)."""
     seen = []
     fused = getattr(native, op)
 
@@ -1031,7 +1062,7 @@ def test_float32_trig_uses_its_own_kernels(monkeypatch):
 def test_elementary_status():
     assert native.status(torch.float32, 3, "elementary") == (
         "no native elementary kernels for torch.float32 (float64 only; float32 nc = 3, 4 exp, expm1, sinh, cosh, tanh, "
-        "sin, cos and tan run in the float64 nc = 2 library)"
+        "sin, cos, tan, log and log1p run in the float64 nc = 2 library)"
     )
     assert not native.available(torch.float32, 3, "elementary")
     # nc = 2, 3, 4 on both devices (staged loops on the CPU)

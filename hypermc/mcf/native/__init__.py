@@ -13,7 +13,8 @@ functions and sin/cos/tan (Tang's reduction, the Taylor series, Newton's iterati
 log, the fast ``pi/2`` reduction and the sin/cos tables; every arith step inlined), which
 otherwise run as ~20-200 fused calls per block plus torch glue; the nc = 2 library also
 has kernels for float32 nc = 3, 4 exp, expm1, sinh/cosh, tanh, sin/cos and tan, which
-convert to and from float64 themselves (:func:`_narrow`). On CUDA tensors the same kernels run as CUDA code
+convert to and from float64 themselves (:func:`_narrow`), and the log family's
+reduction of a double-word prepared in a narrower dtype (:func:`log_masked`). On CUDA tensors the same kernels run as CUDA code
 (:mod:`hypermc.mcf.native.cuda`). ctypes
 releases the GIL, so large tensors are split over torch's intra-op thread count. Numbers
 in ``docs/numerics.md``.
@@ -341,6 +342,10 @@ def _self_check(lib: Kernels, dtype: torch.dtype, nc: int, part: str = "arith", 
                     ("tan", -10),
                 ):
                     ops[f"float32 nc={n32} {op}"] = functools.partial(_on_fixed, getattr(elementary, op), x32 * 2.0**scale)
+                # log and log1p: s prepared in float32, then the log_masked kernels (both branches:
+                # log's s = x - 1 near 1 and s = x elsewhere; log1p's s = 1 + x at and below -1/2)
+                ops[f"float32 nc={n32} log"] = functools.partial(_on_fixed, elementary.log, x32.abs() * 2.0**-2)
+                ops[f"float32 nc={n32} log1p"] = functools.partial(_on_fixed, elementary.log1p, x32 * 2.0**-6)
     if part == "arith" and nc in (3, 4) and device_type == "cpu":
         # the row kernel of this library: rows of nc - 1 components (rows of 8 and of 5;
         # squares that overflow and rejected rows among them), summed here at nc, and
@@ -426,7 +431,7 @@ def available(dtype: torch.dtype = torch.float64, nc: int = 3, part: str = "arit
 
 
 #: what :func:`status` says of float32's elementary functions
-_NARROW_NOTE = "float32 nc = 3, 4 exp, expm1, sinh, cosh, tanh, sin, cos and tan run in the float64 nc = 2 library"
+_NARROW_NOTE = "float32 nc = 3, 4 exp, expm1, sinh, cosh, tanh, sin, cos, tan, log and log1p run in the float64 nc = 2 library"
 
 
 def status(dtype: torch.dtype = torch.float64, nc: int = 3, part: str = "arith", device: str | torch.device = "cpu") -> str:
@@ -1041,10 +1046,11 @@ def _narrow(x: torch.Tensor, op: str, groups: int = 1) -> Result | None:
     return Result(res.out.movedim(-1, 0).to(torch.float32).movedim(0, -1), res.ok, res.bad)
 
 
-def _log_chain(lib: Kernels, op: str, x: torch.Tensor) -> Result:
+def _log_chain(lib: Kernels, op: str, x: torch.Tensor, nc: int | None = None) -> Result:
     """``mc_{op}`` (the reduction to ``(t, e, tiny)``), torch's ``log1p`` of ``t_0`` (the
-    Newton start; the same function the torch path calls), then ``mc_log_core``."""
-    nc = x.shape[-1]
+    Newton start; the same function the torch path calls), then ``mc_log_core``; ``nc``
+    components (default: ``x``'s; ``log_masked_reduce`` reads one more)."""
+    nc = x.shape[-1] if nc is None else nc
     first = _call(lib, op, [x], (), nc, nc + 2)
     start = torch.log1p(first.out[..., 0]).unsqueeze(-1)
     short = nc >= 3 and _mostly_short(x)
@@ -1092,6 +1098,29 @@ def log(x: torch.Tensor) -> Result | None:
     if lib is None:
         return None
     return _log_chain(lib, "log_reduce", x)
+
+
+def log_masked(s: torch.Tensor, plus_one: torch.Tensor) -> Result | None:
+    """``elementary._log1p_masked_generic(s, plus_one)`` on a double-word ``s`` (float64, nc
+    = 2; ``plus_one`` boolean, shape ``(*shape, 1)``): ``log1p(s)`` where ``plus_one``,
+    ``log(s)`` elsewhere, in two fused calls as :func:`log`. The float32 nc = 3, 4 log and
+    log1p prepare ``s`` in float32 and run here on its double-word. ``ok`` false for zero
+    or non-finite ``s_0``, ``s_0`` not a positive normal number where ``plus_one`` is
+    false, and where a check fails.
+
+    Example:
+        >>> s = torch.tensor([[0.5, 0.0], [0.5, 0.0], [-1.0, 0.0]], dtype=torch.float64)
+        >>> r = log_masked(s, torch.tensor([[True], [False], [False]]))  # None without a C++ compiler
+        >>> r is None or (r.ok.tolist() == [True, True, False] and r.out[:2, 0].tolist() == [math.log1p(0.5), math.log(0.5)])
+        True
+    """
+    if s.shape[-1] != 2 or plus_one.shape != (*s.shape[:-1], 1):
+        return None
+    lib = _elementary_eligible(s)
+    if lib is None:
+        return None
+    x = torch.stack([s[..., 0], s[..., 1], plus_one[..., 0].to(s.dtype)]).movedim(0, -1)  # planar (s_0, s_1, p)
+    return _log_chain(lib, "log_masked_reduce", x, nc=2)
 
 
 def _sin_cos(x: torch.Tensor, fn: str = "sin_cos") -> Result | None:
@@ -1292,5 +1321,25 @@ def atanh(x: torch.Tensor) -> Result | None:
 
 
 registry.register(
-    add, mul, rowsumsq, tree_sum, grouped_sums, div, sqrt, exp, log, sin, cos, tan, expm1, sinh, cosh, tanh, log1p, asinh, acosh, atanh
+    add,
+    mul,
+    rowsumsq,
+    tree_sum,
+    grouped_sums,
+    div,
+    sqrt,
+    exp,
+    log,
+    log_masked,
+    sin,
+    cos,
+    tan,
+    expm1,
+    sinh,
+    cosh,
+    tanh,
+    log1p,
+    asinh,
+    acosh,
+    atanh,
 )

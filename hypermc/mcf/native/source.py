@@ -617,10 +617,15 @@ def _log_front(fn: str, x: list[torch.Tensor]) -> tuple[list[torch.Tensor], torc
     ``tiny`` where the result is ``t`` itself (log, log1p: ``_log1p_tiny``), ``regular``
     false where the torch path takes another branch (``w_0`` not positive and finite;
     acosh ``x = 1``, atanh's pole). The kernel generator traces this function; the sign,
-    the factor 1/2 of atanh and the odd functions' tiny case stay with the caller."""
+    the factor 1/2 of atanh and the odd functions' tiny case stay with the caller.
+    ``fn="log_masked"``: ``x`` is ``s`` followed by ``plus_one`` as 0 or 1, the operands
+    of ``elementary._log1p_masked_generic`` (a narrower dtype's log and log1p prepare
+    them in their own dtype and convert ``s`` to a double-word)."""
     el = elementary
     shift, good = None, None
-    if fn in ("log", "log1p"):
+    if fn == "log_masked":  # elementary._log1p_masked_generic's own operands: s, then plus_one as 0/1
+        s, plus_one = list(x[:-1]), x[-1] != 0
+    elif fn in ("log", "log1p"):
         packed, plus_one = (el._prepare_log if fn == "log" else el._prepare_log1p)(torch.stack(x, -1))
         s = unpack(packed)
     elif fn == "asinh":
@@ -637,7 +642,7 @@ def _log_front(fn: str, x: list[torch.Tensor]) -> tuple[list[torch.Tensor], torc
     else:
         raise ValueError(f"_log_front: fn must be one of log, log1p, asinh, acosh, atanh; got {fn!r}")
     t, e, regular, _ = el._log_reduce(s, plus_one, shift)
-    tiny = el._log1p_tiny(s, plus_one) if fn in ("log", "log1p") else torch.zeros_like(regular)
+    tiny = el._log1p_tiny(s, plus_one) if fn in ("log", "log1p", "log_masked") else torch.zeros_like(regular)
     return t, e, tiny, regular if good is None else regular & good
 
 
@@ -648,9 +653,12 @@ def _log_reduce_body(nc: int, fn: str = "log") -> list[str]:
     functions: ``x = ±0``; acosh: ``x <= 1``; ``w_0`` not a positive normal number; atanh's
     pole) and where a check fails."""
     net = _Net()
-    xs = [net.let(f"X({k})") for k in range(nc)]
+    xs = [net.let(f"X({k})") for k in range(nc + (fn == "log_masked"))]
     finite = _finite_all(xs)
-    if fn == "log":
+    if fn == "log_masked":  # log1p(s) where plus_one, log(s) elsewhere
+        log_ok = f"mc_normal<T>({xs[0]}) & ({xs[0]} > T(0))"
+        good = net.test(f"{finite} & ({xs[0]} != T(0)) & (({xs[-1]} != T(0)) | ({log_ok}))")
+    elif fn == "log":
         good = net.test(f"mc_normal<T>({xs[0]}) & ({xs[0]} > T(0)) & {finite}")
     elif fn == "acosh":
         good = net.test(f"{finite} & ({xs[0]} >= T(1))")
@@ -1156,6 +1164,9 @@ def elementary_kernels(nc: int, tables: _Tables) -> list[ElementaryKernel]:
     for fn in ("log1p", "asinh", "acosh", "atanh"):
         doc = f"{fn}(x), first part: (t, e, tiny) for log_core (nc + 2 outputs)"
         ks.append(ElementaryKernel(f"{fn}_reduce", doc, x, nc + 2, functools.partial(_log_reduce_body, nc, fn)))
+    if nc == 2:  # a narrower dtype's log and log1p: their operands prepared in that dtype
+        doc = "log1p(s) where p != 0, log(s) elsewhere, first part: x holds (s, p); (t, e, tiny) for log_core"
+        ks.append(ElementaryKernel("log_masked_reduce", doc, {"x": nc + 1}, nc + 2, functools.partial(_log_reduce_body, nc, "log_masked")))
     ks.append(
         ElementaryKernel(
             "expm1", "expm1(x): elementary._expm1_generic", x, nc, functools.partial(_traced_body, elementary._expm1_generic, nc, tables)
