@@ -32,9 +32,9 @@ vectorised, and picks one of three paths, always in this order:
    ...: the same roundings, so the same bits; the elements they flag take the torch
    code; this module never imports the backend). So do float32 ``nc = 3, 4`` exp, expm1,
    sinh, cosh, tanh, sin, cos and tan, the conversions to and from float64 included
-   (one kernel per call), float32 asinh on its double-word, and float32 log and log1p on
-   the double-word of their argument prepared in float32 (``_log1p_masked_generic``'s
-   kernel).
+   (one kernel per call), float32 asinh on its double-word, and float32 log, log1p and
+   acosh on the double-word of their argument prepared in float32 (the kernels of
+   ``_log1p_masked_generic`` and ``_acosh_generic``).
 
 Generic algorithms (Tang's table-driven exp, Newton's iteration on it for log):
 
@@ -372,8 +372,8 @@ def _generic_path(x, plain, generic, prepare, odd, fused=None, exact64=False) ->
     same roundings as ``generic`` on it (the kernel's contract; the elements it flags take
     ``generic``), so the same bits, without the per-op torch kernels. log and log1p form
     their differences in the input's dtype first; their prepared operands go through the
-    kernel of ``_log1p_masked_generic`` itself (``log_masked``: float32 nc = 3, 4 and the
-    narrower dtypes, whose expansions are double-words).
+    kernel of the generic function itself (:data:`_PREPARED_KERNELS`: float32 nc = 3, 4
+    and the narrower dtypes, whose expansions are double-words).
     """
     nc = x.shape[-1]
     args = prepare(x) if prepare is not None else (x,)
@@ -382,18 +382,16 @@ def _generic_path(x, plain, generic, prepare, odd, fused=None, exact64=False) ->
         y = y if x.dtype == torch.float64 else _from_float64(y, x.dtype, nc)
     else:
         args64 = [a if a.dtype == torch.bool else _to_float64(a) for a in args]
-        if generic is _log1p_masked_generic:  # log, log1p: s prepared in x's dtype, then the kernel
-            mask = args64[1]
-            assert isinstance(mask, torch.Tensor)  # prepare's boolean mask (kept as it is)
-            s64, plus_one = pack(args64[0]), mask.unsqueeze(-1)
-            res = registry.call("log_masked", s64, plus_one)
-            operands: tuple = (s64, plus_one)
+        prepared = _PREPARED_KERNELS.get(generic)
+        if prepared is not None:  # log, log1p, acosh: operands prepared in x's dtype, then the kernel
+            operands: tuple = tuple(a.unsqueeze(-1) if isinstance(a, torch.Tensor) else pack(a) for a in args64)
+            res = registry.call(prepared, *operands)
         else:
             x64 = pack(args64[0])
             res = registry.call(fused, x64) if fused is not None and prepare is None else None
             operands = (x64,)
         if res is not None:
-            y64 = res.patched(lambda *rows: _finish(generic(unpack(rows[0]), *(r[..., 0] for r in rows[1:]))), *operands)
+            y64 = res.patched(lambda *rows: _finish(generic(*(r[..., 0] if r.dtype == torch.bool else unpack(r) for r in rows))), *operands)
         else:
             y64 = _finish(generic(*args64))
         y = _from_float64(y64, x.dtype, nc)
@@ -1083,6 +1081,12 @@ def _atanh_generic(a: list[torch.Tensor], den: list[torch.Tensor], neg: torch.Te
     y = _lwhere(den[0] == 0, [torch.full_like(a[0], math.inf)], [c * 0.5 for c in y])  # atanh(±1) = ±inf
     y = _apply_sign(y, neg)
     return _keep_tiny(_apply_sign(a, neg), y, _tiny_odd_threshold(p, nc))
+
+
+#: The :mod:`registry` kernels of generic functions whose operands a narrower dtype
+#: prepares in its own dtype (the cancelling differences) and converts to float64
+#: double-words: the kernel computes the generic function on them (same bits).
+_PREPARED_KERNELS: dict[Callable, str] = {_log1p_masked_generic: "log_masked", _acosh_generic: "acosh_t"}
 
 
 # ------------------------------------------------------------------- prepare (own dtype)

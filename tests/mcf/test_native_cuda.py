@@ -394,6 +394,8 @@ def _kernel_calls(config: tuple, cpp, x: torch.Tensor, y: torch.Tensor) -> list[
         elif op in ("log_core", "log_core_general"):
             t = native._call(cpp, "log_reduce", [ax], (), nc, nc + 2).out
             calls.append((op, [t, torch.log1p(t[..., :1])], (), nc))
+        elif op == "acosh_t_reduce":  # t = x - 1: positive, and the edge rows (zero and negative t flagged)
+            calls += [(op, [a], (), k.components) for a in (ax, x)]
         elif op == "log_masked_reduce":  # s (a double-word) and plus_one as 0/1: both branches
             p = (torch.arange(x.shape[0]) % 2).to(x.dtype).unsqueeze(-1)
             calls += [(op, [torch.cat([a, p], -1)], (), k.components) for a in (ax, x * 2.0**-6)]

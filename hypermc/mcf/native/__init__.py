@@ -14,10 +14,10 @@ log, the fast ``pi/2`` reduction and the sin/cos tables; every arith step inline
 otherwise run as ~20-200 fused calls per block plus torch glue; the nc = 2 library also
 has kernels for float32 nc = 3, 4 exp, expm1, sinh/cosh, tanh, sin/cos and tan, which
 convert to and from float64 themselves (:func:`_narrow`), and the log family's
-reduction of a double-word prepared in a narrower dtype (:func:`log_masked`). On CUDA tensors the same kernels run as CUDA code
-(:mod:`hypermc.mcf.native.cuda`). ctypes
-releases the GIL, so large tensors are split over torch's intra-op thread count. Numbers
-in ``docs/numerics.md``.
+reduction of a double-word prepared in a narrower dtype (:func:`log_masked`,
+:func:`acosh_t`). On CUDA tensors the same kernels run as CUDA code
+(:mod:`hypermc.mcf.native.cuda`). ctypes releases the GIL, so large tensors are split
+over torch's intra-op thread count. Numbers in ``docs/numerics.md``.
 
 Exactness. The library is built with ``-ffp-contract=off`` (no compiler-made FMAs) and
 without ``-ffast-math`` (no reassociation), so every TwoSum and TwoProd is the exact
@@ -346,6 +346,7 @@ def _self_check(lib: Kernels, dtype: torch.dtype, nc: int, part: str = "arith", 
                 # log's s = x - 1 near 1 and s = x elsewhere; log1p's s = 1 + x at and below -1/2)
                 ops[f"float32 nc={n32} log"] = functools.partial(_on_fixed, elementary.log, x32.abs() * 2.0**-2)
                 ops[f"float32 nc={n32} log1p"] = functools.partial(_on_fixed, elementary.log1p, x32 * 2.0**-6)
+                ops[f"float32 nc={n32} acosh"] = functools.partial(_on_fixed, elementary.acosh, x32.abs() * 2.0**-2)
     if part == "arith" and nc in (3, 4) and device_type == "cpu":
         # the row kernel of this library: rows of nc - 1 components (rows of 8 and of 5;
         # squares that overflow and rejected rows among them), summed here at nc, and
@@ -431,7 +432,7 @@ def available(dtype: torch.dtype = torch.float64, nc: int = 3, part: str = "arit
 
 
 #: what :func:`status` says of float32's elementary functions
-_NARROW_NOTE = "float32 nc = 3, 4 exp, expm1, sinh, cosh, tanh, sin, cos, tan, log and log1p run in the float64 nc = 2 library"
+_NARROW_NOTE = "float32 nc = 3, 4 exp, expm1, sinh, cosh, tanh, sin, cos, tan, log, log1p and acosh run in the float64 nc = 2 library"
 
 
 def status(dtype: torch.dtype = torch.float64, nc: int = 3, part: str = "arith", device: str | torch.device = "cpu") -> str:
@@ -1123,6 +1124,21 @@ def log_masked(s: torch.Tensor, plus_one: torch.Tensor) -> Result | None:
     return _log_chain(lib, "log_masked_reduce", x, nc=2)
 
 
+def acosh_t(t: torch.Tensor) -> Result | None:
+    """``elementary._acosh_generic(t)``, i.e. ``acosh(1 + t)``, on a double-word ``t``
+    (float64, nc = 2) in two fused calls as :func:`log`: the float32 nc = 3, 4 acosh
+    forms ``t = x - 1`` in float32 and runs here on its double-word. ``ok`` false for
+    ``t_0`` not positive or not finite and where a check fails.
+
+    Example:
+        >>> r = acosh_t(torch.tensor([[1.0, 0.0], [-0.5, 0.0]], dtype=torch.float64))  # None without a C++ compiler
+        >>> r is None or (r.ok.tolist() == [True, False] and r.out[0, 0].item() == math.acosh(2.0))
+        True
+    """
+    lib = _elementary_eligible(t) if t.shape[-1] == 2 else None
+    return None if lib is None else _log_chain(lib, "acosh_t_reduce", t)
+
+
 def _sin_cos(x: torch.Tensor, fn: str = "sin_cos") -> Result | None:
     """The sin/cos kernel's ``(sin x, cos x)`` (2 nc components; ``fn="tan"``: the nc = 2
     tan kernel's quotient), float32 nc = 3, 4 through :func:`_narrow`, or None."""
@@ -1331,6 +1347,7 @@ registry.register(
     exp,
     log,
     log_masked,
+    acosh_t,
     sin,
     cos,
     tan,

@@ -619,8 +619,9 @@ def _log_front(fn: str, x: list[torch.Tensor]) -> tuple[list[torch.Tensor], torc
     acosh ``x = 1``, atanh's pole). The kernel generator traces this function; the sign,
     the factor 1/2 of atanh and the odd functions' tiny case stay with the caller.
     ``fn="log_masked"``: ``x`` is ``s`` followed by ``plus_one`` as 0 or 1, the operands
-    of ``elementary._log1p_masked_generic`` (a narrower dtype's log and log1p prepare
-    them in their own dtype and convert ``s`` to a double-word)."""
+    of ``elementary._log1p_masked_generic``; ``fn="acosh_t"``: ``x`` is ``t = x - 1``, the
+    operand of ``elementary._acosh_generic`` (a narrower dtype's log, log1p and acosh
+    prepare them in their own dtype and convert them to double-words)."""
     el = elementary
     shift, good = None, None
     if fn == "log_masked":  # elementary._log1p_masked_generic's own operands: s, then plus_one as 0/1
@@ -630,8 +631,8 @@ def _log_front(fn: str, x: list[torch.Tensor]) -> tuple[list[torch.Tensor], torc
         s = unpack(packed)
     elif fn == "asinh":
         s, plus_one, shift = el._asinh_arg(el._abs_sign(x)[0])
-    elif fn == "acosh":
-        t = el._sanitize(unpack(el._prepare_acosh(torch.stack(x, -1))[0]))
+    elif fn in ("acosh", "acosh_t"):  # acosh_t: x is t = x - 1 itself (elementary._acosh_generic's operand)
+        t = el._sanitize(list(x) if fn == "acosh_t" else unpack(el._prepare_acosh(torch.stack(x, -1))[0]))
         good = t[0] > 0  # x = 1 (t = 0) is left to the torch path
         s, plus_one, shift = el._acosh_arg(t)
     elif fn == "atanh":
@@ -1164,9 +1165,11 @@ def elementary_kernels(nc: int, tables: _Tables) -> list[ElementaryKernel]:
     for fn in ("log1p", "asinh", "acosh", "atanh"):
         doc = f"{fn}(x), first part: (t, e, tiny) for log_core (nc + 2 outputs)"
         ks.append(ElementaryKernel(f"{fn}_reduce", doc, x, nc + 2, functools.partial(_log_reduce_body, nc, fn)))
-    if nc == 2:  # a narrower dtype's log and log1p: their operands prepared in that dtype
+    if nc == 2:  # a narrower dtype's log, log1p and acosh: their operands prepared in that dtype
         doc = "log1p(s) where p != 0, log(s) elsewhere, first part: x holds (s, p); (t, e, tiny) for log_core"
         ks.append(ElementaryKernel("log_masked_reduce", doc, {"x": nc + 1}, nc + 2, functools.partial(_log_reduce_body, nc, "log_masked")))
+        doc = "acosh(1 + t), first part: (t, e, tiny) for log_core"
+        ks.append(ElementaryKernel("acosh_t_reduce", doc, x, nc + 2, functools.partial(_log_reduce_body, nc, "acosh_t")))
     ks.append(
         ElementaryKernel(
             "expm1", "expm1(x): elementary._expm1_generic", x, nc, functools.partial(_traced_body, elementary._expm1_generic, nc, tables)
