@@ -43,8 +43,8 @@ OPS = ARITH + SUMS + GROUPED + ROWS + ELEMENTARY + MANIFOLD
 DEVICES = ("cpu", "cuda")
 _DTYPES = {"float32": torch.float32, "float64": torch.float64}
 # float32 elementary functions whose torch path enters float64 as a double-word (nc = 3, 4;
-# log, log1p and acosh after forming their argument in float32)
-_DOUBLE_WORD = ("exp", "expm1", "sinh", "cosh", "tanh", "asinh", "sin", "cos", "tan", "log", "log1p", "acosh")
+# log, log1p, acosh and atanh after forming their arguments in float32)
+_DOUBLE_WORD = ("exp", "expm1", "sinh", "cosh", "tanh", "asinh", "sin", "cos", "tan", "log", "log1p", "acosh", "atanh")
 
 
 class Backend(NamedTuple):

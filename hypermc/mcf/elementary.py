@@ -32,9 +32,9 @@ vectorised, and picks one of three paths, always in this order:
    ...: the same roundings, so the same bits; the elements they flag take the torch
    code; this module never imports the backend). So do float32 ``nc = 3, 4`` exp, expm1,
    sinh, cosh, tanh, sin, cos and tan, the conversions to and from float64 included
-   (one kernel per call), float32 asinh on its double-word, and float32 log, log1p and
-   acosh on the double-word of their argument prepared in float32 (the kernels of
-   ``_log1p_masked_generic`` and ``_acosh_generic``).
+   (one kernel per call), float32 asinh on its double-word, and float32 log, log1p,
+   acosh and atanh on the double-words of their arguments prepared in float32 (the
+   kernels of ``_log1p_masked_generic``, ``_acosh_generic`` and ``_atanh_generic``).
 
 Generic algorithms (Tang's table-driven exp, Newton's iteration on it for log):
 
@@ -383,7 +383,7 @@ def _generic_path(x, plain, generic, prepare, odd, fused=None, exact64=False) ->
     else:
         args64 = [a if a.dtype == torch.bool else _to_float64(a) for a in args]
         prepared = _PREPARED_KERNELS.get(generic)
-        if prepared is not None:  # log, log1p, acosh: operands prepared in x's dtype, then the kernel
+        if prepared is not None:  # log, log1p, acosh, atanh: operands prepared in x's dtype, then the kernel
             operands: tuple = tuple(a.unsqueeze(-1) if isinstance(a, torch.Tensor) else pack(a) for a in args64)
             res = registry.call(prepared, *operands)
         else:
@@ -1075,9 +1075,14 @@ def _atanh_arg(a: list[torch.Tensor], den: list[torch.Tensor]) -> tuple[list[tor
 
 def _atanh_generic(a: list[torch.Tensor], den: list[torch.Tensor], neg: torch.Tensor) -> list[torch.Tensor]:
     """``atanh`` from ``a = |x|`` and the exact ``den = 1 - |x|`` (see :func:`_prepare_atanh`)."""
-    p, nc = _precision(a)
     a, den = _sanitize(a), _sanitize(den)
-    y = _log_impl(*_atanh_arg(a, den))
+    return _atanh_finish(_log_impl(*_atanh_arg(a, den)), a, den, neg)
+
+
+def _atanh_finish(y: list[torch.Tensor], a: list[torch.Tensor], den: list[torch.Tensor], neg: torch.Tensor) -> list[torch.Tensor]:
+    """:func:`_atanh_generic` after its logarithm ``y = log1p(2a / (1 - a))``: the factor
+    1/2, the pole, the sign and the tiny arguments (a kernel of the logarithm ends here too)."""
+    p, nc = _precision(a)
     y = _lwhere(den[0] == 0, [torch.full_like(a[0], math.inf)], [c * 0.5 for c in y])  # atanh(±1) = ±inf
     y = _apply_sign(y, neg)
     return _keep_tiny(_apply_sign(a, neg), y, _tiny_odd_threshold(p, nc))
@@ -1086,7 +1091,7 @@ def _atanh_generic(a: list[torch.Tensor], den: list[torch.Tensor], neg: torch.Te
 #: The :mod:`registry` kernels of generic functions whose operands a narrower dtype
 #: prepares in its own dtype (the cancelling differences) and converts to float64
 #: double-words: the kernel computes the generic function on them (same bits).
-_PREPARED_KERNELS: dict[Callable, str] = {_log1p_masked_generic: "log_masked", _acosh_generic: "acosh_t"}
+_PREPARED_KERNELS: dict[Callable, str] = {_log1p_masked_generic: "log_masked", _acosh_generic: "acosh_t", _atanh_generic: "atanh_ad"}
 
 
 # ------------------------------------------------------------------- prepare (own dtype)

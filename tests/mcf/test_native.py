@@ -848,13 +848,13 @@ def test_float32_exp_through_the_float64_kernel_same_bits(nc, op, data):
 
 @needs_compiler
 @pytest.mark.parametrize(("dtype", "nc"), [(torch.float32, 3), (torch.float32, 4), (torch.float16, 6), (torch.bfloat16, 8)], ids=str)
-@pytest.mark.parametrize("op", ["log", "log1p", "acosh"])
+@pytest.mark.parametrize("op", ["log", "log1p", "acosh", "atanh"])
 @_cap(10)
 @given(data=st.data())
 def test_narrow_log_through_the_double_word_kernels_same_bits(dtype, nc, op, data):
-    """log, log1p and acosh of a narrower dtype whose expansion is a double-word (float32 nc = 3,
+    """log, log1p, acosh and atanh of a narrower dtype whose expansion is a double-word (float32 nc = 3,
     4; float16 and bfloat16 beyond their float64 engine): the argument prepared in that
-    dtype, then ``native.log_masked`` or ``native.acosh_t`` on its double-word. The same bits as the torch path
+    dtype, then ``native.log_masked``, ``native.acosh_t`` or ``native.atanh_ad`` on the double-words. The same bits as the torch path
     on random expansions over every exponent, ±0, ±inf, NaN, subnormals and arguments
     next to 1 and next to -1, and the kernels took the ordinary elements."""
     x = _elementary_inputs(op, dtype, data.draw(expansions(dtype, nc, shape=(48,), allow_zero=True)))
@@ -862,7 +862,7 @@ def test_narrow_log_through_the_double_word_kernels_same_bits(dtype, nc, op, dat
     edge[:, 0] = torch.tensor(_EDGES, dtype=torch.float64).to(dtype)
     x = torch.cat([x, edge, -edge])
     taken = []
-    name = "acosh_t" if op == "acosh" else "log_masked"
+    name = {"acosh": "acosh_t", "atanh": "atanh_ad"}.get(op, "log_masked")
     fused = getattr(native, name)
 
     def spy(*operands):
@@ -1063,7 +1063,7 @@ def test_float32_trig_uses_its_own_kernels(monkeypatch):
 def test_elementary_status():
     assert native.status(torch.float32, 3, "elementary") == (
         "no native elementary kernels for torch.float32 (float64 only; float32 nc = 3, 4 exp, expm1, sinh, cosh, tanh, "
-        "sin, cos, tan, log, log1p and acosh run in the float64 nc = 2 library)"
+        "sin, cos, tan, log, log1p, acosh and atanh run in the float64 nc = 2 library)"
     )
     assert not native.available(torch.float32, 3, "elementary")
     # nc = 2, 3, 4 on both devices (staged loops on the CPU)

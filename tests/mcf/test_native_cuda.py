@@ -396,6 +396,10 @@ def _kernel_calls(config: tuple, cpp, x: torch.Tensor, y: torch.Tensor) -> list[
             calls.append((op, [t, torch.log1p(t[..., :1])], (), nc))
         elif op == "acosh_t_reduce":  # t = x - 1: positive, and the edge rows (zero and negative t flagged)
             calls += [(op, [a], (), k.components) for a in (ax, x)]
+        elif op == "atanh_ad_reduce":  # a = |x| scaled below 1, den = 1 - a; the edge rows
+            a = ax * 2.0**-21
+            calls += [(op, [torch.cat([a, arith.add_float(-a, torch.ones_like(a[..., 0]))], -1)], (), k.components)]
+            calls += [(op, [torch.cat([ax, ax.flip(0)], -1)], (), k.components)]
         elif op == "log_masked_reduce":  # s (a double-word) and plus_one as 0/1: both branches
             p = (torch.arange(x.shape[0]) % 2).to(x.dtype).unsqueeze(-1)
             calls += [(op, [torch.cat([a, p], -1)], (), k.components) for a in (ax, x * 2.0**-6)]

@@ -15,7 +15,7 @@ otherwise run as ~20-200 fused calls per block plus torch glue; the nc = 2 libra
 has kernels for float32 nc = 3, 4 exp, expm1, sinh/cosh, tanh, sin/cos and tan, which
 convert to and from float64 themselves (:func:`_narrow`), and the log family's
 reduction of a double-word prepared in a narrower dtype (:func:`log_masked`,
-:func:`acosh_t`). On CUDA tensors the same kernels run as CUDA code
+:func:`acosh_t`, :func:`atanh_ad`). On CUDA tensors the same kernels run as CUDA code
 (:mod:`hypermc.mcf.native.cuda`). ctypes releases the GIL, so large tensors are split
 over torch's intra-op thread count. Numbers in ``docs/numerics.md``.
 
@@ -347,6 +347,7 @@ def _self_check(lib: Kernels, dtype: torch.dtype, nc: int, part: str = "arith", 
                 ops[f"float32 nc={n32} log"] = functools.partial(_on_fixed, elementary.log, x32.abs() * 2.0**-2)
                 ops[f"float32 nc={n32} log1p"] = functools.partial(_on_fixed, elementary.log1p, x32 * 2.0**-6)
                 ops[f"float32 nc={n32} acosh"] = functools.partial(_on_fixed, elementary.acosh, x32.abs() * 2.0**-2)
+                ops[f"float32 nc={n32} atanh"] = functools.partial(_on_fixed, elementary.atanh, x32 * 2.0**-21)
     if part == "arith" and nc in (3, 4) and device_type == "cpu":
         # the row kernel of this library: rows of nc - 1 components (rows of 8 and of 5;
         # squares that overflow and rejected rows among them), summed here at nc, and
@@ -432,7 +433,9 @@ def available(dtype: torch.dtype = torch.float64, nc: int = 3, part: str = "arit
 
 
 #: what :func:`status` says of float32's elementary functions
-_NARROW_NOTE = "float32 nc = 3, 4 exp, expm1, sinh, cosh, tanh, sin, cos, tan, log, log1p and acosh run in the float64 nc = 2 library"
+_NARROW_NOTE = (
+    "float32 nc = 3, 4 exp, expm1, sinh, cosh, tanh, sin, cos, tan, log, log1p, acosh and atanh run in the float64 nc = 2 library"
+)
 
 
 def status(dtype: torch.dtype = torch.float64, nc: int = 3, part: str = "arith", device: str | torch.device = "cpu") -> str:
@@ -1139,6 +1142,32 @@ def acosh_t(t: torch.Tensor) -> Result | None:
     return None if lib is None else _log_chain(lib, "acosh_t_reduce", t)
 
 
+def atanh_ad(a: torch.Tensor, den: torch.Tensor, neg: torch.Tensor) -> Result | None:
+    """``elementary._atanh_generic(a, den, neg)`` on double-words ``a = |x|`` and ``den = 1 -
+    |x|`` (float64, nc = 2; ``neg`` the sign bits, shape ``(*shape, 1)``): its logarithm in
+    two fused calls as :func:`log`, then ``elementary._atanh_finish`` (the factor 1/2,
+    the sign, the tiny arguments). The float32 nc = 3, 4 atanh forms ``1 - |x|`` in
+    float32 and runs here on the double-words. ``ok`` false for a zero or non-finite
+    ``a_0``, the pole ``den_0 = 0`` and where a check fails.
+
+    Example:
+        >>> a = torch.tensor([[0.5, 0.0], [1.0, 0.0]], dtype=torch.float64)
+        >>> r = atanh_ad(a, 1 - a, torch.tensor([[True], [False]]))  # None without a C++ compiler
+        >>> r is None or (r.ok.tolist() == [True, False] and r.out[0, 0].item() == math.atanh(-0.5))
+        True
+    """
+    if a.shape[-1] != 2 or den.shape != a.shape or den.dtype != a.dtype or neg.shape != (*a.shape[:-1], 1):
+        return None
+    lib = _elementary_eligible(a)
+    if lib is None:
+        return None
+    x = torch.stack([a[..., 0], a[..., 1], den[..., 0], den[..., 1]]).movedim(0, -1)  # planar (a, den)
+    res = _log_chain(lib, "atanh_ad_reduce", x, nc=2)
+    el = elementary
+    out = el._finish(el._atanh_finish(unpack(res.out), unpack(a), unpack(den), neg[..., 0]))
+    return Result(out, res.ok, res.bad)
+
+
 def _sin_cos(x: torch.Tensor, fn: str = "sin_cos") -> Result | None:
     """The sin/cos kernel's ``(sin x, cos x)`` (2 nc components; ``fn="tan"``: the nc = 2
     tan kernel's quotient), float32 nc = 3, 4 through :func:`_narrow`, or None."""
@@ -1348,6 +1377,7 @@ registry.register(
     log,
     log_masked,
     acosh_t,
+    atanh_ad,
     sin,
     cos,
     tan,

@@ -620,8 +620,10 @@ def _log_front(fn: str, x: list[torch.Tensor]) -> tuple[list[torch.Tensor], torc
     the factor 1/2 of atanh and the odd functions' tiny case stay with the caller.
     ``fn="log_masked"``: ``x`` is ``s`` followed by ``plus_one`` as 0 or 1, the operands
     of ``elementary._log1p_masked_generic``; ``fn="acosh_t"``: ``x`` is ``t = x - 1``, the
-    operand of ``elementary._acosh_generic`` (a narrower dtype's log, log1p and acosh
-    prepare them in their own dtype and convert them to double-words)."""
+    operand of ``elementary._acosh_generic``; ``fn="atanh_ad"``: ``x`` is ``a = |x|``
+    followed by ``den = 1 - |x|``, of ``elementary._atanh_generic`` (a narrower dtype's
+    log, log1p, acosh and atanh prepare them in their own dtype and convert them to
+    double-words)."""
     el = elementary
     shift, good = None, None
     if fn == "log_masked":  # elementary._log1p_masked_generic's own operands: s, then plus_one as 0/1
@@ -635,9 +637,12 @@ def _log_front(fn: str, x: list[torch.Tensor]) -> tuple[list[torch.Tensor], torc
         t = el._sanitize(list(x) if fn == "acosh_t" else unpack(el._prepare_acosh(torch.stack(x, -1))[0]))
         good = t[0] > 0  # x = 1 (t = 0) is left to the torch path
         s, plus_one, shift = el._acosh_arg(t)
-    elif fn == "atanh":
-        a_packed, den_packed, _ = el._prepare_atanh(torch.stack(x, -1))
-        a, den = el._sanitize(unpack(a_packed)), el._sanitize(unpack(den_packed))
+    elif fn in ("atanh", "atanh_ad"):  # atanh_ad: x is a = |x| then den = 1 - |x| (elementary._atanh_generic's)
+        if fn == "atanh_ad":
+            a, den = el._sanitize(list(x[: len(x) // 2])), el._sanitize(list(x[len(x) // 2 :]))
+        else:
+            a_packed, den_packed, _ = el._prepare_atanh(torch.stack(x, -1))
+            a, den = el._sanitize(unpack(a_packed)), el._sanitize(unpack(den_packed))
         good = den[0] != 0  # the pole |x| = 1
         s, plus_one = el._atanh_arg(a, den)
     else:
@@ -654,7 +659,7 @@ def _log_reduce_body(nc: int, fn: str = "log") -> list[str]:
     functions: ``x = ±0``; acosh: ``x <= 1``; ``w_0`` not a positive normal number; atanh's
     pole) and where a check fails."""
     net = _Net()
-    xs = [net.let(f"X({k})") for k in range(nc + (fn == "log_masked"))]
+    xs = [net.let(f"X({k})") for k in range({"log_masked": nc + 1, "atanh_ad": 2 * nc}.get(fn, nc))]
     finite = _finite_all(xs)
     if fn == "log_masked":  # log1p(s) where plus_one, log(s) elsewhere
         log_ok = f"mc_normal<T>({xs[0]}) & ({xs[0]} > T(0))"
@@ -1170,6 +1175,8 @@ def elementary_kernels(nc: int, tables: _Tables) -> list[ElementaryKernel]:
         ks.append(ElementaryKernel("log_masked_reduce", doc, {"x": nc + 1}, nc + 2, functools.partial(_log_reduce_body, nc, "log_masked")))
         doc = "acosh(1 + t), first part: (t, e, tiny) for log_core"
         ks.append(ElementaryKernel("acosh_t_reduce", doc, x, nc + 2, functools.partial(_log_reduce_body, nc, "acosh_t")))
+        doc = "2 atanh(a) from a and den = 1 - a, first part: x holds (a, den); (t, e, tiny) for log_core"
+        ks.append(ElementaryKernel("atanh_ad_reduce", doc, {"x": 2 * nc}, nc + 2, functools.partial(_log_reduce_body, nc, "atanh_ad")))
     ks.append(
         ElementaryKernel(
             "expm1", "expm1(x): elementary._expm1_generic", x, nc, functools.partial(_traced_body, elementary._expm1_generic, nc, tables)
