@@ -39,7 +39,9 @@ import torch
 
 from hypermc import _results
 
-#: Leading-component ranges of the operands (second operand of div: the same range).
+#: Leading-component ranges of the operands (second operand of div: the same range). The
+#: worker runs on the other checkout's hypermc, which may predate the helpers of
+#: ``bench_ops.py``, so it uses the public API and ``eft.renormalize`` only.
 RANGES = {
     "add": (-10.0, 10.0),
     "mul": (-10.0, 10.0),
