@@ -370,10 +370,11 @@ def _generic_path(x, plain, generic, prepare, odd, fused=None, exact64=False) ->
     ``fused`` float64 kernel that takes ``x`` alone (``exp``), the expansion goes through
     that kernel where it applies (a double-word: float32 asinh, float16 and bfloat16): the
     same roundings as ``generic`` on it (the kernel's contract; the elements it flags take
-    ``generic``), so the same bits, without the per-op torch kernels. log and log1p form
-    their differences in the input's dtype first; their prepared operands go through the
-    kernel of the generic function itself (:data:`_PREPARED_KERNELS`: float32 nc = 3, 4
-    and the narrower dtypes, whose expansions are double-words).
+    ``generic``), so the same bits, without the per-op torch kernels. log, log1p, acosh
+    and atanh form their differences in the input's dtype first; their prepared operands
+    go through the kernel of the generic function itself (:data:`_PREPARED_KERNELS`,
+    where they are double-words: float32 nc = 3, 4 and the narrower dtypes up to about
+    ``106 / p`` components).
     """
     nc = x.shape[-1]
     args = prepare(x) if prepare is not None else (x,)
