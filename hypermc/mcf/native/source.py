@@ -646,7 +646,7 @@ def _log_front(fn: str, x: list[torch.Tensor]) -> tuple[list[torch.Tensor], torc
         good = den[0] != 0  # the pole |x| = 1
         s, plus_one = el._atanh_arg(a, den)
     else:
-        raise ValueError(f"_log_front: fn must be one of log, log1p, asinh, acosh, atanh; got {fn!r}")
+        raise ValueError(f"_log_front: fn must be one of log, log1p, log_masked, asinh, acosh, acosh_t, atanh, atanh_ad; got {fn!r}")
     t, e, regular, _ = el._log_reduce(s, plus_one, shift)
     tiny = el._log1p_tiny(s, plus_one) if fn in ("log", "log1p", "log_masked") else torch.zeros_like(regular)
     return t, e, tiny, regular if good is None else regular & good
@@ -657,7 +657,9 @@ def _log_reduce_body(nc: int, fn: str = "log") -> list[str]:
     ``e`` and whether the result is ``t`` itself. ``ok`` false where the torch path takes
     another branch (non-finite ``x``; log: ``x_0`` not a positive normal number; the odd
     functions: ``x = ±0``; acosh: ``x <= 1``; ``w_0`` not a positive normal number; atanh's
-    pole) and where a check fails."""
+    pole; log_masked: ``s_0`` zero, or not a positive normal number where ``plus_one`` is
+    false; acosh_t: ``t_0 <= 0``) and where a check fails. log_masked reads ``nc + 1``
+    operand components, atanh_ad ``2 nc``."""
     net = _Net()
     xs = [net.let(f"X({k})") for k in range({"log_masked": nc + 1, "atanh_ad": 2 * nc}.get(fn, nc))]
     finite = _finite_all(xs)
